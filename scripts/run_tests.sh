@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a bare machine, then runs all of it.
+# .ci/run runs exactly this script; so does a newcomer (see README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+# Debian packages for the browser test; installed only when missing.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "run_tests: chromium/chromedriver missing and cannot apt-get install them" >&2
+  fi
+fi
+
+"$PY" -m pip install -q --disable-pip-version-check -e . pytest hypothesis selenium
+exec "$PY" -m pytest -q -p no:cacheprovider "$@"

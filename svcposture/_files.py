@@ -1,0 +1,231 @@
+"""The only code that writes files: atomic replace, 0600 creation, locked appends, reverse reads."""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator, Optional, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# Directories the package creates hold secrets or per-node state: owner only.
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_BLOCK = 64 * 1024
+
+
+class CorruptFileError(ValueError):
+    """A file exists but does not hold what it should; it is never overwritten."""
+
+    def __init__(self, path: PathLike, message: str, line: int = 0, column: int = 0) -> None:
+        self.path = str(path)
+        self.line = line
+        self.column = column
+        where = "%s:%d:%d" % (self.path, line, column) if line else self.path
+        super().__init__("%s: %s" % (where, message))
+
+
+def ensure_dir(path: PathLike) -> Path:
+    p = Path(path)
+    p.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    return p
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(str(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        # Some filesystems refuse fsync on a directory; the replace is still atomic.
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> None:
+    """Temp file in the same directory, fsync, os.replace, fsync of the directory.
+
+    The temp file is created with `mode` by os.open itself, so the secret is never
+    readable by others, not even for an instant; fchmod then undoes any umask.
+    """
+    target = Path(path)
+    directory = ensure_dir(target.parent)
+    tmp = directory / (".%s.%s.tmp" % (target.name, os.urandom(6).hex()))
+    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(tmp)
+        raise
+    os.close(fd)
+    try:
+        os.replace(str(tmp), str(target))
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def write_text_atomic(path: PathLike, text: str, mode: int = FILE_MODE) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), mode)
+
+
+def write_json_atomic(path: PathLike, obj: Any, mode: int = FILE_MODE) -> None:
+    text = json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    write_text_atomic(path, text, mode)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(str(path))
+    except OSError:
+        pass
+
+
+# Config and state files are small; anything bigger is hostile or broken.
+MAX_JSON_BYTES = 4 * 1024 * 1024
+
+
+def read_json(path: PathLike, max_bytes: int = MAX_JSON_BYTES) -> Optional[Any]:
+    """Parsed JSON, or None when the file does not exist.
+
+    Raises CorruptFileError (naming file, line and column) for anything that is not
+    valid UTF-8 JSON, and OSError when the file exists but cannot be read.
+    """
+    p = Path(path)
+    try:
+        with open(str(p), "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise CorruptFileError(p, "is a directory, not a JSON file")
+    if len(raw) > max_bytes:
+        raise CorruptFileError(p, "larger than %d bytes" % max_bytes)
+    if not raw.strip():
+        raise CorruptFileError(p, "empty file, expected JSON", 1, 1)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise CorruptFileError(p, "not UTF-8", line, column) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorruptFileError(p, exc.msg, exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise CorruptFileError(p, "nested too deeply") from None
+
+
+def move_aside(path: PathLike, tag: str = "corrupt") -> Optional[Path]:
+    """Rename a bad file next to itself so that nothing is silently dropped."""
+    p = Path(path)
+    aside = p.with_name("%s.%s-%s" % (p.name, tag, os.urandom(4).hex()))
+    try:
+        os.replace(str(p), str(aside))
+    except FileNotFoundError:
+        return None
+    return aside
+
+
+def append_line(path: PathLike, line: Union[str, bytes], fsync: bool = True) -> None:
+    """Append one line with a single os.write under flock on an O_APPEND file.
+
+    A torn last line (a writer that died mid-line) is sealed with a newline first,
+    so the new record always starts on its own line. A short write is undone by
+    truncating back to the size before it, so readers never see half a record.
+    """
+    data = line.encode("utf-8") if isinstance(line, str) else bytes(line)
+    if b"\n" in data.rstrip(b"\n"):
+        raise ValueError("a log record must be a single line")
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    p = Path(path)
+    ensure_dir(p.parent)
+    fd = os.open(str(p), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            if size > 0 and _last_byte(p, size) != b"\n":
+                data = b"\n" + data
+            try:
+                written = os.write(fd, data)
+            except OSError:
+                _truncate_back(fd, size)
+                raise
+            if written != len(data):
+                _truncate_back(fd, size)
+                raise OSError(errno.EIO, "short write to %s" % p)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _last_byte(path: Path, size: int) -> bytes:
+    # The append fd is write-only; read the tail through a second descriptor.
+    with open(str(path), "rb") as fh:
+        fh.seek(size - 1)
+        return fh.read(1)
+
+
+def _truncate_back(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
+def iter_lines_reverse(path: PathLike, block: int = _BLOCK) -> Iterator[bytes]:
+    """Complete lines of a file, newest first, reading backwards in blocks.
+
+    The cost depends on how far back the caller reads, not on the file size. A
+    torn last line (no trailing newline) is yielded too; callers skip what does
+    not parse. Missing files yield nothing.
+    """
+    try:
+        fh = open(str(path), "rb")
+    except FileNotFoundError:
+        return
+    with fh:
+        fh.seek(0, os.SEEK_END)
+        position = fh.tell()
+        carry = b""
+        while position > 0:
+            step = min(block, position)
+            position -= step
+            fh.seek(position)
+            chunk = fh.read(step) + carry
+            lines = chunk.split(b"\n")
+            carry = lines[0]
+            for piece in reversed(lines[1:]):
+                if piece:
+                    yield piece
+        if carry:
+            yield carry
+
+
+def tail_lines(path: PathLike, count: int) -> list:
+    """The newest `count` non-empty lines, oldest first."""
+    out = []
+    for piece in iter_lines_reverse(path):
+        if len(out) >= count:
+            break
+        out.append(piece)
+    out.reverse()
+    return out

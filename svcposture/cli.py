@@ -1,0 +1,76 @@
+"""Entry points: svc-monitor, svc-cluster, svc-stack and `python -m svcposture`.
+
+Each command family lives in its own module; this file only dispatches, and
+imports those modules lazily so that `--help` of one family stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, List, Optional, Sequence
+
+from .config import ConfigError
+
+
+def _run(prog: str, func: Callable[[], int]) -> int:
+    try:
+        return func()
+    except ConfigError as exc:
+        print("%s: config error: %s" % (prog, exc), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `svc-cluster classify | head` must not end in a traceback.
+        return 0
+
+
+def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
+    def go() -> int:
+        from . import server
+        return server.main(argv)
+    return _run("svc-monitor", go)
+
+
+def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
+    def go() -> int:
+        from . import liveness, mirror
+        parser = argparse.ArgumentParser(
+            prog="svc-cluster",
+            description="Cluster config mirror and liveness anchor for this node.",
+        )
+        sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+        mirror.add_commands(sub)
+        liveness.add_commands(sub)
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return 2
+        return int(args.func(args))
+    return _run("svc-cluster", go)
+
+
+def stack_main(argv: Optional[Sequence[str]] = None) -> int:
+    def go() -> int:
+        from . import stack
+        return stack.main(argv)
+    return _run("svc-stack", go)
+
+
+_FAMILIES = {"monitor": monitor_main, "cluster": cluster_main, "stack": stack_main}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m svcposture monitor|cluster|stack ARGS`."""
+    args: List[str] = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help") or args[0] not in _FAMILIES:
+        stream = sys.stdout if args and args[0] in ("-h", "--help") else sys.stderr
+        print("usage: python -m svcposture {monitor,cluster,stack} [ARGS...]\n\n"
+              "  monitor   same as svc-monitor: the posture monitor, HUD and demo\n"
+              "  cluster   same as svc-cluster: config mirror, roster, liveness anchor, doctor\n"
+              "  stack     same as svc-stack: start/stop the monitor, cloud env projection",
+              file=stream)
+        if args and args[0] not in ("-h", "--help"):
+            print("error: unknown command %r" % args[0], file=sys.stderr)
+        return 0 if stream is sys.stdout else 2
+    return _FAMILIES[args[0]](args[1:])

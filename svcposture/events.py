@@ -1,0 +1,234 @@
+"""The node's event log, the v2 telemetry envelope and the two account event kinds."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+
+from ._files import append_line, ensure_dir, iter_lines_reverse
+from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
+from ._version import __version__
+from .paths import Paths
+
+RATELIMIT_SAMPLED = "account.ratelimit.sampled"
+STATUS_CHANGED = "account.status.changed"
+
+# The eight contract keys of account.ratelimit.sampled, in contract order.
+QUOTA_KEYS = (
+    "ratelimit.five_hour_pct",
+    "ratelimit.seven_day_pct",
+    "ratelimit.five_hour_resets_at",
+    "ratelimit.seven_day_resets_at",
+    "ratelimit.seven_day_large_pct",
+    "ratelimit.seven_day_medium_pct",
+    "subscription.type",
+    "rate_limit.tier",
+)
+
+# Heartbeat `quota` block field for each contract key (contract 6.2).
+QUOTA_BLOCK_FIELDS = {
+    "ratelimit.five_hour_pct": "five_hour_pct",
+    "ratelimit.seven_day_pct": "seven_day_pct",
+    "ratelimit.seven_day_large_pct": "seven_day_large_pct",
+    "ratelimit.seven_day_medium_pct": "seven_day_medium_pct",
+    "ratelimit.five_hour_resets_at": "five_hour_resets_at",
+    "ratelimit.seven_day_resets_at": "seven_day_resets_at",
+    "subscription.type": "subscription_type",
+    "rate_limit.tier": "rate_limit_tier",
+}
+
+STATUS_VALUES = ("rejected", "ok")
+BINDING_WINDOWS = ("five_hour", "seven_day")
+_LOG_NAME_RE = re.compile(r"^(\d{4})-(\d{2})\.jsonl$")
+
+
+class EventLogError(OSError):
+    """An event could not be appended; the caller must not advance any state."""
+
+
+def host_id(node: str) -> str:
+    return hashlib.sha256(node.encode("utf-8")).hexdigest()[:16]
+
+
+def envelope(name: str, node: str, attributes: Mapping[str, Any], ts_ms: Optional[int] = None) -> Dict[str, Any]:
+    """A v2 telemetry envelope. `attributes` are the kind's own keys."""
+    stamp = iso_from_ms(now_ms() if ts_ms is None else ts_ms)
+    attrs: Dict[str, Any] = {
+        "event.name": name,
+        "event.entity": "account",
+        "event.action": name[len("account."):] if name.startswith("account.") else name,
+    }
+    attrs.update(attributes)
+    return {
+        "v": 2,
+        "id": os.urandom(8).hex(),
+        "ts": stamp,
+        "observedTs": stamp,
+        "severityText": "INFO",
+        "severityNumber": 9,
+        "resource": {
+            "service.name": "svc.monitor",
+            "service.namespace": "svc",
+            "service.version": __version__,
+            "host.name": node,
+            "host.id": host_id(node),
+        },
+        "attributes": attrs,
+        "body": {"message": name},
+    }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def ratelimit_sampled(node: str, email: Optional[str], values: Mapping[str, Any],
+                      ts_ms: Optional[int] = None) -> Dict[str, Any]:
+    """`account.ratelimit.sampled` from {contract key: value}.
+
+    Each key is omitted when its value is None (absent means unknown, never zero);
+    0 and 0.0 are kept. Keys outside the contract are refused, so no internal
+    camelCase name can leak into the log.
+    """
+    unknown = set(values) - set(QUOTA_KEYS)
+    if unknown:
+        raise ValueError("not contract quota keys: %s" % ", ".join(sorted(unknown)))
+    attrs: Dict[str, Any] = {"event.label": email or "login"}
+    if email is not None:
+        attrs["account.email"] = email
+    for key in QUOTA_KEYS:
+        value = values.get(key)
+        if value is None:
+            continue
+        if key.endswith("_pct"):
+            if not _is_number(value):
+                raise ValueError("%s must be a number" % key)
+        elif not isinstance(value, str):
+            raise ValueError("%s must be a string" % key)
+        attrs[key] = value
+    return envelope(RATELIMIT_SAMPLED, node, attrs, ts_ms)
+
+
+def status_changed(node: str, handle: str, email: Optional[str], status: str,
+                   binding_window: Optional[str], ts_ms: Optional[int] = None) -> Dict[str, Any]:
+    if status not in STATUS_VALUES:
+        raise ValueError("account.status must be rejected or ok")
+    attrs: Dict[str, Any] = {"event.label": email or handle, "account.handle": handle}
+    if email is not None:
+        attrs["account.email"] = email
+    attrs["account.status"] = status
+    if binding_window is not None:
+        attrs["account.binding_window"] = binding_window
+    attrs["node.name"] = node
+    return envelope(STATUS_CHANGED, node, attrs, ts_ms)
+
+
+def quota_block(event: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The heartbeat `quota` block derived from an `account.ratelimit.sampled` event.
+
+    Pure. Absent keys stay absent; None when there is no usable event.
+    """
+    if not isinstance(event, Mapping):
+        return None
+    attrs = event.get("attributes")
+    if not isinstance(attrs, Mapping) or attrs.get("event.name") != RATELIMIT_SAMPLED:
+        return None
+    block: Dict[str, Any] = {}
+    for key, field in QUOTA_BLOCK_FIELDS.items():
+        value = attrs.get(key)
+        if value is None:
+            continue
+        if key.endswith("_pct") and not _is_number(value):
+            continue
+        if not key.endswith("_pct") and not isinstance(value, str):
+            continue
+        block[field] = value
+    return block
+
+
+def event_name(event: Any) -> Optional[str]:
+    if isinstance(event, dict):
+        attrs = event.get("attributes")
+        if isinstance(attrs, dict):
+            name = attrs.get("event.name")
+            if isinstance(name, str):
+                return name
+    return None
+
+
+def parse_line(raw: bytes) -> Optional[Dict[str, Any]]:
+    """One log line to an event dict, or None for anything that is not one."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("attributes"), dict):
+        return None
+    return obj
+
+
+class EventLog:
+    """`~/svc/events/<UTC YYYY-MM>.jsonl`, one JSON object per line."""
+
+    def __init__(self, directory: "os.PathLike[str] | str") -> None:
+        self.directory = Path(directory)
+
+    @classmethod
+    def for_paths(cls, paths: Paths) -> "EventLog":
+        return cls(paths.events_dir)
+
+    def path_for(self, ts_ms: int) -> Path:
+        return self.directory / ("%s.jsonl" % month_key(ts_ms))
+
+    def append(self, event: Mapping[str, Any]) -> Path:
+        """Append and fsync one event to the file of its own month.
+
+        Raises EventLogError when the record is not durably on disk; in that case
+        the file holds no part of it.
+        """
+        line = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+        ts = event.get("ts")
+        try:
+            month_ms = parse_iso_ms(ts) if isinstance(ts, str) else now_ms()
+        except ValueError:
+            month_ms = now_ms()
+        path = self.path_for(month_ms)
+        try:
+            append_line(path, line)
+        except OSError as exc:
+            raise EventLogError(exc.errno, "cannot append to %s: %s" % (path, exc.strerror or exc)) from None
+        return path
+
+    def files_newest_first(self) -> List[Path]:
+        try:
+            names = [n for n in os.listdir(str(self.directory)) if _LOG_NAME_RE.match(n)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [self.directory / n for n in sorted(names, reverse=True)]
+
+    def iter_newest_first(self) -> Iterator[Dict[str, Any]]:
+        """Every parseable event, newest first, across months; bad lines skipped."""
+        for path in self.files_newest_first():
+            for raw in iter_lines_reverse(path):
+                event = parse_line(raw)
+                if event is not None:
+                    yield event
+
+    def newest(self, name: str, where: Optional[Callable[[Dict[str, Any]], bool]] = None) -> Optional[Dict[str, Any]]:
+        """The newest event of kind `name`, reading back only as far as needed."""
+        for event in self.iter_newest_first():
+            if event_name(event) == name and (where is None or where(event)):
+                return event
+        return None
+
+    def check_writable(self) -> None:
+        """Raise EventLogError when the directory cannot take an append."""
+        try:
+            ensure_dir(self.directory)
+        except OSError as exc:
+            raise EventLogError(exc.errno, "cannot create %s: %s" % (self.directory, exc.strerror)) from None
+        if not os.access(str(self.directory), os.W_OK | os.X_OK):
+            raise EventLogError(13, "%s is not writable" % self.directory)

@@ -1,0 +1,19 @@
+import subprocess
+import sys
+
+from conftest import REPO
+
+CHECKER = REPO.parent / "shared" / "tools" / "check_vendorable.py"
+
+
+def test_package_imports_only_stdlib_and_itself_relatively():
+    assert CHECKER.is_file(), "shared/ must sit beside the repo"
+    proc = subprocess.run([sys.executable, str(CHECKER), "svcposture"], cwd=str(REPO),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_import_does_not_pull_in_http_server():
+    code = "import sys, svcposture; print('http.server' in sys.modules, 'urllib.request' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
