@@ -1,0 +1,350 @@
+"""A model-provider test server on 127.0.0.1 speaking the real wire format (DESIGN §3).
+
+In-process:
+
+    with ProviderServer() as provider:
+        provider.set_account("tok-a", status="rejected", seven_day=(1.02, "rejected"),
+                             representative_claim="seven_day")
+        env["SVC_PROVIDER_URL"] = provider.url
+
+As a subprocess (for tests that need the provider in another process):
+
+    python tests/provider_server.py --port 0 --script script.json
+
+prints `provider listening on http://127.0.0.1:PORT` on stdout once it serves.
+The script file is JSON `{"accounts": {TOKEN: {set_account kwargs}}, "usage": {TOKEN:
+{"body": {...}, "http_status": 200, "retry_after": null}}}`; it is re-read whenever
+its mtime changes, so a test can flip an account's status by rewriting it.
+
+Routes:
+- POST /v1/messages: per the `authorization: Bearer <token>` header; answers with
+  `anthropic-ratelimit-unified-*` headers; 429 when the status is rejected (unless
+  http_status says otherwise); unknown tokens get 401.
+- GET /api/oauth/usage: the JSON usage body set by set_usage; unknown tokens 401.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+
+MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop")
+PREFIX = "anthropic-ratelimit-unified-"
+
+
+class _Account:
+    def __init__(self, *, status: str = "allowed",
+                 five_hour: Optional[Tuple[Any, Any]] = (0.10, "allowed"),
+                 seven_day: Optional[Tuple[Any, Any]] = (0.20, "allowed"),
+                 representative_claim: Optional[str] = "five_hour", http_status: int = 200,
+                 mode: str = "normal", delay: float = 0.0,
+                 reset_5h: Optional[float] = None, reset_7d: Optional[float] = None) -> None:
+        if mode not in MODES:
+            raise ValueError("mode must be one of %s" % (MODES,))
+        self.status = status
+        self.five_hour = tuple(five_hour) if five_hour is not None else None
+        self.seven_day = tuple(seven_day) if seven_day is not None else None
+        self.representative_claim = representative_claim
+        self.http_status = int(http_status)
+        self.mode = mode
+        self.delay = float(delay)
+        self.reset_5h = reset_5h
+        self.reset_7d = reset_7d
+
+
+class _ProviderHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: Tuple[str, int], owner: "ProviderServer") -> None:
+        self.owner = owner
+        super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, BrokenPipeError, socket.timeout)):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _ProviderHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def _token(self) -> Optional[str]:
+        value = self.headers.get("authorization") or ""
+        if value[:7].lower() == "bearer ":
+            return value[7:].strip()
+        return None
+
+    def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
+        raw = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(raw)))
+        self.send_header("connection", "close")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(raw)
+        self.close_connection = True
+
+    def do_POST(self) -> None:  # noqa: N802
+        owner = self.server.owner
+        owner._maybe_reload()
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        if self.path.split("?")[0] != "/v1/messages":
+            self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "not found"}})
+            return
+        token = self._token()
+        account = owner._record_message(token, dict(self.headers.items()), raw)
+        if account is None:
+            self._send(401, {"type": "error", "error": {"type": "authentication_error",
+                                                        "message": "invalid bearer token"}})
+            return
+        if account.delay > 0:
+            time.sleep(account.delay)
+        if account.mode == "drop":
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
+        if account.mode == "auth":
+            self._send(account.http_status if account.http_status in (401, 403) else 401,
+                       {"type": "error", "error": {"type": "authentication_error",
+                                                   "message": "OAuth token has expired"}})
+            return
+        status = account.http_status
+        if status == 200 and account.status == "rejected":
+            status = 429
+        headers: Dict[str, str] = {}
+        if account.mode != "no_headers":
+            headers = _unified_headers(account)
+        if status == 200:
+            body: Any = {"id": "msg_test", "type": "message", "role": "assistant",
+                         "model": "test", "content": [{"type": "text", "text": "h"}],
+                         "stop_reason": "max_tokens", "usage": {"input_tokens": 8, "output_tokens": 1}}
+        else:
+            body = {"type": "error", "error": {"type": "rate_limit_error" if status == 429 else "api_error",
+                                               "message": "error"}}
+        self._send(status, body, headers)
+
+    def do_GET(self) -> None:  # noqa: N802
+        owner = self.server.owner
+        owner._maybe_reload()
+        if self.path.split("?")[0] != "/api/oauth/usage":
+            self._send(404, {"error": "not found"})
+            return
+        token = self._token()
+        entry = owner._record_usage(token, dict(self.headers.items()))
+        if entry is None:
+            self._send(401, {"type": "error", "error": {"type": "authentication_error",
+                                                        "message": "invalid bearer token"}})
+            return
+        body, status, retry_after = entry
+        headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
+        self._send(status, body, headers)
+
+
+def _unified_headers(account: _Account) -> Dict[str, str]:
+    now = time.time()
+    headers: Dict[str, str] = {}
+    if account.mode == "garbage":
+        return {
+            PREFIX + "status": account.status,
+            PREFIX + "representative-claim": account.representative_claim or "five_hour",
+            PREFIX + "5h-utilization": "zero point one",
+            PREFIX + "5h-reset": "tomorrow-ish",
+            PREFIX + "5h-status": account.five_hour[1] if account.five_hour else "allowed",
+            PREFIX + "7d-utilization": "NaN%",
+            PREFIX + "7d-reset": "-",
+            PREFIX + "7d-status": account.seven_day[1] if account.seven_day else "allowed",
+        }
+    if account.status is not None:
+        headers[PREFIX + "status"] = str(account.status)
+    if account.representative_claim is not None:
+        headers[PREFIX + "representative-claim"] = str(account.representative_claim)
+    for short, window, reset, default_in in (("5h", account.five_hour, account.reset_5h, 3 * 3600),
+                                             ("7d", account.seven_day, account.reset_7d, 4 * 86400)):
+        if window is None:
+            continue
+        fraction, status = window
+        if fraction is not None:
+            headers[PREFIX + short + "-utilization"] = str(fraction)
+        if status is not None:
+            headers[PREFIX + short + "-status"] = str(status)
+        headers[PREFIX + short + "-reset"] = str(int(reset if reset is not None else now + default_in))
+    return headers
+
+
+class ProviderServer:
+    """The provider on 127.0.0.1 and a random port, served from daemon threads."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, script: Optional[str] = None) -> None:
+        self._lock = threading.Lock()
+        self._accounts: Dict[str, _Account] = {}
+        self._usage: Dict[str, Tuple[Any, int, Optional[float]]] = {}
+        self._message_calls: Dict[Optional[str], int] = {}
+        self._usage_calls = 0
+        self.requests: List[Dict[str, Any]] = []
+        self._script = script
+        self._script_mtime: Optional[int] = None
+        self._httpd = _ProviderHTTPServer((host, port), self)
+        self.port = self._httpd.server_address[1]
+        self.url = "http://%s:%d" % (host, self.port)
+        self._thread: Optional[threading.Thread] = None
+        if script:
+            self._maybe_reload()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> "ProviderServer":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                            kwargs={"poll_interval": 0.05},
+                                            name="provider-server", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> "ProviderServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ scripting
+
+    def set_account(self, token: str, *, status: str = "allowed",
+                    five_hour: Optional[Tuple[Any, Any]] = (0.10, "allowed"),
+                    seven_day: Optional[Tuple[Any, Any]] = (0.20, "allowed"),
+                    representative_claim: Optional[str] = "five_hour", http_status: int = 200,
+                    mode: str = "normal", delay: float = 0.0,
+                    reset_5h: Optional[float] = None, reset_7d: Optional[float] = None) -> None:
+        account = _Account(status=status, five_hour=five_hour, seven_day=seven_day,
+                           representative_claim=representative_claim, http_status=http_status,
+                           mode=mode, delay=delay, reset_5h=reset_5h, reset_7d=reset_7d)
+        with self._lock:
+            self._accounts[token] = account
+
+    def remove_account(self, token: str) -> None:
+        with self._lock:
+            self._accounts.pop(token, None)
+
+    def set_usage(self, token: str, body: Any, *, http_status: int = 200,
+                  retry_after: Optional[float] = None) -> None:
+        with self._lock:
+            self._usage[token] = (body, int(http_status), retry_after)
+
+    # ------------------------------------------------------------ counting
+
+    def message_calls(self, token: Optional[str] = None) -> int:
+        with self._lock:
+            if token is None:
+                return sum(self._message_calls.values())
+            return self._message_calls.get(token, 0)
+
+    def usage_calls(self) -> int:
+        with self._lock:
+            return self._usage_calls
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self._message_calls.clear()
+            self._usage_calls = 0
+            del self.requests[:]
+
+    # ------------------------------------------------------------ internals
+
+    def _record_message(self, token: Optional[str], headers: Dict[str, str], body: bytes) -> Optional[_Account]:
+        with self._lock:
+            self._message_calls[token] = self._message_calls.get(token, 0) + 1
+            self.requests.append({"method": "POST", "path": "/v1/messages", "token": token,
+                                  "headers": {k.lower(): v for k, v in headers.items()},
+                                  "body": body, "at": time.monotonic()})
+            return self._accounts.get(token) if token is not None else None
+
+    def _record_usage(self, token: Optional[str], headers: Dict[str, str]) -> Optional[Tuple[Any, int, Optional[float]]]:
+        with self._lock:
+            self._usage_calls += 1
+            self.requests.append({"method": "GET", "path": "/api/oauth/usage", "token": token,
+                                  "headers": {k.lower(): v for k, v in headers.items()},
+                                  "body": b"", "at": time.monotonic()})
+            return self._usage.get(token) if token is not None else None
+
+    def _maybe_reload(self) -> None:
+        if not self._script:
+            return
+        try:
+            mtime = os.stat(self._script).st_mtime_ns
+        except OSError:
+            return
+        with self._lock:
+            if mtime == self._script_mtime:
+                return
+            self._script_mtime = mtime
+        try:
+            with open(self._script, "r", encoding="utf-8") as fh:
+                script = json.load(fh)
+        except (OSError, ValueError):
+            return
+        accounts = {}
+        for token, kwargs in (script.get("accounts") or {}).items():
+            kwargs = dict(kwargs)
+            for key in ("five_hour", "seven_day"):
+                if isinstance(kwargs.get(key), list):
+                    kwargs[key] = tuple(kwargs[key])
+            accounts[token] = _Account(**kwargs)
+        usage = {}
+        for token, entry in (script.get("usage") or {}).items():
+            usage[token] = (entry.get("body"), int(entry.get("http_status", 200)), entry.get("retry_after"))
+        with self._lock:
+            self._accounts = accounts
+            self._usage = usage
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="Model-provider test server on 127.0.0.1 (tests only).")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (0 = random)")
+    parser.add_argument("--script", help="JSON script of accounts/usage; re-read when it changes")
+    args = parser.parse_args(argv)
+    server = ProviderServer(port=args.port, script=args.script)
+    server.start()
+    print("provider listening on %s" % server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    import signal
+
+    def _on_term(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _on_term)
+    sys.exit(main())
