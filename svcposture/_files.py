@@ -170,7 +170,13 @@ def append_line(path: PathLike, line: Union[str, bytes], fsync: bool = True) -> 
                 _truncate_back(fd, size)
                 raise OSError(errno.EIO, "short write to %s" % p)
             if fsync:
-                os.fsync(fd)
+                try:
+                    os.fsync(fd)
+                except OSError:
+                    # The caller is told the record is not durable and will retry
+                    # it; leaving it in the file would make that retry a duplicate.
+                    _truncate_back(fd, size)
+                    raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -191,12 +197,14 @@ def _truncate_back(fd: int, size: int) -> None:
         pass
 
 
-def iter_lines_reverse(path: PathLike, block: int = _BLOCK) -> Iterator[bytes]:
+def iter_lines_reverse(path: PathLike, block: int = _BLOCK, max_line: Optional[int] = None) -> Iterator[bytes]:
     """Complete lines of a file, newest first, reading backwards in blocks.
 
     The cost depends on how far back the caller reads, not on the file size. A
     torn last line (no trailing newline) is yielded too; callers skip what does
-    not parse. Missing files yield nothing.
+    not parse. Missing files yield nothing. Lines longer than `max_line` bytes
+    are skipped without being held in memory (a crash can leave megabytes of
+    NUL bytes with no newline at the end of a file).
     """
     try:
         fh = open(str(path), "rb")
@@ -205,19 +213,41 @@ def iter_lines_reverse(path: PathLike, block: int = _BLOCK) -> Iterator[bytes]:
     with fh:
         fh.seek(0, os.SEEK_END)
         position = fh.tell()
-        carry = b""
+        # The partial line at the front of the blocks read so far, as a list of
+        # pieces in reverse file order: joined once, so a long line costs O(n).
+        carry: list = []
+        carry_len = 0
+        overflow = False
         while position > 0:
             step = min(block, position)
             position -= step
             fh.seek(position)
-            chunk = fh.read(step) + carry
-            lines = chunk.split(b"\n")
-            carry = lines[0]
-            for piece in reversed(lines[1:]):
-                if piece:
+            chunk = fh.read(step)
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                if not overflow:
+                    carry.append(chunk)
+                    carry_len += len(chunk)
+                    if max_line is not None and carry_len > max_line:
+                        overflow, carry = True, []
+                continue
+            tail = chunk[cut + 1:]
+            if not overflow and (max_line is None or carry_len + len(tail) <= max_line):
+                carry.append(tail)
+                line = b"".join(reversed(carry))
+                if line:
+                    yield line
+            pieces = chunk[:cut].split(b"\n")
+            for piece in reversed(pieces[1:]):
+                if piece and (max_line is None or len(piece) <= max_line):
                     yield piece
-        if carry:
-            yield carry
+            carry, carry_len, overflow = [pieces[0]], len(pieces[0]), False
+            if max_line is not None and carry_len > max_line:
+                overflow, carry = True, []
+        if not overflow:
+            line = b"".join(reversed(carry))
+            if line:
+                yield line
 
 
 def tail_lines(path: PathLike, count: int) -> list:
