@@ -127,6 +127,9 @@ def read_json(path: PathLike, max_bytes: int = MAX_JSON_BYTES) -> Optional[Any]:
         raise CorruptFileError(p, exc.msg, exc.lineno, exc.colno) from None
     except RecursionError:
         raise CorruptFileError(p, "nested too deeply") from None
+    except ValueError as exc:
+        # e.g. an integer literal longer than the interpreter's digit limit (3.11+).
+        raise CorruptFileError(p, str(exc)) from None
 
 
 def move_aside(path: PathLike, tag: str = "corrupt") -> Optional[Path]:
