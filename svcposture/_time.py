@@ -15,10 +15,23 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+
+
+def _format(stamp: _dt.datetime) -> str:
+    # strftime("%Y") drops leading zeros of years before 1000 on glibc.
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (
+        stamp.year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second,
+        stamp.microsecond // 1000)
+
+
 def iso_from_ms(ms: int) -> str:
-    seconds, millis = divmod(int(ms), 1000)
-    stamp = _dt.datetime.fromtimestamp(seconds, _UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S") + ".%03dZ" % millis
+    """Raises ValueError outside years 1..9999."""
+    try:
+        stamp = _EPOCH + _dt.timedelta(milliseconds=int(ms))
+    except OverflowError:
+        raise ValueError("timestamp out of range") from None
+    return _format(stamp)
 
 
 def iso_now() -> str:
@@ -48,9 +61,13 @@ def normalize_iso(text: str) -> str:
         sign = 1 if zone[0] == "+" else -1
         digits = zone[1:].replace(":", "")
         tz = _dt.timezone(sign * _dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
-    stamp = _dt.datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tz)
-    stamp = stamp.astimezone(_UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S") + ".%03dZ" % (stamp.microsecond // 1000)
+    try:
+        stamp = _dt.datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tz)
+        stamp = stamp.astimezone(_UTC)
+    except OverflowError:
+        # An offset that pushes year 1 or 9999 out of range.
+        raise ValueError("timestamp out of range") from None
+    return _format(stamp)
 
 
 def parse_iso_ms(text: str) -> int:
@@ -61,4 +78,4 @@ def parse_iso_ms(text: str) -> int:
 
 
 def month_key(ms: int) -> str:
-    return _dt.datetime.fromtimestamp(int(ms) // 1000, _UTC).strftime("%Y-%m")
+    return iso_from_ms(ms)[:7]
