@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -43,6 +44,9 @@ QUOTA_BLOCK_FIELDS = {
 STATUS_VALUES = ("rejected", "ok")
 BINDING_WINDOWS = ("five_hour", "seven_day")
 _LOG_NAME_RE = re.compile(r"^(\d{4})-(\d{2})\.jsonl$")
+# An event is well under a kilobyte; a longer "line" is damage and is skipped
+# without being loaded whole.
+MAX_EVENT_LINE = 1024 * 1024
 
 
 class EventLogError(OSError):
@@ -82,7 +86,10 @@ def envelope(name: str, node: str, attributes: Mapping[str, Any], ts_ms: Optiona
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    # NaN and infinities would be written as bare NaN/Infinity: not JSON.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def ratelimit_sampled(node: str, email: Optional[str], values: Mapping[str, Any],
@@ -212,7 +219,7 @@ class EventLog:
     def iter_newest_first(self) -> Iterator[Dict[str, Any]]:
         """Every parseable event, newest first, across months; bad lines skipped."""
         for path in self.files_newest_first():
-            for raw in iter_lines_reverse(path):
+            for raw in iter_lines_reverse(path, max_line=MAX_EVENT_LINE):
                 event = parse_line(raw)
                 if event is not None:
                     yield event
