@@ -216,17 +216,25 @@ class EventLog:
             return []
         return [self.directory / n for n in sorted(names, reverse=True)]
 
-    def iter_newest_first(self) -> Iterator[Dict[str, Any]]:
-        """Every parseable event, newest first, across months; bad lines skipped."""
+    def iter_newest_first(self, contains: Optional[bytes] = None) -> Iterator[Dict[str, Any]]:
+        """Every parseable event, newest first, across months; bad lines skipped.
+
+        With `contains`, lines without those bytes are skipped before parsing,
+        which makes looking for a rare kind cheap.
+        """
         for path in self.files_newest_first():
             for raw in iter_lines_reverse(path, max_line=MAX_EVENT_LINE):
+                if contains is not None and contains not in raw:
+                    continue
                 event = parse_line(raw)
                 if event is not None:
                     yield event
 
     def newest(self, name: str, where: Optional[Callable[[Dict[str, Any]], bool]] = None) -> Optional[Dict[str, Any]]:
         """The newest event of kind `name`, reading back only as far as needed."""
-        for event in self.iter_newest_first():
+        # The name as append() writes it: a cheap pre-filter, confirmed after parsing.
+        needle = json.dumps(name, ensure_ascii=False).encode("utf-8")
+        for event in self.iter_newest_first(contains=needle):
             if event_name(event) == name and (where is None or where(event)):
                 return event
         return None
