@@ -17,6 +17,8 @@ from ._time import iso_now
 from .events import STATUS_CHANGED, EventLog, EventLogError, event_name, status_changed
 
 LATCH_VERSION = 1
+# How append() writes the kind name; lets reconciliation skip samples unparsed.
+_STATUS_NEEDLE = ('"%s"' % STATUS_CHANGED).encode("ascii")
 
 # Node statuses that move the latch; every other status holds it.
 EDGE_REJECTED = "rejected"
@@ -62,7 +64,7 @@ class Latch:
         with self._lock:
             self._load_locked()
 
-    def _load_locked(self) -> None:
+    def _load_locked(self, quiet: bool = False) -> None:
         accounts = self._read_file()
         full_scan = accounts is None
         if accounts is None:
@@ -70,30 +72,45 @@ class Latch:
         changed = self._reconcile(accounts, full_scan)
         self._accounts = accounts
         if changed or full_scan or self._dirty:
-            self._write_locked()
+            if quiet:
+                self._write_quietly()
+            else:
+                self._write_locked()
 
     def _reconcile(self, accounts: Dict[str, Dict[str, Any]], full_scan: bool) -> bool:
-        """Apply log events newer than anything the latch records. Log wins."""
+        """Settle the latch against the log; where they disagree, the log wins.
+
+        Reading newest first, the walk goes (a) past the newest event the latch
+        recorded, so edges emitted but never advanced (a crash in between) are
+        applied, and (b) far enough that every account in the latch has met its
+        own newest event. A missing or corrupt latch is rebuilt from the whole log.
+        """
         known_ids = {e.get("eventId") for e in accounts.values() if e.get("eventId")}
         scan_all = full_scan or not known_ids
+        unseen = set(accounts)
+        passed_known = False
         seen: Dict[str, Dict[str, Any]] = {}
-        for event in self.log.iter_newest_first():
-            if event.get("id") in known_ids and not scan_all:
+        for event in self.log.iter_newest_first(contains=_STATUS_NEEDLE):
+            if not scan_all and passed_known and not unseen:
                 break
             if event_name(event) != STATUS_CHANGED:
                 continue
+            if event.get("id") in known_ids:
+                passed_known = True
             attrs = event["attributes"]
             handle = attrs.get("account.handle")
             status = attrs.get("account.status")
             if not isinstance(handle, str) or status not in (EDGE_OK, EDGE_REJECTED) or handle in seen:
                 continue
             seen[handle] = event
+            unseen.discard(handle)
         changed = False
         for handle, event in seen.items():
             attrs = event["attributes"]
+            window = attrs.get("account.binding_window")
             entry = {
                 "latched": attrs["account.status"] == EDGE_REJECTED,
-                "bindingWindow": attrs.get("account.binding_window"),
+                "bindingWindow": window if isinstance(window, str) else None,
                 "since": event.get("ts"),
                 "eventId": event.get("id"),
             }
@@ -131,7 +148,9 @@ class Latch:
             if self._dirty:
                 self._write_quietly()
             elif not self.path.exists() or self._read_file() is None:
-                self._load_locked()
+                # Quietly: an unwritable latch must not stop the edge from being
+                # emitted; the in-memory state still guards against repeats.
+                self._load_locked(quiet=True)
             latched = bool(self._accounts.get(handle, {}).get("latched"))
             if status == EDGE_REJECTED and not latched:
                 new_status = EDGE_REJECTED
