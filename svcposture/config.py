@@ -210,11 +210,27 @@ def layer2_files(paths: Paths) -> Dict[str, Path]:
 
 def layer2_get(paths: Paths, key: str, files: Iterable[Path]) -> Any:
     """The first non-null value of `key` in `files`, in order."""
+    return _first_value(key, files)[0]
+
+
+def _first_value(key: str, files: Iterable[Path]) -> Tuple[Any, Optional[Path]]:
     for path in files:
         value = get_dotted(load_layer(path), key)
         if value is not None:
-            return value
-    return None
+            return value, path
+    return None, None
+
+
+def _string_setting(key: str, files: Iterable[Path]) -> Optional[str]:
+    """The first non-null `key` in `files` as a stripped string; a non-string
+    value is a ConfigError naming the file it came from."""
+    value, path = _first_value(key, files)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError("%s: %s must be a string, not %s" % (path, key, type(value).__name__),
+                          str(path))
+    return value.strip() or None
 
 
 def _string_or_none(value: Any, key: str, where: str) -> Optional[str]:
@@ -228,8 +244,7 @@ def _string_or_none(value: Any, key: str, where: str) -> Optional[str]:
 
 def host_name(paths: Paths) -> Optional[str]:
     """PER-NODE: node.json, then config.json. None when unset."""
-    value = layer2_get(paths, HOST_NAME_KEY, (paths.node_json, paths.config_json))
-    return _string_or_none(value, HOST_NAME_KEY, "node.json/config.json")
+    return _string_setting(HOST_NAME_KEY, (paths.node_json, paths.config_json))
 
 
 def node_name(paths: Paths) -> str:
@@ -242,15 +257,17 @@ def node_name(paths: Paths) -> str:
 
 def liveness_anchor(paths: Paths) -> Optional[str]:
     """SHARED: cluster-secrets.json, then config.json. None when unset."""
-    value = layer2_get(paths, ANCHOR_KEY, (paths.cluster_secrets, paths.config_json))
-    return _string_or_none(value, ANCHOR_KEY, "cluster-secrets.json/config.json")
+    return _string_setting(ANCHOR_KEY, (paths.cluster_secrets, paths.config_json))
 
 
 def cluster_repo_path(paths: Paths) -> Path:
-    value = layer2_get(paths, REPO_PATH_KEY, (paths.node_json, paths.config_json, paths.cluster_secrets))
-    value = _string_or_none(value, REPO_PATH_KEY, "Layer 2")
+    value = _string_setting(REPO_PATH_KEY, (paths.node_json, paths.config_json, paths.cluster_secrets))
     if not value:
         return paths.default_cluster_repo
+    # `~` is this node's home (Paths.home), not the process's, so tests and
+    # relocated nodes resolve it the same way.
+    if value == "~":
+        return paths.home
     return Path(os.path.expanduser(value)) if not value.startswith("~/") else paths.home / value[2:]
 
 
