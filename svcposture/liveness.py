@@ -1,22 +1,805 @@
-"""Placeholder: heartbeat publisher, peer status, set-anchor, doctor and HRW land here."""
+"""Cluster liveness: the heartbeat publisher, peer status, set-anchor, doctor and HRW ownership.
+
+Every host upserts one attachment `svc://heartbeat/<host>` onto the shared anchor
+issue. The anchor is read once, when the publisher is armed at monitor start,
+so a host that was not restarted after `svc-cluster set-anchor` keeps publishing
+to the old issue; peers reading the new one then see it `missing`.
+"""
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import hashlib
+import itertools
+import json
+import logging
+import math
+import os
+import re
+import stat
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from . import config, tracker
+from ._files import CorruptFileError
+from ._time import iso_from_ms, now_ms, parse_iso_ms
+from ._version import __version__
+from .events import RATELIMIT_SAMPLED, EventLog, EventLogError, event_name, quota_block
+from .latch import read_latch
+from .paths import Paths
+
+LOGGER_NAME = "svcposture.liveness"
+INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
+DEFAULT_INTERVAL_MS = 120000
+# Shorter intervals exist for tests; below this a tracker would rate-limit anyway.
+MIN_INTERVAL_MS = 100
+READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
+LOKI_URL_ENV = "SVC_LOKI_URL"
+TICKET_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[0-9]+$")
+HEARTBEAT_PREFIX = tracker.HEARTBEAT_URL_PREFIX
+# How far back the publisher looks for the newest quota sample; older means none.
+QUOTA_SCAN_LIMIT = 5000
+LOKI_TIMEOUT_S = 10.0
+MAX_LOKI_REPLY_BYTES = 8 * 1024 * 1024
+PROBE_CHECK_TIMEOUT_S = 30.0
+
+PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
 
 
-def add_commands(sub: Any) -> None:
-    pass
+class LokiError(ConnectionError):
+    """Loki could not be read: unset URL, no answer, or a reply that is not a query result."""
+
+
+# ---------------------------------------------------------------- settings
+
+def publish_interval_ms(environ: Mapping[str, str]) -> int:
+    raw = (environ.get(INTERVAL_ENV) or "").strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        return DEFAULT_INTERVAL_MS
+    return value if value >= MIN_INTERVAL_MS else DEFAULT_INTERVAL_MS
+
+
+def reads_from_loki(environ: Mapping[str, str]) -> bool:
+    return (environ.get(READ_SOURCE_ENV) or "").strip().lower() == "loki"
+
+
+def heartbeat_url(host: str) -> str:
+    return HEARTBEAT_PREFIX + urllib.parse.quote(host, safe="-._~")
+
+
+def host_of_heartbeat_url(url: str) -> Optional[str]:
+    if not url.startswith(HEARTBEAT_PREFIX):
+        return None
+    host = urllib.parse.unquote(url[len(HEARTBEAT_PREFIX):])
+    return host or None
+
+
+def valid_ticket(ticket: str) -> bool:
+    return bool(TICKET_RE.match(ticket or ""))
+
+
+# ---------------------------------------------------------------- HRW
+
+def hrw_score(ticket: str, host: str) -> int:
+    """Highest-random-weight score: first 8 bytes, big-endian, of sha256(ticket NUL host)."""
+    digest = hashlib.sha256(ticket.encode("utf-8") + b"\0" + host.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def hrw_candidates(roster: Sequence[str], live: Optional[Iterable[str]] = None) -> List[str]:
+    """roster ∩ live when liveness is known; the full roster when unknown or empty."""
+    unique = list(dict.fromkeys(roster))
+    if live is None:
+        return unique
+    live_set = set(live)
+    alive = [h for h in unique if h in live_set]
+    return alive or unique
+
+
+def hrw_owner(ticket: str, roster: Sequence[str], live: Optional[Iterable[str]] = None) -> Optional[str]:
+    """The host that owns `ticket`; ties go to the smaller name; None for an empty roster."""
+    candidates = hrw_candidates(roster, live)
+    if not candidates:
+        return None
+    return min(candidates, key=lambda h: (-hrw_score(ticket, h), h))
+
+
+def owns(ticket: str, host: str, roster: Sequence[str], live: Optional[Iterable[str]] = None) -> bool:
+    """A host absent from the roster owns nothing, whatever the scores say."""
+    return host in roster and hrw_owner(ticket, roster, live) == host
+
+
+# ---------------------------------------------------------------- publisher
+
+def _newest_quota(log: Optional[EventLog]) -> Optional[Dict[str, Any]]:
+    if log is None:
+        return None
+    for event in itertools.islice(log.iter_newest_first(), QUOTA_SCAN_LIMIT):
+        if event_name(event) == RATELIMIT_SAMPLED:
+            return quota_block(event)
+    return None
 
 
 class Publisher:
+    """Upserts this host's heartbeat onto the anchor it was armed with, on a thread."""
+
+    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str,
+                 account_status: Callable[[], str], log: Optional[EventLog],
+                 logger: Optional[logging.Logger] = None) -> None:
+        self.paths = paths
+        self.environ = environ
+        self.node = node
+        self.interval_ms = publish_interval_ms(environ)
+        self.anchor: Optional[str] = None
+        self.armed = False
+        self._arm_error: Optional[str] = None
+        self._account_status = account_status
+        self._log = log
+        self._logger = logger or logging.getLogger(LOGGER_NAME)
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self._state_key: Optional[Tuple[str, ...]] = None
+        self._backoff_until = 0.0
+        self.state = "idle"
+        self.detail = ""
+        self.published = 0
+        self.last_published_ms: Optional[int] = None
+
+    def arm(self) -> None:
+        """Read the anchor, once. Nothing re-reads it until the monitor restarts."""
+        try:
+            self.anchor = config.liveness_anchor(self.paths)
+        except config.ConfigError as exc:
+            self.anchor = None
+            self._arm_error = str(exc)
+        self.armed = True
+
     def start(self) -> None:
-        pass
+        if not self.armed:
+            self.arm()
+        self._thread = threading.Thread(target=self._run, name="svc-liveness", daemon=True)
+        self._thread.start()
 
-    def stop(self) -> None:
-        pass
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # a bug must not kill heartbeats for the life of the monitor
+                self._note(("internal",), "error", "liveness publisher: unexpected error; retrying next tick",
+                           exc_info=True)
+            self._stop.wait(self.interval_ms / 1000.0)
+
+    def snapshot(self) -> Dict[str, Any]:
+        with self._lock:
+            return {"state": self.state, "detail": self.detail, "anchor": self.anchor,
+                    "published": self.published, "lastPublishedMs": self.last_published_ms,
+                    "intervalMs": self.interval_ms}
+
+    def _note(self, key: Tuple[str, ...], state: str, message: str, level: int = logging.WARNING,
+              exc_info: bool = False) -> None:
+        """Record the state; log only when it differs from the previous one."""
+        with self._lock:
+            changed = key != self._state_key
+            self._state_key = key
+            self.state = state
+            self.detail = message
+        if changed:
+            self._logger.log(level, message, exc_info=exc_info)
+
+    def _off_reason(self) -> Optional[Tuple[Tuple[str, ...], str]]:
+        if reads_from_loki(self.environ):
+            return ("loki",), "liveness publisher off: %s=loki, peers are read from Loki" % READ_SOURCE_ENV
+        if self.anchor is None:
+            if self._arm_error:
+                return ("anchor-error",), "liveness publisher off: cannot read the liveness anchor: %s" % self._arm_error
+            return ("no-anchor",), ("liveness publisher off: no liveness anchor configured "
+                                    "(svc-cluster set-anchor <TICKET>, then svc-stack restart)")
+        try:
+            hosts = config.roster(self.paths)
+        except config.ConfigError as exc:
+            return ("roster-error", str(exc)), "liveness publisher off: cannot read the roster: %s" % exc
+        if len(set(hosts)) <= 1:
+            return ("roster-small", str(len(set(hosts)))), (
+                "liveness publisher off: the roster has %d host(s), so there is no peer to be live for"
+                % len(set(hosts)))
+        return None
+
+    def tick(self) -> str:
+        """One publish attempt; returns the resulting state."""
+        off = self._off_reason()
+        if off is not None:
+            self._note(off[0], "off", off[1], logging.INFO)
+            return self.state
+        try:
+            auth = tracker.resolve_auth(self.paths)
+        except config.ConfigError as exc:
+            self._note(("token-error", str(exc)), "off",
+                       "liveness publisher off: cannot read the tracker token: %s" % exc, logging.INFO)
+            return self.state
+        if auth is None:
+            self._note(("no-token",), "off",
+                       "liveness publisher off: no tracker token (%s in cluster-secrets.json, "
+                       "or tracker.apiKey in config-<teamKey>.json)" % tracker.BOT_TOKEN_KEY, logging.INFO)
+            return self.state
+        if time.monotonic() < self._backoff_until:
+            return self.state
+        anchor = self.anchor or ""
+        published_ms = now_ms()
+        published_at = iso_from_ms(published_ms)
+        try:
+            status = self._account_status()
+        except Exception:
+            status = "unavailable"
+        if not isinstance(status, str) or not status:
+            status = "unavailable"
+        try:
+            quota = _newest_quota(self._log)
+        except OSError:
+            quota = None
+        metadata = {
+            "host": self.node,
+            "publishedAt": published_at,
+            "publishIntervalMs": self.interval_ms,
+            "version": __version__,
+            "accountStatus": status,
+            "quota": quota,
+        }
+        try:
+            client = tracker.TrackerClient(tracker.tracker_url(self.environ), auth)
+            issue = client.upsert_attachment(anchor, heartbeat_url(self.node), "svc heartbeat %s" % self.node,
+                                             published_at, metadata)
+        except tracker.TrackerRateLimitedError as exc:
+            self._backoff_until = time.monotonic() + exc.retry_after_s
+            self._note(("rate-limited",), "backoff", "liveness publisher: %s on anchor %s; backing off %.0f s"
+                       % (exc, anchor, exc.retry_after_s))
+            return self.state
+        except tracker.TrackerError as exc:
+            self._note(("error", type(exc).__name__), "error",
+                       "liveness publisher: heartbeat to anchor %s failed: %s; retrying every %d ms"
+                       % (anchor, exc, self.interval_ms))
+            return self.state
+        with self._lock:
+            self.published += 1
+            self.last_published_ms = published_ms
+        if issue.get("archivedAt") or issue.get("trashed") is True:
+            self._note(("archived",), "error",
+                       "liveness publisher: anchor %s is %s; peers may not see heartbeats. Restore it, or move "
+                       "the anchor (svc-cluster set-anchor)" % (anchor, "trashed" if issue.get("trashed") else "archived"))
+        else:
+            self._note(("ok",), "publishing", "liveness publisher: heartbeat %s published to anchor %s every %d ms"
+                       % (heartbeat_url(self.node), anchor, self.interval_ms), logging.INFO)
+        return self.state
 
 
-def start_publisher(paths: Any, environ: Any, node: str, account_status: Any, log: Any) -> Publisher:
-    publisher = Publisher()
+def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
+                    account_status: Callable[[], str], log: Optional[EventLog]) -> Publisher:
+    """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
+    publisher = Publisher(paths, environ, node, account_status, log)
     publisher.start()
     return publisher
+
+
+# ---------------------------------------------------------------- peer status
+
+def _published_ms(heartbeat: tracker.Heartbeat) -> Optional[int]:
+    for value in (heartbeat.metadata.get("publishedAt"), heartbeat.subtitle, heartbeat.updated_at):
+        if isinstance(value, str):
+            try:
+                return parse_iso_ms(value)
+            except (ValueError, OverflowError):
+                continue
+    return None
+
+
+def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], now: int,
+                local_interval_ms: int) -> List[Dict[str, Any]]:
+    """Each roster host live (within 2 of its own intervals), stale, or missing."""
+    by_host: Dict[str, tracker.Heartbeat] = {}
+    for heartbeat in heartbeats:
+        host = host_of_heartbeat_url(heartbeat.url)
+        if host is not None:
+            by_host[host] = heartbeat
+    rows: List[Dict[str, Any]] = []
+    for host in dict.fromkeys(roster):
+        heartbeat = by_host.get(host)
+        if heartbeat is None:
+            rows.append({"host": host, "state": "missing", "ageS": None, "quota": None})
+            continue
+        interval = heartbeat.metadata.get("publishIntervalMs")
+        if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not interval > 0 \
+                or interval != interval or math.isinf(interval):
+            interval = local_interval_ms
+        published = _published_ms(heartbeat)
+        quota = heartbeat.metadata.get("quota")
+        quota = quota if isinstance(quota, dict) else None
+        if published is None:
+            rows.append({"host": host, "state": "stale", "ageS": None, "quota": quota})
+            continue
+        age_ms = max(0, now - published)
+        rows.append({"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
+                     "ageS": round(age_ms / 1000.0, 1), "quota": quota})
+    return rows
+
+
+def loki_query(interval_ms: int) -> str:
+    window_s = max(1, int(math.ceil(2 * interval_ms / 1000.0)))
+    return 'sum by (host) (count_over_time({host=~".+"}[%ds]))' % window_s
+
+
+def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEOUT_S) -> List[str]:
+    """Hosts with at least one log line in the last two publish intervals."""
+    if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
+        raise LokiError("%s must be an http(s) URL" % LOKI_URL_ENV)
+    url = base_url.rstrip("/") + "/loki/api/v1/query?" + urllib.parse.urlencode({"query": loki_query(interval_ms)})
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    handlers = [urllib.request.ProxyHandler({})] if host in ("127.0.0.1", "localhost", "::1") else []
+    request = urllib.request.Request(url, headers={"Accept": "application/json",
+                                                   "User-Agent": "svcposture/%s" % __version__})
+    status = 0
+    try:
+        try:
+            response = urllib.request.build_opener(*handlers).open(request, timeout=timeout)
+        except urllib.error.HTTPError as exc:
+            response = exc
+        with response:
+            status = response.getcode() or 0
+            raw = response.read(MAX_LOKI_REPLY_BYTES + 1)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or type(exc).__name__
+        raise LokiError("cannot reach Loki: %s" % str(reason)[:200]) from None
+    if len(raw) > MAX_LOKI_REPLY_BYTES:
+        raise LokiError("Loki reply larger than %d bytes" % MAX_LOKI_REPLY_BYTES)
+    try:
+        reply = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise LokiError("Loki reply is not JSON (HTTP %d)" % status) from None
+    if not isinstance(reply, dict):
+        raise LokiError("Loki reply is not a JSON object (HTTP %d)" % status)
+    if reply.get("status") != "success" or status >= 300:
+        error = reply.get("error")
+        detail = re.sub(r"[\x00-\x1f\x7f]+", " ", error)[:200] if isinstance(error, str) else "no detail"
+        raise LokiError("Loki query failed (HTTP %d): %s" % (status, detail))
+    data = reply.get("data")
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(result, list):
+        raise LokiError("Loki reply is not an instant vector")
+    live: List[str] = []
+    for sample in result:
+        metric = sample.get("metric") if isinstance(sample, dict) else None
+        value = sample.get("value") if isinstance(sample, dict) else None
+        name = metric.get("host") if isinstance(metric, dict) else None
+        if not isinstance(name, str) or not isinstance(value, list) or len(value) != 2:
+            raise LokiError("Loki reply has a malformed sample")
+        try:
+            count = float(value[1])
+        except (TypeError, ValueError):
+            raise LokiError("Loki reply has a non-numeric sample value") from None
+        if count > 0:
+            live.append(name)
+    return live
+
+
+def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
+    """{"source", "anchor", "hosts": [...]} plus "error" when liveness is unknown.
+
+    ConfigError (a corrupt roster or config file) propagates: without a roster
+    there is nothing to report on.
+    """
+    hosts = config.roster(paths)
+    anchor = config.liveness_anchor(paths)
+    interval = publish_interval_ms(environ)
+    source = "loki" if reads_from_loki(environ) else "tracker"
+    report: Dict[str, Any] = {"source": source, "anchor": anchor, "hosts": []}
+
+    def unknown(error: str) -> Dict[str, Any]:
+        report["hosts"] = [{"host": h, "state": "unknown", "ageS": None, "quota": None} for h in dict.fromkeys(hosts)]
+        report["error"] = error
+        return report
+
+    if source == "loki":
+        base = (environ.get(LOKI_URL_ENV) or "").strip()
+        if not base:
+            return unknown("%s=loki but %s is unset" % (READ_SOURCE_ENV, LOKI_URL_ENV))
+        try:
+            live = set(loki_live_hosts(base, interval))
+        except LokiError as exc:
+            return unknown(str(exc))
+        report["hosts"] = [{"host": h, "state": "live" if h in live else "missing", "ageS": None, "quota": None}
+                           for h in dict.fromkeys(hosts)]
+        return report
+    if anchor is None:
+        return unknown("no liveness anchor configured (svc-cluster set-anchor <TICKET>)")
+    try:
+        issue = tracker.TrackerClient.for_paths(paths, environ).fetch_issue(anchor)
+    except tracker.TrackerError as exc:
+        return unknown("cannot read anchor %s: %s" % (anchor, exc))
+    report["hosts"] = peer_states(hosts, issue.heartbeats, now_ms(), interval)
+    if issue.archived_at or issue.trashed:
+        report["warning"] = "anchor %s is %s" % (anchor, "trashed" if issue.trashed else "archived")
+    return report
+
+
+# ---------------------------------------------------------------- doctor
+
+def _check(name: str, status: str, detail: str) -> Dict[str, str]:
+    return {"name": name, "status": status, "detail": detail}
+
+
+def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
+                  hosts: Optional[List[str]]) -> Dict[str, str]:
+    name = "liveness-anchor"
+    if reads_from_loki(environ):
+        return _check(name, INFO, "liveness is read from Loki (%s=loki); the anchor is not used" % READ_SOURCE_ENV)
+    try:
+        anchor = config.liveness_anchor(paths)
+    except config.ConfigError as exc:
+        return _check(name, FAIL, "cannot read the anchor: %s" % exc)
+    if anchor is None:
+        return _check(name, FAIL, "unset: run svc-cluster set-anchor <TICKET> on every host, then svc-stack restart")
+    try:
+        client = tracker.TrackerClient.for_paths(paths, environ)
+        issue = client.fetch_issue(anchor)
+    except config.ConfigError as exc:
+        return _check(name, WARN, "%s: cannot read the tracker token: %s" % (anchor, exc))
+    except tracker.TrackerTokenMissingError:
+        return _check(name, WARN, "%s: cannot verify, no tracker token on this host" % anchor)
+    except tracker.TrackerNotFoundError:
+        return _check(name, FAIL, "%s does not exist (or this token cannot see it): pick a live issue and move "
+                                  "the anchor" % anchor)
+    except tracker.TrackerAuthError as exc:
+        return _check(name, WARN, "%s: cannot verify: %s" % (anchor, exc))
+    except tracker.TrackerError as exc:
+        return _check(name, WARN, "%s: tracker unreachable: %s" % (anchor, exc))
+    if issue.trashed:
+        return _check(name, FAIL, "%s is in the trash: restore it, or move the anchor" % anchor)
+    if issue.archived_at:
+        return _check(name, FAIL, "%s is archived (%s): unarchive it, or move the anchor" % (anchor, issue.archived_at))
+    if issue.closed:
+        return _check(name, WARN, "%s is closed (%s): the anchor must stay open; reopen it" % (anchor, issue.state_type))
+    if hosts is not None and len(set(hosts)) > 1 and node:
+        mine = [hb for hb in issue.heartbeats if host_of_heartbeat_url(hb.url) == node]
+        if not mine:
+            return _check(name, WARN, "%s is open but carries no heartbeat from %s: if the anchor was just moved, "
+                                      "run svc-stack restart on this host" % (anchor, node))
+    return _check(name, PASS, "%s is open (%s); %d heartbeat(s) on it" % (
+        anchor, issue.state_type or "state unknown", len(issue.heartbeats)))
+
+
+def _check_roster(paths: Paths) -> Tuple[Dict[str, str], Optional[List[str]]]:
+    name = "roster"
+    try:
+        path = config.cluster_json_path(paths)
+        hosts = config.roster(paths)
+    except config.ConfigError as exc:
+        return _check(name, FAIL, "unreadable: %s" % exc), None
+    if not path.exists():
+        return _check(name, WARN, "%s not found: clone the cluster repo and run svc-cluster sync" % path), []
+    duplicates = sorted({h for h in hosts if hosts.count(h) > 1})
+    if duplicates:
+        return _check(name, FAIL, "duplicate host names in %s: %s" % (path, ", ".join(duplicates))), hosts
+    if not hosts:
+        return _check(name, WARN, "%s has an empty roster" % path), hosts
+    return _check(name, PASS, "%d host(s): %s" % (len(hosts), ", ".join(hosts))), hosts
+
+
+def _check_host_name(paths: Paths, hosts: Optional[List[str]]) -> Tuple[Dict[str, str], Optional[str]]:
+    name = "host-name"
+    try:
+        host = config.host_name(paths)
+    except config.ConfigError as exc:
+        return _check(name, FAIL, "cannot read: %s" % exc), None
+    if host is None:
+        return _check(name, FAIL, "%s is unset in node.json: this host owns no tickets (svc-cluster join "
+                                  "--host-name NAME)" % config.HOST_NAME_KEY), None
+    if hosts is None:
+        return _check(name, FAIL, "%s: cannot check against an unreadable roster" % host), host
+    if host not in hosts:
+        return _check(name, FAIL, "%s is not in the roster, so it owns zero tickets: svc-cluster roster add %s "
+                                  "--push" % (host, host)), host
+    return _check(name, PASS, "%s is in the roster" % host), host
+
+
+def _check_legacy_roster(paths: Paths) -> Dict[str, str]:
+    name = "legacy-roster"
+    try:
+        root = config.layer1_root(paths)
+    except config.ConfigError as exc:
+        return _check(name, INFO, "project repo unknown: %s" % exc)
+    if root is None:
+        return _check(name, INFO, "project repo unknown (set SVC_REPO_ROOT or register it); nothing to check")
+    legacy = root / ".svc" / "hosts.json"
+    if legacy.exists():
+        return _check(name, WARN, "%s is retired and never read; the roster is cluster.json in the cluster "
+                                  "repo. Delete it to avoid confusion" % legacy)
+    return _check(name, PASS, "no legacy .svc/hosts.json in %s" % root)
+
+
+def _check_cloud_env(paths: Paths) -> Dict[str, str]:
+    name = "cloud-env"
+    path = paths.cluster_env
+    try:
+        info = os.lstat(str(path))
+    except FileNotFoundError:
+        return _check(name, INFO, "%s not present (no cloud token projected; cloud is opt-in)" % path)
+    except OSError as exc:
+        return _check(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
+    if not stat.S_ISREG(info.st_mode):
+        return _check(name, FAIL, "%s is not a regular file" % path)
+    mode = stat.S_IMODE(info.st_mode)
+    if mode != 0o600:
+        return _check(name, FAIL, "%s has mode %04o, must be 0600: chmod 600 %s" % (path, mode, path))
+    if info.st_uid != os.getuid():
+        return _check(name, FAIL, "%s is not owned by this user" % path)
+    return _check(name, PASS, "%s is mode 0600" % path)
+
+
+def _package_root() -> Tuple[str, str]:
+    """This package's dotted name and the directory to put on sys.path to import it.
+
+    Works for a vendored copy (`project._vendor.svcposture`) as well as the original.
+    """
+    package = __name__.rsplit(".", 1)[0]
+    root = Path(__file__).resolve().parent
+    for _ in package.split("."):
+        root = root.parent
+    return package, str(root)
+
+
+def _check_accounts_env(paths: Paths) -> Dict[str, str]:
+    name = "accounts-env"
+    path = paths.accounts_env
+    try:
+        info = os.stat(str(path))
+    except FileNotFoundError:
+        return _check(name, INFO, "%s not present: the posture surface is disabled on this host" % path)
+    except OSError as exc:
+        return _check(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
+    if not stat.S_ISREG(info.st_mode):
+        return _check(name, FAIL, "%s is not a regular file" % path)
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        return _check(name, FAIL, "%s is writable by group or others (mode %04o) and is sourced as shell: "
+                                  "chmod 600 %s" % (path, mode, path))
+    if not os.access(str(path), os.R_OK):
+        return _check(name, FAIL, "%s is not readable" % path)
+    package, root = _package_root()
+    probe_file = Path(__file__).resolve().parent / "probe.py"
+    if not probe_file.exists():
+        return _check(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe is not in this build)"
+                      % (path, package))
+    env = {k: v for k, v in paths.environ.items()
+           if k != "MODEL_CODE_OAUTH_TOKEN" and not k.startswith("MODEL_TOKEN_")}
+    env["HOME"] = str(paths.home)
+    env["SVC_ACCOUNTS_ENV"] = str(path)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run([sys.executable, "-m", package + ".probe", "check", "--json"], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=PROBE_CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return _check(name, WARN, "%s: the entry check did not finish within %g s" % (path, PROBE_CHECK_TIMEOUT_S))
+    except OSError as exc:
+        return _check(name, WARN, "%s: cannot run the entry check: %s" % (path, exc.strerror))
+    try:
+        report = json.loads(proc.stdout.decode("utf-8", "replace"))
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        # An argparse usage error (exit 2) means this build's probe has no `check`.
+        return _check(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe check exited %d "
+                                  "without a JSON report)" % (path, package, proc.returncode))
+    return _accounts_check_from_report(path, report, proc.returncode)
+
+
+def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
+    name = "accounts-env"
+    usable = report.get("usable")
+    count = len(usable) if isinstance(usable, list) else usable if isinstance(usable, int) else None
+    active = report.get("active")
+    duplicates = report.get("duplicates") or report.get("duplicateActive")
+    problems = report.get("problems") or report.get("warnings") or report.get("errors")
+    parts = ["%s" % path]
+    if count is not None:
+        parts.append("%d usable entr%s" % (count, "y" if count == 1 else "ies"))
+    if isinstance(active, str):
+        parts.append("active %s" % active)
+    elif active is None and "active" in report:
+        parts.append("no active account")
+    detail = ", ".join(parts)
+    if isinstance(problems, list) and problems:
+        detail += "; " + "; ".join(str(p)[:200] for p in problems[:5])
+    if report.get("ok") is False or returncode != 0:
+        return _check(name, FAIL if report.get("status") == "fail" else WARN, detail)
+    if duplicates:
+        return _check(name, WARN, detail + "; several entries carry the active token (the first is used)")
+    if count == 0:
+        return _check(name, INFO, detail + ": the posture surface is disabled")
+    return _check(name, PASS, detail)
+
+
+def _check_event_log(paths: Paths) -> Dict[str, str]:
+    log = EventLog.for_paths(paths)
+    try:
+        log.check_writable()
+    except EventLogError as exc:
+        return _check("event-log", FAIL, str(exc))
+    return _check("event-log", PASS, "%s is writable" % paths.events_dir)
+
+
+def _check_latch(paths: Paths) -> Dict[str, str]:
+    try:
+        data = read_latch(paths.latch)
+    except (CorruptFileError, ValueError) as exc:
+        return _check("latch", FAIL, "%s; the monitor will move it aside and rebuild it from the event log" % exc)
+    except OSError as exc:
+        return _check("latch", FAIL, "%s: cannot read: %s" % (paths.latch, exc.strerror))
+    accounts = data.get("accounts", {})
+    latched = sorted(k for k, v in accounts.items() if v.get("latched"))
+    if not paths.latch.exists():
+        return _check("latch", PASS, "%s not written yet (no edge seen)" % paths.latch)
+    return _check("latch", PASS, "%d account(s), latched: %s" % (len(accounts), ", ".join(latched) or "none"))
+
+
+def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
+    roster_check, hosts = _check_roster(paths)
+    host_check, node = _check_host_name(paths, hosts)
+    checks = [
+        _check_anchor(paths, environ, node, hosts),
+        host_check,
+        roster_check,
+        _check_legacy_roster(paths),
+        _check_cloud_env(paths),
+        _check_accounts_env(paths),
+        _check_event_log(paths),
+        _check_latch(paths),
+    ]
+    return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
+
+
+# ---------------------------------------------------------------- commands
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _paths_from_env() -> Paths:
+    return Paths(environ=os.environ)
+
+
+def cmd_set_anchor(args: argparse.Namespace) -> int:
+    ticket = (args.ticket or "").strip()
+    if not valid_ticket(ticket):
+        print("svc-cluster set-anchor: %r is not a ticket identifier like ENG-123" % args.ticket[:80],
+              file=sys.stderr)
+        return 2
+    paths = _paths_from_env()
+    previous = config.liveness_anchor(paths)
+    config.write_layer(paths.cluster_secrets, {config.ANCHOR_KEY: ticket})
+    _print_json({"key": config.ANCHOR_KEY, "value": ticket, "previous": previous, "restartRequired": True})
+    if previous != ticket:
+        print("Restart the monitor (svc-stack restart) for the publisher to use %s." % ticket, file=sys.stderr)
+    return 0
+
+
+def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
+    if not quota:
+        return "-"
+    parts = []
+    for key, label in (("five_hour_pct", "5h"), ("seven_day_pct", "7d"), ("seven_day_large_pct", "7d-large")):
+        value = quota.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parts.append("%s %g%%" % (label, value))
+    return " ".join(parts) or "-"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    paths = _paths_from_env()
+    report = collect_status(paths, os.environ)
+    if args.json:
+        _print_json(report)
+    else:
+        print("source: %s   anchor: %s" % (report["source"], report["anchor"] or "(unset)"))
+        width = max([len(h["host"]) for h in report["hosts"]] + [4])
+        print("%-*s  %-7s  %8s  %s" % (width, "HOST", "STATE", "AGE", "QUOTA"))
+        for row in report["hosts"]:
+            age = "-" if row["ageS"] is None else "%gs" % row["ageS"]
+            print("%-*s  %-7s  %8s  %s" % (width, row["host"], row["state"], age, _format_quota(row["quota"])))
+        if not report["hosts"]:
+            print("(the roster is empty)")
+        if report.get("warning"):
+            print("warning: %s" % report["warning"], file=sys.stderr)
+        if report.get("error"):
+            print("svc-cluster status: %s" % report["error"], file=sys.stderr)
+    return 1 if report.get("error") else 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    paths = _paths_from_env()
+    report = run_doctor(paths, os.environ)
+    if args.json:
+        _print_json(report)
+    else:
+        width = max(len(c["name"]) for c in report["checks"])
+        for check in report["checks"]:
+            print("%-4s  %-*s  %s" % (check["status"], width, check["name"], check["detail"]))
+        print("ok" if report["ok"] else "FAIL: fix the checks above")
+    return 0 if report["ok"] else 1
+
+
+def cmd_owner(args: argparse.Namespace) -> int:
+    ticket = (args.ticket or "").strip()
+    if not valid_ticket(ticket):
+        print("svc-cluster owner: %r is not a ticket identifier like ENG-123" % args.ticket[:80], file=sys.stderr)
+        return 2
+    paths = _paths_from_env()
+    hosts = config.roster(paths)
+    live: Optional[List[str]] = None
+    note = None
+    if not args.no_liveness:
+        report = collect_status(paths, os.environ)
+        if report.get("error"):
+            note = "liveness unknown (%s); using the full roster" % report["error"]
+        else:
+            live = [h["host"] for h in report["hosts"] if h["state"] == "live"]
+    candidates = hrw_candidates(hosts, live)
+    owner = hrw_owner(ticket, hosts, live)
+    result = {"ticket": ticket, "owner": owner, "candidates": candidates, "livenessKnown": live is not None}
+    if args.json:
+        _print_json(result)
+    else:
+        print(owner if owner is not None else "(nobody: the roster is empty)")
+    if note:
+        print("svc-cluster owner: %s" % note, file=sys.stderr)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "set-anchor", help="set the liveness anchor issue on this host (restart required)",
+        description="Write svc.cluster.livenessAnchorIssue into ~/.config/svc/cluster-secrets.json. The running "
+                    "publisher keeps the anchor it was armed with: run `svc-stack restart` afterwards. Prints "
+                    "{key, value, previous, restartRequired}. Exit 2 for a malformed ticket.")
+    p.add_argument("ticket", metavar="TICKET", help="tracker ticket identifier, e.g. ENG-123")
+    p.add_argument("--json", action="store_true", help="accepted for symmetry; the output is always JSON")
+    p.set_defaults(func=cmd_set_anchor)
+
+    p = sub.add_parser(
+        "status", help="show every roster host as live, stale or missing",
+        description="Read every host's heartbeat from the liveness anchor (or from Loki when "
+                    "SVC_LIVENESS_READ_SOURCE=loki, via SVC_LOKI_URL). A host is live when its heartbeat is "
+                    "at most two of its publish intervals old, stale when older, missing when it has none. "
+                    "Exit 1 when liveness cannot be read (every host is then unknown).")
+    p.add_argument("--json", action="store_true", help="print {source, anchor, hosts[]} as JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser(
+        "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)",
+        description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env, accounts-env, "
+                    "event-log, latch. Exit 1 when any check FAILs.")
+    p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser(
+        "owner", help="which host owns a ticket (highest random weight over the roster)",
+        description="Score = first 8 bytes of sha256(ticket NUL host), highest wins, ties to the smaller "
+                    "name. Candidates are roster hosts that are live when liveness is known, else the whole "
+                    "roster. A host absent from the roster owns nothing.")
+    p.add_argument("ticket", metavar="TICKET", help="tracker ticket identifier, e.g. ENG-123")
+    p.add_argument("--json", action="store_true", help="print {ticket, owner, candidates, livenessKnown}")
+    p.add_argument("--no-liveness", action="store_true", help="do not read liveness; use the full roster")
+    p.set_defaults(func=cmd_owner)
