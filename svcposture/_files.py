@@ -122,7 +122,7 @@ def read_json(path: PathLike, max_bytes: int = MAX_JSON_BYTES) -> Optional[Any]:
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise CorruptFileError(p, "not UTF-8", line, column) from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CorruptFileError(p, exc.msg, exc.lineno, exc.colno) from None
     except RecursionError:
@@ -130,6 +130,11 @@ def read_json(path: PathLike, max_bytes: int = MAX_JSON_BYTES) -> Optional[Any]:
     except ValueError as exc:
         # e.g. an integer literal longer than the interpreter's digit limit (3.11+).
         raise CorruptFileError(p, str(exc)) from None
+    if value is None:
+        # None means "no file" to every caller; a file holding null is damage,
+        # and must not be mistaken for absence (and then overwritten).
+        raise CorruptFileError(p, "holds JSON null, expected a value", 1, 1)
+    return value
 
 
 def move_aside(path: PathLike, tag: str = "corrupt") -> Optional[Path]:
