@@ -129,6 +129,7 @@ def test_read_json_corrupt_names_line_and_column(home: Path, raw: bytes, line: i
     b"1" * 5000,                               # beyond the int digit limit of 3.11+
     b"\xef\xbb\xbf{}",                         # a BOM is not JSON
     b"\x00\x00\x00",
+    b" null\n",                                # null would read as "no file"
 ])
 def test_read_json_hostile_raises_corrupt_not_crash(home: Path, raw: bytes) -> None:
     path = home / "hostile.json"
