@@ -68,9 +68,7 @@ def test_load_layer_returns_a_dict_or_a_config_error(raw: bytes) -> None:
             assert str(path) in str(exc)
         else:
             assert isinstance(data, dict)
-            parsed = json.loads(raw.decode("utf-8"))
-            # A bare `null` document reads as an empty layer, like a missing file.
-            assert data == ({} if parsed is None else parsed)
+            assert data == json.loads(raw.decode("utf-8"))
 
 
 @FUZZ
@@ -170,6 +168,7 @@ def test_config_hostile_sizes_and_shapes(tmp_path: Path) -> None:
         "bom": b"\xef\xbb\xbf{}",
         "utf16": '{"a": 1}'.encode("utf-16"),
         "list": b"[1,2]",
+        "null": b"null",
         "bigint": b'{"a": ' + b"9" * 10000 + b"}",
     }
     for label, raw in cases.items():
@@ -216,8 +215,7 @@ def test_latch_load_on_random_bytes(raw: bytes) -> None:
             original = json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError):
             original = None
-        if raw.strip() == b"null" or (original is not None and _valid_latch(original)):
-            # A bare `null` reads as a missing file (read_json's contract); nothing is lost.
+        if original is not None and _valid_latch(original):
             assert latch.moved_aside is None
         else:
             # Not a latch: kept next to the new file, byte for byte.

@@ -1,0 +1,347 @@
+"""Shared pieces of the hardening tests and scripts (crash, leak, soak, vendoring).
+
+- FlipProvider: a provider on 127.0.0.1 whose accounts flip between ok and
+  rejected on a fixed period, and which records the status it answered to every
+  probe together with the token that asked (the token names the monitor
+  instance, so an orphaned child of a killed monitor is attributed correctly).
+- MonitorProcess: `python -m svcposture monitor` in its own process group, so a
+  kill -9 takes the monitor and any probe child it had in flight.
+- edge checks over the event log.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+PREFIX = "anthropic-ratelimit-unified-"
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.02,
+               message: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, message))
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- flipping provider
+
+class _FlipHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def __init__(self, owner: "FlipProvider") -> None:
+        self.owner = owner
+        super().__init__(("127.0.0.1", 0), _FlipHandler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionError, socket.timeout)):
+            return
+        super().handle_error(request, client_address)
+
+
+class _FlipHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _FlipHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def _reply(self, status: int, body: Dict[str, Any], headers: Dict[str, str]) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(raw)))
+        self.send_header("connection", "close")
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(raw)
+        self.close_connection = True
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("content-length") or 0)
+        if length > 0:
+            self.rfile.read(length)
+        auth = self.headers.get("authorization") or ""
+        token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+        owner = self.server.owner
+        status = owner.answer(token)
+        if status is None:
+            self._reply(401, {"type": "error", "error": {"type": "authentication_error", "message": "no"}}, {})
+            return
+        now = time.time()
+        window = "rejected" if status == "rejected" else "allowed"
+        headers = {
+            PREFIX + "status": window,
+            PREFIX + "representative-claim": "five_hour",
+            PREFIX + "5h-utilization": "1.02" if status == "rejected" else "0.40",
+            PREFIX + "5h-status": window,
+            PREFIX + "5h-reset": str(int(now + 3600)),
+            PREFIX + "7d-utilization": "0.30",
+            PREFIX + "7d-status": "allowed",
+            PREFIX + "7d-reset": str(int(now + 86400)),
+        }
+        body = {"type": "message", "content": []} if status == "ok" else \
+            {"type": "error", "error": {"type": "rate_limit_error", "message": "limit"}}
+        self._reply(200 if status == "ok" else 429, body, headers)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._reply(404, {"error": "not found"}, {})
+
+
+class FlipProvider:
+    """Answers every token in `tokens` with ok or rejected by wall-clock phase.
+
+    `served` records (time.monotonic(), token, status) per answered probe, taken
+    under the same lock that decided the status, so the record is exact.
+    """
+
+    def __init__(self, period: float = 1.0) -> None:
+        self.period = period
+        self.tokens: Set[str] = set()
+        self.frozen: Optional[str] = None
+        self.served: List[Tuple[float, str, str]] = []
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+        self._httpd = _FlipHTTPServer(self)
+        self.url = "http://127.0.0.1:%d" % self._httpd.server_address[1]
+        self._thread: Optional[threading.Thread] = None
+
+    def answer(self, token: str) -> Optional[str]:
+        with self._lock:
+            if token not in self.tokens:
+                return None
+            if self.frozen is not None:
+                status = self.frozen
+            else:
+                phase = int((time.monotonic() - self._t0) / self.period)
+                status = "rejected" if phase % 2 else "ok"
+            self.served.append((time.monotonic(), token, status))
+            return status
+
+    def add_token(self, token: str) -> None:
+        with self._lock:
+            self.tokens.add(token)
+
+    def freeze(self, status: Optional[str]) -> None:
+        with self._lock:
+            self.frozen = status
+
+    def served_snapshot(self) -> List[Tuple[float, str, str]]:
+        with self._lock:
+            return list(self.served)
+
+    def start(self) -> "FlipProvider":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="flip-provider", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(5)
+        self._httpd.server_close()
+
+    def __enter__(self) -> "FlipProvider":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------- node files
+
+def write_accounts_env(home: Path, entries: Sequence[Tuple[str, str, Optional[str]]],
+                       active_suffix: Optional[str], mode: int = 0o600,
+                       path: Optional[Path] = None) -> Path:
+    """`MODEL_TOKEN_<SUFFIX>=<token>  # <email>` lines plus the active-account export."""
+    target = path or home / ".config" / "svc" / "model-accounts.env"
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lines = ["# written by the hardening tests"]
+    for suffix, token, email in entries:
+        lines.append("export MODEL_TOKEN_%s=%s%s" % (suffix, token, "  # %s" % email if email else ""))
+    if active_suffix:
+        lines.append('export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_%s"' % active_suffix)
+    tmp = target.with_name(target.name + ".tmp")
+    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    os.chmod(str(tmp), mode)
+    os.replace(str(tmp), str(target))
+    return target
+
+
+def status_events(home: Path) -> List[Dict[str, Any]]:
+    """Every account.status.changed in the node's log, oldest first (bad lines skipped)."""
+    out: List[Dict[str, Any]] = []
+    events_dir = home / "svc" / "events"
+    if not events_dir.is_dir():
+        return out
+    for path in sorted(events_dir.glob("*.jsonl")):
+        for raw in path.read_bytes().split(b"\n"):
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and isinstance(event.get("attributes"), dict) \
+                    and event["attributes"].get("event.name") == "account.status.changed":
+                out.append(event)
+    return out
+
+
+# ---------------------------------------------------------------- monitor process
+
+class MonitorProcess:
+    """`python -m svcposture monitor --port 0` in its own session (process group)."""
+
+    def __init__(self, env: Dict[str, str], args: Sequence[str] = (), python: str = sys.executable,
+                 module: str = "svcposture", cwd: Optional[str] = None) -> None:
+        self.env = env
+        self.args = list(args)
+        self.python = python
+        self.module = module
+        self.cwd = cwd or str(REPO)
+        self.proc: Optional[subprocess.Popen] = None
+        self.started_at = 0.0
+        self.stderr_path: Optional[Path] = None
+        self.url: Optional[str] = None
+
+    def start(self, stderr_path: Path, wait_ready: bool = True, timeout: float = 20.0) -> "MonitorProcess":
+        self.stderr_path = stderr_path
+        err = open(str(stderr_path), "ab")
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            [self.python, "-m", self.module, "monitor", "--bind", "127.0.0.1", "--port", "0"] + self.args,
+            cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+            start_new_session=True)
+        err.close()
+        if wait_ready:
+            self.wait_ready(timeout)
+        return self
+
+    def _listening_url(self) -> Optional[str]:
+        assert self.stderr_path is not None
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return None
+        marker = "svc-monitor listening on "
+        for line in reversed(text.splitlines()):
+            if marker in line:
+                return line.split(marker, 1)[1].split()[0].rstrip("/")
+        return None
+
+    def wait_ready(self, timeout: float = 20.0) -> str:
+        def ready() -> Optional[str]:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError("monitor exited with %s:\n%s" % (self.proc.returncode, self.stderr()))
+            url = self._listening_url()
+            if url and _healthz(url):
+                return url
+            return None
+        self.url = wait_until(ready, timeout, message="monitor /healthz")
+        return self.url
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace") if self.stderr_path else ""
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill9(self) -> None:
+        """SIGKILL the whole group: the monitor and every probe child in flight."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise AssertionError("monitor ignored SIGTERM for %.0f s:\n%s" % (timeout, self.stderr()))
+
+
+def _healthz(url: str) -> bool:
+    import http.client
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    try:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=2)
+        conn.request("GET", "/healthz")
+        ok = conn.getresponse().status == 200
+        conn.close()
+        return ok
+    except OSError:
+        return False
+
+
+def http_get(url: str, path: str, headers: Optional[Dict[str, str]] = None,
+             timeout: float = 15.0) -> Tuple[int, Dict[str, str], bytes]:
+    import http.client
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------- edge accounting
+
+def edges_reachable(observations: Sequence[Tuple[str, bool]], initial: str = "ok") -> Set[int]:
+    """Edge counts possible for a run of (status, definite) observations in order.
+
+    A definite observation was certainly processed by the monitor; an ambiguous
+    one (answered just before a kill) may or may not have been. The latch turns
+    the processed subsequence into edges: each change of status is one edge.
+    """
+    states: Set[Tuple[str, int]] = {(initial, 0)}
+    for status, definite in observations:
+        moved = {(status, count + (status != state)) for state, count in states}
+        states = moved if definite else states | moved
+    return {count for _, count in states}
+
+
+def alternation_faults(statuses: Sequence[str], initial: str = "ok") -> int:
+    """Events that repeat the previous status (duplicates), counting the initial state."""
+    faults = 0
+    previous = initial
+    for status in statuses:
+        if status == previous:
+            faults += 1
+        previous = status
+    return faults
