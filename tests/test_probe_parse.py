@@ -1,0 +1,201 @@
+"""Pure parts of the probe: header values, env file text, env file stat, usage mapping."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from svcposture import probe
+
+
+@pytest.mark.parametrize("raw,pct", [
+    ("0", 0.0), ("0.1", 10.0), ("0.12345", 12.3), ("0.00049", 0.0), ("0.0005", 0.1),
+    ("0.1235", 12.4), ("0.1225", 12.3), ("0.12250", 12.3), ("1", 100.0), ("1.0449", 104.5),
+    ("2.5", 250.0), (" 0.5 ", 50.0), ("1e-1", 10.0),
+])
+def test_pct_is_fraction_times_100_half_up_to_one_decimal(raw, pct):
+    assert probe.pct_from_fraction(raw) == pct
+
+
+def test_pct_uses_decimal_half_up_where_float_round_goes_down():
+    # float: round(12.25, 1) == 12.2 (ties to even); the contract wants half-up.
+    assert round(float("0.1225") * 100, 1) != 12.3
+    assert probe.pct_from_fraction("0.1225") == 12.3
+    assert probe.pct_from_fraction("0.0035") == 0.4
+
+
+@pytest.mark.parametrize("raw", ["", "abc", "NaN", "inf", "-0.1", "0.1%", "1,5", "0x10"])
+def test_pct_rejects_junk(raw):
+    with pytest.raises(ValueError):
+        probe.pct_from_fraction(raw)
+
+
+def test_reset_epoch_to_iso_z():
+    assert probe.iso_from_reset("1767225600") == "2026-01-01T00:00:00.000Z"
+    assert probe.iso_from_reset("1767225600.5") == "2026-01-01T00:00:00.500Z"
+    for junk in ("soon", "", "-5", "1e30", "nan"):
+        with pytest.raises(ValueError):
+            probe.iso_from_reset(junk)
+
+
+def test_unified_headers_full_and_partial_windows():
+    headers = {
+        "anthropic-ratelimit-unified-status": "allowed_warning",
+        "anthropic-ratelimit-unified-representative-claim": "seven_day",
+        "anthropic-ratelimit-unified-7d-utilization": "0.91",
+        "anthropic-ratelimit-unified-5h-status": "allowed",
+        "content-type": "application/json",
+    }
+    view = probe.parse_unified_headers(headers)
+    assert view == {
+        "overallStatus": "allowed_warning",
+        "representativeClaim": "seven_day",
+        "fiveHour": {"pct": None, "resetsAt": None, "status": "allowed"},
+        "sevenDay": {"pct": 91.0, "resetsAt": None, "status": None},
+    }
+
+
+def test_unified_headers_absent_gives_none_and_bad_values_raise():
+    assert probe.parse_unified_headers({"content-type": "x"}) is None
+    with pytest.raises(ValueError):
+        probe.parse_unified_headers({"anthropic-ratelimit-unified-5h-utilization": "lots"})
+    with pytest.raises(ValueError):
+        probe.parse_unified_headers({"anthropic-ratelimit-unified-status": "<script>"})
+
+
+def test_env_file_entries_labels_emails_and_comments():
+    text = "\n".join([
+        "# header comment MODEL_TOKEN_NOPE=x",
+        'export MODEL_TOKEN_ACCT1="a#b"  # Alice <alice@example.com> and bob@example.com',
+        "MODEL_TOKEN_Acct2='x # not-a@comment.com' # second@example.org",
+        "MODEL_TOKEN_ACCT3=PASTE_TOKEN_HERE",
+        "  MODEL_TOKEN_ACCT4=tok#notcomment@example.com",
+        "MODEL_TOKEN_ACCT1=again # later@example.com",
+        "garbage line ===",
+        "MODEL_TOKEN_=x",
+        "MODEL_TOKEN_BAD-NAME=x",
+    ])
+    assert probe.parse_entries(text) == [
+        ("ACCT1", "later@example.com"),
+        ("Acct2", "second@example.org"),
+        ("ACCT3", None),
+        ("ACCT4", None),
+    ]
+
+
+def test_entries_from_env_usable_active_and_duplicates():
+    text = "MODEL_TOKEN_A=1 # a@x.io\nMODEL_TOKEN_B=2\nMODEL_TOKEN_C=3\nMODEL_TOKEN_D=4\n"
+    env = {"MODEL_TOKEN_A": "PASTE_TOKEN_HERE", "MODEL_TOKEN_B": "same", "MODEL_TOKEN_C": "same",
+           "MODEL_TOKEN_D": "   ", "MODEL_TOKEN_E": "extra", "MODEL_CODE_OAUTH_TOKEN": "same"}
+    entries, unusable = probe.entries_from_env(text, env)
+    assert [e["label"] for e in entries] == ["b", "c", "e"]
+    assert unusable == ["a", "d"]
+    active, dups = probe._resolve_active(entries)
+    assert active == "b" and dups == ["b", "c"]
+    assert [e["active"] for e in entries] == [True, False, False]
+
+
+def test_no_active_when_oauth_token_unset_or_empty():
+    entries, _ = probe.entries_from_env("MODEL_TOKEN_A=1\n", {"MODEL_TOKEN_A": "1", "MODEL_CODE_OAUTH_TOKEN": ""})
+    assert probe._resolve_active(entries) == (None, [])
+
+
+def test_env_file_state_is_stat_only(tmp_path):
+    f = tmp_path / "acc.env"
+    assert probe.env_file_state(f) == ("missing", None)
+    assert probe.env_file_state(tmp_path / "nodir" / "x") == ("missing", None)
+    f.write_text("")
+    os.chmod(str(f), 0o600)
+    assert probe.env_file_state(f) == ("empty", None)
+    # Writable by others is refused before the emptiness check: it is about to be sourced.
+    for mode in (0o620, 0o602, 0o666):
+        os.chmod(str(f), mode)
+        state, err = probe.env_file_state(f)
+        assert state == "error" and err["kind"] == "config" and "writable" in err["message"]
+    os.chmod(str(f), 0o600)
+    f.write_text("MODEL_TOKEN_A=x\n")
+    assert probe.env_file_state(f) == ("ready", None)
+    f.write_bytes(b"#" * (probe.MAX_ENV_FILE_BYTES + 1))
+    assert probe.env_file_state(f)[1]["kind"] == "config"
+    state, err = probe.env_file_state(tmp_path)
+    assert state == "error" and err["kind"] == "config"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_env_file_unreadable_is_config_error(tmp_path):
+    f = tmp_path / "acc.env"
+    f.write_text("MODEL_TOKEN_A=x\n")
+    os.chmod(str(f), 0o200)
+    state, err = probe.env_file_state(f)
+    assert state == "error" and err["kind"] == "config"
+
+
+def test_error_vocabulary_replaces_foreign_text():
+    assert probe.error("auth", "Bearer sk-secret refused", 401) == {
+        "kind": "auth", "message": probe.MESSAGES["auth"][0], "httpStatus": 401}
+    assert probe.error("weird")["kind"] == "internal"
+    assert probe.error("http", http_status=True)["httpStatus"] is None
+
+
+def test_usage_values_mapping_and_truncation():
+    body = {
+        "five_hour": {"utilization": 12.5, "resets_at": "2026-01-01T04:59:59.600956+00:00"},
+        "seven_day": {"utilization": 40, "resets_at": "2026-01-05T01:00:00+02:00"},
+        "seven_day_opus": {"utilization": 77.0, "resets_at": None},
+        "seven_day_sonnet": None,
+        "extra_usage": {"anything": True},
+    }
+    assert probe.usage_values(body, "max", "default_claude_max_20x") == {
+        "ratelimit.five_hour_pct": 12.5,
+        "ratelimit.five_hour_resets_at": "2026-01-01T04:59:59.600Z",
+        "ratelimit.seven_day_pct": 40,
+        "ratelimit.seven_day_resets_at": "2026-01-04T23:00:00.000Z",
+        "ratelimit.seven_day_large_pct": 77.0,
+        "subscription.type": "max",
+        "rate_limit.tier": "default_claude_max_20x",
+    }
+    assert probe.usage_values({}, None, None) == {}
+    assert probe.usage_values({"seven_day_sonnet": {"utilization": 0}}, None, None) == {
+        "ratelimit.seven_day_medium_pct": 0}
+
+
+@pytest.mark.parametrize("body", [
+    [], "x", None, {"five_hour": "12"}, {"five_hour": {"utilization": "12"}},
+    {"five_hour": {"utilization": True}}, {"seven_day": {"utilization": -1}},
+    {"five_hour": {"utilization": 1, "resets_at": "yesterday"}}, {"five_hour": {"resets_at": 5}},
+])
+def test_usage_values_rejects_malformed_windows(body):
+    with pytest.raises(ValueError):
+        probe.usage_values(body, None, None)
+
+
+def test_retry_after_seconds_and_http_date():
+    assert probe._retry_after_s("120") == 120.0
+    assert probe._retry_after_s(None) is None
+    assert probe._retry_after_s("soon") is None
+    assert probe._retry_after_s("-3") is None
+    assert probe._retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_env_text_parser_never_raises_and_never_returns_values(text):
+    for suffix, email in probe.parse_entries(text):
+        assert suffix.replace("_", "").isalnum()
+        assert email is None or "@" in email
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(["status", "representative-claim", "5h-utilization", "5h-reset",
+                                        "5h-status", "7d-utilization", "7d-reset", "7d-status"]),
+                       st.text(max_size=30)))
+def test_header_parser_raises_only_value_error(values):
+    headers = {"anthropic-ratelimit-unified-" + k: v for k, v in values.items()}
+    try:
+        view = probe.parse_unified_headers(headers)
+    except ValueError:
+        return
+    if values:
+        assert set(view) == {"overallStatus", "representativeClaim", "fiveHour", "sevenDay"}
