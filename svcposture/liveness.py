@@ -169,7 +169,7 @@ class Publisher:
         self._thread = threading.Thread(target=self._run, name="svc-liveness", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -578,8 +578,7 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
     if not os.access(str(path), os.R_OK):
         return _check(name, FAIL, "%s is not readable" % path)
     package, root = _package_root()
-    probe_file = Path(__file__).resolve().parent / "probe.py"
-    if not probe_file.exists():
+    if not (Path(__file__).resolve().parent / "probe.py").exists():
         return _check(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe is not in this build)"
                       % (path, package))
     env = {k: v for k, v in paths.environ.items()
@@ -607,29 +606,32 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
 
 
 def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
+    """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
     name = "accounts-env"
-    usable = report.get("usable")
-    count = len(usable) if isinstance(usable, list) else usable if isinstance(usable, int) else None
+    error = report.get("error")
+    if error:
+        kind = error.get("kind") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        detail = "%s: %s (%s)" % (path, str(message or "check failed")[:200], kind or "error")
+        return _check(name, FAIL if kind == "config" else WARN, detail)
+    usable = [str(u)[:64] for u in report.get("usable") or [] if isinstance(u, str)]
+    unusable = [str(u)[:64] for u in report.get("unusable") or [] if isinstance(u, str)]
+    duplicates = [str(u)[:64] for u in report.get("duplicateActive") or [] if isinstance(u, str)]
     active = report.get("active")
-    duplicates = report.get("duplicates") or report.get("duplicateActive")
-    problems = report.get("problems") or report.get("warnings") or report.get("errors")
-    parts = ["%s" % path]
-    if count is not None:
-        parts.append("%d usable entr%s" % (count, "y" if count == 1 else "ies"))
-    if isinstance(active, str):
-        parts.append("active %s" % active)
-    elif active is None and "active" in report:
-        parts.append("no active account")
-    detail = ", ".join(parts)
-    if isinstance(problems, list) and problems:
-        detail += "; " + "; ".join(str(p)[:200] for p in problems[:5])
-    if report.get("ok") is False or returncode != 0:
-        return _check(name, FAIL if report.get("status") == "fail" else WARN, detail)
+    detail = "%s: %d usable entr%s%s" % (path, len(usable), "y" if len(usable) == 1 else "ies",
+                                        " (%s)" % ", ".join(usable) if usable else "")
+    if unusable:
+        detail += "; unusable (empty or placeholder): %s" % ", ".join(unusable)
+    if returncode != 0:
+        return _check(name, WARN, detail + "; the check exited %d" % returncode)
+    if not usable:
+        return _check(name, INFO, detail + "; the posture surface is disabled")
     if duplicates:
-        return _check(name, WARN, detail + "; several entries carry the active token (the first is used)")
-    if count == 0:
-        return _check(name, INFO, detail + ": the posture surface is disabled")
-    return _check(name, PASS, detail)
+        return _check(name, WARN, detail + "; several entries carry the active token (%s), the first is used"
+                      % ", ".join(duplicates))
+    if not isinstance(active, str):
+        return _check(name, WARN, detail + "; no entry equals MODEL_CODE_OAUTH_TOKEN, so the node status is unknown")
+    return _check(name, PASS, detail + "; active %s" % active)
 
 
 def _check_event_log(paths: Paths) -> Dict[str, str]:

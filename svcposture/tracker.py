@@ -296,7 +296,9 @@ class TrackerClient:
 
     def fetch_issue(self, ticket: str, prefix: str = HEARTBEAT_URL_PREFIX) -> AnchorIssue:
         data = self.execute(ISSUE_QUERY, {"id": ticket, "prefix": prefix})
-        issue = data.get("issue")
+        if "issue" not in data:
+            raise TrackerResponseError("tracker reply: data has no issue field")
+        issue = data["issue"]
         if issue is None:
             raise TrackerNotFoundError("tracker: issue %s not found" % ticket)
         if not isinstance(issue, dict):

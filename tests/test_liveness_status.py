@@ -1,0 +1,141 @@
+"""`svc-cluster status` as a real subprocess: tracker and Loki sources, unknown liveness, hostile replies."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_json
+from loki_server import LokiServer, first_query
+from svcposture import liveness
+from svcposture._time import iso_from_ms
+from tracker_server import TrackerServer
+
+
+@pytest.fixture
+def srv():
+    with TrackerServer(tokens=[BEARER]) as server:
+        server.add_issue("OPS-1")
+        yield server
+
+
+def beat(srv, host, age_s, interval_ms=60000, quota=None, **kw):
+    published = iso_from_ms(int((time.time() - age_s) * 1000))
+    meta = {"host": host, "publishedAt": published, "publishIntervalMs": interval_ms, "version": "0.1.0",
+            "accountStatus": "ok", "quota": quota}
+    meta.update(kw)
+    srv.put_attachment("OPS-1", liveness.heartbeat_url(host), subtitle=published, metadata=meta)
+
+
+def test_live_stale_missing_by_each_hosts_own_interval(tmp_path, srv):
+    home = make_node(tmp_path, "a", ["a", "b", "c", "d"], anchor="OPS-1")
+    beat(srv, "a", 5, quota={"five_hour_pct": 12.5, "seven_day_pct": 40})
+    beat(srv, "b", 200, interval_ms=60000)        # > 2 x 60 s: stale
+    beat(srv, "c", 200, interval_ms=120000)       # < 2 x 120 s: live by its own interval
+    beat(srv, "stranger", 1)                      # not in the roster: not listed
+    code, report = run_json(node_env(home, srv.url), "status", "--json")
+    assert code == 0
+    assert report["source"] == "tracker" and report["anchor"] == "OPS-1" and "error" not in report
+    rows = {h["host"]: h for h in report["hosts"]}
+    assert list(rows) == ["a", "b", "c", "d"]
+    assert rows["a"]["state"] == "live" and 4 <= rows["a"]["ageS"] <= 30
+    assert rows["a"]["quota"] == {"five_hour_pct": 12.5, "seven_day_pct": 40}
+    assert rows["b"]["state"] == "stale" and rows["b"]["ageS"] >= 199
+    assert rows["c"]["state"] == "live"
+    assert rows["d"] == {"host": "d", "state": "missing", "ageS": None, "quota": None}
+
+
+def test_missing_interval_falls_back_to_the_local_one(tmp_path, srv):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    published = iso_from_ms(int((time.time() - 10) * 1000))
+    srv.put_attachment("OPS-1", "svc://heartbeat/a", subtitle=published, metadata={"publishedAt": published})
+    srv.put_attachment("OPS-1", "svc://heartbeat/b", subtitle="garbage", metadata={"publishIntervalMs": "x"})
+    env = node_env(home, srv.url, interval_ms=4000)
+    code, report = run_json(env, "status", "--json")
+    rows = {h["host"]: h for h in report["hosts"]}
+    assert rows["a"]["state"] == "stale"      # 10 s > 2 x 4 s
+    assert rows["b"]["state"] == "live"       # no publishedAt, no subtitle: updatedAt (just now)
+    env = node_env(home, srv.url, interval_ms=60000)
+    assert {h["host"]: h["state"] for h in run_json(env, "status", "--json")[1]["hosts"]}["a"] == "live"
+
+
+def test_text_output(tmp_path, srv):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    beat(srv, "a", 1, quota={"five_hour_pct": 12.5})
+    proc = run_cluster(node_env(home, srv.url), "status")
+    assert proc.returncode == 0
+    assert "anchor: OPS-1" in proc.stdout
+    assert "live" in proc.stdout and "missing" in proc.stdout and "5h 12.5%" in proc.stdout
+
+
+@pytest.mark.parametrize("case", ["no-anchor", "not-found", "unreachable", "no-token", "refused"])
+def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, srv, case):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor=None if case == "no-anchor" else
+                     "OPS-9" if case == "not-found" else "OPS-1",
+                     token=None if case == "no-token" else CANARY + "-bad" if case == "refused" else CANARY)
+    url = "http://127.0.0.1:9/graphql" if case == "unreachable" else srv.url
+    proc = run_cluster(node_env(home, url), "status", "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    import json
+    report = json.loads(proc.stdout)
+    assert report["error"]
+    assert [h["state"] for h in report["hosts"]] == ["unknown", "unknown"]
+    assert CANARY not in proc.stdout + proc.stderr
+    text = run_cluster(node_env(home, url), "status")
+    assert text.returncode == 1 and "svc-cluster status:" in text.stderr and "unknown" in text.stdout
+
+
+@pytest.mark.parametrize("mode", ["garbage", "huge", "wrong_shape", "errors_not_list", "html", "drop",
+                                  "echo_token", "internal_error", "ratelimit", "empty"])
+def test_hostile_tracker_replies_are_clear_errors(tmp_path, srv, mode):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    srv.fail_next(mode, count=-1)
+    for args in (("status", "--json"), ("status",)):
+        proc = run_cluster(node_env(home, srv.url), *args)
+        assert proc.returncode == 1, (mode, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and CANARY not in proc.stdout + proc.stderr
+        assert len(proc.stdout + proc.stderr) < 4000
+
+
+def test_corrupt_roster_is_a_config_error(tmp_path, srv):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    (home / "svc" / "cluster" / "cluster.json").write_text('{"roster": [1, 2]')
+    proc = run_cluster(node_env(home, srv.url), "status", "--json")
+    assert proc.returncode == 2 and "config error" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- Loki
+
+def test_loki_source(tmp_path):
+    home = make_node(tmp_path, "a", ["a", "b", "c"], anchor="OPS-1")
+    with LokiServer() as loki:
+        loki.set_counts({"a": 17, "b": 0, "zed": 3})
+        env = node_env(home, interval_ms=120000, SVC_LIVENESS_READ_SOURCE="loki", SVC_LOKI_URL=loki.url + "/")
+        code, report = run_json(env, "status", "--json")
+        assert code == 0 and report["source"] == "loki"
+        assert report["hosts"] == [{"host": "a", "state": "live", "ageS": None, "quota": None},
+                                   {"host": "b", "state": "missing", "ageS": None, "quota": None},
+                                   {"host": "c", "state": "missing", "ageS": None, "quota": None}]
+        assert first_query(loki) == 'sum by (host) (count_over_time({host=~".+"}[240s]))'
+
+
+def test_loki_window_follows_the_interval():
+    assert liveness.loki_query(120000) == 'sum by (host) (count_over_time({host=~".+"}[240s]))'
+    assert liveness.loki_query(1500) == 'sum by (host) (count_over_time({host=~".+"}[3s]))'
+    assert liveness.loki_query(100) == 'sum by (host) (count_over_time({host=~".+"}[1s]))'
+
+
+@pytest.mark.parametrize("mode", ["error", "garbage", "http500", "wrong_shape", "bad_value", "matrix", "unset"])
+def test_loki_failures_are_unknown_exit_1(tmp_path, mode):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor=None)
+    with LokiServer() as loki:
+        if mode != "unset":
+            loki.set_mode(mode)
+        env = node_env(home, SVC_LIVENESS_READ_SOURCE="loki")
+        if mode != "unset":
+            env["SVC_LOKI_URL"] = loki.url
+        proc = run_cluster(env, "status", "--json")
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        import json
+        report = json.loads(proc.stdout)
+        assert report["error"] and {h["state"] for h in report["hosts"]} == {"unknown"}
