@@ -107,7 +107,8 @@ def read_json(path: PathLike, max_bytes: int = MAX_JSON_BYTES) -> Optional[Any]:
     try:
         with open(str(p), "rb") as fh:
             raw = fh.read(max_bytes + 1)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # ENOTDIR: a parent is a regular file, so this file cannot exist either.
         return None
     except IsADirectoryError:
         raise CorruptFileError(p, "is a directory, not a JSON file")
