@@ -67,10 +67,14 @@ def test_load_layer_huge_is_refused(home: Path) -> None:
 def test_load_layer_missing_is_empty_and_unreadable_is_config_error(home: Path) -> None:
     assert config.load_layer(home / "nope.json") == {}
     blocker = put(home / "blocker", "x")
-    # A parent that is a regular file: the path can never be read, even by root.
+    # A parent that is a regular file: the file cannot exist, so it is missing.
+    assert config.load_layer(blocker / "cfg.json") == {}
+    # Root reads through any mode bits; a symlink loop is unreadable even for root.
+    loop = home / "loop.json"
+    os.symlink(str(loop), str(loop))
     with pytest.raises(ConfigError, match="cannot read") as info:
-        config.load_layer(blocker / "cfg.json")
-    assert info.value.path == str(blocker / "cfg.json")
+        config.load_layer(loop)
+    assert info.value.path == str(loop)
 
 
 # ---------------------------------------------------------------- dotted keys
