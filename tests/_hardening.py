@@ -345,3 +345,140 @@ def alternation_faults(statuses: Sequence[str], initial: str = "ok") -> int:
             faults += 1
         previous = status
     return faults
+
+
+# ---------------------------------------------------------------- the crash run
+
+def monitor_env(home: Path, provider_url: str, **overrides: str) -> Dict[str, str]:
+    """A node environment with short timings; no token anywhere in it."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SVC_", "MODEL_", "EXECUTION_CORE_"))}
+    env["HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update({
+        "SVC_PROVIDER_URL": provider_url,
+        "SVC_PROBE_INTERVAL_S": "0.2",
+        "SVC_POSTURE_TTL_S": "0.2",
+        "SVC_REFRESH_FLOOR_S": "0.05",
+        "SVC_PROBE_DEADLINE_S": "5",
+        "SVC_PROBE_TIMEOUT_S": "3",
+        "SVC_QUOTA_SAMPLER": "0",
+    })
+    env.update(overrides)
+    return env
+
+
+def set_host_name(home: Path, name: str) -> None:
+    target = home / ".config" / "svc" / "node.json"
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target.write_text(json.dumps({"svc": {"host": {"name": name}}}))
+    os.chmod(str(target), 0o600)
+
+
+def run_crash(workdir: Path, kills: int, seed: int, margin: float = 0.75, period: float = 1.0,
+              max_delay: float = 2.5, log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+    """kill -9 a monitor `kills` times while its account flips ok/rejected every `period` s.
+
+    Each monitor instance gets its own token (the accounts env file is rewritten
+    before each start), so the provider knows which instance every answered
+    probe belongs to. An answer is *definite* when its instance lived at least
+    `margin` s after it (the monitor certainly handled it) and *ambiguous* when
+    it came within `margin` of the kill or from an orphaned child. The real
+    edges are the status changes of the definite answers; each ambiguous one may
+    or may not have been handled. The log must match one of those possibilities
+    exactly, and never repeat a status (a duplicate).
+    """
+    import random
+
+    rng = random.Random(seed)
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    set_host_name(home, "crash-node")
+    logs = workdir / "monitor-logs"
+    logs.mkdir(exist_ok=True)
+    instances: List[Dict[str, Any]] = []
+    emit_advance_gaps = 0
+    tracebacks = 0
+    with FlipProvider(period=period) as provider:
+        env = monitor_env(home, provider.url)
+        started = time.monotonic()
+        for index in range(kills + 1):
+            token = "tok-crash-%d-%s" % (index, os.urandom(4).hex())
+            provider.add_token(token)
+            write_accounts_env(home, [("ACCT1", token, "crash@example.com")], "ACCT1")
+            monitor = MonitorProcess(env)
+            final = index == kills
+            monitor.start(logs / ("monitor-%03d.log" % index), wait_ready=final)
+            record: Dict[str, Any] = {"token": token, "start": monitor.started_at}
+            if final:
+                # After every crash: the node must still see both kinds of edge.
+                for status in ("rejected", "ok"):
+                    provider.freeze(status)
+                    frozen_at = time.monotonic()
+                    wait_until(lambda: any(t > frozen_at + 0.05 and tok == token
+                                           for t, tok, _ in provider.served_snapshot()[-20:]) and
+                               time.monotonic() > frozen_at + margin + 0.6, 30,
+                               message="a probe under the frozen status")
+                code = monitor.stop()
+                record["end"] = time.monotonic()
+                record["exit"] = code
+            else:
+                if rng.random() < 0.5:
+                    delay = rng.uniform(0.0, max_delay)
+                else:
+                    # Aim just after a flip, where the edge is being probed and emitted.
+                    now = time.monotonic() - provider._t0
+                    next_flip = (int(now / period) + 1) * period
+                    delay = next_flip - now + rng.uniform(0.0, 0.6)
+                time.sleep(delay)
+                record["end"] = time.monotonic()
+                monitor.kill9()
+                if _latch_behind_log(home):
+                    emit_advance_gaps += 1
+            if "Traceback" in monitor.stderr():
+                tracebacks += 1
+            instances.append(record)
+            log("instance %d: %.2f s%s" % (index, record["end"] - record["start"], " (final)" if final else ""))
+        elapsed = time.monotonic() - started
+        served = provider.served_snapshot()
+
+    by_token = {inst["token"]: inst for inst in instances}
+    observations: List[Tuple[str, bool]] = []
+    definite: List[str] = []
+    for at, token, status in sorted(served):
+        inst = by_token.get(token)
+        sure = inst is not None and inst["start"] <= at <= inst["end"] - margin
+        observations.append((status, sure))
+        if sure:
+            definite.append(status)
+    statuses = [e["attributes"].get("account.status") for e in status_events(home)
+                if e["attributes"].get("account.handle") == "acct1"]
+    reachable = edges_reachable(observations)
+    real_edges = sum(1 for a, b in zip(["ok"] + definite, definite) if a != b)
+    duplicates = alternation_faults(statuses)
+    n = len(statuses)
+    lost = 0 if n in reachable else max(0, min(r for r in reachable) - n)
+    extra = 0 if n in reachable else max(0, n - max(reachable))
+    return {
+        "kills": kills, "seconds": round(elapsed, 1), "answered_probes": len(served),
+        "definite_probes": len(definite), "ambiguous_probes": len(served) - len(definite),
+        "real_edges": real_edges, "possible_edges": [min(reachable), max(reachable)],
+        "events": n, "duplicates": duplicates, "lost": lost, "unexplained": extra,
+        "consistent": n in reachable and duplicates == 0,
+        "kills_between_emit_and_advance": emit_advance_gaps, "tracebacks": tracebacks,
+        "final_exit": instances[-1].get("exit"), "statuses": statuses,
+    }
+
+
+def _latch_behind_log(home: Path) -> bool:
+    """True when the newest logged edge is not yet in the latch file (killed mid-edge)."""
+    events = [e for e in status_events(home) if e["attributes"].get("account.handle") == "acct1"]
+    if not events:
+        return False
+    try:
+        latch = json.loads((home / "svc" / "account-status-latch.json").read_text())
+        entry = latch["accounts"]["acct1"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    return entry.get("eventId") != events[-1].get("id")

@@ -1,0 +1,27 @@
+"""kill -9 the monitor at random points while its active account flips between ok
+and rejected: the event log holds exactly one account.status.changed per real
+edge (no duplicate, none lost). CI runs $SVC_CRASH_KILLS (default 15) kill
+points; scripts/crash_test.py runs the full 100.
+"""
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+from _hardening import run_crash
+
+
+def test_random_kill9_points_keep_exactly_one_event_per_edge(tmp_path: Path) -> None:
+    kills = int(os.environ.get("SVC_CRASH_KILLS", "15"))
+    seed = int(os.environ.get("SVC_CRASH_SEED", str(random.randrange(1 << 30))))
+    result = run_crash(tmp_path, kills, seed)
+    summary = "seed %d: %r" % (seed, {k: v for k, v in result.items() if k != "statuses"})
+    assert result["duplicates"] == 0, summary
+    assert result["lost"] == 0 and result["unexplained"] == 0, summary
+    assert result["consistent"], summary
+    assert result["tracebacks"] == 0, summary
+    assert result["final_exit"] == 0, summary
+    # The run exercised edges at all, and the final clean phase saw both kinds.
+    assert result["real_edges"] >= 2 and result["events"] >= 2, summary
+    assert result["statuses"][-1] == "ok", summary
