@@ -1,0 +1,56 @@
+"""`python -m svcposture`: help, unknown families, exit codes, no tracebacks."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def run(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "svcposture", *args], env=env, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_explains_every_family(env: dict, flag: str) -> None:
+    proc = run(env, flag)
+    assert proc.returncode == 0
+    for family, meaning in (("monitor", "svc-monitor"), ("cluster", "svc-cluster"), ("stack", "svc-stack")):
+        assert family in proc.stdout and meaning in proc.stdout
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("args", [(), ("frobnicate",), ("--bogus",), ("MONITOR",)])
+def test_no_or_unknown_family_is_usage_error(env: dict, args) -> None:
+    proc = run(env, *args)
+    assert proc.returncode == 2
+    assert "usage: python -m svcposture" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    if args:
+        assert "unknown command %r" % args[0] in proc.stderr
+
+
+def test_cluster_help_exits_zero(env: dict) -> None:
+    proc = run(env, "cluster", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "svc-cluster" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_config_error_is_one_line_exit_2(env: dict, home) -> None:
+    # A corrupt Layer-2 file surfacing through a command: named, exit 2, no traceback.
+    code = ("import sys\n"
+            "from svcposture.cli import _run\n"
+            "from svcposture import config\n"
+            "from svcposture.paths import Paths\n"
+            "sys.exit(_run('svc-cluster', lambda: bool(config.host_name(Paths())) or 0))\n")
+    node_json = home / ".config" / "svc" / "node.json"
+    node_json.parent.mkdir(parents=True)
+    node_json.write_text('{"svc": {"host": ')
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("svc-cluster: config error: %s:1:18:" % node_json)
+    assert "Traceback" not in proc.stderr
+    assert node_json.read_text() == '{"svc": {"host": '
