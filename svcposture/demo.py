@@ -1,0 +1,265 @@
+"""svc-monitor demo: a simulated provider, a throw-away node home with three
+accounts, and the real monitor against them, all on loopback in one process.
+
+The simulated provider is the package's only stand-in for the real provider.
+It speaks the real wire format (DESIGN §3), so everything downstream (the
+token-scoped probe child, the cache, the latch, the event log, SSE) runs for
+real. The demo tokens are fixed, public demo values, not secrets.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ._files import write_json_atomic, write_text_atomic
+from .paths import Paths
+
+CYCLE_S = 180.0  # ok -> degraded -> rejected -> ok once every three minutes
+UNIFIED = "anthropic-ratelimit-unified-"
+DEMO_ACCOUNTS = (
+    # (suffix, token, email)
+    ("ACCT1", "demo-token-acct1-not-a-secret", "ada@demo.invalid"),
+    ("ACCT2", "demo-token-acct2-not-a-secret", "grace@demo.invalid"),
+    ("ACCT3", "demo-token-acct3-not-a-secret", "linus@demo.invalid"),
+)
+DEMO_LOGIN_TOKEN = "demo-login-token-not-a-secret"
+DEMO_NODE = "demo-node"
+DEMO_ENV = {
+    # Short clocks so that a visitor sees every transition in a few minutes.
+    "SVC_PROBE_INTERVAL_S": "10",
+    "SVC_POSTURE_TTL_S": "10",
+    "SVC_REFRESH_FLOOR_S": "3",
+    "SVC_QUOTA_POLL_INTERVAL_S": "60",
+    "SVC_PROBE_DEADLINE_S": "20",
+}
+
+
+def account_state(label: str, elapsed_s: float, started: float) -> Dict[str, Any]:
+    """The simulated windows of one demo account `elapsed_s` into the demo."""
+    cycle_start = started + (elapsed_s // CYCLE_S) * CYCLE_S
+    t = elapsed_s % CYCLE_S
+    seven_reset = started + 3 * 86400 + 7 * 3600
+    if label == "acct1":
+        reset_5h = cycle_start + 135.0 if t < 135.0 else cycle_start + CYCLE_S + 135.0
+        if t < 45.0:
+            five, status = 0.55 + 0.23 * t / 45.0, "allowed"
+        elif t < 90.0:
+            five, status = 0.82 + 0.15 * (t - 45.0) / 45.0, "allowed_warning"
+        elif t < 135.0:
+            five, status = 1.0 + 0.02 * (t - 90.0) / 45.0, "rejected"
+        else:
+            five, status = 0.05 + 0.3 * (t - 135.0) / 45.0, "allowed"
+        seven = 0.41 + 0.04 * t / CYCLE_S
+        return {"status": status, "claim": "five_hour", "5h": (five, status, reset_5h),
+                "7d": (seven, "allowed", seven_reset)}
+    if label == "acct2":
+        return {"status": "allowed", "claim": "five_hour", "5h": (0.12 + 0.1 * t / CYCLE_S, "allowed", started + 4 * 3600),
+                "7d": (0.33, "allowed", seven_reset - 86400)}
+    return {"status": "allowed_warning", "claim": "seven_day", "5h": (0.30, "allowed", started + 2 * 3600),
+            "7d": (0.91, "allowed_warning", seven_reset + 86400)}
+
+
+class _ProviderHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, provider: "SimulatedProvider") -> None:
+        self.provider = provider
+        super().__init__(("127.0.0.1", 0), _ProviderHandler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a probe child hanging up is routine
+
+
+class _ProviderHandler(BaseHTTPRequestHandler):
+    server: _ProviderHTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def _send(self, status: int, body: Any, headers: Optional[Mapping[str, str]] = None) -> None:
+        data = json.dumps(body).encode("utf-8")
+        head = ["HTTP/1.1 %d %s" % (status, {200: "OK", 401: "Unauthorized", 404: "Not Found",
+                                             429: "Too Many Requests"}.get(status, "Error")),
+                "Content-Type: application/json", "Content-Length: %d" % len(data)]
+        head += ["%s: %s" % kv for kv in (headers or {}).items()]
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+
+    def _token(self) -> str:
+        auth = self.headers.get("authorization") or ""
+        return auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("content-length") or 0)
+        if 0 < length <= 65536:
+            self.rfile.read(length)
+        elif length:
+            self.close_connection = True
+        if self.path.split("?")[0] != "/v1/messages":
+            return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "not found"}})
+        label = self.server.provider.label_for(self._token())
+        if label is None:
+            return self._send(401, {"type": "error", "error": {"type": "authentication_error",
+                                                               "message": "invalid bearer token"}})
+        state = self.server.provider.state(label)
+        headers = {UNIFIED + "status": state["status"], UNIFIED + "representative-claim": state["claim"]}
+        for short in ("5h", "7d"):
+            fraction, status, reset = state[short]
+            headers[UNIFIED + short + "-utilization"] = "%.4f" % fraction
+            headers[UNIFIED + short + "-status"] = status
+            headers[UNIFIED + short + "-reset"] = str(int(reset))
+        if state["status"] == "rejected":
+            return self._send(429, {"type": "error", "error": {"type": "rate_limit_error",
+                                                               "message": "rate limited"}}, headers)
+        self._send(200, {"id": "msg_demo", "type": "message", "role": "assistant", "model": "demo",
+                         "content": [{"type": "text", "text": "h"}], "stop_reason": "max_tokens",
+                         "usage": {"input_tokens": 8, "output_tokens": 1}}, headers)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.split("?")[0] != "/api/oauth/usage":
+            return self._send(404, {"error": "not found"})
+        if self._token() != DEMO_LOGIN_TOKEN:
+            return self._send(401, {"type": "error", "error": {"type": "authentication_error",
+                                                               "message": "invalid bearer token"}})
+        state = self.server.provider.state("acct1")
+
+        def window(key: str) -> Dict[str, Any]:
+            fraction, _status, reset = state[key]
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(reset)) + ".000000+00:00"
+            return {"utilization": round(fraction * 100, 1), "resets_at": stamp}
+
+        self._send(200, {"five_hour": window("5h"), "seven_day": window("7d"),
+                         "seven_day_opus": {"utilization": 12.0, "resets_at": None},
+                         "seven_day_sonnet": None})
+
+
+class SimulatedProvider:
+    """The demo provider on 127.0.0.1 and a free port; `.url`, `.start()`, `.stop()`."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.tokens = {token: suffix.lower() for suffix, token, _ in DEMO_ACCOUNTS}
+        self._server: Optional[_ProviderHTTPServer] = None
+        self._thread: Optional[threading.Thread] = None
+        self.url = ""
+
+    def label_for(self, token: str) -> Optional[str]:
+        return self.tokens.get(token)
+
+    def state(self, label: str) -> Dict[str, Any]:
+        return account_state(label, self.clock() - self.started, self.started)
+
+    def start(self) -> "SimulatedProvider":
+        self._server = _ProviderHTTPServer(self)
+        self.url = "http://127.0.0.1:%d" % self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.25},
+                                        name="demo-provider", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class DemoNode:
+    """A temporary node home with three accounts, pointed at a simulated provider."""
+
+    def __init__(self, provider_url: str, base_environ: Optional[Mapping[str, str]] = None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="svc-demo-"))
+        self.home = self.root / "home"
+        self.home.mkdir(mode=0o700)
+        source = os.environ if base_environ is None else base_environ
+        environ = {k: v for k, v in source.items()
+                   if not k.startswith(("SVC_", "MODEL_", "EXECUTION_CORE_"))}
+        environ.update(DEMO_ENV)
+        environ["HOME"] = str(self.home)
+        environ["SVC_PROVIDER_URL"] = provider_url
+        self.environ: Dict[str, str] = environ
+        self.paths = Paths(self.home, environ=environ)
+        self._write_files()
+
+    def _write_files(self) -> None:
+        write_json_atomic(self.paths.node_json, {"svc": {"host": {"name": DEMO_NODE}}})
+        lines = ["# svc-monitor demo accounts: fixed demo tokens for the simulated provider"]
+        for suffix, token, email in DEMO_ACCOUNTS:
+            lines.append("export MODEL_TOKEN_%s='%s'  # %s" % (suffix, token, email))
+        lines.append('export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"')
+        write_text_atomic(self.paths.accounts_env, "\n".join(lines) + "\n")
+        write_json_atomic(self.paths.login_credentials, {"claudeAiOauth": {
+            "accessToken": DEMO_LOGIN_TOKEN, "subscriptionType": "max", "rateLimitTier": "default_demo"}})
+        write_json_atomic(self.paths.login_profile, {"oauthAccount": {"emailAddress": DEMO_ACCOUNTS[0][2]}})
+
+    def remove(self) -> None:
+        shutil.rmtree(str(self.root), ignore_errors=True)
+
+
+def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], configure_logging: Callable[[], None],
+         install_stop_signals: Callable[[threading.Event], None]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="svc-monitor demo",
+        description=("Run the monitor against a simulated provider with three demo accounts in a "
+                     "temporary home, all on 127.0.0.1. The active account goes ok -> degraded -> "
+                     "rejected -> ok every three minutes, so the dashboard, the exhausted banner, "
+                     "the SSE stream and the account.status.changed events all happen for real. "
+                     "Ctrl-C stops it and removes the temporary home."))
+    parser.add_argument("--port", default="7400",
+                        help="dashboard port on 127.0.0.1 (default 7400; 0 picks a free one; "
+                             "a busy 7400 falls back to a free port)")
+    parser.add_argument("--keep-home", action="store_true", help="keep the temporary home on exit (to inspect events)")
+    args = parser.parse_args(argv)
+    try:
+        port = int(args.port)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        print("svc-monitor demo: --port must be a number in 0..65535", file=sys.stderr)
+        return 2
+    configure_logging()
+    stop_event = threading.Event()
+    install_stop_signals(stop_event)
+    provider = SimulatedProvider().start()
+    node = DemoNode(provider.url)
+    try:
+        if port == 7400 and not _port_free(port):
+            print("svc-monitor demo: port 7400 is busy; using a free port instead", file=sys.stderr)
+            port = 0
+
+        def ready(server: Any) -> None:
+            print("svc-monitor demo: dashboard at %s/  (Ctrl-C to stop)" % server.url, flush=True)
+            print("svc-monitor demo: demo home %s; events in %s" % (node.home, node.paths.events_dir), flush=True)
+
+        return run_monitor(node.paths, node.environ, bind="127.0.0.1", port=port, probe_enabled=True,
+                           stop_event=stop_event, on_ready=ready)
+    finally:
+        provider.stop()
+        if args.keep_home:
+            print("svc-monitor demo: kept %s" % node.root, file=sys.stderr)
+        else:
+            node.remove()
+
+
+def _port_free(port: int) -> bool:
+    import socket
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
