@@ -162,13 +162,19 @@ def append_line(path: PathLike, line: Union[str, bytes], fsync: bool = True) -> 
     if not data.endswith(b"\n"):
         data += b"\n"
     p = Path(path)
-    ensure_dir(p.parent)
-    fd = os.open(str(p), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    # Read-write so that the torn-line check reads the very inode being appended
+    # to, through the same descriptor (O_APPEND still sends every write to the end).
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(str(p), flags, FILE_MODE)
+    except FileNotFoundError:
+        ensure_dir(p.parent)
+        fd = os.open(str(p), flags, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             size = os.fstat(fd).st_size
-            if size > 0 and _last_byte(p, size) != b"\n":
+            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data
             try:
                 written = os.write(fd, data)
@@ -190,13 +196,6 @@ def append_line(path: PathLike, line: Union[str, bytes], fsync: bool = True) -> 
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-
-
-def _last_byte(path: Path, size: int) -> bytes:
-    # The append fd is write-only; read the tail through a second descriptor.
-    with open(str(path), "rb") as fh:
-        fh.seek(size - 1)
-        return fh.read(1)
 
 
 def _truncate_back(fd: int, size: int) -> None:
