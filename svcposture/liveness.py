@@ -83,7 +83,8 @@ def host_of_heartbeat_url(url: str) -> Optional[str]:
 
 
 def valid_ticket(ticket: str) -> bool:
-    return bool(TICKET_RE.match(ticket or ""))
+    # fullmatch: `$` alone would accept a trailing newline.
+    return isinstance(ticket, str) and TICKET_RE.fullmatch(ticket) is not None
 
 
 # ---------------------------------------------------------------- HRW
@@ -614,9 +615,11 @@ def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: 
         message = error.get("message") if isinstance(error, dict) else None
         detail = "%s: %s (%s)" % (path, str(message or "check failed")[:200], kind or "error")
         return _check(name, FAIL if kind == "config" else WARN, detail)
-    usable = [str(u)[:64] for u in report.get("usable") or [] if isinstance(u, str)]
-    unusable = [str(u)[:64] for u in report.get("unusable") or [] if isinstance(u, str)]
-    duplicates = [str(u)[:64] for u in report.get("duplicateActive") or [] if isinstance(u, str)]
+    def labels(key: str) -> List[str]:
+        value = report.get(key)
+        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
+
+    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
     active = report.get("active")
     detail = "%s: %d usable entr%s%s" % (path, len(usable), "y" if len(usable) == 1 else "ies",
                                         " (%s)" % ", ".join(usable) if usable else "")
@@ -684,7 +687,7 @@ def _paths_from_env() -> Paths:
 
 
 def cmd_set_anchor(args: argparse.Namespace) -> int:
-    ticket = (args.ticket or "").strip()
+    ticket = args.ticket
     if not valid_ticket(ticket):
         print("svc-cluster set-anchor: %r is not a ticket identifier like ENG-123" % args.ticket[:80],
               file=sys.stderr)
@@ -744,7 +747,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_owner(args: argparse.Namespace) -> int:
-    ticket = (args.ticket or "").strip()
+    ticket = args.ticket
     if not valid_ticket(ticket):
         print("svc-cluster owner: %r is not a ticket identifier like ENG-123" % args.ticket[:80], file=sys.stderr)
         return 2
@@ -771,36 +774,44 @@ def cmd_owner(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
+    raw = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
-        "set-anchor", help="set the liveness anchor issue on this host (restart required)",
-        description="Write svc.cluster.livenessAnchorIssue into ~/.config/svc/cluster-secrets.json. The running "
-                    "publisher keeps the anchor it was armed with: run `svc-stack restart` afterwards. Prints "
-                    "{key, value, previous, restartRequired}. Exit 2 for a malformed ticket.")
+        "set-anchor", help="set the liveness anchor issue on this host (restart required)", formatter_class=raw,
+        description="Write svc.cluster.livenessAnchorIssue into ~/.config/svc/cluster-secrets.json\n"
+                    "and print {key, value, previous, restartRequired: true}.\n\n"
+                    "The running heartbeat publisher keeps the anchor it was armed with until the\n"
+                    "monitor restarts: run `svc-stack restart` afterwards, on every host.\n"
+                    "Exit 2 when TICKET is not an identifier like ENG-123.")
     p.add_argument("ticket", metavar="TICKET", help="tracker ticket identifier, e.g. ENG-123")
     p.add_argument("--json", action="store_true", help="accepted for symmetry; the output is always JSON")
     p.set_defaults(func=cmd_set_anchor)
 
     p = sub.add_parser(
-        "status", help="show every roster host as live, stale or missing",
-        description="Read every host's heartbeat from the liveness anchor (or from Loki when "
-                    "SVC_LIVENESS_READ_SOURCE=loki, via SVC_LOKI_URL). A host is live when its heartbeat is "
-                    "at most two of its publish intervals old, stale when older, missing when it has none. "
-                    "Exit 1 when liveness cannot be read (every host is then unknown).")
+        "status", help="show every roster host as live, stale or missing", formatter_class=raw,
+        description="Read every roster host's heartbeat from the liveness anchor, or from Loki\n"
+                    "($SVC_LOKI_URL) when SVC_LIVENESS_READ_SOURCE=loki.\n\n"
+                    "  live     heartbeat at most two of the host's publish intervals old\n"
+                    "  stale    older than that\n"
+                    "  missing  no heartbeat on the anchor (or no Loki lines in the window)\n"
+                    "  unknown  the anchor is unset or unreadable: exit 1\n\n"
+                    "The interval is EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS (120000).")
     p.add_argument("--json", action="store_true", help="print {source, anchor, hosts[]} as JSON")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser(
-        "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)",
-        description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env, accounts-env, "
-                    "event-log, latch. Exit 1 when any check FAILs.")
+        "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)", formatter_class=raw,
+        description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
+                    "accounts-env, event-log, latch. Each is PASS, INFO, WARN or FAIL.\n"
+                    "Exit 1 when any check FAILs.")
     p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser(
-        "owner", help="which host owns a ticket (highest random weight over the roster)",
-        description="Score = first 8 bytes of sha256(ticket NUL host), highest wins, ties to the smaller "
-                    "name. Candidates are roster hosts that are live when liveness is known, else the whole "
-                    "roster. A host absent from the roster owns nothing.")
+        "owner", help="which host owns a ticket (highest random weight over the roster)", formatter_class=raw,
+        description="Highest-random-weight ownership. Score = first 8 bytes (big-endian) of\n"
+                    "sha256(ticket NUL host); the highest wins, ties go to the smaller name.\n"
+                    "Candidates are the roster hosts that are live when liveness is known, else\n"
+                    "the whole roster. A host absent from the roster owns nothing.")
     p.add_argument("ticket", metavar="TICKET", help="tracker ticket identifier, e.g. ENG-123")
     p.add_argument("--json", action="store_true", help="print {ticket, owner, candidates, livenessKnown}")
     p.add_argument("--no-liveness", action="store_true", help="do not read liveness; use the full roster")

@@ -90,3 +90,19 @@ class ListHandler(logging.Handler):
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+
+def run_inproc(monkeypatch: Any, capsys: Any, env: Dict[str, str], *args: str) -> Any:
+    """svc-cluster ARGS through the real entry point, in this process (cheaper than a child)."""
+    from svcposture.cli import cluster_main
+
+    for key in list(os.environ):
+        if key.startswith(("SVC_", "MODEL_", "EXECUTION_CORE_")):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key == "HOME" or key.startswith(("SVC_", "EXECUTION_CORE_")):
+            monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    code = cluster_main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err

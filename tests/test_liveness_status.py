@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_json
+from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_inproc, run_json
 from loki_server import LokiServer, first_query
 from svcposture import liveness
 from svcposture._time import iso_from_ms
@@ -87,14 +87,22 @@ def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, srv, case)
 
 @pytest.mark.parametrize("mode", ["garbage", "huge", "wrong_shape", "errors_not_list", "html", "drop",
                                   "echo_token", "internal_error", "ratelimit", "empty"])
-def test_hostile_tracker_replies_are_clear_errors(tmp_path, srv, mode):
+def test_hostile_tracker_replies_are_clear_errors(tmp_path, srv, monkeypatch, capsys, mode):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     srv.fail_next(mode, count=-1)
     for args in (("status", "--json"), ("status",)):
-        proc = run_cluster(node_env(home, srv.url), *args)
-        assert proc.returncode == 1, (mode, proc.stdout, proc.stderr)
-        assert "Traceback" not in proc.stderr and CANARY not in proc.stdout + proc.stderr
-        assert len(proc.stdout + proc.stderr) < 4000
+        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), *args)
+        assert code == 1, (mode, out, err)
+        assert CANARY not in out + err and len(out + err) < 4000
+        assert "unknown" in out
+
+
+def test_hostile_reply_in_a_real_command(tmp_path, srv):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    srv.fail_next("echo_token", count=-1)
+    proc = run_cluster(node_env(home, srv.url), "status")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert CANARY not in proc.stdout + proc.stderr and "[redacted]" in proc.stderr
 
 
 def test_corrupt_roster_is_a_config_error(tmp_path, srv):
@@ -126,7 +134,7 @@ def test_loki_window_follows_the_interval():
 
 
 @pytest.mark.parametrize("mode", ["error", "garbage", "http500", "wrong_shape", "bad_value", "matrix", "unset"])
-def test_loki_failures_are_unknown_exit_1(tmp_path, mode):
+def test_loki_failures_are_unknown_exit_1(tmp_path, monkeypatch, capsys, mode):
     home = make_node(tmp_path, "a", ["a", "b"], anchor=None)
     with LokiServer() as loki:
         if mode != "unset":
@@ -134,8 +142,8 @@ def test_loki_failures_are_unknown_exit_1(tmp_path, mode):
         env = node_env(home, SVC_LIVENESS_READ_SOURCE="loki")
         if mode != "unset":
             env["SVC_LOKI_URL"] = loki.url
-        proc = run_cluster(env, "status", "--json")
-        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        code, out, err = run_inproc(monkeypatch, capsys, env, "status", "--json")
+        assert code == 1
         import json
-        report = json.loads(proc.stdout)
+        report = json.loads(out)
         assert report["error"] and {h["state"] for h in report["hosts"]} == {"unknown"}
