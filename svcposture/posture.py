@@ -391,7 +391,10 @@ class PostureService:
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
             summary = derive_summary(report, self.node, _time.now_ms())
-            self._handle(summary)
+            try:
+                self._handle(summary)
+            except Exception:  # noqa: BLE001 - the result is still served and published
+                log.exception("handling the probe result failed")
         finally:
             with self._lock:
                 if summary is not None:
@@ -422,6 +425,14 @@ class PostureService:
             log.error("could not advance the account status latch; retried on the next probe")
 
     # ------------------------------------------------------------ views
+
+    def current(self) -> Optional[Dict[str, Any]]:
+        """The newest result as a cached reply, without probing; None before the first result."""
+        if not self.probe_enabled:
+            return disabled_body(self.node)
+        with self._lock:
+            summary = self._summary
+        return reply(summary, cached=True) if summary is not None else None
 
     def account_status(self) -> str:
         if not self.probe_enabled:
