@@ -229,6 +229,8 @@ class MonitorServer(ThreadingHTTPServer):
         self.max_streams = _env_int(environ, "SVC_MONITOR_MAX_STREAMS", DEFAULT_MAX_STREAMS, 1, 100000)
         self.keepalive_s = _env_float(environ, "SVC_SSE_KEEPALIVE_S", DEFAULT_KEEPALIVE_S, 0.05, 3600.0)
         self.read_guard = environ.get("SVC_MONITOR_READ_GUARD", "") == "1"
+        self.request_timeout_s = _env_float(environ, "SVC_MONITOR_REQUEST_TIMEOUT_S", REQUEST_READ_TIMEOUT_S,
+                                            0.1, 300.0)
         self._trusted_hosts_env = environ.get("SVC_MONITOR_TRUSTED_HOSTS", "")
         self._trusted_origins_env = environ.get("SVC_MONITOR_TRUSTED_ORIGINS", "")
         self.started_at = iso_now()
@@ -411,7 +413,13 @@ class MonitorHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "svc-monitor/" + __version__
     sys_version = ""
-    timeout = REQUEST_READ_TIMEOUT_S  # slowloris: a request must arrive within 10 s
+    timeout = REQUEST_READ_TIMEOUT_S
+
+    def setup(self) -> None:
+        # Slowloris: a request (or the next one on a kept-alive connection)
+        # must arrive within the read timeout, 10 s unless configured.
+        self.timeout = self.server.request_timeout_s
+        super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # per-request logging would dominate the hot path

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import socket as _socket
 import subprocess
 import sys
 import threading
@@ -157,3 +158,185 @@ def start_monitor(env: Mapping[str, str], args: Iterable[str] = (), port: Option
         mon.stop()
         raise
     return mon
+
+
+# ------------------------------------------------------------ raw sockets
+
+
+def raw_http(port: int, request: bytes, timeout: float = 10.0, host: str = "127.0.0.1") -> Any:
+    """Send `request` verbatim; return (status, {lower name: value}, body).
+
+    The response is read by Content-Length, so it works on keep-alive too."""
+    with _socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(request)
+        return read_response(sock)
+
+
+def read_response(sock: "_socket.socket") -> Any:
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed before the response head: %r" % buf[:200])
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers: Dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        key = name.strip().lower()
+        headers[key] = (headers[key] + ", " + value.strip()) if key in headers else value.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return status, headers, rest[:length]
+
+
+def get_request(path: str, host: Optional[str], extra: Sequence[str] = (), method: str = "GET") -> bytes:
+    lines = ["%s %s HTTP/1.1" % (method, path)]
+    if host is not None:
+        lines.append("Host: %s" % host)
+    lines += list(extra)
+    lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class SSEClient:
+    """A raw-socket EventSource: parses frames per the WHATWG rules, line by line.
+
+    Events are dicts {"event", "data", "id", "retry"}; comments are counted."""
+
+    def __init__(self, port: int, path: str = "/api/accounts/stream", host: str = "127.0.0.1",
+                 timeout: float = 20.0, headers: Sequence[str] = ()) -> None:
+        self.sock = _socket.create_connection((host, port), timeout=timeout)
+        self.sock.sendall(get_request(path, "127.0.0.1:%d" % port, ["Accept: text/event-stream", *headers]))
+        self._buf = b""
+        self.status = 0
+        self.headers: Dict[str, str] = {}
+        self.comments: List[str] = []
+        self.retry: Optional[int] = None
+        self.last_id: Optional[str] = None
+        self._event = ""
+        self._data: List[str] = []
+        self._first_line = True
+        self._read_head()
+
+    def _fill(self) -> bool:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            return False
+        self._buf += chunk
+        return True
+
+    def _read_head(self) -> None:
+        while b"\r\n\r\n" not in self._buf:
+            if not self._fill():
+                raise ConnectionError("stream closed before its head")
+        head, _, self._buf = self._buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        self.status = int(lines[0].split()[1])
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+        if self.status != 200:
+            length = int(self.headers.get("content-length", "0"))
+            while len(self._buf) < length and self._fill():
+                pass
+            self.body = self._buf[:length]
+
+    def _next_line(self) -> Optional[str]:
+        while True:
+            # A line ends at CRLF, LF or CR (a lone CR at the buffer end may be half a CRLF).
+            idx_n = self._buf.find(b"\n")
+            idx_r = self._buf.find(b"\r")
+            if idx_r != -1 and (idx_n == -1 or idx_r < idx_n):
+                if idx_r == len(self._buf) - 1:
+                    if not self._fill():
+                        line, self._buf = self._buf[:idx_r], b""
+                        return line.decode("utf-8", "replace")
+                    continue
+                end = idx_r + (2 if self._buf[idx_r + 1:idx_r + 2] == b"\n" else 1)
+                line, self._buf = self._buf[:idx_r], self._buf[end:]
+                return line.decode("utf-8", "replace")
+            if idx_n != -1:
+                line, self._buf = self._buf[:idx_n], self._buf[idx_n + 1:]
+                return line.decode("utf-8", "replace")
+            if not self._fill():
+                return None
+
+    def next_event(self) -> Optional[Dict[str, Any]]:
+        """The next dispatched event, or None when the stream ends. Raises socket.timeout."""
+        while True:
+            line = self._next_line()
+            if line is None:
+                return None
+            if self._first_line:
+                line = line.lstrip("\ufeff")
+                self._first_line = False
+            if line == "":
+                if self._data:
+                    event = {"event": self._event or "message", "data": "\n".join(self._data),
+                             "id": self.last_id, "retry": self.retry}
+                    self._event, self._data = "", []
+                    return event
+                self._event = ""
+                continue
+            if line.startswith(":"):
+                self.comments.append(line[1:].strip())
+                continue
+            field, colon, value = line.partition(":")
+            if colon and value.startswith(" "):
+                value = value[1:]
+            if field == "event":
+                self._event = value
+            elif field == "data":
+                self._data.append(value)
+            elif field == "id":
+                if "\0" not in value:
+                    self.last_id = value
+            elif field == "retry":
+                if value.isdigit():
+                    self.retry = int(value)
+
+    def next_account(self) -> Dict[str, Any]:
+        event = self.next_event()
+        if event is None:
+            raise ConnectionError("stream ended")
+        assert event["event"] == "account", event
+        return json.loads(event["data"])
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> "SSEClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------ a probed node
+
+def node_env(home: Any, provider_url: str, accounts: Sequence[Any] = (), active: Optional[str] = None,
+             extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """A clean child environment for a node at `home` whose accounts env file
+    holds `accounts` [(SUFFIX, token, email)], probing `provider_url`."""
+    from pathlib import Path
+
+    from _accounts import write_accounts
+    from conftest import clean_env
+    home = Path(home)
+    env = clean_env(home)
+    env["SVC_PROVIDER_URL"] = provider_url
+    env["SVC_QUOTA_SAMPLER"] = "0"
+    if accounts:
+        write_accounts(home / ".config" / "svc" / "model-accounts.env", list(accounts), active=active)
+    env.update(extra or {})
+    return env
