@@ -46,7 +46,7 @@ def main() -> int:
     figures = [
         {"figure": "crash: kill -9 points", "value": kills, "unit": "", "baseline": None, "ratio": None,
          "target": None, "ok": None},
-        {"figure": "crash: real edges / events logged", "value": "%d / %d" % (result["real_edges"], result["events"]),
+        {"figure": "crash: real edges / account.status.changed logged", "value": "%d / %d" % (result["real_edges_proven"], result["events"]),
          "unit": "", "baseline": None, "ratio": None,
          "target": "events within possible %s" % result["possible_edges"], "ok": result["consistent"]},
         {"figure": "crash: duplicate events", "value": result["duplicates"], "unit": "", "baseline": None,

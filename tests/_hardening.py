@@ -108,15 +108,15 @@ class _FlipHandler(BaseHTTPRequestHandler):
 class FlipProvider:
     """Answers every token in `tokens` with ok or rejected by wall-clock phase.
 
-    `served` records (time.monotonic(), token, status) per answered probe, taken
-    under the same lock that decided the status, so the record is exact.
+    `served` records (time.monotonic(), time.time(), token, status) per answered
+    probe, taken under the same lock that decided the status, so it is exact.
     """
 
     def __init__(self, period: float = 1.0) -> None:
         self.period = period
         self.tokens: Set[str] = set()
         self.frozen: Optional[str] = None
-        self.served: List[Tuple[float, str, str]] = []
+        self.served: List[Tuple[float, float, str, str]] = []
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
         self._httpd = _FlipHTTPServer(self)
@@ -132,7 +132,7 @@ class FlipProvider:
             else:
                 phase = int((time.monotonic() - self._t0) / self.period)
                 status = "rejected" if phase % 2 else "ok"
-            self.served.append((time.monotonic(), token, status))
+            self.served.append((time.monotonic(), time.time(), token, status))
             return status
 
     def add_token(self, token: str) -> None:
@@ -143,7 +143,7 @@ class FlipProvider:
         with self._lock:
             self.frozen = status
 
-    def served_snapshot(self) -> List[Tuple[float, str, str]]:
+    def served_snapshot(self) -> List[Tuple[float, float, str, str]]:
         with self._lock:
             return list(self.served)
 
@@ -376,18 +376,74 @@ def set_host_name(home: Path, name: str) -> None:
     os.chmod(str(target), 0o600)
 
 
-def run_crash(workdir: Path, kills: int, seed: int, margin: float = 0.75, period: float = 1.0,
-              max_delay: float = 2.5, log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+class FrameWatcher(threading.Thread):
+    """Follows a monitor's SSE stream from the moment it listens; keeps each frame's
+    (probedAt, status). A frame is sent only after its probe was fully handled
+    (latch advanced, events appended), so it is proof that the probe counted."""
+
+    def __init__(self, monitor: "MonitorProcess") -> None:
+        super().__init__(daemon=True)
+        self.monitor = monitor
+        self.frames: List[Tuple[int, str]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        url = None
+        while url is None and not self.stopped.is_set():
+            url = self.monitor._listening_url()
+            if url is None:
+                if self.monitor.proc is None or self.monitor.proc.poll() is not None:
+                    return
+                time.sleep(0.005)
+        if url is None:
+            return
+        host, port = url.split("//", 1)[1].rsplit(":", 1)
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=0.5)
+            sock.sendall(b"GET /api/accounts/stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        except OSError:
+            return
+        buffer = b""
+        with sock:
+            while not self.stopped.is_set():
+                try:
+                    block = sock.recv(65536)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if not block:
+                    break
+                buffer += block
+                while b"\n\n" in buffer:
+                    frame, buffer = buffer.split(b"\n\n", 1)
+                    for line in frame.split(b"\n"):
+                        if line.startswith(b"data:"):
+                            try:
+                                body = json.loads(line[5:])
+                            except ValueError:
+                                continue
+                            if isinstance(body, dict) and isinstance(body.get("probedAt"), int):
+                                self.frames.append((body["probedAt"], str(body.get("status"))))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(5)
+
+
+def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_delay: float = 2.5,
+              log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
     """kill -9 a monitor `kills` times while its account flips ok/rejected every `period` s.
 
     Each monitor instance gets its own token (the accounts env file is rewritten
-    before each start), so the provider knows which instance every answered
-    probe belongs to. An answer is *definite* when its instance lived at least
-    `margin` s after it (the monitor certainly handled it) and *ambiguous* when
-    it came within `margin` of the kill or from an orphaned child. The real
-    edges are the status changes of the definite answers; each ambiguous one may
-    or may not have been handled. The log must match one of those possibilities
-    exactly, and never repeat a status (a duplicate).
+    before each start), so the provider knows which instance each answered
+    probe belongs to. An SSE frame proves a probe was handled; probes are single
+    flight, so every probe of an instance up to its last proven one was handled
+    too (*definite*). Answers after that are *ambiguous*: the probe in flight at
+    the kill, or an orphaned child answering after it. Real edges are the status
+    changes along the handled probes; an ambiguous answer may or may not be one
+    of them. The log must match one of those possibilities exactly and never
+    repeat a status (a duplicate).
     """
     import random
 
@@ -409,20 +465,19 @@ def run_crash(workdir: Path, kills: int, seed: int, margin: float = 0.75, period
             write_accounts_env(home, [("ACCT1", token, "crash@example.com")], "ACCT1")
             monitor = MonitorProcess(env)
             final = index == kills
-            monitor.start(logs / ("monitor-%03d.log" % index), wait_ready=final)
+            monitor.start(logs / ("monitor-%03d.log" % index), wait_ready=False)
+            watcher = FrameWatcher(monitor)
+            watcher.start()
             record: Dict[str, Any] = {"token": token, "start": monitor.started_at}
             if final:
-                # After every crash: the node must still see both kinds of edge.
+                monitor.wait_ready()
+                # After every crash the node must still see both kinds of edge.
                 for status in ("rejected", "ok"):
                     provider.freeze(status)
-                    frozen_at = time.monotonic()
-                    wait_until(lambda: any(t > frozen_at + 0.05 and tok == token
-                                           for t, tok, _ in provider.served_snapshot()[-20:]) and
-                               time.monotonic() > frozen_at + margin + 0.6, 30,
-                               message="a probe under the frozen status")
-                code = monitor.stop()
-                record["end"] = time.monotonic()
-                record["exit"] = code
+                    wait_until(lambda: watcher.frames and watcher.frames[-1][1] == status
+                               and (len(watcher.frames) >= 2 and watcher.frames[-2][1] == status), 30,
+                               message="two handled probes under %s" % status)
+                record["exit"] = monitor.stop()
             else:
                 if rng.random() < 0.5:
                     delay = rng.uniform(0.0, max_delay)
@@ -432,40 +487,60 @@ def run_crash(workdir: Path, kills: int, seed: int, margin: float = 0.75, period
                     next_flip = (int(now / period) + 1) * period
                     delay = next_flip - now + rng.uniform(0.0, 0.6)
                 time.sleep(delay)
-                record["end"] = time.monotonic()
                 monitor.kill9()
                 if _latch_behind_log(home):
                     emit_advance_gaps += 1
+            record["end"] = time.monotonic()
+            watcher.stop()
+            record["frames"] = list(watcher.frames)
             if "Traceback" in monitor.stderr():
                 tracebacks += 1
             instances.append(record)
-            log("instance %d: %.2f s%s" % (index, record["end"] - record["start"], " (final)" if final else ""))
+            log("instance %d: %.2f s, %d frames%s" % (index, record["end"] - record["start"],
+                                                      len(record["frames"]), " (final)" if final else ""))
         elapsed = time.monotonic() - started
         served = provider.served_snapshot()
 
-    by_token = {inst["token"]: inst for inst in instances}
-    observations: List[Tuple[str, bool]] = []
-    definite: List[str] = []
-    for at, token, status in sorted(served):
-        inst = by_token.get(token)
-        sure = inst is not None and inst["start"] <= at <= inst["end"] - margin
-        observations.append((status, sure))
-        if sure:
-            definite.append(status)
+    # Per instance: match each frame to the probe it reports (the newest answer
+    # before its probedAt), then mark everything up to the last proven one.
+    observations: List[Tuple[float, str, bool]] = []
+    mismatches = 0
+    for inst in instances:
+        answers = sorted((wall, status) for _, wall, token, status in served if token == inst["token"])
+        proven = -1
+        handled_errors = set()
+        for probed_at, status in inst["frames"]:
+            candidates = [i for i, (wall, _) in enumerate(answers) if wall * 1000 <= probed_at + 5]
+            if not candidates:
+                continue
+            i = candidates[-1]
+            if status in ("ok", "rejected"):
+                if answers[i][1] != status:
+                    mismatches += 1
+            else:
+                handled_errors.add(i)  # handled, but as an error: it holds the latch
+            proven = max(proven, i)
+        for i, (wall, status) in enumerate(answers):
+            if i in handled_errors:
+                continue
+            observations.append((wall, status, i <= proven))
+    observations.sort()
+    definite = [status for _, status, sure in observations if sure]
     statuses = [e["attributes"].get("account.status") for e in status_events(home)
                 if e["attributes"].get("account.handle") == "acct1"]
-    reachable = edges_reachable(observations)
+    reachable = edges_reachable([(status, sure) for _, status, sure in observations])
     real_edges = sum(1 for a, b in zip(["ok"] + definite, definite) if a != b)
     duplicates = alternation_faults(statuses)
     n = len(statuses)
-    lost = 0 if n in reachable else max(0, min(r for r in reachable) - n)
+    lost = 0 if n in reachable else max(0, min(reachable) - n)
     extra = 0 if n in reachable else max(0, n - max(reachable))
     return {
         "kills": kills, "seconds": round(elapsed, 1), "answered_probes": len(served),
-        "definite_probes": len(definite), "ambiguous_probes": len(served) - len(definite),
-        "real_edges": real_edges, "possible_edges": [min(reachable), max(reachable)],
+        "proven_handled_probes": len(definite), "ambiguous_probes": len(observations) - len(definite),
+        "frames": sum(len(i["frames"]) for i in instances), "frame_status_mismatches": mismatches,
+        "real_edges_proven": real_edges, "possible_edges": [min(reachable), max(reachable)],
         "events": n, "duplicates": duplicates, "lost": lost, "unexplained": extra,
-        "consistent": n in reachable and duplicates == 0,
+        "consistent": n in reachable and duplicates == 0 and mismatches == 0,
         "kills_between_emit_and_advance": emit_advance_gaps, "tracebacks": tracebacks,
         "final_exit": instances[-1].get("exit"), "statuses": statuses,
     }
