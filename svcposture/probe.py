@@ -7,7 +7,7 @@ Two halves live here:
   and `exec`s `python -m <this module> headers|usage|check --json`. The child
   inherits no token variable, so only the file decides; it is killed at the
   sweep deadline. What comes back is token-free JSON.
-- The child side (`SVC_PROBE_CHILD=1`): it reads tokens from its own
+- The child side (`--child`, set by the parent): it reads tokens from its own
   environment only, probes the provider and prints token-free JSON. Every error
   it reports is one of a fixed vocabulary of kinds and sentences; raw stderr,
   exception text and response bodies never reach the output, since any of
@@ -42,7 +42,6 @@ MAX_IN_FLIGHT = 4
 PLACEHOLDER = "PASTE_TOKEN_HERE"
 TOKEN_PREFIX = "MODEL_TOKEN_"
 ACTIVE_VAR = "MODEL_CODE_OAUTH_TOKEN"
-CHILD_MARKER = "SVC_PROBE_CHILD"
 UNIFIED = "anthropic-ratelimit-unified-"
 # An env file is sourced as shell; a file this large is not an accounts file.
 MAX_ENV_FILE_BYTES = 1024 * 1024
@@ -171,7 +170,6 @@ def child_env(environ: Mapping[str, str], accounts_env: Optional[Path]) -> Dict[
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = root + (os.pathsep + existing if existing else "")
     env["PYTHON"] = sys.executable or "python3"
-    env[CHILD_MARKER] = "1"
     if accounts_env is not None:
         env["SVC_ACCOUNTS_ENV"] = str(accounts_env)
     return env
@@ -180,10 +178,10 @@ def child_env(environ: Mapping[str, str], accounts_env: Optional[Path]) -> Dict[
 def child_command(subcommand: str, sourced: bool) -> List[str]:
     module = _module_name()
     if sourced:
-        script = ('set -a; . "$SVC_ACCOUNTS_ENV"; set +a; exec "$PYTHON" -m %s %s --json'
+        script = ('set -a; . "$SVC_ACCOUNTS_ENV"; set +a; exec "$PYTHON" -m %s %s --json --child'
                   % (module, subcommand))
         return ["/bin/sh", "-c", script]
-    return [sys.executable or "python3", "-m", module, subcommand, "--json"]
+    return [sys.executable or "python3", "-m", module, subcommand, "--json", "--child"]
 
 
 def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Optional[Path] = None,
@@ -783,9 +781,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "The file is sourced in a child shell; the output is token-free.")
     parser.add_argument("subcommand", choices=("headers", "usage", "check"))
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    # Set by the parent on the child's command line, where the sourced file cannot
+    # change it: the child probes with the tokens of its own environment.
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     environ = os.environ
-    if environ.get(CHILD_MARKER) == "1":
+    if args.child:
         result = child_main(args.subcommand, environ)
     else:
         paths = Paths(environ=environ)

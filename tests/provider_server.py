@@ -113,6 +113,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, {"type": "error", "error": {"type": "authentication_error",
                                                         "message": "invalid bearer token"}})
             return
+        owner._enter()
+        try:
+            self._answer_message(account)
+        finally:
+            owner._leave()
+
+    def _answer_message(self, account: "_Account") -> None:
         if account.delay > 0:
             time.sleep(account.delay)
         if account.mode == "drop":
@@ -199,6 +206,8 @@ class ProviderServer:
         self._usage: Dict[str, Tuple[Any, int, Optional[float]]] = {}
         self._message_calls: Dict[Optional[str], int] = {}
         self._usage_calls = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
         self.requests: List[Dict[str, Any]] = []
         self._script = script
         self._script_mtime: Optional[int] = None
@@ -267,13 +276,28 @@ class ProviderServer:
         with self._lock:
             return self._usage_calls
 
+    def max_concurrent(self) -> int:
+        """The most /v1/messages requests that were being answered at the same time."""
+        with self._lock:
+            return self._max_in_flight
+
     def reset_counts(self) -> None:
         with self._lock:
+            self._max_in_flight = 0
             self._message_calls.clear()
             self._usage_calls = 0
             del self.requests[:]
 
     # ------------------------------------------------------------ internals
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     def _record_message(self, token: Optional[str], headers: Dict[str, str], body: bytes) -> Optional[_Account]:
         with self._lock:
