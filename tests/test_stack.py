@@ -65,14 +65,24 @@ def stack_env(env, home):
         cli(env, "stack", "stop", "--timeout", "2")
 
 
+@pytest.mark.parametrize("argv,word", [
+    (("start",), "--port"), (("restart",), "previous"), (("stop",), "SIGKILL"),
+    (("status",), "exit"), (("sync-cloud-env",), "0600"),
+])
+def test_subcommand_help(capsys, argv, word):
+    from svcposture.stack import main
+    with pytest.raises(SystemExit) as info:
+        main(list(argv) + ["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage" in out and word in out
+
+
 def test_help_and_usage(env):
-    for argv in (("stack", "--help"), ("stack", "start", "--help"), ("stack", "restart", "--help"),
-                 ("stack", "stop", "--help"), ("stack", "status", "--help"), ("stack", "sync-cloud-env", "--help")):
-        done = cli(env, *argv)
-        assert done.returncode == 0, argv
-        assert "usage" in done.stdout
-    assert "monitor.pid" in cli(env, "stack", "--help").stdout
-    assert "--port" in cli(env, "stack", "start", "--help").stdout
+    done = cli(env, "stack", "--help")
+    assert done.returncode == 0 and "monitor.pid" in done.stdout
+    for word in ("start", "stop", "restart", "status", "sync-cloud-env"):
+        assert word in done.stdout
     done = cli(env, "stack")
     assert done.returncode == 2 and "usage" in done.stderr
     done = cli(env, "stack", "start", "--port", "99999")
@@ -155,11 +165,21 @@ def test_pidfile_of_a_foreign_process_is_stale_and_never_signalled(stack_env, ho
         foreign.wait()
 
 
-@pytest.mark.parametrize("content", [b"", b"garbage", b"-5", b"0", b"\xff\xfe", b"99999999999999999999"])
-def test_garbage_pidfile_is_stale(stack_env, home, content):
+@pytest.mark.parametrize("content", [b"", b"garbage", b"-5", b"0", b"\xff\xfe", b"99999999999999999999",
+                                     b"1" * 100000])
+def test_garbage_pidfile_is_stale(paths, content):
+    from svcposture.stack import status, stop
+    paths.run_dir.mkdir(parents=True)
+    paths.monitor_pid.write_bytes(content)
+    assert status(paths)["stalePidfile"] is True
+    assert stop(paths, 1.0) == {"stopped": False, "wasRunning": False, "stalePidfileRemoved": True}
+    assert not paths.monitor_pid.exists()
+
+
+def test_garbage_pidfile_via_cli(stack_env, home):
     run_dir = home / "svc" / "run"
     run_dir.mkdir(parents=True)
-    (run_dir / "monitor.pid").write_bytes(content)
+    (run_dir / "monitor.pid").write_bytes(b"garbage\n")
     done = cli(stack_env, "stack", "status", "--json")
     assert done.returncode == 3
     assert_clean(done)
