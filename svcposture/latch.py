@@ -85,7 +85,8 @@ class Latch:
         applied, and (b) far enough that every account in the latch has met its
         own newest event. A missing or corrupt latch is rebuilt from the whole log.
         """
-        known_ids = {e.get("eventId") for e in accounts.values() if e.get("eventId")}
+        # Only string ids count: a hand-edited file may hold anything (even lists).
+        known_ids = {e.get("eventId") for e in accounts.values() if isinstance(e.get("eventId"), str)}
         scan_all = full_scan or not known_ids
         unseen = set(accounts)
         passed_known = False
@@ -95,7 +96,8 @@ class Latch:
                 break
             if event_name(event) != STATUS_CHANGED:
                 continue
-            if event.get("id") in known_ids:
+            event_id = event.get("id")
+            if isinstance(event_id, str) and event_id in known_ids:
                 passed_known = True
             attrs = event["attributes"]
             handle = attrs.get("account.handle")

@@ -343,3 +343,16 @@ def test_latch_matches_model(steps) -> None:
         assert edges(paths) == expected
         final = make(paths)
         assert {h: final.is_latched(h) for h in HANDLES} == {h: model.get(h, False) for h in HANDLES}
+
+
+def test_odd_ids_in_latch_and_log_do_not_crash(paths: Paths) -> None:
+    paths.latch.parent.mkdir(parents=True)
+    paths.latch.write_text(json.dumps({"version": 1, "accounts": {"acct9": {"latched": True, "eventId": [1]}}}))
+    events_dir = paths.events_dir
+    events_dir.mkdir(parents=True)
+    (events_dir / "2026-03.jsonl").write_text(
+        json.dumps({"id": {"x": 1}, "attributes": {"event.name": STATUS_CHANGED, "account.handle": "acct1",
+                                                    "account.status": "rejected"}}) + "\n")
+    latch = make(paths)
+    assert latch.is_latched("acct1") and latch.is_latched("acct9")
+    assert latch.observe("acct1", None, "rejected", "five_hour") is None
