@@ -209,3 +209,30 @@ def test_text_output_and_exit_code_as_a_real_command(tmp_path, srv):
     assert any(line.startswith("FAIL  host-name") for line in lines)
     assert CANARY not in proc.stdout + proc.stderr
     assert run_cluster(node_env(home), "doctor", "--help").returncode == 0
+
+
+def test_accounts_env_check_runs_the_vendored_copy(tmp_path, srv):
+    import shutil
+    import subprocess
+    import sys
+    from conftest import REPO, clean_env
+
+    vendor = tmp_path / "proj" / "_vendor"
+    shutil.copytree(str(REPO / "svcposture"), str(vendor / "svcposture"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "proj" / "__init__.py").write_text("")
+    (vendor / "__init__.py").write_text("")
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    beat_all(srv, ["a"])
+    write_accounts(home / ".config" / "svc" / "model-accounts.env", [("ACCT1", canary("v"), None)], active="ACCT1")
+    env = clean_env(home)
+    env["PYTHONPATH"] = str(tmp_path)  # the original package is not importable here
+    env["SVC_TRACKER_URL"] = srv.url
+    code = ("import sys; from proj._vendor.svcposture.cli import cluster_main; "
+            "sys.exit(cluster_main(['doctor', '--json']))")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path), capture_output=True,
+                          text=True, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["accounts-env"]["status"] == "PASS", checks["accounts-env"]
+    assert checks["liveness-anchor"]["status"] == "PASS"

@@ -69,20 +69,20 @@ def test_text_output(tmp_path, srv):
 
 
 @pytest.mark.parametrize("case", ["no-anchor", "not-found", "unreachable", "no-token", "refused"])
-def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, srv, case):
+def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, srv, monkeypatch, capsys, case):
     home = make_node(tmp_path, "a", ["a", "b"], anchor=None if case == "no-anchor" else
                      "OPS-9" if case == "not-found" else "OPS-1",
                      token=None if case == "no-token" else CANARY + "-bad" if case == "refused" else CANARY)
     url = "http://127.0.0.1:9/graphql" if case == "unreachable" else srv.url
-    proc = run_cluster(node_env(home, url), "status", "--json")
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, url), "status", "--json")
+    assert code == 1
     import json
-    report = json.loads(proc.stdout)
+    report = json.loads(out)
     assert report["error"]
     assert [h["state"] for h in report["hosts"]] == ["unknown", "unknown"]
-    assert CANARY not in proc.stdout + proc.stderr
-    text = run_cluster(node_env(home, url), "status")
-    assert text.returncode == 1 and "svc-cluster status:" in text.stderr and "unknown" in text.stdout
+    assert CANARY not in out + err
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, url), "status")
+    assert code == 1 and "svc-cluster status:" in err and "unknown" in out
 
 
 @pytest.mark.parametrize("mode", ["garbage", "huge", "wrong_shape", "errors_not_list", "html", "drop",
