@@ -729,6 +729,14 @@ def decrypt_json(path: Path, label: str) -> Dict[str, Any]:
     return data
 
 
+def _plain_key(key: str) -> bool:
+    try:
+        split_key(key)
+    except ConfigError:
+        return False
+    return True
+
+
 def _cmd_sync(ns: argparse.Namespace) -> int:
     paths = Paths()
     repo = _require_checkout(paths)
@@ -749,11 +757,13 @@ def _cmd_sync(ns: argparse.Namespace) -> int:
         report["bots"] = {"status": "absent", "file": BOTS_FILE}
     else:
         flat = flatten(bots)
-        tokens = {k: v for k, v in flat.items() if is_secret_key(k) and v is not None and _valid_value(v)}
-        ignored = sorted(k for k in flat if k not in tokens)
+        tokens = {k: v for k, v in flat.items()
+                  if is_secret_key(k) and _plain_key(k) and v is not None and _valid_value(v)}
+        # Names of other entries are decrypted content too: only their number is reported.
+        ignored = len([k for k in flat if k not in tokens])
         changes = write_layer(paths.cluster_secrets, tokens) if tokens else {}
         report["bots"] = {"status": "merged" if tokens else "empty", "file": BOTS_FILE,
-                          "keys": sorted(tokens), "changed": sorted(changes), "ignoredKeys": ignored,
+                          "keys": sorted(tokens), "changed": sorted(changes), "ignoredKeyCount": ignored,
                           "target": str(paths.cluster_secrets)}
     if cloud is None:
         report["cloud"] = {"status": "absent", "file": CLOUD_FILE}
@@ -781,7 +791,9 @@ def _cmd_sync(ns: argparse.Namespace) -> int:
         else:
             print("  bots:  %d token key(s) merged into %s (%d changed)%s" % (
                 len(b["keys"]), b["target"], len(b["changed"]),
-                "; ignored non-bot keys: %s" % ", ".join(b["ignoredKeys"]) if b["ignoredKeys"] else ""))
+                "; ignored %d entr%s outside svc.tracker.bot.*" % (
+                    b["ignoredKeyCount"], "y" if b["ignoredKeyCount"] == 1 else "ies")
+                if b["ignoredKeyCount"] else ""))
         c = report["cloud"]
         if c["status"] == "absent":
             print("  cloud: %s not in the cluster repo; cluster-cloud.json left as it was" % CLOUD_FILE)

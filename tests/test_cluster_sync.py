@@ -35,8 +35,8 @@ echo "CANARY-not-json-plaintext"
 
 BOTS = {"svc": {"tracker": {"bot": {
     "orchestrator": {"accessToken": CANARY_ORCH, "refreshToken": "CANARY-orch-refresh"},
-    "worker": {"accessToken": CANARY_WORKER}}}},
-    "comment": "not a bot key"}
+    "worker": {"accessToken": CANARY_WORKER, "CANARY key name with spaces": "x"}}}},
+    "comment": "not a bot key", "CANARY-secret-as-key": "x"}
 CLOUD = {"svc": {"cloud": {"token": CANARY_CLOUD}}}
 
 
@@ -62,7 +62,7 @@ def _cfg(home: Path) -> Path:
     return home / ".config" / "svc"
 
 
-SECRETS = ["CANARY-orch-refresh", CANARY_ORCH, CANARY_WORKER, CANARY_CLOUD, "CANARY-stdout-plaintext",
+SECRETS = ["CANARY-orch-refresh", "CANARY key name", "CANARY-secret-as-key", CANARY_ORCH, CANARY_WORKER, CANARY_CLOUD, "CANARY-stdout-plaintext",
            "CANARY-stderr-plaintext", "CANARY-not-json-plaintext"]
 
 
@@ -80,7 +80,7 @@ def test_sync_pulls_decrypts_merges_and_projects(env, home, tmp_path):
     report = json.loads(done.stdout)
     assert report["pulled"] is True and report["head"] == head
     assert report["bots"]["status"] == "merged"
-    assert report["bots"]["ignoredKeys"] == ["comment"]
+    assert report["bots"]["ignoredKeyCount"] == 3
     assert report["cloud"]["status"] == "written" and report["cloud"]["token"] == "present"
     assert report["projection"]["ok"] is True and report["projection"]["token"] == "present"
     assert (stub.parent / "argv.txt").read_text().splitlines() == [
@@ -88,8 +88,10 @@ def test_sync_pulls_decrypts_merges_and_projects(env, home, tmp_path):
 
     secrets = json.loads((_cfg(home) / "cluster-secrets.json").read_text())
     assert secrets["svc"]["cluster"]["livenessAnchorIssue"] == "OPS-3"
-    assert secrets["svc"]["tracker"]["bot"] == BOTS["svc"]["tracker"]["bot"]
-    assert "comment" not in secrets
+    assert secrets["svc"]["tracker"]["bot"] == {
+        "orchestrator": {"accessToken": CANARY_ORCH, "refreshToken": "CANARY-orch-refresh"},
+        "worker": {"accessToken": CANARY_WORKER}}
+    assert "comment" not in secrets and "CANARY-secret-as-key" not in secrets
     assert mode(_cfg(home) / "cluster-secrets.json") == 0o600
     assert json.loads((_cfg(home) / "cluster-cloud.json").read_text()) == CLOUD
     assert mode(_cfg(home) / "cluster-cloud.json") == 0o600
