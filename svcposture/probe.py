@@ -412,9 +412,14 @@ def pct_from_fraction(raw: str) -> float:
         value = Decimal(raw.strip())
     except (InvalidOperation, AttributeError):
         raise ValueError("not a number") from None
-    if not value.is_finite() or value < 0:
+    # A fraction beyond 10^6 (10^8 %) is not a utilization; it also keeps the
+    # decimal arithmetic below from overflowing.
+    if not value.is_finite() or value < 0 or value > 1000000:
         raise ValueError("not a usable fraction")
-    return float((value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+    try:
+        return float((value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+    except ArithmeticError:
+        raise ValueError("not a usable fraction") from None
 
 
 def iso_from_reset(raw: str) -> str:
@@ -424,7 +429,10 @@ def iso_from_reset(raw: str) -> str:
         raise ValueError("not a number") from None
     if not value.is_finite() or value < 0 or value > Decimal(10) ** 11:
         raise ValueError("not a usable epoch")
-    return _time.iso_from_epoch(float(value))
+    try:
+        return _time.iso_from_epoch(float(value))
+    except (ArithmeticError, OverflowError):
+        raise ValueError("not a usable epoch") from None
 
 
 def _word(raw: Optional[str]) -> Optional[str]:

@@ -26,7 +26,8 @@ def test_pct_uses_decimal_half_up_where_float_round_goes_down():
     assert probe.pct_from_fraction("0.0035") == 0.4
 
 
-@pytest.mark.parametrize("raw", ["", "abc", "NaN", "inf", "-0.1", "0.1%", "1,5", "0x10"])
+@pytest.mark.parametrize("raw", ["", "abc", "NaN", "inf", "-0.1", "0.1%", "1,5", "0x10", "1e999999",
+                                 "9" * 5000, "sNaN"])
 def test_pct_rejects_junk(raw):
     with pytest.raises(ValueError):
         probe.pct_from_fraction(raw)
@@ -35,7 +36,7 @@ def test_pct_rejects_junk(raw):
 def test_reset_epoch_to_iso_z():
     assert probe.iso_from_reset("1767225600") == "2026-01-01T00:00:00.000Z"
     assert probe.iso_from_reset("1767225600.5") == "2026-01-01T00:00:00.500Z"
-    for junk in ("soon", "", "-5", "1e30", "nan"):
+    for junk in ("soon", "", "-5", "1e30", "nan", "1e999999", "-1e-999999"):
         with pytest.raises(ValueError):
             probe.iso_from_reset(junk)
 
@@ -199,3 +200,14 @@ def test_header_parser_raises_only_value_error(values):
         return
     if values:
         assert set(view) == {"overallStatus", "representativeClaim", "fiveHour", "sevenDay"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.from_regex(r"\A[-+]?[0-9]{0,6}(\.[0-9]{0,8})?([eE][-+]?[0-9]{1,7})?\Z"), st.text(max_size=20)))
+def test_numeric_header_values_raise_only_value_error(raw):
+    for fn in (probe.pct_from_fraction, probe.iso_from_reset):
+        try:
+            out = fn(raw)
+        except ValueError:
+            continue
+        assert isinstance(out, (float, str))
