@@ -359,6 +359,26 @@ def _tail(path: Path, since: int, limit: int = 2000) -> str:
         return ""
 
 
+# The monitor never holds a token (its /proc environ would show one even after it
+# unset it), and the cloud token that login shells now carry is not its business.
+_SCRUBBED_PREFIXES = ("MODEL_TOKEN_",)
+_SCRUBBED_NAMES = ("MODEL_CODE_OAUTH_TOKEN", "SVC_CLOUD_TOKEN")
+MAX_LOG_BYTES = 10 * 1024 * 1024
+
+
+def monitor_environment(environ: Any) -> Dict[str, str]:
+    return {k: v for k, v in environ.items()
+            if k not in _SCRUBBED_NAMES and not k.startswith(_SCRUBBED_PREFIXES)}
+
+
+def _rotate_log(path: Path) -> None:
+    try:
+        if path.stat().st_size > MAX_LOG_BYTES:
+            os.replace(str(path), str(path) + ".1")
+    except OSError:
+        pass
+
+
 def start(paths: Paths, monitor_args: Sequence[str], timeout: float) -> Dict[str, Any]:
     current = status(paths)
     if current["running"]:
@@ -370,7 +390,8 @@ def start(paths: Paths, monitor_args: Sequence[str], timeout: float) -> Dict[str
     ensure_dir(paths.run_dir)
     ensure_dir(paths.logs_dir)
     log_path = paths.logs_dir / "monitor.log"
-    env = dict(os.environ)
+    _rotate_log(log_path)
+    env = monitor_environment(os.environ)
     root = _package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -446,13 +467,44 @@ def _emit(as_json: bool, report: Dict[str, Any], text: str) -> None:
         print(text)
 
 
+class _ControlLock:
+    """Two `svc-stack start` at once must not launch two monitors."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.path = paths.run_dir / "monitor.lock"
+        self.fd = -1
+
+    def __enter__(self) -> "_ControlLock":
+        ensure_dir(self.path.parent)
+        self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _previous_args(paths: Paths) -> Optional[List[str]]:
+    # Read even when the monitor died: restarting a crashed monitor keeps its options.
+    sidecar = _read_json_quietly(_sidecar(paths))
+    args = sidecar.get("args") if sidecar else None
+    if isinstance(args, list) and all(isinstance(a, str) for a in args):
+        return list(args)
+    return None
+
+
 def _cmd_start(paths: Paths, ns: argparse.Namespace, restart: bool) -> int:
+    with _ControlLock(paths):
+        return _cmd_start_locked(paths, ns, restart)
+
+
+def _cmd_start_locked(paths: Paths, ns: argparse.Namespace, restart: bool) -> int:
     args = _monitor_args(ns)
     stopped: Dict[str, Any] = {}
     if restart:
-        previous = status(paths)
-        if args is None and previous.get("args") is not None:
-            args = list(previous["args"])
+        if args is None:
+            args = _previous_args(paths)
         stopped = stop(paths, _env_float("SVC_STACK_STOP_TIMEOUT_S", 10.0))
     result = start(paths, args or [], _env_float("SVC_STACK_START_TIMEOUT_S", 20.0))
     if restart:
@@ -469,7 +521,8 @@ def _cmd_start(paths: Paths, ns: argparse.Namespace, restart: bool) -> int:
 
 
 def _cmd_stop(paths: Paths, ns: argparse.Namespace) -> int:
-    result = stop(paths, ns.timeout if ns.timeout else _env_float("SVC_STACK_STOP_TIMEOUT_S", 10.0))
+    with _ControlLock(paths):
+        result = stop(paths, ns.timeout if ns.timeout else _env_float("SVC_STACK_STOP_TIMEOUT_S", 10.0))
     if result["stopped"]:
         text = "svc-stack: monitor stopped (pid %d%s)" % (result["pid"], ", after SIGKILL" if result["killed"] else "")
     elif result["stalePidfileRemoved"]:

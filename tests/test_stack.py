@@ -104,9 +104,16 @@ def test_start_status_restart_stop_lifecycle(stack_env, home):
     status = cli(env, "stack", "status", "--json")
     assert status.returncode == 3 and _json(status)["stalePidfile"] is True
 
-    started = cli(env, "stack", "start", "--port", "0", "--no-probe", "--json")
+    # An operator shell may carry tokens; the monitor must not inherit them.
+    shell = dict(env, MODEL_CODE_OAUTH_TOKEN="CANARY-active", MODEL_TOKEN_ACCT1="CANARY-acct1",
+                 SVC_CLOUD_TOKEN="CANARY-cloud")
+    started = cli(shell, "stack", "start", "--port", "0", "--no-probe", "--json")
     assert started.returncode == 0, started.stderr
     first = _json(started)
+    with open("/proc/%d/environ" % first["pid"], "rb") as fh:
+        environ = fh.read()
+    assert b"CANARY" not in environ
+    assert ("HOME=%s" % home).encode() in environ.split(b"\0")
     assert first["started"] is True and first["ready"] is True
     pid, url = first["pid"], first["url"]
     assert url.startswith("http://127.0.0.1:")
@@ -128,15 +135,27 @@ def test_start_status_restart_stop_lifecycle(stack_env, home):
     again = _json(cli(env, "stack", "start", "--json"))
     assert again["alreadyRunning"] is True and again["pid"] == pid
 
+    # The monitor crashed (SIGKILL, no clean-up): restart still reuses its options.
+    os.kill(pid, signal.SIGKILL)
+    assert _wait_gone(pid)
+    assert _json(cli(env, "stack", "status", "--json"))["stalePidfile"] is True
     restarted = cli(env, "stack", "restart", "--json")
     assert restarted.returncode == 0, restarted.stderr
     second = _json(restarted)
-    assert second["previous"]["stopped"] is True and second["previous"]["pid"] == pid
-    # restart returns only after the old process is gone.
-    assert _gone(pid)
+    assert second["previous"]["stalePidfileRemoved"] is True
     assert second["pid"] != pid and second["ready"] is True
     assert _healthz(second["url"]) == 200
     assert _json(cli(env, "stack", "status", "--json"))["args"] == ["--port", "0", "--no-probe"]
+
+    restarted = cli(env, "stack", "restart", "--json")
+    assert restarted.returncode == 0, restarted.stderr
+    third = _json(restarted)
+    assert third["previous"]["stopped"] is True and third["previous"]["pid"] == second["pid"]
+    # restart returns only after the old process is gone.
+    assert _gone(second["pid"])
+    assert third["pid"] != second["pid"] and third["ready"] is True
+    assert _healthz(third["url"]) == 200
+    second = third
 
     stopped = cli(env, "stack", "stop", "--json")
     assert stopped.returncode == 0
