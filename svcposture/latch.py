@@ -37,6 +37,7 @@ class Latch:
         self._lock = threading.Lock()
         self._accounts: Dict[str, Dict[str, Any]] = {}
         self._dirty = False
+        self._loaded = False
         self.moved_aside: Optional[Path] = None
 
     # ------------------------------------------------------------ reading
@@ -71,6 +72,7 @@ class Latch:
             accounts = {}
         changed = self._reconcile(accounts, full_scan)
         self._accounts = accounts
+        self._loaded = True
         if changed or full_scan or self._dirty:
             if quiet:
                 self._write_quietly()
@@ -147,7 +149,11 @@ class Latch:
         with self._lock:
             # The file is the durable truth; re-read it so that a latch deleted or
             # corrupted under a running monitor is rebuilt from the log.
-            if self._dirty:
+            if not self._loaded:
+                # A caller that skipped load() must not re-emit an edge the file
+                # and the log already hold.
+                self._load_locked(quiet=True)
+            elif self._dirty:
                 self._write_quietly()
             elif not self.path.exists() or self._read_file() is None:
                 # Quietly: an unwritable latch must not stop the edge from being

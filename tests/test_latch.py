@@ -356,3 +356,10 @@ def test_odd_ids_in_latch_and_log_do_not_crash(paths: Paths) -> None:
     latch = make(paths)
     assert latch.is_latched("acct1") and latch.is_latched("acct9")
     assert latch.observe("acct1", None, "rejected", "five_hour") is None
+
+
+def test_observe_without_load_still_knows_the_episode(paths: Paths) -> None:
+    make(paths).observe("acct1", None, "rejected", "five_hour")
+    fresh = Latch(paths.latch, EventLog.for_paths(paths), "node-a")   # load() forgotten
+    assert fresh.observe("acct1", None, "rejected", "five_hour") is None
+    assert edges(paths) == [("acct1", "rejected")]
