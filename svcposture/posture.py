@@ -408,12 +408,15 @@ class PostureService:
 
     def _handle(self, summary: Dict[str, Any]) -> None:
         self.probe_runs += 1
-        if is_node_error(summary):
-            self.probe_errors += 1
-            return
         if summary.get("available") is not True:
             return
-        self.last_success_ms = summary["probedAt"]
+        if summary.get("status") == "error":
+            # Node-level failure or the active account's own probe failed.
+            self.probe_errors += 1
+        else:
+            self.last_success_ms = summary["probedAt"]
+        if is_node_error(summary):
+            return
         active = summary.get("active")
         if active is None:
             return

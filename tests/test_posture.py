@@ -325,6 +325,7 @@ def test_transport_error_and_degraded_do_not_trip_the_latch(make_node, provider)
     write_accounts(node.paths.accounts_env, [("A", a, None)], active="A")
     body = node.service.read(refresh=True)
     assert body["status"] == "error" and body["active"]["error"]["kind"] == "transport"
+    assert node.service.metrics()["probeErrors"] == 1 and node.service.metrics()["lastSuccessMs"] is None
     provider.set_account(a, status="allowed_warning", five_hour=(0.9, "allowed_warning"))
     assert node.service.read(refresh=True)["status"] == "degraded"
     assert node.status_events() == []
@@ -403,3 +404,43 @@ def test_canaries_appear_nowhere(make_node, provider, caplog):
     texts.append("\n".join(r.getMessage() for r in caplog.records))
     assert_no_canary(texts, toks.values())
     assert [e["attributes"]["account.status"] for e in node.status_events()] == ["rejected", "ok"]
+
+
+def test_monitor_process_never_opens_the_env_file(home, env, provider):
+    """The parent only stats the file: an audit hook in a real process sees no open() of it."""
+    import subprocess
+    import sys
+
+    a = canary("a")
+    provider.set_account(a)
+    env["SVC_PROVIDER_URL"] = provider.url
+    env["SVC_ACCOUNTS_ENV"] = str(home / "acc.env")
+    env["SVC_QUOTA_SAMPLER"] = "0"
+    write_accounts(home / "acc.env", [("A", a, "a@example.com")], active="A")
+    code = """
+import json, os, sys
+target = os.environ["SVC_ACCOUNTS_ENV"]
+opened = []
+def hook(event, args):
+    if event == "open" and args and str(args[0]) == target:
+        opened.append(event)
+sys.addaudithook(hook)
+from svcposture.events import EventLog
+from svcposture.latch import Latch
+from svcposture.paths import Paths
+from svcposture.posture import PostureService
+paths = Paths(environ=os.environ)
+log = EventLog.for_paths(paths)
+latch = Latch(paths.latch, log, "n")
+latch.load()
+svc = PostureService(paths, node="n", log=log, latch=latch, environ=os.environ)
+svc.start()
+body = svc.read(refresh=True)
+svc.stop()
+print(json.dumps({"opened": len(opened), "status": body["status"], "active": body["active"]["label"]}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"opened": 0, "status": "ok", "active": "a"}
+    assert_no_canary([out.stdout, out.stderr], [a])
