@@ -30,7 +30,7 @@ from . import config, tracker
 from ._files import CorruptFileError
 from ._time import iso_from_ms, now_ms, parse_iso_ms
 from ._version import __version__
-from .events import RATELIMIT_SAMPLED, EventLog, EventLogError, event_name, quota_block
+from .events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, EventLogError, event_name, quota_block
 from .latch import read_latch
 from .paths import Paths
 
@@ -50,6 +50,7 @@ MAX_LOKI_REPLY_BYTES = 8 * 1024 * 1024
 PROBE_CHECK_TIMEOUT_S = 30.0
 
 PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class LokiError(ConnectionError):
@@ -307,6 +308,26 @@ def _published_ms(heartbeat: tracker.Heartbeat) -> Optional[int]:
     return None
 
 
+_QUOTA_NUMBERS = tuple(f for k, f in QUOTA_BLOCK_FIELDS.items() if k.endswith("_pct"))
+_QUOTA_STRINGS = tuple(f for k, f in QUOTA_BLOCK_FIELDS.items() if not k.endswith("_pct"))
+
+
+def _peer_quota(value: Any) -> Optional[Dict[str, Any]]:
+    """A peer's quota block, whitelisted field by field: a peer's metadata is not ours to echo."""
+    if not isinstance(value, dict):
+        return None
+    block: Dict[str, Any] = {}
+    for field in _QUOTA_NUMBERS:
+        number = value.get(field)
+        if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
+            block[field] = number
+    for field in _QUOTA_STRINGS:
+        text = value.get(field)
+        if isinstance(text, str) and len(text) <= 100 and not _CONTROL_RE.search(text):
+            block[field] = text
+    return block
+
+
 def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], now: int,
                 local_interval_ms: int) -> List[Dict[str, Any]]:
     """Each roster host live (within 2 of its own intervals), stale, or missing."""
@@ -326,8 +347,7 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
                 or interval != interval or math.isinf(interval):
             interval = local_interval_ms
         published = _published_ms(heartbeat)
-        quota = heartbeat.metadata.get("quota")
-        quota = quota if isinstance(quota, dict) else None
+        quota = _peer_quota(heartbeat.metadata.get("quota"))
         if published is None:
             rows.append({"host": host, "state": "stale", "ageS": None, "quota": quota})
             continue
@@ -701,6 +721,11 @@ def cmd_set_anchor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _printable(text: str) -> str:
+    # Roster names come from a shared repo: never let one drive the terminal.
+    return _CONTROL_RE.sub("?", text)
+
+
 def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
     if not quota:
         return "-"
@@ -719,11 +744,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_json(report)
     else:
         print("source: %s   anchor: %s" % (report["source"], report["anchor"] or "(unset)"))
-        width = max([len(h["host"]) for h in report["hosts"]] + [4])
+        names = [_printable(h["host"]) for h in report["hosts"]]
+        width = max([len(n) for n in names] + [4])
         print("%-*s  %-7s  %8s  %s" % (width, "HOST", "STATE", "AGE", "QUOTA"))
-        for row in report["hosts"]:
+        for name, row in zip(names, report["hosts"]):
             age = "-" if row["ageS"] is None else "%gs" % row["ageS"]
-            print("%-*s  %-7s  %8s  %s" % (width, row["host"], row["state"], age, _format_quota(row["quota"])))
+            print("%-*s  %-7s  %8s  %s" % (width, name, row["state"], age, _format_quota(row["quota"])))
         if not report["hosts"]:
             print("(the roster is empty)")
         if report.get("warning"):
@@ -741,7 +767,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         width = max(len(c["name"]) for c in report["checks"])
         for check in report["checks"]:
-            print("%-4s  %-*s  %s" % (check["status"], width, check["name"], check["detail"]))
+            print("%-4s  %-*s  %s" % (check["status"], width, check["name"], _printable(check["detail"])))
         print("ok" if report["ok"] else "FAIL: fix the checks above")
     return 0 if report["ok"] else 1
 
@@ -767,7 +793,7 @@ def cmd_owner(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result)
     else:
-        print(owner if owner is not None else "(nobody: the roster is empty)")
+        print(_printable(owner) if owner is not None else "(nobody: the roster is empty)")
     if note:
         print("svc-cluster owner: %s" % note, file=sys.stderr)
     return 0

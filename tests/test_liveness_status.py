@@ -147,3 +147,16 @@ def test_loki_failures_are_unknown_exit_1(tmp_path, monkeypatch, capsys, mode):
         import json
         report = json.loads(out)
         assert report["error"] and {h["state"] for h in report["hosts"]} == {"unknown"}
+
+
+def test_peer_quota_is_whitelisted_and_names_are_printable(tmp_path, srv, monkeypatch, capsys):
+    home = make_node(tmp_path, "a", ["a", "evil\x1b[2Jname"], anchor="OPS-1")
+    beat(srv, "a", 1, quota={"five_hour_pct": 10, "seven_day_pct": "90", "subscription_type": "max",
+                             "rate_limit_tier": "x" * 500, "token": CANARY, "five_hour_resets_at": "a\nb",
+                             "seven_day_large_pct": 3})
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), "status", "--json")
+    import json
+    rows = {h["host"]: h for h in json.loads(out)["hosts"]}
+    assert rows["a"]["quota"] == {"five_hour_pct": 10, "seven_day_large_pct": 3, "subscription_type": "max"}
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), "status")
+    assert "\x1b" not in out and "evil?[2Jname" in out
