@@ -253,7 +253,7 @@ def test_reverse_read_missing_and_empty(home: Path) -> None:
     assert tail_lines(home / "none", 3) == []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(data=st.binary(max_size=80).map(lambda b: b.replace(b"\r", b"\n")),
        block=st.integers(min_value=1, max_value=17),
        max_line=st.one_of(st.none(), st.integers(min_value=0, max_value=12)))

@@ -81,7 +81,7 @@ def test_month_key_is_utc() -> None:
     assert month_key(parse_iso_ms("2026-02-01T00:30:00+01:00")) == "2026-01"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(st.integers(min_value=-62135596800000, max_value=253402300799999))
 def test_roundtrip_and_agrees_with_datetime(ms: int) -> None:
     text = iso_from_ms(ms)
