@@ -547,7 +547,8 @@ def _git(repo: Path, *args: str, check: bool = True, identity: bool = False) -> 
     except subprocess.TimeoutExpired:
         raise ClusterRepoError("git %s in %s timed out after %.0f s" % (args[0], repo, _git_timeout())) from None
     if check and done.returncode != 0:
-        detail = redact_url(printable((done.stderr or done.stdout).strip().replace("\n", " | ")))[:600]
+        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        detail = redact_url(printable(" ".join(lines[:3])))[:600]
         raise ClusterRepoError("git %s in %s failed (exit %d): %s" % (args[0], repo, done.returncode, detail))
     return done
 
@@ -745,7 +746,11 @@ def _cmd_sync(ns: argparse.Namespace) -> int:
     load_layer(paths.cluster_secrets)
     load_layer(paths.cluster_cloud)
     if not ns.no_pull:
-        _git(repo, "pull", "-q", "--ff-only")
+        try:
+            _git(repo, "pull", "-q", "--ff-only")
+        except ClusterRepoError as exc:
+            raise ClusterRepoError("%s; nothing was written (fix the checkout, or --no-pull to sync it as it is)"
+                                   % exc) from None
         report["pulled"] = True
     report["head"] = _git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None
     bots_path, cloud_path = repo / BOTS_FILE, repo / CLOUD_FILE
