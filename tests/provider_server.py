@@ -210,7 +210,7 @@ class ProviderServer:
         self._max_in_flight = 0
         self.requests: List[Dict[str, Any]] = []
         self._script = script
-        self._script_mtime: Optional[int] = None
+        self._script_mtime: Optional[Tuple[int, int, int]] = None
         self._httpd = _ProviderHTTPServer((host, port), self)
         self.port = self._httpd.server_address[1]
         self.url = "http://%s:%d" % (host, self.port)
@@ -319,9 +319,10 @@ class ProviderServer:
         if not self._script:
             return
         try:
-            mtime = os.stat(self._script).st_mtime_ns
+            st = os.stat(self._script)
         except OSError:
             return
+        mtime = (st.st_mtime_ns, st.st_size, st.st_ino)
         with self._lock:
             if mtime == self._script_mtime:
                 return

@@ -300,3 +300,36 @@ def test_vendored_copy_runs_its_own_child(home, env, provider, tmp_path):
     report = json.loads(out.stdout)
     assert report["active"] == "v" and report["accounts"][0]["error"] is None
     assert provider.message_calls(token) == 1
+
+
+def test_provider_server_subprocess_script_mode(home, env, tmp_path):
+    token = canary("sub")
+    script = tmp_path / "script.json"
+
+    def write_script(status):
+        tmp = tmp_path / "script.tmp"
+        tmp.write_text(json.dumps({"accounts": {token: {
+            "status": status, "seven_day": [1.0 if status == "rejected" else 0.2, status],
+            "representative_claim": "seven_day"}}}))
+        os.replace(str(tmp), str(script))
+
+    write_script("allowed")
+    server = subprocess.Popen([sys.executable, str(REPO / "tests" / "provider_server.py"), "--port", "0",
+                               "--script", str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("provider listening on http://127.0.0.1:")
+        paths = Paths(home, environ=env)
+        env["SVC_PROVIDER_URL"] = line.split()[-1]
+        env["SVC_ACCOUNTS_ENV"] = str(home / "acc.env")
+        write_accounts(home / "acc.env", [("S", token, None)], active="S")
+        first = probe.run_headers(paths, env)
+        assert first["accounts"][0]["sevenDay"]["status"] == "allowed"
+        write_script("rejected")
+        second = probe.run_headers(paths, env)
+        assert second["accounts"][0]["overallStatus"] == "rejected"
+        assert second["accounts"][0]["sevenDay"]["pct"] == 100.0
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert server.returncode is not None
