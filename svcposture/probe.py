@@ -492,14 +492,19 @@ def _classify_transport(exc: BaseException) -> str:
 
 
 def _opener(url: str) -> Any:
-    """A URL opener; loopback never goes through a proxy from the environment."""
+    """A URL opener that never follows redirects; loopback never goes through a proxy."""
     import urllib.parse
     import urllib.request
 
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        # A redirect would carry the bearer token to wherever it points.
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
     host = (urllib.parse.urlsplit(url).hostname or "").lower()
     if host in ("localhost", "::1") or host.startswith("127."):
-        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    return urllib.request.build_opener()
+        return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
+    return urllib.request.build_opener(NoRedirect())
 
 
 def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> Dict[str, Any]:

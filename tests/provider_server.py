@@ -16,6 +16,11 @@ The script file is JSON `{"accounts": {TOKEN: {set_account kwargs}}, "usage": {T
 {"body": {...}, "http_status": 200, "retry_after": null}}}`; it is re-read whenever
 its mtime changes, so a test can flip an account's status by rewriting it.
 
+Account modes (set_account(mode=...)): "normal"; "auth" (401); "no_headers" (no
+rate-limit headers); "garbage" (unparseable header values); "slow" (sleeps `delay`
+first; `delay` applies in every mode); "drop" (closes the connection without an
+answer); "redirect" (307 back to /v1/messages, which a careful client never follows).
+
 Routes:
 - POST /v1/messages: per the `authorization: Bearer <token>` header; answers with
   `anthropic-ratelimit-unified-*` headers; 429 when the status is rejected (unless
@@ -34,7 +39,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
-MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop")
+MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop", "redirect")
 PREFIX = "anthropic-ratelimit-unified-"
 
 
@@ -128,6 +133,11 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             self.close_connection = True
+            return
+        if account.mode == "redirect":
+            # 307 keeps method and body: a client that follows it re-sends the token.
+            self._send(307, {"type": "redirect"},
+                       {"location": self.server.owner.url + "/v1/messages?redirected=1"})
             return
         if account.mode == "auth":
             self._send(account.http_status if account.http_status in (401, 403) else 401,

@@ -45,7 +45,8 @@ def _by_label(report):
 
 
 def test_every_provider_scenario_in_one_sweep(home, env, provider):
-    tokens = {name: canary(name) for name in ("ok", "warn", "rej", "auth", "nohdr", "garb", "slow", "drop")}
+    tokens = {name: canary(name) for name in ("ok", "warn", "rej", "auth", "nohdr", "garb", "slow", "drop",
+                                              "redir")}
     provider.set_account(tokens["ok"], five_hour=(0.1234, "allowed"), seven_day=(0.5, "allowed"),
                          reset_5h=1767225600, reset_7d=1767830400)
     provider.set_account(tokens["warn"], status="allowed_warning", five_hour=(0.2, "allowed"),
@@ -57,6 +58,7 @@ def test_every_provider_scenario_in_one_sweep(home, env, provider):
     provider.set_account(tokens["garb"], mode="garbage")
     provider.set_account(tokens["slow"], mode="slow", delay=3.0)
     provider.set_account(tokens["drop"], mode="drop")
+    provider.set_account(tokens["redir"], mode="redirect")
     entries = [(n.upper(), t, "%s@example.com" % n) for n, t in tokens.items()]
     paths = _setup(home, env, provider, SVC_PROBE_TIMEOUT_S="0.8")
     write_accounts(paths.accounts_env, entries, active="REJ")
@@ -82,6 +84,8 @@ def test_every_provider_scenario_in_one_sweep(home, env, provider):
     assert accts["garb"]["fiveHour"] is None
     assert accts["slow"]["error"]["kind"] == "timeout"
     assert accts["drop"]["error"]["kind"] == "transport"
+    # A redirect is never followed: it would carry the token elsewhere.
+    assert accts["redir"]["error"] == {"kind": "http", "message": probe.MESSAGES["http"][0], "httpStatus": 307}
 
     # The exact request of DESIGN §3, one per usable account.
     for name, token in tokens.items():
