@@ -4,15 +4,29 @@
 a and b only: c keeps publishing to OLD-1, so on NEW-2 it is `missing` and its
 doctor warns;  4. restart c: every host sees every peer live, doctor PASS;
 5. closing the old anchor afterwards changes nothing.
+
+Hosts a and b run `svc-monitor` under tests/monitor_proc.py; host c is driven
+exactly as the procedure says, with `svc-stack start` and `svc-stack restart`.
 """
 from __future__ import annotations
 
-from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_json, wait_for
+import subprocess
+import sys
+
+from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_json, wait_for
+from conftest import REPO
 from monitor_proc import start_monitor
 from tracker_server import TrackerServer
 
 HOSTS = ("a", "b", "c")
 INTERVAL_MS = 1000
+
+
+def stack(env, *args):
+    proc = subprocess.run([sys.executable, "-m", "svcposture", "stack", *args], env=env, cwd=str(REPO),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    return proc
 
 
 def states(env):
@@ -35,10 +49,14 @@ def test_anchor_move_with_three_hosts(tmp_path):
         for host in HOSTS:
             home = make_node(tmp_path, host, HOSTS, anchor="OLD-1")
             envs[host] = node_env(home, srv.url, INTERVAL_MS, SVC_ACCOUNTS_PROBE="0")
-        monitors = {h: start_monitor(envs[h], args=("--no-probe",)) for h in HOSTS}
+        monitors = {h: start_monitor(envs[h], args=("--no-probe",)) for h in ("a", "b")}
         every_monitor = list(monitors.values())
+        stack(envs["c"], "start", "--port", "0", "--no-probe")
 
         def restart(host):
+            if host == "c":
+                stack(envs["c"], "restart")
+                return
             monitors[host].stop()
             monitors[host] = start_monitor(envs[host], args=("--no-probe",))
             every_monitor.append(monitors[host])
@@ -98,6 +116,9 @@ def test_anchor_move_with_three_hosts(tmp_path):
             for mon in every_monitor:
                 mon.stop()
                 logs += mon.stderr_text()
+            stack(envs["c"], "stop")
+            log_dir = tmp_path / "c" / "svc" / "logs"
+            logs += "".join(p.read_text(errors="replace") for p in sorted(log_dir.glob("*")) if p.is_file())
         assert "heartbeat svc://heartbeat/a published to anchor NEW-2" in logs
         assert "heartbeat svc://heartbeat/c published to anchor OLD-1" in logs
         assert CANARY not in logs and "Traceback" not in logs
