@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Soak the real monitor: a 1 s probe interval, 32 keep-alive readers of
+/api/accounts, and 50 SSE clients that keep joining and leaving, for 5 minutes
+(--quick: 20 s). Samples the monitor's RSS, open fds and threads from /proc.
+
+Pass criteria: RSS growth after warm-up < 10%; once the load stops, open fds
+and threads return to what they were before it (no leak); no read error, no
+traceback in the monitor's stderr.
+
+The last stdout line is the bench_all JSON {"figures": [...]}.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from _hardening import (MonitorProcess, monitor_env, set_host_name, wait_until,  # noqa: E402
+                        write_accounts_env)
+from provider_server import ProviderServer  # noqa: E402
+
+
+def proc_sample(pid: int) -> Dict[str, int]:
+    fields: Dict[str, int] = {}
+    with open("/proc/%d/status" % pid) as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "Threads"):
+                fields[key] = int(value.split()[0])
+    fields["fds"] = len(os.listdir("/proc/%d/fd" % pid))
+    return {"rss_kb": fields["VmRSS"], "threads": fields["Threads"], "fds": fields["fds"]}
+
+
+class Load:
+    def __init__(self, host: str, port: int, readers: int, sse_clients: int, seed: int) -> None:
+        self.host, self.port = host, port
+        self.readers, self.sse_clients = readers, sse_clients
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.reads = 0
+        self.read_errors: List[str] = []
+        self.sse_sessions = 0
+        self.sse_frames = 0
+        self.sse_empty_sessions = 0
+        self.first_frame_s: List[float] = []
+        self.rng = random.Random(seed)
+        self.threads: List[threading.Thread] = []
+
+    def start(self) -> None:
+        for i in range(self.readers):
+            self.threads.append(threading.Thread(target=self._reader, name="reader-%d" % i, daemon=True))
+        for i in range(self.sse_clients):
+            self.threads.append(threading.Thread(target=self._subscriber, args=(i,), name="sse-%d" % i,
+                                                 daemon=True))
+        for t in self.threads:
+            t.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(15)
+
+    def _reader(self) -> None:
+        conn = None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                conn.request("GET", "/api/accounts")
+                resp = conn.getresponse()
+                body = resp.read()
+                if resp.status != 200 or not body.startswith(b"{"):
+                    with self.lock:
+                        self.read_errors.append("status %d" % resp.status)
+                with self.lock:
+                    self.reads += 1
+                # A little think time keeps 32 readers from starving the probe of CPU on 2 cores.
+                self.stop.wait(0.002)
+            except (OSError, http.client.HTTPException) as exc:
+                with self.lock:
+                    self.read_errors.append(type(exc).__name__)
+                if conn is not None:
+                    conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def _subscriber(self, index: int) -> None:
+        rng = random.Random(self.rng.random())
+        while not self.stop.is_set():
+            stay = rng.uniform(0.5, 6.0)
+            frames = 0
+            got_bytes = False
+            first_frame = None
+            joined = time.monotonic()
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=0.5)
+            except OSError:
+                with self.lock:
+                    self.read_errors.append("sse connect")
+                self.stop.wait(0.2)
+                continue
+            with sock:
+                try:
+                    sock.sendall(b"GET /api/accounts/stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    leave = time.monotonic() + stay
+                    while time.monotonic() < leave and not self.stop.is_set():
+                        try:
+                            block = sock.recv(65536)
+                        except socket.timeout:
+                            continue
+                        if not block:
+                            break
+                        got_bytes = True
+                        frames += block.count(b"event: account")
+                        if frames and first_frame is None:
+                            first_frame = time.monotonic() - joined
+                except OSError:
+                    pass
+            with self.lock:
+                self.sse_sessions += 1
+                self.sse_frames += frames
+                if frames == 0 and stay > 2.5:
+                    self.sse_empty_sessions += 1
+                    self.read_errors.append("sse no frame in %.1f s (bytes: %s)" % (stay, got_bytes))
+                if first_frame is not None:
+                    self.first_frame_s.append(first_frame)
+            # Leave abruptly half the time, rejoin after a short pause.
+            self.stop.wait(rng.uniform(0.0, 0.5))
+
+
+def run_soak(duration: float, warmup: float, interval: float = 1.0, readers: int = 32, sse_clients: int = 50,
+             seed: int = 1, log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="svc-soak-"))
+    home = work / "home"
+    home.mkdir(mode=0o700)
+    set_host_name(home, "soak-node")
+    samples: List[Dict[str, Any]] = []
+    with ProviderServer() as provider:
+        accounts = [("ACCT1", "tok-soak-1", "one@example.com"), ("ACCT2", "tok-soak-2", "two@example.com"),
+                    ("ACCT3", "tok-soak-3", "three@example.com")]
+        for suffix, token, _ in accounts:
+            provider.set_account(token, five_hour=(0.3, "allowed"), seven_day=(0.5, "allowed_warning"))
+        write_accounts_env(home, accounts, "ACCT1")
+        env = monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S=str(interval),
+                          # Plain reads stay cached between periodic probes, as with the defaults.
+                          SVC_POSTURE_TTL_S=str(2 * interval), SVC_REFRESH_FLOOR_S=str(min(0.5, interval / 2)),
+                          SVC_SSE_KEEPALIVE_S="2")
+        monitor = MonitorProcess(env).start(work / "monitor.log")
+        assert monitor.url
+        host, port = monitor.url.split("//", 1)[1].rsplit(":", 1)
+        pid = monitor.pid
+        try:
+            wait_until(lambda: provider.message_calls() >= 3, 30, message="first probe")
+            time.sleep(1.0)
+            before = proc_sample(pid)
+            calls_before = provider.message_calls()
+            log("before load: %r" % before)
+            load = Load(host, int(port), readers, sse_clients, seed)
+            started = time.monotonic()
+            load.start()
+            next_sample = started
+            while time.monotonic() - started < duration:
+                now = time.monotonic()
+                if now >= next_sample:
+                    sample = dict(proc_sample(pid), t=round(now - started, 1), reads=load.reads)
+                    samples.append(sample)
+                    log("t=%5.1fs rss=%d kB threads=%d fds=%d reads=%d" % (
+                        sample["t"], sample["rss_kb"], sample["threads"], sample["fds"], sample["reads"]))
+                    next_sample += 1.0
+                time.sleep(0.05)
+            load.finish()
+            probes = (provider.message_calls() - calls_before) // len(accounts)
+            peak = {k: max(s[k] for s in samples) for k in ("rss_kb", "threads", "fds")}
+
+            def settled() -> Any:
+                now = proc_sample(pid)
+                return now if (now["threads"] <= before["threads"] + 1 and now["fds"] <= before["fds"] + 1) \
+                    else None
+            try:
+                after = wait_until(settled, 20, 0.1, "threads and fds back to their pre-load level")
+            except AssertionError:
+                after = proc_sample(pid)
+            alive = monitor.proc is not None and monitor.proc.poll() is None
+        finally:
+            code = monitor.stop()
+        stderr = monitor.stderr()
+    warm = [s["rss_kb"] for s in samples if s["t"] >= warmup][:3] or [samples[-1]["rss_kb"]]
+    tail = [s["rss_kb"] for s in samples[-3:]]
+    rss_warm = statistics.median(warm)
+    rss_end = statistics.median(tail)
+    growth = 100.0 * (rss_end - rss_warm) / rss_warm
+    return {
+        "duration_s": duration, "warmup_s": warmup, "probe_interval_s": interval, "readers": readers,
+        "sse_clients": sse_clients, "reads": load.reads, "reads_per_s": round(load.reads / duration, 1),
+        "read_errors": len(load.read_errors), "read_error_kinds": sorted(set(load.read_errors))[:5],
+        "sse_sessions": load.sse_sessions, "sse_frames": load.sse_frames,
+        "sse_sessions_without_frame": load.sse_empty_sessions, "probes": probes,
+        "sse_first_frame_p50_ms": round(1000 * statistics.median(load.first_frame_s), 1) if load.first_frame_s else None,
+        "sse_first_frame_max_ms": round(1000 * max(load.first_frame_s), 1) if load.first_frame_s else None,
+        "rss_before_kb": before["rss_kb"], "rss_after_warmup_kb": rss_warm, "rss_end_kb": rss_end,
+        "rss_peak_kb": peak["rss_kb"], "rss_growth_pct": round(growth, 2),
+        "threads_before": before["threads"], "threads_peak": peak["threads"], "threads_after": after["threads"],
+        "fds_before": before["fds"], "fds_peak": peak["fds"], "fds_after": after["fds"],
+        "monitor_alive": alive, "exit_code": code, "tracebacks": stderr.count("Traceback"),
+        "samples": samples,
+    }
+
+
+def verdict(result: Dict[str, Any]) -> List[str]:
+    problems = []
+    if result["rss_growth_pct"] >= 10.0:
+        problems.append("RSS grew %.1f%% after warm-up" % result["rss_growth_pct"])
+    if result["threads_after"] > result["threads_before"] + 1:
+        problems.append("threads %d -> %d" % (result["threads_before"], result["threads_after"]))
+    if result["fds_after"] > result["fds_before"] + 1:
+        problems.append("fds %d -> %d" % (result["fds_before"], result["fds_after"]))
+    if result["read_errors"]:
+        problems.append("%d read errors %s" % (result["read_errors"], result["read_error_kinds"]))
+    if result["sse_sessions_without_frame"]:
+        problems.append("%d SSE sessions got no frame" % result["sse_sessions_without_frame"])
+    if not result["monitor_alive"] or result["exit_code"] != 0 or result["tracebacks"]:
+        problems.append("monitor alive=%s exit=%s tracebacks=%d" % (
+            result["monitor_alive"], result["exit_code"], result["tracebacks"]))
+    if result["probes"] < max(2, int(result["duration_s"] / result["probe_interval_s"] * 0.5)):
+        problems.append("only %d probes in %.0f s" % (result["probes"], result["duration_s"]))
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="20 s with a 5 s warm-up instead of 5 min / 60 s")
+    parser.add_argument("--duration", type=float, default=None)
+    parser.add_argument("--warmup", type=float, default=None)
+    parser.add_argument("--readers", type=int, default=32)
+    parser.add_argument("--sse", type=int, default=50, help="SSE clients joining and leaving")
+    parser.add_argument("--verbose", action="store_true", help="print a sample every second")
+    args = parser.parse_args()
+    duration = args.duration or (20.0 if args.quick else 300.0)
+    warmup = args.warmup if args.warmup is not None else (5.0 if args.quick else 60.0)
+    result = run_soak(duration, warmup, readers=args.readers, sse_clients=args.sse,
+                      log=print if args.verbose else (lambda s: None))
+    for key, value in result.items():
+        if key != "samples":
+            print("%-28s %s" % (key, value))
+    problems = verdict(result)
+    print("verdict: %s" % ("PASS" if not problems else "FAIL: " + "; ".join(problems)))
+    figures = [
+        {"figure": "soak %.0f s: RSS growth after warm-up" % duration, "value": result["rss_growth_pct"],
+         "unit": "%", "baseline": result["rss_after_warmup_kb"] / 1024.0, "baseline_label": "MB after warm-up",
+         "ratio": round(result["rss_end_kb"] / result["rss_after_warmup_kb"], 3), "target": "< 10%",
+         "ok": result["rss_growth_pct"] < 10.0},
+        {"figure": "soak: open fds before / after load", "value": "%d / %d (peak %d)" % (
+            result["fds_before"], result["fds_after"], result["fds_peak"]), "unit": "", "baseline": None,
+         "ratio": None, "target": "after <= before + 1", "ok": result["fds_after"] <= result["fds_before"] + 1},
+        {"figure": "soak: threads before / after load", "value": "%d / %d (peak %d)" % (
+            result["threads_before"], result["threads_after"], result["threads_peak"]), "unit": "",
+         "baseline": None, "ratio": None, "target": "after <= before + 1",
+         "ok": result["threads_after"] <= result["threads_before"] + 1},
+        {"figure": "soak: reads / SSE sessions / probes", "value": "%d / %d / %d" % (
+            result["reads"], result["sse_sessions"], result["probes"]), "unit": "", "baseline": None,
+         "ratio": None, "target": "0 errors", "ok": result["read_errors"] == 0},
+    ]
+    print(json.dumps({"figures": figures}))
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
