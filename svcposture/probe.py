@@ -199,6 +199,8 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
         deadline_s = env_float(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, minimum=0.1)
     env = child_env(environ, accounts_env)
     env["SVC_PROBE_DEADLINE_S"] = repr(float(deadline_s))
+    # Wall-clock instant of the kill, so that the child's budget includes its own start-up.
+    env["SVC_PROBE_DEADLINE_AT"] = repr(time.time() + float(deadline_s))
     try:
         proc = subprocess.Popen(child_command(subcommand, accounts_env is not None), env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -575,7 +577,12 @@ def _child_headers(environ: Mapping[str, str], check_only: bool) -> Dict[str, An
     deadline_s = env_float(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, minimum=0.1)
     # Answer a little before the parent's kill so that the accounts that did
     # finish are not lost with the ones that did not.
-    budget = max(0.05, deadline_s - min(2.0, deadline_s * 0.2)) - (time.monotonic() - started)
+    margin = min(2.0, deadline_s * 0.2)
+    deadline_at = env_float(environ, "SVC_PROBE_DEADLINE_AT", 0.0)
+    if deadline_at > 0:
+        budget = deadline_at - margin - time.time()
+    else:
+        budget = deadline_s - margin - (time.monotonic() - started)
     pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT)
     futures = [pool.submit(probe_account, e["token"], environ, timeout_s) for e in entries]
     wait(futures, timeout=max(0.0, budget))

@@ -259,12 +259,12 @@ def test_refresh_after_floor_and_read_after_ttl_probe_again(make_node, provider)
 
 
 def test_error_posture_is_cached_for_the_floor_only(make_node, provider):
-    node = make_node(SVC_REFRESH_FLOOR_S="0.3", SVC_POSTURE_TTL_S="300")
+    node = make_node(SVC_REFRESH_FLOOR_S="1.0", SVC_POSTURE_TTL_S="300")
     write_accounts(node.paths.accounts_env, [("A", canary("a"), None)], mode=0o666)
     body = node.service.read()
     assert body["status"] == "error" and body["error"]["kind"] == "config"
     assert body["accounts"] == [] and body["active"] is None
-    for _ in range(50):
+    for _ in range(20):
         assert node.service.read()["cached"] is True
     assert node.service.metrics()["probeRuns"] == 1
     assert wait_until(lambda: node.service.read()["cached"] is False, timeout=5, step=0.05)

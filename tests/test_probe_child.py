@@ -221,11 +221,11 @@ def test_sweep_deadline_kills_child_and_its_background_jobs(home, env, provider,
     write_accounts(paths.accounts_env, [("BG", token, None)],
                    extra="sleep 30 & echo $! > %s\n" % pidfile)
     t0 = time.monotonic()
-    report = probe.run_headers(paths, env, deadline_s=1.5)
+    report = probe.run_headers(paths, env, deadline_s=2.5)
     elapsed = time.monotonic() - t0
     # The child answers before the kill with the unfinished account as a timeout.
     assert report["accounts"][0]["error"]["kind"] == "timeout"
-    assert elapsed < 5
+    assert elapsed < 8
     pid = int(pidfile.read_text())
     deadline = time.monotonic() + 5
     alive = True
