@@ -21,7 +21,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ._files import write_bytes_atomic, write_json_atomic
 from ._time import iso_now
 from .config import (
-    BOT_ORCHESTRATOR_PREFIX, BOT_WORKER_PREFIX, CLASSIFICATION, CLOUD_TOKEN_KEY, HOST_NAME_KEY,
+    ANCHOR_KEY, BOT_ORCHESTRATOR_PREFIX, BOT_WORKER_PREFIX, CLASSIFICATION, CLOUD_TOKEN_KEY, HOST_NAME_KEY,
+    PLUGIN_URL_KEY, REPO_URL_KEY,
     PER_NODE, ConfigError, cluster_json_path, cluster_repo_path, flatten, get_dotted,
     is_shared_layer2_key, layer1_get, load_layer, node_name, set_dotted, split_key, write_layer,
     TEAM_KEY, SHARED_LAYER2_KEYS,
@@ -184,6 +185,20 @@ def _valid_value(value: Any) -> bool:
     return False
 
 
+_TICKET_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[0-9]+$")
+
+
+def _value_problem(key: str, value: Any) -> Optional[str]:
+    # The non-secret SHARED keys have a known shape; a bundle must not smuggle in junk.
+    if key == ANCHOR_KEY:
+        if not isinstance(value, str) or not _TICKET_RE.match(value):
+            return "must be a tracker ticket identifier like OPS-12"
+    elif key in (REPO_URL_KEY, PLUGIN_URL_KEY):
+        if not isinstance(value, str) or not value.strip() or _CONTROL_RE.search(value):
+            return "must be a non-empty URL string without control characters"
+    return None
+
+
 def _depth(obj: Any) -> int:
     deepest, stack_ = 0, [(obj, 1)]
     while stack_:
@@ -268,6 +283,9 @@ def parse_bundle(raw: bytes) -> Dict[str, Any]:
                               "PER-NODE values" % (key, ", ".join(SHARED_LAYER2_KEYS)))
         if not _valid_value(value):
             raise BundleError("key %s: value must be a string, number, boolean or array of those" % key)
+        problem = _value_problem(key, value)
+        if problem:
+            raise BundleError("key %s: %s" % (key, problem))
     keys = sorted(shared)
     for a, b in zip(keys, keys[1:]):
         if b.startswith(a + "."):
@@ -384,6 +402,16 @@ def per_node_checklist(paths: Paths) -> List[Dict[str, Any]]:
     return out
 
 
+def _loose_mode(source: str) -> Optional[str]:
+    if source == "-":
+        return None
+    try:
+        mode = os.stat(source).st_mode
+    except OSError:
+        return None
+    return "%04o" % (mode & 0o7777) if mode & 0o077 else None
+
+
 def plan_join(paths: Paths, bundle: Dict[str, Any], host: Optional[str]) -> Dict[str, Any]:
     """Everything join would do, computed before anything is written."""
     secrets = load_layer(paths.cluster_secrets)
@@ -453,6 +481,7 @@ def _cmd_join(ns: argparse.Namespace) -> int:
         print("svc-cluster: join: rejected bundle %s: %s; nothing was written" % (printable(ns.bundle), exc),
               file=sys.stderr)
         return 2
+    loose = _loose_mode(ns.bundle)
     plan = plan_join(paths, bundle, ns.host_name)
     checklist = per_node_checklist(paths)
     shared_updates = {item["key"]: item["_raw"] for item in plan["shared"] if item["action"] != "unchanged"}
@@ -480,6 +509,9 @@ def _cmd_join(ns: argparse.Namespace) -> int:
         print(_dumps(report))
     else:
         _print_join(report)
+    if loose:
+        print("svc-cluster: warning: %s is readable by group or others (mode %s) and holds tokens; "
+              "delete it when you are done" % (printable(ns.bundle), loose), file=sys.stderr)
     # The SHARED part is done, but a kept host name the operator asked to change needs a look.
     return 1 if host_plan["action"] == "conflict" else 0
 

@@ -26,6 +26,7 @@ def _bundle(tmp_path: Path, shared=None, name: str = "bundle.json", **fields) ->
     doc.update(fields)
     path = tmp_path / name
     path.write_text(json.dumps(doc))
+    os.chmod(str(path), 0o600)
     return path
 
 
@@ -122,6 +123,15 @@ def test_dry_run_writes_nothing_and_shows_the_plan(env, home, tmp_path):
     assert snapshot(_cfg(home)) == before
 
 
+def test_world_readable_bundle_gets_a_warning(env, home, tmp_path):
+    bundle = _bundle(tmp_path)
+    os.chmod(str(bundle), 0o644)
+    done = cli(env, "cluster", "join", str(bundle))
+    assert done.returncode == 0
+    assert "readable by group or others" in done.stderr and "0644" in done.stderr
+    assert_clean(done, CANARY_ORCH, CANARY_WORKER)
+
+
 def test_bundle_from_stdin(env, home, tmp_path):
     data = _bundle(tmp_path).read_bytes()
     done = cli(env, "cluster", "join", "-", "--json", input=data)
@@ -206,6 +216,10 @@ HOSTILE = [
     ("repo path is per node", lambda t: _bundle(t, {"svc.cluster.repoPath": "/tmp"}), "not a SHARED"),
     ("bare bot prefix", lambda t: _bundle(t, {"svc.tracker.bot.worker": "k"}), "not a SHARED"),
     ("bad key", lambda t: _bundle(t, {"svc..x": "k"}), "invalid key"),
+    ("anchor not a ticket", lambda t: _bundle(t, {"svc.cluster.livenessAnchorIssue": "rm -rf /"}), "ticket"),
+    ("anchor number", lambda t: _bundle(t, {"svc.cluster.livenessAnchorIssue": 12}), "ticket"),
+    ("url with control chars", lambda t: _bundle(t, {"svc.cluster.repoUrl": "https://x/\x1b[2J"}), "URL"),
+    ("url list", lambda t: _bundle(t, {"svc.plugin.sourceUrl": ["a"]}), "URL"),
     ("not json", lambda t: _write(t, b"kind=svc.cluster.bundle\n"), "not JSON"),
     ("truncated", lambda t: _write(t, _bundle(t).read_bytes()[:40]), "not JSON"),
     ("empty", lambda t: _write(t, b"   \n"), "empty"),
