@@ -479,14 +479,17 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
                                message="two handled probes under %s" % status)
                 record["exit"] = monitor.stop()
             else:
-                if rng.random() < 0.5:
-                    delay = rng.uniform(0.0, max_delay)
-                else:
+                mode = index % 3
+                if mode == 0:
+                    time.sleep(rng.uniform(0.0, max_delay))
+                elif mode == 1:
                     # Aim just after a flip, where the edge is being probed and emitted.
                     now = time.monotonic() - provider._t0
                     next_flip = (int(now / period) + 1) * period
-                    delay = next_flip - now + rng.uniform(0.0, 0.6)
-                time.sleep(delay)
+                    time.sleep(next_flip - now + rng.uniform(0.0, 0.6))
+                else:
+                    # Kill the moment an event lands: between the append and the latch write.
+                    _wait_for_append(home, max_delay + period * 2)
                 monitor.kill9()
                 if _latch_behind_log(home):
                     emit_advance_gaps += 1
@@ -544,6 +547,25 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
         "kills_between_emit_and_advance": emit_advance_gaps, "tracebacks": tracebacks,
         "final_exit": instances[-1].get("exit"), "statuses": statuses,
     }
+
+
+def _log_size(home: Path) -> int:
+    total = 0
+    try:
+        for entry in os.scandir(str(home / "svc" / "events")):
+            total += entry.stat().st_size
+    except OSError:
+        pass
+    return total
+
+
+def _wait_for_append(home: Path, timeout: float) -> None:
+    start = _log_size(home)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _log_size(home) != start:
+            return
+        time.sleep(0.0002)
 
 
 def _latch_behind_log(home: Path) -> bool:
