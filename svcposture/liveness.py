@@ -493,10 +493,13 @@ def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
     if issue.closed:
         return _check(name, WARN, "%s is closed (%s): the anchor must stay open; reopen it" % (anchor, issue.state_type))
     if hosts is not None and len(set(hosts)) > 1 and node:
-        mine = [hb for hb in issue.heartbeats if host_of_heartbeat_url(hb.url) == node]
-        if not mine:
+        mine = peer_states([node], issue.heartbeats, now_ms(), publish_interval_ms(environ))[0]
+        if mine["state"] == "missing":
             return _check(name, WARN, "%s is open but carries no heartbeat from %s: if the anchor was just moved, "
                                       "run svc-stack restart on this host" % (anchor, node))
+        if mine["state"] == "stale":
+            return _check(name, WARN, "%s is open but the heartbeat from %s is stale (%s s old): is the monitor "
+                                      "running? (svc-stack status)" % (anchor, node, mine["ageS"]))
     return _check(name, PASS, "%s is open (%s); %d heartbeat(s) on it" % (
         anchor, issue.state_type or "state unknown", len(issue.heartbeats)))
 

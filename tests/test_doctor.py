@@ -91,6 +91,15 @@ def test_liveness_anchor_check(tmp_path, srv, monkeypatch, capsys, case, status,
     assert code == (1 if status == "FAIL" else 0)
 
 
+def test_stale_own_heartbeat_warns(tmp_path, srv, monkeypatch, capsys):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    old = iso_from_ms(int((time.time() - 600) * 1000))
+    srv.put_attachment("OPS-1", liveness.heartbeat_url("a"), subtitle=old,
+                       metadata={"host": "a", "publishedAt": old, "publishIntervalMs": 120000})
+    check = doctor(monkeypatch, capsys, node_env(home, srv.url))[1]["liveness-anchor"]
+    assert check["status"] == "WARN" and "stale" in check["detail"] and "svc-stack status" in check["detail"]
+
+
 def test_single_host_roster_needs_no_own_heartbeat(tmp_path, srv, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
     assert doctor(monkeypatch, capsys, node_env(home, srv.url))[1]["liveness-anchor"]["status"] == "PASS"

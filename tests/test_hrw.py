@@ -29,7 +29,7 @@ def test_score_is_sha256_prefix_big_endian():
     assert liveness.hrw_score("AB-1", "2x") != liveness.hrw_score("AB-12", "x")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, database=None)
 @given(hosts=hosts_st, extra=st.text(alphabet="xyz", min_size=1, max_size=4), tickets=tickets_st)
 def test_adding_a_host_moves_only_keys_to_it(hosts, extra, tickets):
     if extra in hosts:
@@ -40,7 +40,7 @@ def test_adding_a_host_moves_only_keys_to_it(hosts, extra, tickets):
         assert after in (before, extra)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, database=None)
 @given(hosts=hosts_st.filter(lambda h: len(h) >= 2), data=st.data(), tickets=tickets_st)
 def test_removing_a_host_moves_only_its_keys(hosts, data, tickets):
     removed = data.draw(st.sampled_from(hosts))
@@ -54,7 +54,7 @@ def test_removing_a_host_moves_only_its_keys(hosts, data, tickets):
             assert after in rest
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, database=None)
 @given(hosts=hosts_st, tickets=tickets_st, data=st.data())
 def test_order_of_the_roster_does_not_matter(hosts, tickets, data):
     shuffled = data.draw(st.permutations(hosts))
