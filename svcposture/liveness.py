@@ -53,8 +53,20 @@ PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-class LokiError(ConnectionError):
-    """Loki could not be read: unset URL, no answer, or a reply that is not a query result."""
+class LokiError(Exception):
+    """Base of every Loki failure; each concern below also subclasses a builtin."""
+
+
+class LokiConfigError(LokiError, ValueError):
+    """SVC_LOKI_URL is not an http(s) URL."""
+
+
+class LokiUnreachableError(LokiError, ConnectionError):
+    """No answer from Loki: connection refused, timeout."""
+
+
+class LokiResponseError(LokiError, ValueError):
+    """Loki answered, but not with a successful instant-vector query result."""
 
 
 # ---------------------------------------------------------------- settings
@@ -365,7 +377,7 @@ def loki_query(interval_ms: int) -> str:
 def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEOUT_S) -> List[str]:
     """Hosts with at least one log line in the last two publish intervals."""
     if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
-        raise LokiError("%s must be an http(s) URL" % LOKI_URL_ENV)
+        raise LokiConfigError("%s must be an http(s) URL" % LOKI_URL_ENV)
     url = base_url.rstrip("/") + "/loki/api/v1/query?" + urllib.parse.urlencode({"query": loki_query(interval_ms)})
     host = urllib.parse.urlsplit(base_url).hostname or ""
     handlers = [urllib.request.ProxyHandler({})] if host in ("127.0.0.1", "localhost", "::1") else []
@@ -382,34 +394,34 @@ def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEO
             raw = response.read(MAX_LOKI_REPLY_BYTES + 1)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or type(exc).__name__
-        raise LokiError("cannot reach Loki: %s" % str(reason)[:200]) from None
+        raise LokiUnreachableError("cannot reach Loki: %s" % str(reason)[:200]) from None
     if len(raw) > MAX_LOKI_REPLY_BYTES:
-        raise LokiError("Loki reply larger than %d bytes" % MAX_LOKI_REPLY_BYTES)
+        raise LokiResponseError("Loki reply larger than %d bytes" % MAX_LOKI_REPLY_BYTES)
     try:
         reply = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise LokiError("Loki reply is not JSON (HTTP %d)" % status) from None
+        raise LokiResponseError("Loki reply is not JSON (HTTP %d)" % status) from None
     if not isinstance(reply, dict):
-        raise LokiError("Loki reply is not a JSON object (HTTP %d)" % status)
+        raise LokiResponseError("Loki reply is not a JSON object (HTTP %d)" % status)
     if reply.get("status") != "success" or status >= 300:
         error = reply.get("error")
         detail = re.sub(r"[\x00-\x1f\x7f]+", " ", error)[:200] if isinstance(error, str) else "no detail"
-        raise LokiError("Loki query failed (HTTP %d): %s" % (status, detail))
+        raise LokiResponseError("Loki query failed (HTTP %d): %s" % (status, detail))
     data = reply.get("data")
     result = data.get("result") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(result, list):
-        raise LokiError("Loki reply is not an instant vector")
+        raise LokiResponseError("Loki reply is not an instant vector")
     live: List[str] = []
     for sample in result:
         metric = sample.get("metric") if isinstance(sample, dict) else None
         value = sample.get("value") if isinstance(sample, dict) else None
         name = metric.get("host") if isinstance(metric, dict) else None
         if not isinstance(name, str) or not isinstance(value, list) or len(value) != 2:
-            raise LokiError("Loki reply has a malformed sample")
+            raise LokiResponseError("Loki reply has a malformed sample")
         try:
             count = float(value[1])
         except (TypeError, ValueError):
-            raise LokiError("Loki reply has a non-numeric sample value") from None
+            raise LokiResponseError("Loki reply has a non-numeric sample value") from None
         if count > 0:
             live.append(name)
     return live

@@ -193,3 +193,26 @@ def test_huge_zshenv_is_not_edited(paths, home):
     report = project_cloud_env(paths)
     assert report["ok"] is False and "larger than" in report["error"]
     assert (home / ".zshenv").read_bytes() == big
+
+
+def test_concurrent_projections_leave_exactly_one_guard_line(paths, home):
+    import threading
+    (home / ".zshenv").write_text("export KEEP=1\n")
+    _set_token(paths, "t")
+    errors = []
+
+    def worker():
+        for _ in range(10):
+            report = project_cloud_env(paths)
+            if not report["ok"]:
+                errors.append(report)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    data = (home / ".zshenv").read_bytes()
+    assert data.startswith(b"export KEEP=1\n") and data.count(GUARD_MARKER) == 1
+    assert _sourced(paths.cluster_env) == "t"

@@ -160,3 +160,10 @@ def test_peer_quota_is_whitelisted_and_names_are_printable(tmp_path, srv, monkey
     assert rows["a"]["quota"] == {"five_hour_pct": 10, "seven_day_large_pct": 3, "subscription_type": "max"}
     code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), "status")
     assert "\x1b" not in out and "evil?[2Jname" in out
+
+
+@pytest.mark.parametrize("url,kind", [("http://127.0.0.1:9", liveness.LokiUnreachableError),
+                                      ("file:///etc/passwd", liveness.LokiConfigError)])
+def test_loki_unreachable_and_bad_url(url, kind):
+    with pytest.raises(kind):
+        liveness.loki_live_hosts(url, 120000, timeout=2)

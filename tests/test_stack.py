@@ -167,6 +167,20 @@ def test_start_status_restart_stop_lifecycle(stack_env, home):
     assert again.returncode == 0 and "not running" in again.stdout
 
 
+def test_two_concurrent_starts_launch_one_monitor(stack_env, home):
+    cmd = [sys.executable, "-m", "svcposture", "stack", "start", "--port", "0", "--no-probe", "--json"]
+    procs = [subprocess.Popen(cmd, env=stack_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    assert sorted(r["alreadyRunning"] for r in results) == [False, True]
+    assert results[0]["pid"] == results[1]["pid"]
+    assert (home / "svc" / "run" / "monitor.pid").read_text().strip() == str(results[0]["pid"])
+
+
 def test_pidfile_of_a_foreign_process_is_stale_and_never_signalled(stack_env, home):
     run_dir = home / "svc" / "run"
     run_dir.mkdir(parents=True)
