@@ -1,6 +1,7 @@
 """The only code that writes files: atomic replace, 0600 creation, locked appends, reverse reads."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -75,6 +76,22 @@ def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> No
         _unlink_quietly(tmp)
         raise
     _fsync_dir(directory)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: PathLike) -> Iterator[None]:
+    """Hold flock on the directory of `path` for a read-modify-write of it.
+
+    The data file itself is replaced atomically, and a lock on a replaced inode
+    protects nothing; locking the directory needs no extra file lying around.
+    """
+    directory = ensure_dir(Path(path).parent)
+    fd = os.open(str(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: PathLike, text: str, mode: int = FILE_MODE) -> None:

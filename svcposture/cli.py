@@ -6,9 +6,11 @@ imports those modules lazily so that `--help` of one family stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Callable, List, Optional, Sequence
 
+from ._files import CorruptFileError
 from .config import ConfigError
 
 
@@ -18,11 +20,25 @@ def _run(prog: str, func: Callable[[], int]) -> int:
     except ConfigError as exc:
         print("%s: config error: %s" % (prog, exc), file=sys.stderr)
         return 2
+    except CorruptFileError as exc:
+        print("%s: error: %s" % (prog, exc), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # `svc-cluster classify | head` must not end in a traceback.
+        # `svc-cluster classify | head` must not end in a traceback, not even
+        # the "Exception ignored" one the interpreter prints when it flushes
+        # the dead pipe at exit.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
         return 0
+    except OSError as exc:
+        # A full disk or an unwritable state directory: one clear line, exit 1.
+        print("%s: error: %s" % (prog, exc.strerror or exc if not exc.filename else exc), file=sys.stderr)
+        return 1
 
 
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:

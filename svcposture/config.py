@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
-from ._files import CorruptFileError, read_json, write_json_atomic
+from ._files import CorruptFileError, exclusive_lock, read_json, write_json_atomic
 from .paths import Paths
 
 SHARED = "SHARED"
@@ -321,16 +321,19 @@ def write_layer(path: "os.PathLike[str] | str", updates: Mapping[str, Any],
     raises ConfigError and is left exactly as it was. With `only_if_absent`, keys
     that already hold a non-null value are kept.
     """
-    data = load_layer(path)
-    changes: Dict[str, Tuple[Any, Any]] = {}
-    for key, value in updates.items():
-        previous = get_dotted(data, key)
-        if only_if_absent and previous is not None:
-            continue
-        if previous == value and get_dotted(data, key, _MISSING) is not _MISSING:
-            continue
-        set_dotted(data, key, value)
-        changes[key] = (previous, value)
-    if changes:
-        write_json_atomic(path, data)
+    # Locked so that two writers (join and set-anchor, say) never lose an update.
+    with exclusive_lock(path):
+        data = load_layer(path)
+        changes: Dict[str, Tuple[Any, Any]] = {}
+        for key, value in updates.items():
+            previous = get_dotted(data, key, _MISSING)
+            if only_if_absent and previous is not _MISSING and previous is not None:
+                continue
+            # `True == 1` in Python; a type change is a change.
+            if previous is not _MISSING and type(previous) is type(value) and previous == value:
+                continue
+            set_dotted(data, key, value)
+            changes[key] = (None if previous is _MISSING else previous, value)
+        if changes:
+            write_json_atomic(path, data)
     return changes
