@@ -39,6 +39,7 @@ INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
 DEFAULT_INTERVAL_MS = 120000
 # Shorter intervals exist for tests; below this a tracker would rate-limit anyway.
 MIN_INTERVAL_MS = 100
+MAX_INTERVAL_MS = 24 * 3600 * 1000
 READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
 LOKI_URL_ENV = "SVC_LOKI_URL"
 TICKET_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[0-9]+$")
@@ -77,7 +78,7 @@ def publish_interval_ms(environ: Mapping[str, str]) -> int:
         value = int(raw)
     except ValueError:
         return DEFAULT_INTERVAL_MS
-    return value if value >= MIN_INTERVAL_MS else DEFAULT_INTERVAL_MS
+    return value if MIN_INTERVAL_MS <= value <= MAX_INTERVAL_MS else DEFAULT_INTERVAL_MS
 
 
 def reads_from_loki(environ: Mapping[str, str]) -> bool:

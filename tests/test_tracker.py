@@ -100,6 +100,7 @@ def test_refused_token_is_an_auth_error_without_the_token(srv, auth_status):
 
 @pytest.mark.parametrize("mode,kind", [
     ("garbage", tracker.TrackerResponseError),
+    ("deep", tracker.TrackerResponseError),
     ("empty", tracker.TrackerResponseError),
     ("huge", tracker.TrackerResponseError),
     ("wrong_shape", tracker.TrackerResponseError),

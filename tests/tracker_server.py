@@ -27,7 +27,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-FAILURE_MODES = ("ratelimit", "garbage", "huge", "wrong_shape", "errors_not_list", "http500", "html",
+FAILURE_MODES = ("ratelimit", "garbage", "deep", "huge", "wrong_shape", "errors_not_list", "http500", "html",
                  "drop", "slow", "echo_token", "auth", "internal_error", "empty")
 
 
@@ -199,6 +199,8 @@ class _Handler(BaseHTTPRequestHandler):
                                                    "extensions": {"code": "RATELIMITED"}}]}, headers)
         elif mode == "garbage":
             self._send_raw(status or 200, b"\x00\xffnot json at all{{{")
+        elif mode == "deep":
+            self._send_raw(status or 200, b'{"data": ' + b"[" * 200000)
         elif mode == "empty":
             self._send_raw(status or 200, b"")
         elif mode == "html":
