@@ -208,18 +208,19 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
                                 start_new_session=True)
     except OSError:
         return {"error": error("internal", MESSAGES["internal"][2])}
-    chunks: List[bytes] = []
+    tail = bytearray()
 
     def drain() -> None:
-        kept = 0
+        # Keep only the last MAX_CHILD_OUTPUT bytes: the result is the last line,
+        # and whatever the sourced file printed before it cannot fill memory.
         assert proc.stdout is not None
         while True:
             block = proc.stdout.read1(65536) if hasattr(proc.stdout, "read1") else proc.stdout.read(65536)
             if not block:
                 return
-            if kept < MAX_CHILD_OUTPUT:
-                chunks.append(block)
-                kept += len(block)
+            tail.extend(block)
+            if len(tail) > MAX_CHILD_OUTPUT:
+                del tail[:len(tail) - MAX_CHILD_OUTPUT]
 
     reader = threading.Thread(target=drain, name="probe-child-reader", daemon=True)
     reader.start()
@@ -243,7 +244,7 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
         pass
     if timed_out:
         return {"error": error("timeout", MESSAGES["timeout"][1])}
-    out = b"".join(chunks)
+    out = bytes(tail)
     for line in reversed(out.splitlines()):
         line = line.strip()
         if not line.startswith(b"{"):

@@ -213,6 +213,16 @@ def test_hostile_env_file_output_never_reaches_the_result(home, env, provider):
     assert report["accounts"][0]["label"] == "h" and "leak" not in report["accounts"][0]
 
 
+def test_env_file_flooding_stdout_does_not_hide_the_result(home, env, provider):
+    token = canary("flood")
+    provider.set_account(token)
+    paths = _setup(home, env, provider)
+    flood = "head -c %d /dev/zero | tr '\\0' x\necho\n" % (probe.MAX_CHILD_OUTPUT + 2 * 1024 * 1024)
+    write_accounts(paths.accounts_env, [("F", token, None)], active="F", extra=flood)
+    report = probe.run_headers(paths, env)
+    assert report["active"] == "f" and report["accounts"][0]["error"] is None
+
+
 def test_sweep_deadline_kills_child_and_its_background_jobs(home, env, provider, tmp_path):
     token = canary("bg")
     provider.set_account(token, mode="slow", delay=5)
