@@ -122,3 +122,23 @@ def test_anchor_move_with_three_hosts(tmp_path):
         assert "heartbeat svc://heartbeat/a published to anchor NEW-2" in logs
         assert "heartbeat svc://heartbeat/c published to anchor OLD-1" in logs
         assert CANARY not in logs and "Traceback" not in logs
+
+
+def test_monitor_publisher_off_then_on_without_restart(tmp_path):
+    import time
+
+    with TrackerServer(tokens=[BEARER]) as srv:
+        srv.add_issue("OPS-1")
+        home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
+        mon = start_monitor(node_env(home, srv.url, 100, SVC_ACCOUNTS_PROBE="0"), args=("--no-probe",))
+        try:
+            wait_for(lambda: "liveness publisher off" in mon.stderr_text())
+            time.sleep(0.5)  # five more ticks: room for the line to repeat, which it must not
+            assert mon.stderr_text().count("publisher off") == 1 and srv.count() == 0
+            # The roster is read live: growing it turns the publisher on without a restart.
+            (home / "svc" / "cluster" / "cluster.json").write_text('{"roster": ["a", "b"]}')
+            wait_for(lambda: "published to anchor OPS-1" in mon.stderr_text())
+            assert "svc://heartbeat/a" in srv.attachments("OPS-1")
+        finally:
+            mon.stop()
+        assert CANARY not in mon.stderr_text() and "Traceback" not in mon.stderr_text()
