@@ -313,16 +313,19 @@ class PostureService:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        if self._loop is not None:
+            return
         if not self.probe_enabled:
             self.broadcast.publish(disabled_body(self.node))
             return
         with self._lock:
-            flight = self._begin_locked()
-        self._loop = threading.Thread(target=self._run_loop, args=(flight,), name="posture-probe-loop",
-                                      daemon=True)
+            if self._flight is None:
+                self._begin_locked()
+        self._loop = threading.Thread(target=self._run_loop, name="posture-probe-loop", daemon=True)
         self._loop.start()
 
     def stop(self) -> None:
+        """Stop the loop; a probe still running is killed rather than waited for."""
         self._stop.set()
         if self._loop is not None:
             self._loop.join(self.deadline_s + 5)
@@ -331,9 +334,8 @@ class PostureService:
             thread.join(self.deadline_s + 5)
         self.broadcast.close()
 
-    def _run_loop(self, first: Optional[_Flight]) -> None:
-        if first is not None:
-            first.done.wait(self.deadline_s + 10)
+    def _run_loop(self) -> None:
+        # A tick that finds a probe in flight (the first one, a slow one) joins it.
         while not self._stop.wait(self.interval_s):
             try:
                 self._refresh(periodic=True)
@@ -386,7 +388,7 @@ class PostureService:
         summary: Optional[Dict[str, Any]] = None
         try:
             try:
-                report = run_headers(self.paths, self.environ, deadline_s=self.deadline_s)
+                report = run_headers(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
             except Exception:  # noqa: BLE001 - a probe failure is an error posture
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
@@ -528,7 +530,7 @@ class QuotaSampler:
             self._note("no-credentials", "quota sampler idle: no login credentials file")
             return self.interval_s
         self.polls += 1
-        result = run_usage(self.paths, self.environ, deadline_s=self.deadline_s)
+        result = run_usage(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
         if result.get("ok") is not True:
             err = clean_error(result.get("error")) or clean_error({"kind": "internal"})
             assert err is not None

@@ -74,7 +74,8 @@ MESSAGES: Dict[str, Tuple[str, ...]] = {
                "No login credentials file was found."),
     "internal": ("The probe child failed without a result.",
                  "The probe child printed no valid result.",
-                 "The probe child could not be started."),
+                 "The probe child could not be started.",
+                 "The probe was stopped because the monitor is stopping."),
 }
 KNOWN_MESSAGES = frozenset(m for msgs in MESSAGES.values() for m in msgs)
 
@@ -184,14 +185,38 @@ def child_command(subcommand: str, sourced: bool) -> List[str]:
     return [sys.executable or "python3", "-m", module, subcommand, "--json", "--child"]
 
 
+def _wait_exit(proc: "subprocess.Popen[bytes]", deadline: float, cancel: Optional[threading.Event]) -> str:
+    """'exited', 'timeout' or 'cancelled'. The child is not reaped, so its process
+    group id stays valid (and cannot be reused) until the group has been killed."""
+    waitid = getattr(os, "waitid", None)
+    delay = 0.001
+    while True:
+        if waitid is not None:
+            try:
+                if waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return "exited"
+            except ChildProcessError:
+                return "exited"
+        elif proc.poll() is not None:
+            return "exited"
+        if cancel is not None and cancel.is_set():
+            return "cancelled"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.02)
+
+
 def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Optional[Path] = None,
-              deadline_s: Optional[float] = None) -> Dict[str, Any]:
+              deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
     """Run one probe child and return its JSON object.
 
     With `accounts_env`, the child is started through /bin/sh sourcing that file.
     Always returns a dict: a child that crashes, times out or prints no JSON
     gives `{"error": {...}}` in the fixed vocabulary. Nothing the child wrote to
-    stderr is read, and stdout is used only through its last JSON line.
+    stderr is read, and stdout is used only through its last JSON line. Setting
+    `cancel` kills the child early (the monitor is stopping).
     """
     import json
 
@@ -224,26 +249,23 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
 
     reader = threading.Thread(target=drain, name="probe-child-reader", daemon=True)
     reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=deadline_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    outcome = _wait_exit(proc, time.monotonic() + float(deadline_s), cancel)
     # The env file may have started background jobs; the whole session goes.
     _kill_group(proc.pid)
-    if timed_out:
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
     reader.join(2)
     try:
         assert proc.stdout is not None
         proc.stdout.close()
     except (OSError, ValueError):
         pass
-    if timed_out:
+    if outcome == "timeout":
         return {"error": error("timeout", MESSAGES["timeout"][1])}
+    if outcome == "cancelled":
+        return {"error": error("internal", MESSAGES["internal"][3])}
     out = bytes(tail)
     for line in reversed(out.splitlines()):
         line = line.strip()
@@ -268,7 +290,7 @@ def _kill_group(pid: int) -> None:
 
 
 def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
-                deadline_s: Optional[float] = None) -> Dict[str, Any]:
+                deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
     """The header sweep as the monitor runs it.
 
     Returns `{"available": False}` (disabled), `{"error": {...}}` (node-level
@@ -281,7 +303,8 @@ def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
         return {"available": False}
     if problem is not None:
         return {"error": problem}
-    return run_child("headers", environ, accounts_env=Path(os.path.abspath(str(path))), deadline_s=deadline_s)
+    return run_child("headers", environ, accounts_env=Path(os.path.abspath(str(path))), deadline_s=deadline_s,
+                     cancel=cancel)
 
 
 def run_check(paths: Paths, environ: Optional[Mapping[str, str]] = None,
@@ -299,10 +322,10 @@ def run_check(paths: Paths, environ: Optional[Mapping[str, str]] = None,
 
 
 def run_usage(paths: Paths, environ: Optional[Mapping[str, str]] = None,
-              deadline_s: Optional[float] = None) -> Dict[str, Any]:
+              deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
     """The interactive-login usage probe, in a token-free child."""
     environ = paths.environ if environ is None else environ
-    return run_child("usage", environ, deadline_s=deadline_s)
+    return run_child("usage", environ, deadline_s=deadline_s, cancel=cancel)
 
 
 # ---------------------------------------------------------------- env file text

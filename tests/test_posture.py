@@ -444,3 +444,23 @@ print(json.dumps({"opened": len(opened), "status": body["status"], "active": bod
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"opened": 0, "status": "ok", "active": "a"}
     assert_no_canary([out.stdout, out.stderr], [a])
+
+
+def test_stop_kills_a_probe_in_flight_instead_of_waiting_for_the_deadline(make_node, provider):
+    import time
+
+    a = canary("a")
+    provider.set_account(a, mode="slow", delay=20)
+    node = make_node(SVC_PROBE_TIMEOUT_S="25", SVC_PROBE_DEADLINE_S="30")
+    write_accounts(node.paths.accounts_env, [("A", a, None)], active="A")
+    node.service.start()
+    assert wait_until(lambda: provider.message_calls(a) == 1, timeout=15)
+    waiter = []
+    t = threading.Thread(target=lambda: waiter.append(node.service.read()))
+    t.start()
+    t0 = time.monotonic()
+    node.service.stop()
+    t.join(15)
+    assert time.monotonic() - t0 < 15  # far below the 30 s sweep deadline
+    assert waiter and waiter[0]["status"] == "error" and waiter[0]["error"]["kind"] == "internal"
+    assert node.status_events() == []
