@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run every scripts/bench_*.py and print one table of figures.
+"""Run every scripts/bench_*.py, then scripts/crash_test.py and scripts/soak.py,
+and print one table of figures.
 
 Convention: each bench accepts `--quick` (a short run for CI) and prints, as
 its LAST stdout line, one JSON object
@@ -31,8 +32,13 @@ SCRIPTS = Path(__file__).resolve().parent
 REPO = SCRIPTS.parent
 
 
+# Not benches by name, but their figures belong in the same table.
+LONG_RUNS = ("crash_test.py", "soak.py")
+
+
 def discover(only: List[str], skip: List[str]) -> List[Path]:
     found = sorted(p for p in SCRIPTS.glob("bench_*.py") if p.name != Path(__file__).name)
+    found += [SCRIPTS / name for name in LONG_RUNS if (SCRIPTS / name).is_file()]
     if only:
         found = [p for p in found if any(o in p.stem for o in only)]
     return [p for p in found if not any(s in p.stem for s in skip)]

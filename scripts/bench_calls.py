@@ -25,6 +25,7 @@ from typing import List
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
 from _hardening import MonitorProcess, monitor_env, set_host_name, wait_until, write_accounts_env  # noqa: E402
 from provider_server import ProviderServer  # noqa: E402

@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
 from _hardening import (MonitorProcess, monitor_env, set_host_name, wait_until,  # noqa: E402
                         write_accounts_env)

@@ -477,6 +477,7 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
                     wait_until(lambda: watcher.frames and watcher.frames[-1][1] == status
                                and (len(watcher.frames) >= 2 and watcher.frames[-2][1] == status), 30,
                                message="two handled probes under %s" % status)
+                record["killed"] = time.monotonic()
                 record["exit"] = monitor.stop()
             else:
                 mode = index % 3
@@ -490,6 +491,7 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
                 else:
                     # Kill the moment an event lands: between the append and the latch write.
                     _wait_for_append(home, max_delay + period * 2)
+                record["killed"] = time.monotonic()
                 monitor.kill9()
                 if _latch_behind_log(home):
                     emit_advance_gaps += 1
@@ -504,33 +506,57 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
         elapsed = time.monotonic() - started
         served = provider.served_snapshot()
 
-    # Per instance: match each frame to the probe it reports (the newest answer
-    # before its probedAt), then mark everything up to the last proven one.
-    observations: List[Tuple[float, str, bool]] = []
+    # An answer given after its instance was killed (an orphaned child) was
+    # certainly not handled. Of the rest, an answer is proven handled by an SSE
+    # frame reporting it (the newest answer before the frame's probedAt) or by
+    # an event appended after it (the newest answer before the event's ts);
+    # probes are single flight, so every earlier answer of that instance was
+    # handled too. A frame or event whose status differs from the answer it
+    # belongs to is a mismatch: an event the provider never justified.
+    events = [e for e in status_events(home) if e["attributes"].get("account.handle") == "acct1"]
+    live: List[Tuple[float, int, int, str]] = []  # (wall, instance, index within instance, status)
+    per_instance: List[List[Tuple[float, str]]] = []
+    for number, inst in enumerate(instances):
+        answers = sorted((wall, status) for mono, wall, token, status in served
+                         if token == inst["token"] and mono <= inst["killed"])
+        per_instance.append(answers)
+        live.extend((wall, number, i, status) for i, (wall, status) in enumerate(answers))
+    live.sort()
+    proven = [-1] * len(instances)
+    handled_errors = set()
     mismatches = 0
-    for inst in instances:
-        answers = sorted((wall, status) for _, wall, token, status in served if token == inst["token"])
-        proven = -1
-        handled_errors = set()
+
+    def newest_before(ms: int, number: Optional[int] = None) -> Optional[Tuple[float, int, int, str]]:
+        found = None
+        for entry in live:
+            if int(entry[0] * 1000) > ms:
+                break
+            if number is None or entry[1] == number:
+                found = entry
+        return found
+
+    for number, inst in enumerate(instances):
         for probed_at, status in inst["frames"]:
-            candidates = [i for i, (wall, _) in enumerate(answers) if wall * 1000 <= probed_at + 5]
-            if not candidates:
+            entry = newest_before(probed_at, number)
+            if entry is None:
                 continue
-            i = candidates[-1]
             if status in ("ok", "rejected"):
-                if answers[i][1] != status:
-                    mismatches += 1
+                mismatches += entry[3] != status
             else:
-                handled_errors.add(i)  # handled, but as an error: it holds the latch
-            proven = max(proven, i)
-        for i, (wall, status) in enumerate(answers):
-            if i in handled_errors:
-                continue
-            observations.append((wall, status, i <= proven))
+                handled_errors.add((number, entry[2]))  # handled as an error: it holds the latch
+            proven[number] = max(proven[number], entry[2])
+    for event in events:
+        entry = newest_before(_iso_ms(event["ts"]))
+        if entry is None or entry[3] != event["attributes"].get("account.status"):
+            mismatches += 1
+            continue
+        proven[entry[1]] = max(proven[entry[1]], entry[2])
+    observations: List[Tuple[float, str, bool]] = [
+        (wall, status, i <= proven[number]) for wall, number, i, status in live
+        if (number, i) not in handled_errors]
     observations.sort()
     definite = [status for _, status, sure in observations if sure]
-    statuses = [e["attributes"].get("account.status") for e in status_events(home)
-                if e["attributes"].get("account.handle") == "acct1"]
+    statuses = [e["attributes"].get("account.status") for e in events]
     reachable = edges_reachable([(status, sure) for _, status, sure in observations])
     real_edges = sum(1 for a, b in zip(["ok"] + definite, definite) if a != b)
     duplicates = alternation_faults(statuses)
@@ -539,14 +565,21 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
     extra = 0 if n in reachable else max(0, n - max(reachable))
     return {
         "kills": kills, "seconds": round(elapsed, 1), "answered_probes": len(served),
+        "orphan_answers": len(served) - len(live),
         "proven_handled_probes": len(definite), "ambiguous_probes": len(observations) - len(definite),
-        "frames": sum(len(i["frames"]) for i in instances), "frame_status_mismatches": mismatches,
+        "frames": sum(len(i["frames"]) for i in instances), "status_mismatches": mismatches,
         "real_edges_proven": real_edges, "possible_edges": [min(reachable), max(reachable)],
         "events": n, "duplicates": duplicates, "lost": lost, "unexplained": extra,
         "consistent": n in reachable and duplicates == 0 and mismatches == 0,
         "kills_between_emit_and_advance": emit_advance_gaps, "tracebacks": tracebacks,
         "final_exit": instances[-1].get("exit"), "statuses": statuses,
     }
+
+
+def _iso_ms(text: str) -> int:
+    import datetime
+    stamp = datetime.datetime.strptime(text[:23], "%Y-%m-%dT%H:%M:%S.%f")
+    return int(stamp.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000 + 0.5)
 
 
 def _log_size(home: Path) -> int:
