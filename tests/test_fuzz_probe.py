@@ -300,3 +300,112 @@ def test_header_probe_on_random_provider_values(headers: Dict[str, str], status:
         server.headers_for.pop(bad, None)
         server.headers_for.pop(good, None)
         shutil.rmtree(str(home), ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the usage probe
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10, 10 ** 6), st.floats(allow_nan=True),
+                      st.text(max_size=12), st.sampled_from(["2030-01-01T00:00:00.123456+00:00", "2030-01-01",
+                                                             "2030-13-45T99:99:99Z", "2030-01-01T00:00:00Z"]))
+json_value = st.recursive(json_leaf, lambda kids: st.one_of(
+    st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=8), kids, max_size=3)), max_leaves=12)
+window = st.one_of(st.none(), json_value, st.fixed_dictionaries({}, optional={
+    "utilization": json_leaf, "resets_at": json_leaf}))
+usage_body = st.one_of(json_value, st.fixed_dictionaries({}, optional={
+    "five_hour": window, "seven_day": window, "seven_day_opus": window, "seven_day_sonnet": window,
+    "extra": json_value}))
+
+
+@PURE
+@given(body=usage_body, subscription=st.one_of(st.none(), st.text(max_size=10)),
+       tier=st.one_of(st.none(), st.text(max_size=10)))
+def test_usage_values_map_to_contract_keys_or_raise(body: Any, subscription: Any, tier: Any) -> None:
+    from svcposture.events import QUOTA_KEYS, ratelimit_sampled
+    try:
+        values = probe.usage_values(body, subscription, tier)
+    except ValueError:
+        return
+    assert set(values) <= set(QUOTA_KEYS)
+    assert all(v is not None for v in values.values())
+    for key, value in values.items():
+        if key.endswith("_resets_at"):
+            assert ISO.match(value), value
+    # Whatever the mapping accepts, the event builder accepts and JSON can hold.
+    json.dumps(ratelimit_sampled("n1", None, values), allow_nan=False)
+
+
+credentials_files = st.one_of(
+    st.binary(max_size=80),
+    json_value.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries({"claudeAiOauth": st.one_of(json_value, st.fixed_dictionaries({}, optional={
+        "accessToken": st.sampled_from([CANARY, "", "PASTE_TOKEN_HERE", " "]) | json_leaf,
+        "subscriptionType": json_leaf, "rateLimitTier": json_leaf}))}).map(lambda d: json.dumps(d).encode()),
+)
+
+
+@CHILD
+@given(creds=credentials_files, profile=st.one_of(st.binary(max_size=40),
+                                                  json_value.map(lambda v: json.dumps(v).encode())),
+       body=usage_body, status=st.sampled_from([200, 200, 429, 500, 401]))
+def test_usage_child_on_random_credentials_and_replies(creds: bytes, profile: bytes, body: Any,
+                                                       status: int) -> None:
+    server = _usage_provider()
+    server.reply = (status, json.dumps(body).encode())
+    home = Path(tempfile.mkdtemp(prefix="svcfuzz-"))
+    try:
+        (home / ".claude").mkdir()
+        (home / ".claude" / ".credentials.json").write_bytes(creds)
+        (home / ".claude.json").write_bytes(profile)
+        env = clean_env(home)
+        env.update({"SVC_PROVIDER_URL": server.url, "SVC_PROBE_DEADLINE_S": "5", "SVC_PROBE_TIMEOUT_S": "3"})
+        proc = subprocess.run([sys.executable, "-m", "svcposture.probe", "usage", "--json"], cwd=str(home),
+                              env=env, capture_output=True, timeout=30)
+        out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+        assert err == "" and proc.returncode in (0, 1), (proc.returncode, out, err)
+        assert CANARY not in out
+        result = json.loads(out.strip().splitlines()[-1])
+        if result.get("ok"):
+            assert proc.returncode == 0 and isinstance(result["values"], dict)
+        else:
+            assert proc.returncode == 1
+            _check_error(result["error"])
+    finally:
+        shutil.rmtree(str(home), ignore_errors=True)
+
+
+class _UsageServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.reply = (200, b"{}")
+        super().__init__(("127.0.0.1", 0), _UsageHandler)
+        self.url = "http://127.0.0.1:%d" % self.server_address[1]
+
+
+class _UsageHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _UsageServer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        status, body = self.server.reply
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        if status == 429:
+            self.send_header("retry-after", "7")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+
+def _usage_provider() -> _UsageServer:
+    with _lock:
+        if "u" not in _provider:
+            server = _UsageServer()
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            _provider["u"] = server  # type: ignore[assignment]
+        return _provider["u"]  # type: ignore[return-value]
