@@ -25,8 +25,8 @@ FUZZ = settings(max_examples=150, deadline=None, database=None,
 STATUS_RE = re.compile(rb"HTTP/1\.[01] (\d{3}) [A-Za-z]")
 
 
-@pytest.fixture(scope="module")
-def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MonitorProcess]:
+@pytest.fixture(scope="module", params=["plain", "read-guard", "no-probe"])
+def monitor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MonitorProcess]:
     root = tmp_path_factory.mktemp("fuzzhttp")
     home = root / "home"
     home.mkdir(mode=0o700)
@@ -36,7 +36,11 @@ def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MonitorProcess
         write_accounts_env(home, [("ACCT1", "tok-fuzz-http", "fuzz@example.com")], "ACCT1")
         env = monitor_env(home, provider.url, SVC_POSTURE_TTL_S="600", SVC_REFRESH_FLOOR_S="30",
                           SVC_PROBE_INTERVAL_S="600", SVC_SSE_KEEPALIVE_S="0.5")
-        mon = MonitorProcess(env).start(root / "monitor.log")
+        if request.param == "read-guard":
+            env["SVC_MONITOR_READ_GUARD"] = "1"
+        mon = MonitorProcess(env, args=["--no-probe"] if request.param == "no-probe" else [])
+        mon.start(root / "monitor.log")
+        mon.mode = request.param  # type: ignore[attr-defined]
         try:
             yield mon
         finally:
@@ -178,5 +182,6 @@ def test_hostile_sizes_and_shapes(monitor: MonitorProcess) -> None:
         got = int(STATUS_RE.match(reply).group(1)) if STATUS_RE.match(reply) else None
         assert got == expected, (request[:80], reply[:200])
     # Still serving normally after all of it.
-    status, _, body = http_get(monitor.url, "/api/accounts")
-    assert status == 200 and json.loads(body)["available"] is True
+    status, _, body = http_get(monitor.url, "/api/accounts", {"Host": "localhost"})
+    assert status == 200, body
+    assert json.loads(body)["available"] is (monitor.mode != "no-probe")  # type: ignore[attr-defined]
