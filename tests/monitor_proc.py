@@ -223,9 +223,16 @@ class SSEClient:
         self._event = ""
         self._data: List[str] = []
         self._first_line = True
+        self._timeout = timeout
+        self._deadline: Optional[float] = None
         self._read_head()
 
     def _fill(self) -> bool:
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise _socket.timeout("read_for deadline")
+            self.sock.settimeout(min(left, self._timeout))
         chunk = self.sock.recv(65536)
         if not chunk:
             return False
@@ -301,6 +308,23 @@ class SSEClient:
             elif field == "retry":
                 if value.isdigit():
                     self.retry = int(value)
+
+    def read_for(self, seconds: float) -> List[Dict[str, Any]]:
+        """Every event dispatched within `seconds` (comments are collected too)."""
+        events: List[Dict[str, Any]] = []
+        self._deadline = time.monotonic() + seconds
+        try:
+            while True:
+                event = self.next_event()
+                if event is None:
+                    break
+                events.append(event)
+        except _socket.timeout:
+            pass
+        finally:
+            self._deadline = None
+            self.sock.settimeout(self._timeout)
+        return events
 
     def next_account(self) -> Dict[str, Any]:
         event = self.next_event()
