@@ -1,0 +1,149 @@
+"""svc-monitor demo: the simulated provider, the demo home and the whole demo process."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from _accounts import wait_until
+from conftest import REPO, clean_env
+from monitor_proc import start_monitor
+from svcposture import demo
+
+
+def _post(url, token):
+    req = urllib.request.Request(url + "/v1/messages", data=b"{}", method="POST",
+                                 headers={"authorization": "Bearer " + token, "content-type": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=10) as resp:
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}
+    except urllib.error.HTTPError as exc:
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}
+
+
+def test_timeline_moves_ok_degraded_rejected_ok_within_three_minutes():
+    start = 1_800_000_000.0
+    seen = []
+    for t in range(0, 181, 5):
+        status = demo.account_state("acct1", float(t), start)["status"]
+        if not seen or seen[-1] != status:
+            seen.append(status)
+    assert seen == ["allowed", "allowed_warning", "rejected", "allowed"]
+    assert demo.account_state("acct2", 100.0, start)["status"] == "allowed"
+    assert demo.account_state("acct3", 100.0, start)["7d"][1] == "allowed_warning"
+    # the 5h window of acct1 resets exactly when it recovers
+    assert demo.account_state("acct1", 100.0, start)["5h"][2] == start + 135.0
+
+
+def test_simulated_provider_speaks_the_wire_format():
+    clock = [1_800_000_000.0]
+    provider = demo.SimulatedProvider(clock=lambda: clock[0]).start()
+    try:
+        token1 = demo.DEMO_ACCOUNTS[0][1]
+        status, headers = _post(provider.url, token1)
+        assert status == 200
+        assert headers["anthropic-ratelimit-unified-status"] == "allowed"
+        assert headers["anthropic-ratelimit-unified-5h-status"] == "allowed"
+        assert float(headers["anthropic-ratelimit-unified-5h-utilization"]) == pytest.approx(0.55)
+        assert int(headers["anthropic-ratelimit-unified-5h-reset"]) == int(clock[0] + 135)
+        clock[0] += 100
+        status, headers = _post(provider.url, token1)
+        assert status == 429 and headers["anthropic-ratelimit-unified-status"] == "rejected"
+        assert _post(provider.url, "not-a-demo-token")[0] == 401
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        req = urllib.request.Request(provider.url + "/api/oauth/usage",
+                                     headers={"authorization": "Bearer " + demo.DEMO_LOGIN_TOKEN})
+        with opener.open(req, timeout=10) as resp:
+            usage = json.loads(resp.read())
+        assert usage["five_hour"]["utilization"] >= 100 and usage["seven_day"]["resets_at"].endswith("+00:00")
+    finally:
+        provider.stop()
+
+
+def test_demo_node_files(tmp_path):
+    node = demo.DemoNode("http://127.0.0.1:9", base_environ={"PATH": "/usr/bin", "SVC_X": "1", "MODEL_TOKEN_Z": "z"})
+    try:
+        text = node.paths.accounts_env.read_text()
+        assert text.count("export MODEL_TOKEN_ACCT") == 3 and "MODEL_CODE_OAUTH_TOKEN" in text
+        assert oct(node.paths.accounts_env.stat().st_mode & 0o777) == "0o600"
+        assert node.environ["HOME"] == str(node.home) and "SVC_X" not in node.environ
+        assert "MODEL_TOKEN_Z" not in node.environ and node.environ["SVC_PROVIDER_URL"] == "http://127.0.0.1:9"
+    finally:
+        node.remove()
+    assert not node.root.exists()
+
+
+def test_real_monitor_against_the_simulated_provider_emits_edges():
+    clock = [1_800_000_000.0]
+    provider = demo.SimulatedProvider(clock=lambda: clock[0]).start()
+    node = demo.DemoNode(provider.url, base_environ=clean_env(REPO))
+    env = dict(node.environ, SVC_REFRESH_FLOOR_S="0", SVC_QUOTA_SAMPLER="0")
+    mon = start_monitor(env)
+    try:
+        force = {"X-Svc-Refresh": "1"}
+        body = mon.get_json("/api/accounts")[1]
+        assert body["status"] == "ok" and len(body["accounts"]) == 3
+        clock[0] += 60
+        assert mon.get_json("/api/accounts?refresh=true", force)[1]["status"] == "degraded"
+        clock[0] += 40
+        body = mon.get_json("/api/accounts?refresh=true", force)[1]
+        assert body["status"] == "rejected" and body["siblingWithHeadroom"]["label"] == "acct2"
+        clock[0] += 40
+        assert mon.get_json("/api/accounts?refresh=true", force)[1]["status"] == "ok"
+        events = []
+        for path in sorted(node.paths.events_dir.glob("*.jsonl")):
+            events += [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+        edges = [e["attributes"]["account.status"] for e in events
+                 if e["attributes"]["event.name"] == "account.status.changed"]
+        assert edges == ["rejected", "ok"]
+    finally:
+        mon.stop()
+        provider.stop()
+        node.remove()
+
+
+def test_demo_command_smoke(tmp_path):
+    env = clean_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "demo", "--port", "0"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(tmp_path))
+    try:
+        lines = []
+        deadline = time.monotonic() + 30
+        url = home = None
+        while time.monotonic() < deadline and (url is None or home is None):
+            line = proc.stdout.readline().decode()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"dashboard at (http://127\.0\.0\.1:\d+)/", line)
+            url = m.group(1) if m else url
+            m = re.search(r"demo home (\S+);", line)
+            home = Path(m.group(1)) if m else home
+        assert url and home, lines
+        assert home.exists()
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url + "/", timeout=10) as resp:
+            assert resp.status == 200 and b"svc-monitor" in resp.read()
+        with opener.open(url + "/api/accounts", timeout=20) as resp:
+            body = json.loads(resp.read())
+        assert body["available"] is True and body["node"] == "demo-node"
+        assert [a["label"] for a in body["accounts"]] == ["acct1", "acct2", "acct3"]
+        assert body["active"]["label"] == "acct1"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+        assert not home.exists()
+        err = proc.stderr.read().decode()
+        assert "Traceback" not in err and "svc-monitor listening on " + url in err
+        assert "demo-token" not in err + "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)

@@ -1,0 +1,173 @@
+"""svc-monitor hud: the one-line strip, against a real monitor."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from _accounts import canary
+from conftest import clean_env
+from monitor_proc import node_env, start_monitor
+from provider_server import ProviderServer
+from svcposture import hud
+
+TOK1 = canary("hud1")
+TOK2 = canary("hud2")
+
+NOW = 1_800_000_000_000
+BODY = {
+    "available": True, "node": "n1", "generatedAt": "x", "probedAt": NOW, "cached": True, "status": "rejected",
+    "active": {"label": "acct1", "email": "a@x.io", "active": True, "overallStatus": "rejected",
+               "representativeClaim": "five_hour", "bindingWindow": "five_hour", "bindingStatus": "rejected",
+               "fiveHour": {"pct": 101.5, "resetsAt": "2027-01-15T10:30:00.000Z", "status": "rejected"},
+               "sevenDay": {"pct": 40, "resetsAt": "2027-01-18T08:00:00.000Z", "status": "allowed"}, "error": None},
+    "accounts": [], "siblingWithHeadroom": {"label": "acct2", "email": "b@x.io"},
+}
+
+
+def test_format_line_rejected_names_the_sibling():
+    line = hud.format_line(BODY, colour=False, now=NOW)
+    assert line == ("svc n1 | acct1 <a@x.io> | REJECTED | 5h 101.5% (2h30m) | 7d 40% (3d0h) | "
+                    "EXHAUSTED -> switch to acct2 <b@x.io>")
+    painted = hud.format_line(BODY, colour=True, now=NOW)
+    assert painted.startswith("\x1b[1;31m") and painted.endswith("\x1b[0m")
+
+
+def test_format_line_edge_cases():
+    assert hud.format_line({"available": False, "node": "n"}) == "svc n: posture unavailable"
+    no_sib = dict(BODY, siblingWithHeadroom=None)
+    assert hud.format_line(no_sib, now=NOW).endswith("EXHAUSTED, no sibling with headroom")
+    err = dict(BODY, status="error", active=None, error={"kind": "transport", "message": "m"})
+    assert hud.format_line(err, now=NOW) == "svc n1 | no active account | ERROR | error: transport"
+    odd = dict(BODY, status="ok", active=dict(BODY["active"], fiveHour=None, sevenDay={"pct": "x", "resetsAt": "bad"}))
+    assert hud.format_line(odd, now=NOW) == "svc n1 | acct1 <a@x.io> | OK | 5h — | 7d —"
+    for junk in (None, [], "x", 3):
+        assert hud.format_line(junk) == "svc: no posture"
+
+
+def test_iter_sse_follows_whatwg_rules():
+    raw = [b"\xef\xbb\xbfretry: 5000\n", b"\n", b": comment\n", b"event: account\n", b"id: 7\n",
+           b"data: {\"a\":\n", b"data:1}\n", b"\n", b"data: no-event\r\n", b"\r\n", b"id: bad\x00\n",
+           b"event: x\n", b"\n", b"data\n", b"\n"]
+    events = list(hud.iter_sse(iter(raw)))
+    assert events[0] == ("account", '{"a":\n1}', "7", 5000)
+    assert events[1] == ("message", "no-event", "7", 5000)
+    assert events[2] == ("message", "", "7", 5000)  # `data` with no colon is an empty data line
+    assert len(events) == 3
+
+
+def test_use_colour_rules():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    assert hud.use_colour(Tty(), {}) is True
+    assert hud.use_colour(Tty(), {"NO_COLOR": ""}) is False
+    assert hud.use_colour(io.StringIO(), {}) is False
+
+
+@pytest.fixture(scope="module")
+def mon(tmp_path_factory):
+    with ProviderServer() as provider:
+        provider.set_account(TOK1, five_hour=(0.5, "allowed"))
+        provider.set_account(TOK2)
+        home = tmp_path_factory.mktemp("hud") / "home"
+        home.mkdir()
+        env = node_env(home, provider.url, [("ACCT1", TOK1, "h@example.com"), ("ACCT2", TOK2, None)],
+                       active="ACCT1", extra={"SVC_REFRESH_FLOOR_S": "0"})
+        m = start_monitor(env)
+        m.env = env
+        m.provider = provider
+        yield m
+        m.stop()
+
+
+def test_once_plain_when_not_a_tty(mon):
+    proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", mon.url],
+                          env=mon.env, capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode()
+    assert out.count("\n") == 1 and "\x1b" not in out
+    assert out.startswith("svc ") and "acct1 <h@example.com> | OK | 5h 50% (" in out
+    assert "CANARY" not in out
+
+
+def test_once_finds_the_url_in_monitor_json(mon):
+    proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once"], env=mon.env,
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 0 and b"acct1" in proc.stdout
+
+
+def test_once_unreachable_is_a_clear_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url",
+                           "http://127.0.0.1:9"], env=clean_env(tmp_path), capture_output=True, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(b"svc-monitor hud: cannot reach the monitor") and b"Traceback" not in proc.stderr
+    bad = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--url", "ftp://x"],
+                         env=clean_env(tmp_path), capture_output=True, timeout=30)
+    assert bad.returncode == 2
+
+
+def _read_until(fd, needle, timeout):
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while needle not in buf and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def test_live_strip_updates_in_place_on_a_tty(mon):
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "hud", "--url", mon.url],
+                            env=mon.env, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        first = _read_until(master, b"OK", 15)
+        assert b"\r\x1b[2K" in first and b"\x1b[32m" in first and b"acct1" in first
+        mon.provider.set_account(TOK1, status="rejected", five_hour=(1.0, "rejected"))
+        mon.get("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"})
+        later = _read_until(master, b"EXHAUSTED -> switch to acct2", 15)
+        assert b"EXHAUSTED -> switch to acct2" in later and b"\r\x1b[2K" in later
+        assert b"\n" not in first + later  # one line, rewritten in place
+    finally:
+        mon.provider.set_account(TOK1, five_hour=(0.5, "allowed"))
+        proc.terminate()
+        proc.wait(10)
+        os.close(master)
+
+
+def test_live_strip_no_color_and_piped(mon):
+    env = dict(mon.env, NO_COLOR="1")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "hud", "--url", mon.url],
+                            env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        out = _read_until(master, b"acct1", 15)
+        assert b"acct1" in out and b"\x1b[3" not in out and b"\x1b[1;" not in out
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        os.close(master)
+    piped = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "hud", "--url", mon.url],
+                             env=mon.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = piped.stdout.readline()
+        assert line.startswith(b"svc ") and b"\x1b" not in line and b"\r" not in line
+    finally:
+        piped.terminate()
+        piped.wait(10)
