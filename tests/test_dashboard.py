@@ -1,0 +1,154 @@
+"""The dashboard at /: static checks, then a real headless Chromium."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from _accounts import canary
+from monitor_proc import node_env, start_monitor
+from provider_server import ProviderServer
+from svcposture import server as server_mod
+
+TOK1 = canary("dash1")
+TOK2 = canary("dash2")
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def test_assets_ship_inside_the_package():
+    for name in ("index.html", "dashboard.css", "dashboard.js"):
+        text = (server_mod.STATIC_DIR / name).read_text(encoding="utf-8")
+        # no CDN, no build step: nothing is fetched from anywhere but this monitor
+        assert not re.search(r"(src|href)=\"(https?:)?//", text), name
+        assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text.lower()), name
+    html = (server_mod.STATIC_DIR / "index.html").read_text()
+    for ident in ("footer", "footer-label", "footer-email", "footer-status", "bar-5h", "bar-7d", "banner", "refresh"):
+        assert 'id="%s"' % ident in html
+    js = (server_mod.STATIC_DIR / "dashboard.js").read_text()
+    assert "EventSource" in js and "X-Svc-Refresh" in js and "innerHTML" not in js
+
+
+def test_page_headers(tmp_path):
+    from conftest import clean_env
+    m = start_monitor(clean_env(tmp_path), ["--no-probe"])
+    try:
+        status, headers, body = m.get("/")
+        assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+        csp = headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
+        assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
+        assert b'src="/static/dashboard.js"' in body
+    finally:
+        m.stop()
+
+
+def _chromium_or_skip():
+    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
+        try:
+            import selenium  # noqa: F401
+            return
+        except ImportError:
+            missing = "selenium"
+    else:
+        missing = "chromium/chromedriver"
+    if os.environ.get("CI"):
+        pytest.fail("%s missing under CI (scripts/run_tests.sh installs it)" % missing)
+    pytest.skip("%s not installed" % missing)
+
+
+@pytest.fixture
+def browser():
+    _chromium_or_skip()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="svc-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                 "--user-data-dir=" + profile, "--window-size=1200,800"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _wait(driver, predicate, timeout=20.0, what=""):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception as exc:  # element not there yet
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for %s (%r); footer: %r" % (
+        what, last, driver.find_element("id", "footer").text))
+
+
+def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path):
+    with ProviderServer() as provider:
+        provider.set_account(TOK1, five_hour=(0.42, "allowed"), seven_day=(0.10, "allowed"))
+        provider.set_account(TOK2, five_hour=(0.05, "allowed"))
+        env = node_env(tmp_path, provider.url, [("ACCT1", TOK1, "ada@example.com"), ("ACCT2", TOK2, "bob@example.com")],
+                       active="ACCT1", extra={"SVC_REFRESH_FLOOR_S": "0"})
+        mon = start_monitor(env)
+        try:
+            by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
+            browser.get(mon.url + "/")
+            _wait(browser, lambda: by_id("footer-label").text == "acct1", what="active account")
+            assert by_id("footer-email").text == "ada@example.com"
+            assert by_id("footer-status").text.lower() == "ok"
+            assert "pill-ok" in by_id("footer-status").get_attribute("class")
+            _wait(browser, lambda: by_id("conn").text == "live", what="stream live")
+            assert by_id("bar-5h-fill").get_attribute("style").replace(" ", "") == "width:42%;"
+            assert by_id("bar-5h-text").text.startswith("42% · resets in ")
+            assert by_id("bar-7d-text").text.startswith("10% · resets in ")
+            assert not by_id("banner").is_displayed()
+            browser.execute_script("window.__sameDocument = 'yes';")
+
+            provider.set_account(TOK1, status="rejected", five_hour=(1.0, "rejected"))
+            by_id("refresh").click()
+            _wait(browser, lambda: by_id("footer-status").text.lower() == "rejected", what="rejected pill")
+            _wait(browser, lambda: by_id("banner").is_displayed(), what="exhausted banner")
+            banner = by_id("banner").text
+            assert "acct1 is exhausted" in banner and "acct2" in banner and "bob@example.com" in banner
+            assert by_id("bar-5h-fill").get_attribute("style").replace(" ", "") == "width:100%;"
+            assert browser.execute_script("return window.__sameDocument;") == "yes"  # no reload
+
+            # A refresh made elsewhere reaches the page through the stream alone.
+            provider.set_account(TOK1, five_hour=(0.07, "allowed"))
+            status, _, _ = mon.get("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"})
+            assert status == 200
+            _wait(browser, lambda: by_id("footer-status").text.lower() == "ok", what="pushed ok")
+            _wait(browser, lambda: not by_id("banner").is_displayed(), what="banner gone")
+            assert browser.execute_script("return window.__sameDocument;") == "yes"
+            page = browser.page_source
+            assert "CANARY" not in page
+        finally:
+            mon.stop()
+
+
+def test_unavailable_clears_the_display(browser, tmp_path):
+    from conftest import clean_env
+    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
+    try:
+        browser.get(mon.url + "/")
+        by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
+        _wait(browser, lambda: by_id("unavailable").is_displayed(), what="unavailable note")
+        assert by_id("footer-status").text.lower() == "unavailable"
+        assert by_id("footer-label").text == "—" and by_id("footer-email").text == ""
+        assert not by_id("banner").is_displayed()
+    finally:
+        mon.stop()
