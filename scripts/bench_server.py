@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Benchmark of the monitor's HTTP surface, every figure against a baseline measured in the same run.
+
+1. Cached GET /api/accounts req/s with wrk (32 keep-alive connections), alternating rounds of:
+   - the real monitor (a subprocess, probing the built-in simulated provider, TTL long enough
+     that every request is a cached read);
+   - baseline (a): a stdlib ThreadingHTTPServer, HTTP/1.1, whose do_GET writes status line,
+     headers and a constant body of the same size in ONE write            (target >= 0.8x);
+   - baseline (b): prometheus_client.start_http_server serving a body of similar size
+                                                                          (target >= 10x).
+2. 1,000 SSE subscribers on /api/accounts/stream: time from a forced refresh to the last frame
+   delivered (target < 1 s; the refresh includes the probe, whose own time is shown), and
+   the monitor's RSS with them connected (target < 150 MB).
+
+Loopback only. Installs wrk (apt-get) and prometheus_client (pip) when missing.
+Usage: python3 scripts/bench_server.py [--quick] [--duration S] [--rounds N] [--subscribers N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import selectors
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from svcposture import demo  # noqa: E402
+
+BASELINE_A = r'''
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+BODY = b"x" * int(sys.argv[1])
+RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(BODY)) + BODY
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        self.wfile.write(RESPONSE)
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    def handle_error(self, request, client_address):
+        pass
+server = Server(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+'''
+
+BASELINE_B = r'''
+import sys, time
+import prometheus_client
+from prometheus_client import CollectorRegistry, Gauge
+target = int(sys.argv[1])
+registry = CollectorRegistry()
+gauge = Gauge("svc_bench_value", "Benchmark filler series.", ["account", "window"], registry=registry)
+i = 0
+while len(prometheus_client.generate_latest(registry)) < target:
+    gauge.labels(account="acct%d" % i, window="five_hour").set(i * 1.5)
+    i += 1
+server, thread = prometheus_client.start_http_server(0, addr="127.0.0.1", registry=registry)
+print(server.server_address[1], len(prometheus_client.generate_latest(registry)), flush=True)
+while True:
+    time.sleep(3600)
+'''
+
+
+def ensure_tools() -> None:
+    if not shutil.which("wrk"):
+        print("bench: installing wrk with apt-get", file=sys.stderr)
+        subprocess.run(["apt-get", "update", "-qq"], check=False)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        print("bench: installing prometheus_client with pip", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "prometheus_client"], check=True)
+
+
+def raise_fd_limit(need: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard) if hard != resource.RLIM_INFINITY else need, hard))
+
+
+def wrk(url: str, seconds: float, connections: int = 32) -> float:
+    out = subprocess.run(["wrk", "-t2", "-c%d" % connections, "-d%ds" % max(1, int(seconds)), url],
+                         capture_output=True, text=True, timeout=seconds + 60).stdout
+    match = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    if not match:
+        raise RuntimeError("wrk printed no rate:\n" + out)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if errors:
+        raise RuntimeError("wrk saw %s non-2xx responses from %s" % (errors.group(1), url))
+    return float(match.group(1))
+
+
+def http_get(url: str, headers: Optional[Dict[str, str]] = None) -> bytes:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=60) as resp:
+        return resp.read()
+
+
+def rss_mb(pid: int) -> float:
+    with open("/proc/%d/status" % pid) as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+class Monitor:
+    def __init__(self, environ: Dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "--port", "0"],
+                                     env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(REPO))
+        deadline = time.monotonic() + 30
+        self.url = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline().decode()
+            if not line:
+                break
+            match = re.search(r"listening on (http://\S+)", line)
+            if match:
+                self.url = match.group(1)
+                break
+        if not self.url:
+            raise RuntimeError("monitor did not start")
+        self.port = int(self.url.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_baseline(code: str, size: int) -> Tuple["subprocess.Popen[str]", int, str]:
+    proc = subprocess.Popen([sys.executable, "-c", code, str(size)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    fields = proc.stdout.readline().split()
+    if not fields:
+        raise RuntimeError("baseline did not start")
+    return proc, int(fields[0]), " ".join(fields[1:])
+
+
+def sse_fanout(mon: Monitor, subscribers: int) -> Dict[str, float]:
+    """Connect `subscribers` streams, force a refresh, time until every stream has the new frame."""
+    sel = selectors.DefaultSelector()
+    socks: List[socket.socket] = []
+    buffers: Dict[int, bytes] = {}
+    request = ("GET /api/accounts/stream HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % mon.port).encode()
+    for _ in range(subscribers):
+        s = socket.create_connection(("127.0.0.1", mon.port), timeout=30)
+        s.sendall(request)
+        s.setblocking(False)
+        socks.append(s)
+        buffers[s.fileno()] = b""
+        sel.register(s, selectors.EVENT_READ)
+
+    def pump(until_frames: int, deadline: float) -> float:
+        done = {fd for fd, buf in buffers.items() if buf.count(b"event: account") >= until_frames}
+        last = time.perf_counter()
+        while len(done) < len(socks) and time.monotonic() < deadline:
+            for key, _ in sel.select(0.5):
+                try:
+                    chunk = key.fileobj.recv(65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    raise RuntimeError("a stream closed")
+                fd = key.fileobj.fileno()
+                buffers[fd] += chunk
+                if fd not in done and buffers[fd].count(b"event: account") >= until_frames:
+                    done.add(fd)
+                    last = time.perf_counter()
+        if len(done) < len(socks):
+            raise RuntimeError("only %d of %d streams got frame %d" % (len(done), len(socks), until_frames))
+        return last
+
+    pump(1, time.monotonic() + 60)
+    rss = rss_mb(mon.proc.pid)
+    started = time.perf_counter()
+    body = json.loads(http_get(mon.url + "/api/accounts?refresh=true", {"X-Svc-Refresh": "1"}))
+    refreshed = time.perf_counter()
+    if body.get("cached") is not False:
+        raise RuntimeError("the forced refresh did not probe")
+    last = pump(2, time.monotonic() + 60)
+    for s in socks:
+        sel.unregister(s)
+        s.close()
+    return {"fanout_s": last - started, "probe_s": refreshed - started, "push_s": last - refreshed, "rss_mb": rss}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short runs (2 s, 1 round) for a smoke check")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5; quick 2)")
+    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3; quick 1)")
+    parser.add_argument("--subscribers", type=int, default=1000)
+    args = parser.parse_args()
+    duration = args.duration or (2.0 if args.quick else 5.0)
+    rounds = args.rounds or (1 if args.quick else 3)
+    ensure_tools()
+    raise_fd_limit(4 * args.subscribers + 256)
+
+    provider = demo.SimulatedProvider().start()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "MODEL_"))}
+    base_env["PYTHONPATH"] = str(REPO)
+    node = demo.DemoNode(provider.url, base_environ=base_env)
+    environ = dict(node.environ, SVC_POSTURE_TTL_S="3600", SVC_PROBE_INTERVAL_S="3600", SVC_REFRESH_FLOOR_S="0",
+                   SVC_QUOTA_SAMPLER="0", SVC_MONITOR_MAX_STREAMS=str(max(1024, args.subscribers + 16)))
+    mon = Monitor(environ)
+    procs = []
+    try:
+        body = http_get(mon.url + "/api/accounts")
+        size = len(body)
+        base_a, port_a, _ = start_baseline(BASELINE_A, size)
+        base_b, port_b, size_b = start_baseline(BASELINE_B, size)
+        procs += [base_a, base_b]
+        targets = {"monitor": mon.url + "/api/accounts", "a": "http://127.0.0.1:%d/" % port_a,
+                   "b": "http://127.0.0.1:%d/metrics" % port_b}
+        for url in targets.values():  # warm-up
+            wrk(url, 1)
+        rates: Dict[str, List[float]] = {k: [] for k in targets}
+        for _ in range(rounds):
+            for name, url in targets.items():
+                rates[name].append(wrk(url, duration))
+        if json.loads(http_get(mon.url + "/api/accounts")).get("cached") is not True:
+            raise RuntimeError("the benchmarked reads were not cached reads")
+        fan = sse_fanout(mon, args.subscribers)
+    finally:
+        mon.stop()
+        for p in procs:
+            p.terminate()
+        provider.stop()
+        node.remove()
+
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    rows = [
+        ("cached GET /api/accounts (req/s)", "%.0f" % med["monitor"], "(a) one-write stdlib %.0f" % med["a"],
+         "%.2fx" % (med["monitor"] / med["a"]), ">= 0.8x"),
+        ("cached GET /api/accounts (req/s)", "%.0f" % med["monitor"], "(b) prometheus_client %.0f" % med["b"],
+         "%.1fx" % (med["monitor"] / med["b"]), ">= 10x"),
+        ("%d SSE: forced refresh -> last frame" % args.subscribers, "%.3f s" % fan["fanout_s"],
+         "probe alone %.3f s" % fan["probe_s"], "push %.3f s" % fan["push_s"], "< 1 s"),
+        ("monitor RSS with %d streams" % args.subscribers, "%.1f MB" % fan["rss_mb"], "-", "-", "< 150 MB"),
+    ]
+    print("body %d bytes (prometheus body %s bytes); wrk -t2 -c32, %d x %.0f s rounds, alternating; "
+          "all runs (req/s): %s" % (size, size_b, rounds, duration,
+                                    {k: [round(x) for x in v] for k, v in rates.items()}))
+    header = ("figure", "value", "baseline", "ratio", "target")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(5)]
+    for row in [header] + rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
