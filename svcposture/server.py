@@ -883,7 +883,9 @@ class _CloudEnvProjector:
         while not self._stop.is_set():
             try:
                 from . import stack
-                stack.project_cloud_env(self.paths)
+                report = stack.project_cloud_env(self.paths)
+                if isinstance(report, dict) and report.get("ok") is False:
+                    log.warning("cloud env projection failed: %s", str(report.get("error"))[:300])
             except Exception as exc:  # never fatal: the core does not need the cloud token
                 log.warning("cloud env projection failed: %s", _one_line(exc))
             self._stop.wait(self.interval_s)

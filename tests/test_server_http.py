@@ -276,3 +276,37 @@ def test_ipv6_loopback_bind(tmp_path):
         assert status == 200 and json.loads(body) == {"available": False, "node": json.loads(body)["node"]}
     finally:
         mon.stop()
+
+
+def test_run_wiring_cloud_env_liveness_and_latch(tmp_path):
+    token = canary("cloud")
+    cfg = tmp_path / ".config" / "svc"
+    cfg.mkdir(parents=True)
+    (cfg / "cluster-cloud.json").write_text(json.dumps({"svc": {"cloud": {"token": token}}}))
+    (tmp_path / "svc").mkdir()
+    (tmp_path / "svc" / "account-status-latch.json").write_text("{not json")
+    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
+    try:
+        env_file = cfg / "cluster.env"
+        assert wait_until(lambda: env_file.exists(), 10)
+        assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+        assert token in env_file.read_text()
+        assert [p.name for p in (tmp_path / "svc").iterdir() if "corrupt" in p.name]  # latch loaded, moved aside
+        assert "liveness" in mon.stderr_text()  # the publisher was started (and said why it is off)
+    finally:
+        assert mon.stop() == 0
+    assert token not in mon.stderr_text() + mon.stdout_text()
+
+
+def test_cloud_env_failure_is_one_line_and_not_fatal(tmp_path):
+    cfg = tmp_path / ".config" / "svc"
+    cfg.mkdir(parents=True)
+    (cfg / "cluster-cloud.json").write_text("{corrupt")
+    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
+    try:
+        assert wait_until(lambda: "cloud env projection failed" in mon.stderr_text(), 10)
+        assert mon.get("/healthz")[0] == 200
+        line = [l for l in mon.stderr_text().splitlines() if "cloud env projection failed" in l]
+        assert len(line) == 1 and "Traceback" not in mon.stderr_text()
+    finally:
+        mon.stop()
