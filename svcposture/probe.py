@@ -71,7 +71,8 @@ MESSAGES: Dict[str, Tuple[str, ...]] = {
                "The accounts env file is too large.",
                "The login credentials file is not valid JSON of the expected shape.",
                "The login credentials file cannot be read.",
-               "No login credentials file was found."),
+               "No login credentials file was found.",
+               "The accounts env file is owned by another user; it is not sourced."),
     "internal": ("The probe child failed without a result.",
                  "The probe child printed no valid result.",
                  "The probe child could not be started.",
@@ -137,6 +138,9 @@ def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[s
         return "error", error("config", MESSAGES["config"][2])
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return "error", error("config", MESSAGES["config"][0])
+    # Whoever owns the file can run code as this user through it.
+    if st.st_uid not in (os.geteuid(), 0):
+        return "error", error("config", MESSAGES["config"][7])
     if not os.access(str(path), os.R_OK):
         return "error", error("config", MESSAGES["config"][1])
     if st.st_size == 0:

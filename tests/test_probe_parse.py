@@ -124,6 +124,16 @@ def test_env_file_state_is_stat_only(tmp_path):
     assert state == "error" and err["kind"] == "config"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
+def test_env_file_owned_by_another_user_is_refused(tmp_path):
+    f = tmp_path / "acc.env"
+    f.write_text("MODEL_TOKEN_A=x\n")
+    os.chmod(str(f), 0o600)
+    os.chown(str(f), 54321, -1)
+    state, err = probe.env_file_state(f)
+    assert state == "error" and err["kind"] == "config" and "another user" in err["message"]
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_env_file_unreadable_is_config_error(tmp_path):
     f = tmp_path / "acc.env"
