@@ -399,12 +399,14 @@ class PostureService:
                 log.exception("handling the probe result failed")
         finally:
             with self._lock:
-                if summary is not None:
+                # A probe cut short by stop() answers its waiters but is neither
+                # cached nor pushed: subscribers must not see a shutdown as an error.
+                if summary is not None and not self._stop.is_set():
                     self._summary = summary
                     self._probed_mono = time.monotonic()
+                    # Published under the lock, so frames leave in probe order.
+                    self.broadcast.publish(reply(summary, cached=False))
                 self._flight = None
-            if summary is not None:
-                self.broadcast.publish(reply(summary, cached=False))
             flight.summary = summary
             flight.done.set()
 

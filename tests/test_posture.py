@@ -464,3 +464,4 @@ def test_stop_kills_a_probe_in_flight_instead_of_waiting_for_the_deadline(make_n
     assert time.monotonic() - t0 < 15  # far below the 30 s sweep deadline
     assert waiter and waiter[0]["status"] == "error" and waiter[0]["error"]["kind"] == "internal"
     assert node.status_events() == []
+    assert node.service.broadcast.latest() == (0, None)  # shutdown is not pushed as an error frame
