@@ -7,6 +7,7 @@ its LAST stdout line, one JSON object
 
     {"figures": [{"figure": str, "value": number|str, "unit": str,
                   "baseline": number|null, "baseline_label": str (optional),
+                  "baseline_unit": str (optional, defaults to unit),
                   "ratio": number|null, "target": str|null, "ok": bool|null}, ...]}
 
 `ratio` is value/baseline measured side by side in the same run; `target` is
@@ -98,7 +99,7 @@ def table(results: List[Dict[str, Any]]) -> str:
     rows = [("figure", "value", "baseline", "ratio", "target", "met", "bench")]
     for result in results:
         for fig in result["figures"] or []:
-            baseline = _fmt(fig.get("baseline"), fig.get("unit", ""))
+            baseline = _fmt(fig.get("baseline"), fig.get("baseline_unit", fig.get("unit", "")))
             if fig.get("baseline_label") and fig.get("baseline") is not None:
                 baseline += " (%s)" % fig["baseline_label"]
             ratio = fig.get("ratio")

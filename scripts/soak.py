@@ -261,8 +261,9 @@ def main() -> int:
     print("verdict: %s" % ("PASS" if not problems else "FAIL: " + "; ".join(problems)))
     figures = [
         {"figure": "soak %.0f s: RSS growth after warm-up" % duration, "value": result["rss_growth_pct"],
-         "unit": "%", "baseline": result["rss_after_warmup_kb"] / 1024.0, "baseline_label": "MB after warm-up",
-         "ratio": round(result["rss_end_kb"] / result["rss_after_warmup_kb"], 3), "target": "< 10%",
+         "unit": "%", "baseline": round(result["rss_after_warmup_kb"] / 1024.0, 1), "baseline_unit": "MB",
+         "baseline_label": "RSS after warm-up",
+         "ratio": round(result["rss_end_kb"] / result["rss_after_warmup_kb"], 3), "target": "< 10 %",
          "ok": result["rss_growth_pct"] < 10.0},
         {"figure": "soak: open fds before / after load", "value": "%d / %d (peak %d)" % (
             result["fds_before"], result["fds_after"], result["fds_peak"]), "unit": "", "baseline": None,
