@@ -296,7 +296,9 @@ class MonitorServer(ThreadingHTTPServer):
                 return prefix + dumps(generated) + suffix
         marker = "\u0000svc-generated-at\u0000"
         whole = dumps(dict(body, generatedAt=marker))
-        prefix, _, suffix = whole.partition(dumps(marker))
+        prefix, found, suffix = whole.partition(dumps(marker))
+        if not found:
+            return dumps(body)
         with self._body_lock:
             self._body_key = key
             self._body_parts = (prefix, suffix)
