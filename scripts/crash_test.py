@@ -43,7 +43,7 @@ def main() -> int:
         if key != "statuses":
             print("%-32s %s" % (key, value))
     print("seed %d%s" % (seed, "; kept %s" % workdir if args.keep else ""))
-    ok = result["consistent"] and result["duplicates"] == 0 and result["lost"] == 0
+    ok = result["consistent"] and result["duplicates"] == 0 and result["lost"] == 0 and result["tracebacks"] == 0
     figures = [
         {"figure": "crash: kill -9 points", "value": kills, "unit": "", "baseline": None, "ratio": None,
          "target": None, "ok": None},
@@ -54,6 +54,8 @@ def main() -> int:
          "ratio": None, "target": "0", "ok": result["duplicates"] == 0},
         {"figure": "crash: lost edges", "value": result["lost"], "unit": "", "baseline": None, "ratio": None,
          "target": "0", "ok": result["lost"] == 0},
+        {"figure": "crash: events for the non-active sibling", "value": result["sibling_events"], "unit": "",
+         "baseline": None, "ratio": None, "target": "0", "ok": result["sibling_events"] == 0},
         {"figure": "crash: kills between emit and advance", "value": result["kills_between_emit_and_advance"],
          "unit": "", "baseline": None, "ratio": None, "target": None, "ok": None},
     ]

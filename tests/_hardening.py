@@ -115,6 +115,7 @@ class FlipProvider:
     def __init__(self, period: float = 1.0) -> None:
         self.period = period
         self.tokens: Set[str] = set()
+        self.inverted: Set[str] = set()
         self.frozen: Optional[str] = None
         self.served: List[Tuple[float, float, str, str]] = []
         self._lock = threading.Lock()
@@ -132,12 +133,17 @@ class FlipProvider:
             else:
                 phase = int((time.monotonic() - self._t0) / self.period)
                 status = "rejected" if phase % 2 else "ok"
+            if token in self.inverted:
+                status = "ok" if status == "rejected" else "rejected"
             self.served.append((time.monotonic(), time.time(), token, status))
             return status
 
-    def add_token(self, token: str) -> None:
+    def add_token(self, token: str, inverted: bool = False) -> None:
+        """`inverted` answers the opposite status (a sibling flipping out of phase)."""
         with self._lock:
             self.tokens.add(token)
+            if inverted:
+                self.inverted.add(token)
 
     def freeze(self, status: Optional[str]) -> None:
         with self._lock:
@@ -461,8 +467,12 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
         started = time.monotonic()
         for index in range(kills + 1):
             token = "tok-crash-%d-%s" % (index, os.urandom(4).hex())
+            sibling = "tok-sibling-%d-%s" % (index, os.urandom(4).hex())
             provider.add_token(token)
-            write_accounts_env(home, [("ACCT1", token, "crash@example.com")], "ACCT1")
+            # A sibling flipping out of phase: only the ACTIVE account may move the latch.
+            provider.add_token(sibling, inverted=True)
+            write_accounts_env(home, [("ACCT1", token, "crash@example.com"),
+                                      ("ACCT2", sibling, "sibling@example.com")], "ACCT1")
             monitor = MonitorProcess(env)
             final = index == kills
             monitor.start(logs / ("monitor-%03d.log" % index), wait_ready=False)
@@ -504,7 +514,8 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
             log("instance %d: %.2f s, %d frames%s" % (index, record["end"] - record["start"],
                                                       len(record["frames"]), " (final)" if final else ""))
         elapsed = time.monotonic() - started
-        served = provider.served_snapshot()
+        active_tokens = {inst["token"] for inst in instances}
+        served = [entry for entry in provider.served_snapshot() if entry[2] in active_tokens]
 
     # An answer given after its instance was killed (an orphaned child) was
     # certainly not handled. Of the rest, an answer is proven handled by an SSE
@@ -513,7 +524,9 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
     # probes are single flight, so every earlier answer of that instance was
     # handled too. A frame or event whose status differs from the answer it
     # belongs to is a mismatch: an event the provider never justified.
-    events = [e for e in status_events(home) if e["attributes"].get("account.handle") == "acct1"]
+    all_events = status_events(home)
+    events = [e for e in all_events if e["attributes"].get("account.handle") == "acct1"]
+    other_events = len(all_events) - len(events)
     live: List[Tuple[float, int, int, str]] = []  # (wall, instance, index within instance, status)
     per_instance: List[List[Tuple[float, str]]] = []
     for number, inst in enumerate(instances):
@@ -570,9 +583,9 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
         "frames": sum(len(i["frames"]) for i in instances), "status_mismatches": mismatches,
         "real_edges_proven": real_edges, "possible_edges": [min(reachable), max(reachable)],
         "events": n, "duplicates": duplicates, "lost": lost, "unexplained": extra,
-        "consistent": n in reachable and duplicates == 0 and mismatches == 0,
+        "consistent": n in reachable and duplicates == 0 and mismatches == 0 and other_events == 0,
         "kills_between_emit_and_advance": emit_advance_gaps, "tracebacks": tracebacks,
-        "final_exit": instances[-1].get("exit"), "statuses": statuses,
+        "final_exit": instances[-1].get("exit"), "sibling_events": other_events, "statuses": statuses,
     }
 
 

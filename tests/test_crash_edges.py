@@ -1,6 +1,7 @@
 """kill -9 the monitor at random points while its active account flips between ok
 and rejected: the event log holds exactly one account.status.changed per real
-edge (no duplicate, none lost). CI runs $SVC_CRASH_KILLS (default 15) kill
+edge (no duplicate, none lost), and a sibling flipping out of phase moves nothing.
+CI runs $SVC_CRASH_KILLS (default 15) kill
 points; scripts/crash_test.py runs the full 100.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ def test_random_kill9_points_keep_exactly_one_event_per_edge(tmp_path: Path) -> 
     assert result["consistent"], summary
     assert result["tracebacks"] == 0, summary
     assert result["final_exit"] == 0, summary
+    assert result["sibling_events"] == 0, summary
     # The run exercised edges at all, and the final clean phase saw both kinds.
     assert result["real_edges_proven"] >= 2 and result["events"] >= 2, summary
     assert result["statuses"][-1] == "ok", summary
