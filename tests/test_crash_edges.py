@@ -1,8 +1,7 @@
 """kill -9 the monitor at random points while its active account flips between ok
 and rejected: the event log holds exactly one account.status.changed per real
 edge (no duplicate, none lost), and a sibling flipping out of phase moves nothing.
-CI runs $SVC_CRASH_KILLS (default 15) kill
-points; scripts/crash_test.py runs the full 100.
+CI runs $SVC_CRASH_KILLS (default 15) kill points; scripts/crash_test.py runs 100.
 """
 from __future__ import annotations
 
