@@ -3,6 +3,7 @@ get 403 with a reason and spend no probe; trusted ones probe."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -217,3 +218,22 @@ def test_policy_specific_non_loopback_bind():
     assert not p.host_trusted(["box:7400"])
     w = TrustPolicy("0.0.0.0", 7400, "node-a", os_hostname="box")
     assert w.host_trusted(["localhost:7400"]) and w.host_trusted(["box:7400"])
+
+
+try:
+    from hypothesis import given, settings, strategies as st
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+    _TRUSTED_SHAPE = re.compile(r"^(localhost|127\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[::1\]|node-a)\.?(:7400)?$", re.I)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2FF), max_size=40)
+           | st.from_regex(r"^[a-z0-9.:@\[\]/%_ -]{0,30}$", fullmatch=True))
+    def test_hostile_host_values_never_crash_and_only_whitelisted_pass(value):
+        policy = TrustPolicy("127.0.0.1", 7400, "node-a", os_hostname="node-a")
+        if policy.host_trusted([value]):
+            assert _TRUSTED_SHAPE.match(value), value
+        policy.origin_trusted([value])
+        policy.origin_trusted(["http://" + value])

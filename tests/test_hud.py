@@ -171,3 +171,26 @@ def test_live_strip_no_color_and_piped(mon):
     finally:
         piped.terminate()
         piped.wait(10)
+
+
+def test_default_url_from_monitor_json(tmp_path):
+    from svcposture.paths import Paths
+    paths = Paths(tmp_path, environ={"HOME": str(tmp_path)})
+    assert hud.default_url(paths) == hud.DEFAULT_URL
+    paths.run_dir.mkdir(parents=True)
+    for text in ("{corrupt", "", "null", "[]", '{"url": 5}', '{"url": "javascript:alert(1)"}', "x" * 3_000_000):
+        paths.monitor_json.write_text(text)
+        assert hud.default_url(paths) == hud.DEFAULT_URL, text[:40]
+    paths.monitor_json.write_text('{"pid": 1, "url": "http://127.0.0.1:7777", "startedAt": "x"}')
+    assert hud.default_url(paths) == "http://127.0.0.1:7777"
+
+
+def test_once_against_something_that_is_not_a_monitor(tmp_path):
+    from svcposture import demo
+    other = demo.SimulatedProvider().start()  # answers 404 JSON on /api/accounts
+    try:
+        proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", other.url],
+                              env=clean_env(tmp_path), capture_output=True, timeout=30)
+    finally:
+        other.stop()
+    assert proc.returncode == 1 and b"answered HTTP 404" in proc.stderr and b"Traceback" not in proc.stderr
