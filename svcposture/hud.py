@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, IO, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, IO, Iterator, Mapping, Optional, Sequence, Tuple
 
 from ._files import read_json
 from ._time import now_ms, parse_iso_ms

@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 
 from ._files import CorruptFileError, move_aside, read_json, write_json_atomic
 from ._time import iso_now
-from .events import STATUS_CHANGED, EventLog, EventLogError, event_name, status_changed
+from .events import STATUS_CHANGED, EventLog, event_name, status_changed
 
 LATCH_VERSION = 1
 # How append() writes the kind name; lets reconciliation skip samples unparsed.

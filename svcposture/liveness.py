@@ -20,14 +20,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import config, tracker
 from ._files import CorruptFileError
+from ._spawn import PACKAGE, child_env, module_command
 from ._time import iso_from_ms, now_ms, parse_iso_ms
 from ._version import __version__
 from .events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, EventLogError, event_name, quota_block
@@ -377,6 +376,8 @@ def loki_query(interval_ms: int) -> str:
 
 def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEOUT_S) -> List[str]:
     """Hosts with at least one log line in the last two publish intervals."""
+    import urllib.error
+    import urllib.request
     if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
         raise LokiConfigError("%s must be an http(s) URL" % LOKI_URL_ENV)
     url = base_url.rstrip("/") + "/loki/api/v1/query?" + urllib.parse.urlencode({"query": loki_query(interval_ms)})
@@ -585,18 +586,6 @@ def _check_cloud_env(paths: Paths) -> Dict[str, str]:
     return _check(name, PASS, "%s is mode 0600" % path)
 
 
-def _package_root() -> Tuple[str, str]:
-    """This package's dotted name and the directory to put on sys.path to import it.
-
-    Works for a vendored copy (`project._vendor.svcposture`) as well as the original.
-    """
-    package = __name__.rsplit(".", 1)[0]
-    root = Path(__file__).resolve().parent
-    for _ in package.split("."):
-        root = root.parent
-    return package, str(root)
-
-
 def _check_accounts_env(paths: Paths) -> Dict[str, str]:
     name = "accounts-env"
     path = paths.accounts_env
@@ -614,17 +603,11 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
                                   "chmod 600 %s" % (path, mode, path))
     if not os.access(str(path), os.R_OK):
         return _check(name, FAIL, "%s is not readable" % path)
-    package, root = _package_root()
-    if not (Path(__file__).resolve().parent / "probe.py").exists():
-        return _check(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe is not in this build)"
-                      % (path, package))
-    env = {k: v for k, v in paths.environ.items()
-           if k != "MODEL_CODE_OAUTH_TOKEN" and not k.startswith("MODEL_TOKEN_")}
+    env = child_env(paths.environ)
     env["HOME"] = str(paths.home)
     env["SVC_ACCOUNTS_ENV"] = str(path)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        proc = subprocess.run([sys.executable, "-m", package + ".probe", "check", "--json"], env=env,
+        proc = subprocess.run(module_command("probe", "check", "--json"), env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=PROBE_CHECK_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -638,7 +621,7 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
     if not isinstance(report, dict):
         # An argparse usage error (exit 2) means this build's probe has no `check`.
         return _check(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe check exited %d "
-                                  "without a JSON report)" % (path, package, proc.returncode))
+                                  "without a JSON report)" % (path, PACKAGE, proc.returncode))
     return _accounts_check_from_report(path, report, proc.returncode)
 
 

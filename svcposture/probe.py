@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
+from ._spawn import PACKAGE, without_tokens
+from ._spawn import child_env as spawn_env
 from ._version import __version__
 from .paths import Paths
 
@@ -80,7 +82,6 @@ MESSAGES: Dict[str, Tuple[str, ...]] = {
 }
 KNOWN_MESSAGES = frozenset(m for msgs in MESSAGES.values() for m in msgs)
 
-_MODULE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENTRY_RE = re.compile(r"^\s*(?:export\s+)?MODEL_TOKEN_([A-Za-z0-9_]+)=(.*)$")
 _EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _WORD_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -117,7 +118,7 @@ def env_float(environ: Mapping[str, str], name: str, default: float, minimum: fl
 
 def strip_token_env(environ: Mapping[str, str]) -> Dict[str, str]:
     """A copy of `environ` without the active-token variable and every MODEL_TOKEN_*."""
-    return {k: v for k, v in environ.items() if k != ACTIVE_VAR and not k.startswith(TOKEN_PREFIX)}
+    return without_tokens(environ)
 
 
 def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[str, Any]]]:
@@ -150,30 +151,8 @@ def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[s
     return "ready", None
 
 
-def _module_name() -> str:
-    """This module's dotted name, so a vendored copy runs its own child."""
-    spec = globals().get("__spec__")
-    name = getattr(spec, "name", None) or __name__
-    if name == "__main__" or not _MODULE_NAME_RE.match(name):
-        name = (__package__ or "svcposture") + ".probe"
-    return name
-
-
-def _import_root(module: str) -> str:
-    """The directory to put on PYTHONPATH so that `module` imports in the child."""
-    here = os.path.abspath(__file__)
-    root = here
-    for _ in module.split("."):
-        root = os.path.dirname(root)
-    return root
-
-
 def child_env(environ: Mapping[str, str], accounts_env: Optional[Path]) -> Dict[str, str]:
-    env = strip_token_env(environ)
-    module = _module_name()
-    root = _import_root(module)
-    existing = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = root + (os.pathsep + existing if existing else "")
+    env = spawn_env(environ)
     env["PYTHON"] = sys.executable or "python3"
     if accounts_env is not None:
         env["SVC_ACCOUNTS_ENV"] = str(accounts_env)
@@ -181,7 +160,7 @@ def child_env(environ: Mapping[str, str], accounts_env: Optional[Path]) -> Dict[
 
 
 def child_command(subcommand: str, sourced: bool) -> List[str]:
-    module = _module_name()
+    module = PACKAGE + ".probe"
     if sourced:
         script = ('set -a; . "$SVC_ACCOUNTS_ENV"; set +a; exec "$PYTHON" -m %s %s --json --child'
                   % (module, subcommand))

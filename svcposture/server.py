@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._files import read_json, write_json_atomic
+from ._spawn import child_env, is_token_var, module_command
 from ._time import iso_now, parse_iso_ms
 from ._version import __version__
 from .paths import Paths
@@ -1040,10 +1041,23 @@ def parse_port(raw: str, source: str) -> int:
     return port
 
 
-def _scrub_token_environment() -> None:
-    # The monitor never holds a token; only the probe child sources the file.
-    for name in list(os.environ):
-        if name == "MODEL_CODE_OAUTH_TOKEN" or name.startswith("MODEL_TOKEN_"):
+def _reexec_without_tokens(args: Sequence[str]) -> None:
+    """Start this command afresh when the caller's environment holds a token.
+
+    Deleting a variable from os.environ leaves it in /proc/<pid>/environ and in
+    the memory that held it; a new process image started without it holds
+    neither. The probe child sources the accounts file itself, so the monitor
+    never needs a token.
+    """
+    if not any(is_token_var(name) for name in os.environ):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, module_command("", "monitor", *args), child_env(os.environ))
+    except OSError:
+        # Cannot re-exec (no interpreter path, say): at least keep them out of children.
+        for name in [n for n in os.environ if is_token_var(n)]:
             del os.environ[name]
 
 
@@ -1052,12 +1066,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "hud":
         from . import hud
         return hud.main(args_list[1:])
+    _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
         from . import demo
         return demo.main(args_list[1:], run_monitor=run_monitor, configure_logging=configure_logging,
                          install_stop_signals=install_stop_signals)
     args = _build_parser().parse_args(args_list)
-    _scrub_token_environment()
     environ = os.environ
     try:
         bind = args.bind if args.bind is not None else (environ.get("SVC_MONITOR_BIND") or DEFAULT_BIND)

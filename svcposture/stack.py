@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ._files import ensure_dir, write_bytes_atomic, write_json_atomic
+from ._spawn import PACKAGE, child_env, module_command
 from ._time import iso_now
 from .config import CLOUD_TOKEN_KEY, ConfigError, flatten, load_layer
 from .paths import Paths
@@ -31,7 +32,6 @@ from .paths import Paths
 GUARD_MARKER = b"# svc-cloud-env (managed by svc-stack; holds no secret)"
 _ENV_HEADER = "# Written by svc-stack sync-cloud-env from cluster-cloud.json. Do not edit; mode 0600.\n"
 _MAX_ZSHENV_BYTES = 1024 * 1024
-_PACKAGE = __name__.rpartition(".")[0]
 
 
 class ProjectionError(RuntimeError):
@@ -186,14 +186,6 @@ def project_cloud_env(paths: Paths) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------- process control
 
-def _package_root() -> str:
-    # The directory from which `_PACKAGE` is importable: one level up per dotted part.
-    root = Path(__file__).resolve().parent
-    for _ in _PACKAGE.split("."):
-        root = root.parent
-    return str(root)
-
-
 def _sidecar(paths: Paths) -> Path:
     return paths.run_dir / "monitor.stack.json"
 
@@ -247,7 +239,7 @@ def is_our_monitor(pid: int) -> bool:
     if not argv:
         return False
     for i in range(len(argv) - 2):
-        if argv[i] == "-m" and argv[i + 1] == _PACKAGE and argv[i + 2] == "monitor":
+        if argv[i] == "-m" and argv[i + 1] == PACKAGE and argv[i + 2] == "monitor":
             return True
     return False
 
@@ -344,7 +336,7 @@ def stop(paths: Paths, timeout: float) -> Dict[str, Any]:
 
 
 def monitor_command(args: Sequence[str]) -> List[str]:
-    return [sys.executable, "-m", _PACKAGE, "monitor"] + list(args)
+    return module_command("", "monitor", *args)
 
 
 def _tail(path: Path, since: int, limit: int = 2000) -> str:
@@ -359,16 +351,7 @@ def _tail(path: Path, since: int, limit: int = 2000) -> str:
         return ""
 
 
-# The monitor never holds a token (its /proc environ would show one even after it
-# unset it), and the cloud token that login shells now carry is not its business.
-_SCRUBBED_PREFIXES = ("MODEL_TOKEN_",)
-_SCRUBBED_NAMES = ("MODEL_CODE_OAUTH_TOKEN", "SVC_CLOUD_TOKEN")
 MAX_LOG_BYTES = 10 * 1024 * 1024
-
-
-def monitor_environment(environ: Any) -> Dict[str, str]:
-    return {k: v for k, v in environ.items()
-            if k not in _SCRUBBED_NAMES and not k.startswith(_SCRUBBED_PREFIXES)}
 
 
 def _rotate_log(path: Path) -> None:
@@ -391,9 +374,9 @@ def start(paths: Paths, monitor_args: Sequence[str], timeout: float) -> Dict[str
     ensure_dir(paths.logs_dir)
     log_path = paths.logs_dir / "monitor.log"
     _rotate_log(log_path)
-    env = monitor_environment(os.environ)
-    root = _package_root()
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # The monitor never holds a token (its /proc environ would show one even after
+    # it unset it), and the cloud token that login shells carry is not its business.
+    env = child_env(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     log_fd = os.open(str(log_path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
@@ -567,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="svc-stack",
         description="Run this node's monitor in the background and project the cloud token. "
                     "The monitor runs detached as `python -m %s monitor`, with its pid in "
-                    "~/svc/run/monitor.pid and its output in ~/svc/logs/monitor.log." % _PACKAGE,
+                    "~/svc/run/monitor.pid and its output in ~/svc/logs/monitor.log." % PACKAGE,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -10,9 +10,7 @@ import json
 import re
 import socket
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from . import config
@@ -148,7 +146,9 @@ def _scrub(text: Any, secret: str, limit: int = 200) -> str:
     return out.strip()
 
 
-def _opener(url: str) -> urllib.request.OpenerDirector:
+def _opener(url: str) -> "urllib.request.OpenerDirector":
+    # urllib.request costs ~30 ms to import; only commands that talk to the tracker pay it.
+    import urllib.request
     host = urllib.parse.urlsplit(url).hostname or ""
     if host in _LOOPBACK:
         # A loopback tracker (tests, a local proxy) must never be sent through an env proxy.
@@ -209,6 +209,8 @@ class TrackerClient:
 
     def execute(self, document: str, variables: Mapping[str, Any]) -> Dict[str, Any]:
         """POST one GraphQL document; the `data` object, or one of the Tracker*Error classes."""
+        import urllib.error
+        import urllib.request
         body = json.dumps({"query": document, "variables": dict(variables)}).encode("utf-8")
         request = urllib.request.Request(self.url, data=body, method="POST", headers={
             "Content-Type": "application/json",

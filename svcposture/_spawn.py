@@ -1,0 +1,49 @@
+"""How the package starts Python children of itself, vendored or not.
+
+A vendored copy is imported as e.g. `hostpkg._vendor.svcposture`; its children
+must run that copy (`python -m hostpkg._vendor.svcposture.probe`), found through
+PYTHONPATH, and must never inherit a token from the caller's environment.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Dict, List, Mapping
+
+ACTIVE_TOKEN_VAR = "MODEL_CODE_OAUTH_TOKEN"
+ACCOUNT_TOKEN_PREFIX = "MODEL_TOKEN_"
+CLOUD_TOKEN_VAR = "SVC_CLOUD_TOKEN"
+
+# This module sits at the package's top level, so its parent is the package.
+PACKAGE = __name__.rpartition(".")[0]
+
+
+def import_root() -> str:
+    """The directory to put on sys.path so that PACKAGE imports: one level up per dotted part."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    for _ in PACKAGE.split("."):
+        root = os.path.dirname(root)
+    return root
+
+
+def is_token_var(name: str) -> bool:
+    return name in (ACTIVE_TOKEN_VAR, CLOUD_TOKEN_VAR) or name.startswith(ACCOUNT_TOKEN_PREFIX)
+
+
+def without_tokens(environ: Mapping[str, str]) -> Dict[str, str]:
+    """A copy of `environ` with no model-provider or cloud token variable."""
+    return {k: v for k, v in environ.items() if not is_token_var(k)}
+
+
+def child_env(environ: Mapping[str, str]) -> Dict[str, str]:
+    """`environ` without tokens, with this copy of the package importable."""
+    env = without_tokens(environ)
+    existing = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = import_root() + (os.pathsep + existing if existing else "")
+    return env
+
+
+def module_command(submodule: str = "", *args: str) -> List[str]:
+    """`python -m <PACKAGE>[.submodule] args...` with the running interpreter."""
+    module = PACKAGE + ("." + submodule if submodule else "")
+    return [sys.executable or "python3", "-m", module] + list(args)
