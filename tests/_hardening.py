@@ -370,6 +370,9 @@ def monitor_env(home: Path, provider_url: str, **overrides: str) -> Dict[str, st
         "SVC_PROBE_DEADLINE_S": "5",
         "SVC_PROBE_TIMEOUT_S": "3",
         "SVC_QUOTA_SAMPLER": "0",
+        # Nothing in these runs may leave the machine, even if a test configures an anchor.
+        "SVC_TRACKER_URL": "http://127.0.0.1:9/graphql",
+        "SVC_LOKI_URL": "http://127.0.0.1:9",
     })
     env.update(overrides)
     return env
