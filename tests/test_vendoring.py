@@ -120,6 +120,12 @@ def test_vendored_monitor_and_probe_commands(vendored: Path, home: Path, tmp_pat
         result = json.loads(probe.stdout.strip().splitlines()[-1])
         assert result["available"] is True, result
         assert result["accounts"][0]["label"] == "acct2" and result["accounts"][0]["error"] is None, result
+        doctor = subprocess.run([sys.executable, "-m", "hostpkg._vendor.svcposture", "cluster", "doctor", "--json"],
+                                cwd=str(vendored), env=env, capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in doctor.stderr and doctor.returncode in (0, 1), doctor.stdout + doctor.stderr
+        checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+        # The doctor's accounts-env check runs the probe child of the vendored copy.
+        assert checks["accounts-env"]["status"] in ("PASS", "INFO"), checks["accounts-env"]
         monitor = MonitorProcess(env, module="hostpkg._vendor.svcposture", cwd=str(vendored))
         monitor.start(tmp_path / "vendored-monitor.log")
         try:
