@@ -441,7 +441,7 @@ class FrameWatcher(threading.Thread):
 
 
 def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_delay: float = 2.5,
-              log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+              log: Callable[[str], None] = lambda s: None, package_root: Optional[Path] = None) -> Dict[str, Any]:
     """kill -9 a monitor `kills` times while its account flips ok/rejected every `period` s.
 
     Each monitor instance gets its own token (the accounts env file is rewritten
@@ -467,6 +467,9 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
     tracebacks = 0
     with FlipProvider(period=period) as provider:
         env = monitor_env(home, provider.url)
+        if package_root is not None:
+            # Run another copy of the package (used to check that the test catches a broken latch).
+            env["PYTHONPATH"] = str(package_root)
         started = time.monotonic()
         for index in range(kills + 1):
             token = "tok-crash-%d-%s" % (index, os.urandom(4).hex())
@@ -476,7 +479,8 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
             provider.add_token(sibling, inverted=True)
             write_accounts_env(home, [("ACCT1", token, "crash@example.com"),
                                       ("ACCT2", sibling, "sibling@example.com")], "ACCT1")
-            monitor = MonitorProcess(env)
+            # `python -m` imports from its working directory first.
+            monitor = MonitorProcess(env, cwd=str(package_root) if package_root is not None else None)
             final = index == kills
             monitor.start(logs / ("monitor-%03d.log" % index), wait_ready=False)
             watcher = FrameWatcher(monitor)
