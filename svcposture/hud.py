@@ -98,7 +98,13 @@ def format_line(body: Any, colour: bool = False, now: Optional[int] = None) -> s
     return _paint(" | ".join(parts), status, colour)
 
 
+# C0, DEL and C1 controls from a hostile or broken monitor must never reach the
+# terminal: an escape sequence in a label could rewrite the operator's screen.
+_CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")
+
+
 def _paint(text: str, status: str, colour: bool) -> str:
+    text = text.translate(_CONTROLS)
     if not colour:
         return text
     return "\x1b[%sm%s\x1b[0m" % (_COLOURS.get(status, "0"), text)
@@ -117,13 +123,14 @@ def _open(url: str, timeout: float, headers: Optional[Dict[str, str]] = None) ->
 
 
 def fetch_once(base: str, timeout: float = 20.0) -> Dict[str, Any]:
+    import http.client
     import urllib.error
     try:
         with _open(base.rstrip("/") + "/api/accounts", timeout) as resp:
             raw = resp.read(4 * 1024 * 1024)
     except urllib.error.HTTPError as exc:
         raise HudError("monitor answered HTTP %d" % exc.code) from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         raise HudError("cannot reach the monitor at %s: %s" % (base, getattr(exc, "reason", exc))) from None
     try:
         body = json.loads(raw.decode("utf-8"))
@@ -169,7 +176,8 @@ def iter_sse(lines: Iterator[bytes]) -> Iterator[Tuple[str, str, Optional[str], 
 def stream_bodies(base: str) -> Iterator[Dict[str, Any]]:
     resp = _open(base.rstrip("/") + "/api/accounts/stream", READ_TIMEOUT_S, {"Accept": "text/event-stream"})
     with resp:
-        for event, data, _id, _retry in iter_sse(iter(resp.readline, b"")):
+        # Bounded lines: a broken server cannot grow one line without end.
+        for event, data, _id, _retry in iter_sse(iter(lambda: resp.readline(MAX_SSE_LINE), b"")):
             if event != "account":
                 continue
             try:
@@ -180,8 +188,12 @@ def stream_bodies(base: str) -> Iterator[Dict[str, Any]]:
                 yield body
 
 
+MAX_SSE_LINE = 1024 * 1024
+
+
 def run(base: str, out: IO[str], colour: bool, tty: bool,
         sleep: Callable[[float], None] = time.sleep) -> int:
+    import http.client
     backoff = 1.0
     shown = ""
     while True:
@@ -195,8 +207,9 @@ def run(base: str, out: IO[str], colour: bool, tty: bool,
                     out.write(line + "\n")
                 shown = line
                 out.flush()
-        except OSError as exc:
-            message = "svc: monitor unreachable at %s (%s); retrying" % (base, getattr(exc, "reason", exc))
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            message = ("svc: monitor unreachable at %s (%s); retrying"
+                       % (base, getattr(exc, "reason", exc))).translate(_CONTROLS)
             if tty:
                 out.write("\r\x1b[2K" + _paint(message, "unknown", colour))
             elif message != shown:
@@ -228,7 +241,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             body = fetch_once(base)
         except HudError as exc:
-            print("svc-monitor hud: %s" % exc, file=sys.stderr)
+            print(("svc-monitor hud: %s" % exc).translate(_CONTROLS), file=sys.stderr)
             return 1
         out.write(format_line(body, colour) + "\n")
         return 0
