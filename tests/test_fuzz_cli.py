@@ -59,7 +59,7 @@ fragments = st.sampled_from([
 ])
 garbage = st.one_of(st.binary(max_size=200), st.lists(fragments, max_size=25).map(b"".join))
 
-FUZZ = settings(max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def node_env(home: Path) -> Dict[str, str]:

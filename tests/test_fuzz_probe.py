@@ -26,7 +26,7 @@ from svcposture import probe
 
 PURE = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
-CHILD = settings(max_examples=10, deadline=None, database=None,
+CHILD = settings(max_examples=8, deadline=None, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 CANARY = "sk-canary-" + os.urandom(8).hex()
