@@ -158,7 +158,8 @@ def run_soak(duration: float, warmup: float, interval: float = 1.0, readers: int
         write_accounts_env(home, accounts, "ACCT1")
         env = monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S=str(interval),
                           # Plain reads stay cached between periodic probes, as with the defaults.
-                          SVC_POSTURE_TTL_S=str(2 * interval), SVC_REFRESH_FLOOR_S=str(min(0.5, interval / 2)),
+                          SVC_POSTURE_TTL_S=str(max(5.0, 3 * interval)),
+                          SVC_REFRESH_FLOOR_S=str(min(0.5, interval / 2)),
                           SVC_SSE_KEEPALIVE_S="2")
         monitor = MonitorProcess(env).start(work / "monitor.log")
         assert monitor.url
