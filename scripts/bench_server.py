@@ -272,6 +272,21 @@ def main() -> int:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(5)]
     for row in [header] + rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    # Last line: the machine-readable figures scripts/bench_all.py collects.
+    figures = [
+        {"figure": "cached GET /api/accounts vs one-write stdlib", "value": round(med["monitor"]), "unit": "req/s",
+         "baseline": round(med["a"]), "baseline_label": "one-write stdlib ThreadingHTTPServer",
+         "ratio": round(ratio_a, 3), "target": ">= 0.8x", "ok": ratio_a >= 0.8},
+        {"figure": "cached GET /api/accounts vs prometheus_client", "value": round(med["monitor"]), "unit": "req/s",
+         "baseline": round(med["b"]), "baseline_label": "prometheus_client.start_http_server",
+         "ratio": round(ratio_b, 3), "target": ">= 10x", "ok": ratio_b >= 10},
+        {"figure": "%d SSE subscribers: forced refresh to last frame" % args.subscribers,
+         "value": round(fan["fanout_s"], 3), "unit": "s", "baseline": round(fan["probe_s"], 3),
+         "baseline_label": "the probe alone", "ratio": None, "target": "< 1 s", "ok": fan["fanout_s"] < 1.0},
+        {"figure": "monitor RSS with %d SSE subscribers" % args.subscribers, "value": round(fan["rss_mb"], 1),
+         "unit": "MB", "baseline": None, "ratio": None, "target": "< 150 MB", "ok": fan["rss_mb"] < 150},
+    ]
+    print(json.dumps({"figures": figures}))
     return 0
 
 

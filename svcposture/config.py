@@ -11,7 +11,6 @@ Keys are dotted paths into nested JSON: `svc.host.name` is
 from __future__ import annotations
 
 import os
-import platform
 import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
@@ -252,7 +251,8 @@ def node_name(paths: Paths) -> str:
     name = host_name(paths)
     if name:
         return name
-    return (platform.node() or "localhost").split(".")[0]
+    # os.uname, not platform.node: `platform` alone costs more to import than this package.
+    return (os.uname().nodename or "localhost").split(".")[0]
 
 
 def liveness_anchor(paths: Paths) -> Optional[str]:

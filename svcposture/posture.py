@@ -350,6 +350,22 @@ class PostureService:
             return disabled_body(self.node)
         return self._refresh(periodic=False, forced=refresh)
 
+    def fresh_summary(self) -> Optional[Dict[str, Any]]:
+        """The summary a plain read would serve from cache right now, else None.
+
+        Never probes and builds nothing, so the server can answer the hot path
+        from bytes it already has; on None it falls back to read().
+        """
+        if not self.probe_enabled:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            summary = self._summary
+            if summary is None:
+                return None
+            limit = self.floor_s if is_node_error(summary) else self.ttl_s
+            return summary if now - self._probed_mono < limit else None
+
     def _refresh(self, periodic: bool, forced: bool = False) -> Dict[str, Any]:
         now = time.monotonic()
         with self._lock:

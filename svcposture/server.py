@@ -12,7 +12,6 @@ import ipaddress
 import json
 import logging
 import os
-import platform
 import re
 import signal
 import socket
@@ -27,9 +26,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._files import read_json, write_json_atomic
 from ._spawn import child_env, is_token_var, module_command
-from ._time import iso_now, parse_iso_ms
+from ._time import iso_now, now_ms, parse_iso_ms
 from ._version import __version__
 from .paths import Paths
+from .posture import reply
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -136,7 +136,7 @@ class TrustPolicy:
                 loopback_or_wildcard = False
         self.loopback = loopback_or_wildcard
         names = set()
-        for raw in (node,) + ((os_hostname or platform.node() or "",) if loopback_or_wildcard else ()):
+        for raw in (node,) + ((os_hostname or os.uname().nodename or "",) if loopback_or_wildcard else ()):
             parsed = split_host(raw) if raw else None
             if parsed:
                 names.add(parsed[0])
@@ -242,6 +242,7 @@ class MonitorServer(ThreadingHTTPServer):
         self._frame: Tuple[int, bytes] = (-1, b"")
         self._body_lock = threading.Lock()
         self._body_key: Any = None
+        self._cached_read: Tuple[Any, bytes] = (None, b"")
         self._body_parts: Tuple[bytes, bytes] = (b"", b"")
         self._date_second = -1
         self._date_header = b""
@@ -304,6 +305,25 @@ class MonitorServer(ThreadingHTTPServer):
             self._body_key = key
             self._body_parts = (prefix, suffix)
         return prefix + dumps(generated) + suffix
+
+    def cached_read_response(self, summary: Mapping[str, Any], conn: bytes) -> bytes:
+        """The whole HTTP response of a cached plain read of `summary`.
+
+        Replies within one millisecond are byte-identical (generatedAt has ms
+        resolution), so under load most reads reuse the previous bytes instead
+        of building a body and a head again.
+        """
+        ms = now_ms()
+        key = (id(summary), ms, conn)
+        cached = self._cached_read
+        if cached[0] == key:
+            return cached[1]
+        body = self.posture_bytes(reply(summary, cached=True, generated_ms=ms))
+        response = b"HTTP/1.1 200 OK\r\nServer: svc-monitor\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n%s" % (
+            self.date_header(), JSON_TYPE.encode("ascii"), len(body), conn, _JSON_HEADERS, body)
+        # One tuple assignment is atomic: readers see the old pair or the new one.
+        self._cached_read = (key, response)
+        return response
 
     def sse_frame(self, seq: int, body: Mapping[str, Any]) -> bytes:
         """One `account` frame; a pushed frame is serialised once for all subscribers."""
@@ -409,6 +429,7 @@ class RequestHeaders:
 
 
 _TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_TOKEN_BYTES_RE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 
 
 class MonitorHandler(BaseHTTPRequestHandler):
@@ -459,24 +480,30 @@ class MonitorHandler(BaseHTTPRequestHandler):
         fields: Dict[str, List[str]] = {}
         count = 0
         readline = self.rfile.readline
+        token = _TOKEN_BYTES_RE.match
         while True:
             line = readline(MAX_HEADER_LINE + 1)
+            if line == b"\r\n" or line == b"\n" or not line:
+                break
             if len(line) > MAX_HEADER_LINE:
                 self.send_error(431, "Header line too long.")
                 return False
-            if line in (b"\r\n", b"\n", b""):
-                break
             count += 1
             if count > MAX_HEADERS:
                 self.send_error(431, "Too many header fields.")
                 return False
-            text = line.decode("iso-8859-1")
-            name, colon, value = text.partition(":")
+            name, colon, value = line.partition(b":")
             # No folded lines, no space before the colon: both are smuggling tools.
-            if not colon or not _TOKEN_RE.match(name):
+            if not colon or not token(name):
                 self.send_error(400, "Malformed header field.")
                 return False
-            fields.setdefault(name.lower(), []).append(value.strip(" \t\r\n"))
+            key = name.decode("ascii").lower()
+            text = value.strip(b" \t\r\n").decode("iso-8859-1")
+            values = fields.get(key)
+            if values is None:
+                fields[key] = [text]
+            else:
+                values.append(text)
         self.headers = RequestHeaders(fields)  # type: ignore[assignment]
         conntype = (self.headers.get("Connection") or "").lower()
         if conntype == "close":
@@ -497,16 +524,18 @@ class MonitorHandler(BaseHTTPRequestHandler):
               head_only: Optional[bool] = None) -> None:
         if head_only is None:
             head_only = self.command == "HEAD"
-        if self.close_connection:
-            conn = b"Connection: close\r\n"
-        elif self.request_version == "HTTP/1.0":
-            conn = b"Connection: keep-alive\r\n"
-        else:
-            conn = b""
+        conn = self._connection_header()
         head = b"HTTP/1.1 %d %s\r\nServer: svc-monitor\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n" % (
             status, _REASONS.get(status, "Unknown").encode("ascii"), self.server.date_header(),
             ctype.encode("ascii"), len(body), conn, extra)
         self.wfile.write(head if head_only else head + body)
+
+    def _connection_header(self) -> bytes:
+        if self.close_connection:
+            return b"Connection: close\r\n"
+        if self.request_version == "HTTP/1.0":
+            return b"Connection: keep-alive\r\n"
+        return b""
 
     def _send_json(self, status: int, obj: Any, extra: bytes = b"") -> None:
         self._send(status, JSON_TYPE, dumps(obj), _JSON_HEADERS + extra)
@@ -579,6 +608,12 @@ class MonitorHandler(BaseHTTPRequestHandler):
             reason = self._host_origin_reason()
             if reason:
                 return self._forbidden(reason)
+        if not refresh and self.command == "GET":
+            fresh = getattr(self.server.service, "fresh_summary", None)
+            summary = fresh() if fresh is not None else None
+            if summary is not None:
+                self.wfile.write(self.server.cached_read_response(summary, self._connection_header()))
+                return
         try:
             body = self.server.service.read(refresh=refresh)
         except Exception as exc:  # the posture layer failed: say so, keep serving
