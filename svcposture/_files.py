@@ -94,6 +94,19 @@ def exclusive_lock(path: PathLike) -> Iterator[None]:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def lock_file(path: PathLike) -> Iterator[None]:
+    """Hold flock on a dedicated lock file (created 0600) for a critical section."""
+    target = Path(path)
+    ensure_dir(target.parent)
+    fd = os.open(str(target), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def write_text_atomic(path: PathLike, text: str, mode: int = FILE_MODE) -> None:
     write_bytes_atomic(path, text.encode("utf-8"), mode)
 

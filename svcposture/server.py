@@ -8,6 +8,7 @@ ACKs, and the cached posture read is the hot path.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import ipaddress
 import json
 import logging
@@ -24,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ._files import read_json, write_json_atomic
+from ._files import ensure_dir, read_json, write_json_atomic
 from ._spawn import child_env, is_token_var, module_command
 from ._time import iso_now, now_ms, parse_iso_ms
 from ._version import __version__
@@ -938,13 +939,50 @@ def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: in
                 on_ready: Optional[Callable[[MonitorServer], None]] = None) -> int:
     """The monitor process: posture service, HTTP server, sampler, publisher.
     Returns when `stop_event` is set (the caller maps SIGTERM/SIGINT to it)."""
+    stop_event = stop_event or threading.Event()
+    instance_fd = _claim_node(paths)
+    if instance_fd == -2:
+        print("svc-monitor: another monitor is already running for %s (see %s); stop it first"
+              % (paths.home, paths.monitor_json), file=sys.stderr)
+        return 1
+    try:
+        return _run_claimed(paths, environ, bind=bind, port=port, probe_enabled=probe_enabled,
+                            stop_event=stop_event, on_ready=on_ready)
+    finally:
+        if instance_fd >= 0:
+            os.close(instance_fd)
+
+
+def _claim_node(paths: Paths) -> int:
+    """One monitor per node HOME: two would each emit the same status edge.
+
+    Returns the fd holding the lock, -2 when another process holds it, and -1
+    when the lock cannot be taken at all (the monitor then runs unguarded).
+    The kernel drops the lock when the process dies, even by SIGKILL.
+    """
+    try:
+        ensure_dir(paths.run_dir)
+        fd = os.open(str(paths.run_dir / "monitor.instance.lock"),
+                     os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        log.warning("cannot take the one-monitor-per-node lock: %s", exc.strerror or exc)
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return -2
+    return fd
+
+
+def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
+                 stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]]) -> int:
     from . import liveness
     from .config import node_name
     from .events import EventLog
     from .latch import Latch, LatchError
     from .posture import PostureService, QuotaSampler
 
-    stop_event = stop_event or threading.Event()
     node = node_name(paths)
     event_log = EventLog.for_paths(paths)
     latch = Latch(paths.latch, event_log, node)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import fcntl
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ._files import ensure_dir, write_bytes_atomic, write_json_atomic
+from ._files import ensure_dir, lock_file, write_bytes_atomic, write_json_atomic
 from ._spawn import PACKAGE, child_env, module_command
 from ._time import iso_now
 from .config import CLOUD_TOKEN_KEY, ConfigError, flatten, load_layer
@@ -133,24 +132,6 @@ def _ensure_guard(paths: Paths) -> str:
     return action
 
 
-class _ProjectionLock:
-    """The monitor projects every few minutes while an operator may run the CLI."""
-
-    def __init__(self, paths: Paths) -> None:
-        self.path = paths.config_dir / ".cluster-env.lock"
-        self.fd = -1
-
-    def __enter__(self) -> "_ProjectionLock":
-        ensure_dir(self.path.parent)
-        self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-
-
 def project_cloud_env(paths: Paths) -> Dict[str, Any]:
     """Project the cloud token into cluster.env and the ~/.zshenv guard.
 
@@ -168,7 +149,8 @@ def project_cloud_env(paths: Paths) -> Dict[str, Any]:
         "changed": False,
     }
     try:
-        with _ProjectionLock(paths):
+        # The monitor projects every few minutes while an operator may run the CLI.
+        with lock_file(paths.config_dir / ".cluster-env.lock"):
             token = _read_cloud_token(paths)
             report["token"] = "present" if token is not None else "absent"
             report["envFileAction"] = _project_env_file(paths, token)
@@ -450,24 +432,6 @@ def _emit(as_json: bool, report: Dict[str, Any], text: str) -> None:
         print(text)
 
 
-class _ControlLock:
-    """Two `svc-stack start` at once must not launch two monitors."""
-
-    def __init__(self, paths: Paths) -> None:
-        self.path = paths.run_dir / "monitor.lock"
-        self.fd = -1
-
-    def __enter__(self) -> "_ControlLock":
-        ensure_dir(self.path.parent)
-        self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-
-
 def _previous_args(paths: Paths) -> Optional[List[str]]:
     # Read even when the monitor died: restarting a crashed monitor keeps its options.
     sidecar = _read_json_quietly(_sidecar(paths))
@@ -478,7 +442,7 @@ def _previous_args(paths: Paths) -> Optional[List[str]]:
 
 
 def _cmd_start(paths: Paths, ns: argparse.Namespace, restart: bool) -> int:
-    with _ControlLock(paths):
+    with lock_file(paths.run_dir / "monitor.lock"):  # two starts must not launch two monitors
         return _cmd_start_locked(paths, ns, restart)
 
 
@@ -504,7 +468,7 @@ def _cmd_start_locked(paths: Paths, ns: argparse.Namespace, restart: bool) -> in
 
 
 def _cmd_stop(paths: Paths, ns: argparse.Namespace) -> int:
-    with _ControlLock(paths):
+    with lock_file(paths.run_dir / "monitor.lock"):
         result = stop(paths, ns.timeout if ns.timeout else _env_float("SVC_STACK_STOP_TIMEOUT_S", 10.0))
     if result["stopped"]:
         text = "svc-stack: monitor stopped (pid %d%s)" % (result["pid"], ", after SIGKILL" if result["killed"] else "")
