@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import io
 import ipaddress
 import json
 import logging
 import os
 import re
+import selectors
 import signal
 import socket
 import socketserver
@@ -209,6 +211,226 @@ class TrustPolicy:
         return self._hostport_trusted(name, port, default)
 
 
+# ------------------------------------------------------------------- fast lane
+
+class _ReplayRaw(io.RawIOBase):
+    """A socket's byte stream with bytes already read off it put back in front."""
+
+    def __init__(self, prefix: bytes, sock: socket.socket) -> None:
+        self._prefix = prefix
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        return self._sock.recv_into(buffer)
+
+
+class _ClosedSocket:
+    def recv_into(self, buffer: Any) -> int:
+        return 0
+
+
+class _Conn:
+    __slots__ = ("sock", "address", "inbox", "last")
+
+    def __init__(self, sock: socket.socket, address: Any) -> None:
+        self.sock = sock
+        self.address = address
+        self.inbox = b""
+        self.last = time.monotonic()
+
+
+_FAST_TARGET = b"/api/accounts"
+
+
+class FastLane:
+    """Cached plain reads of /api/accounts on kept-alive connections, in one thread.
+
+    A thread per connection makes 32 busy connections fight over the GIL after
+    every recv and send; one selector loop answering from prebuilt bytes does
+    not. Anything that is not a well-formed `GET /api/accounts HTTP/1.1` with a
+    fresh cached posture (streams, forced refreshes, other routes, odd or
+    oversized requests, a slow reader) is handed, with the bytes already read
+    and any answers not yet sent, to the ordinary threaded handler, which
+    applies every rule of the surface. The fast lane therefore only ever
+    answers what that handler would have answered byte for byte.
+    """
+
+    def __init__(self, server: "MonitorServer") -> None:
+        self.server = server
+        self.selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._incoming: List[_Conn] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.thread = threading.Thread(target=self._loop, name="svc-monitor-fast-lane", daemon=True)
+        self.thread.start()
+
+    def adopt(self, sock: socket.socket, address: Any) -> None:
+        with self._lock:
+            if self._closed:
+                sock.close()
+                return
+            self._incoming.append(_Conn(sock, address))
+        self._wake()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._wake()
+        self.thread.join(5.0)
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass
+
+    def _loop(self) -> None:
+        server = self.server
+        try:
+            while True:
+                with self._lock:
+                    closed = self._closed
+                    incoming, self._incoming = self._incoming, []
+                if closed:
+                    for conn in incoming:
+                        conn.sock.close()
+                    break
+                for conn in incoming:
+                    try:
+                        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    except OSError:
+                        pass
+                    conn.sock.setblocking(False)
+                    self.selector.register(conn.sock, selectors.EVENT_READ, conn)
+                for key, _ in self.selector.select(timeout=1.0):
+                    if key.data is None:
+                        try:
+                            self._wake_r.recv(4096)
+                        except OSError:
+                            pass
+                        continue
+                    self._readable(key.data)
+                self._expire(time.monotonic() - server.request_timeout_s)
+        finally:
+            for key in list(self.selector.get_map().values()):
+                if key.data is not None:
+                    self._drop(key.data)
+            self.selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _expire(self, cutoff: float) -> None:
+        # An idle keep-alive connection, or a request trickling in (slowloris),
+        # is closed after the read timeout, as the threaded handler would.
+        for key in list(self.selector.get_map().values()):
+            conn = key.data
+            if conn is not None and conn.last < cutoff:
+                self._drop(conn)
+
+    def _drop(self, conn: _Conn) -> None:
+        try:
+            self.selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+
+    def _readable(self, conn: _Conn) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return self._drop(conn)
+        if not data:
+            return self._drop(conn)
+        conn.last = time.monotonic()
+        inbox = conn.inbox + data
+        answers: List[bytes] = []
+        close_after = False
+        while inbox:
+            end = inbox.find(b"\r\n\r\n")
+            if end < 0:
+                if len(inbox) > MAX_HEADER_LINE or b"\n\n" in inbox:
+                    return self._hand_off(conn, inbox, answers)  # oversized or bare-LF framing
+                break
+            answer, close_after = self._answer(inbox[:end])
+            if answer is None:
+                return self._hand_off(conn, inbox, answers)
+            answers.append(answer)
+            inbox = inbox[end + 4:]
+            if close_after:
+                break
+        conn.inbox = inbox
+        if answers:
+            payload = b"".join(answers)
+            try:
+                sent = conn.sock.send(payload)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                return self._drop(conn)
+            if sent < len(payload):
+                # A slow reader: let a thread block on it, never this loop.
+                return self._hand_off(conn, inbox, [payload[sent:]], close_after)
+        if close_after:
+            self._drop(conn)
+
+    def _answer(self, head: bytes) -> Tuple[Optional[bytes], bool]:
+        """The response to one request head, or (None, _) to hand it off."""
+        server = self.server
+        line, _, fields = head.partition(b"\r\n")
+        if line != b"GET " + _FAST_TARGET + b" HTTP/1.1" or server.read_guard or server.stopping.is_set():
+            return None, False
+        close = False
+        count = 0
+        token = _TOKEN_BYTES_RE.match
+        for field in fields.split(b"\r\n") if fields else ():
+            count += 1
+            name, colon, value = field.partition(b":")
+            if count > MAX_HEADERS or not colon or not token(name) or len(field) > MAX_HEADER_LINE:
+                return None, False
+            lower = name.lower()
+            if lower == b"connection":
+                option = value.strip(b" \t").lower()
+                if option == b"close":
+                    close = True
+                elif option != b"keep-alive":
+                    return None, False
+            elif lower == b"transfer-encoding" or (lower == b"content-length" and value.strip(b" \t") != b"0"):
+                return None, False
+        fresh = getattr(server.service, "fresh_summary", None)
+        summary = fresh() if fresh is not None else None
+        if summary is None:
+            return None, False
+        return server.cached_read_response(summary, b"Connection: close\r\n" if close else b""), close
+
+    def _hand_off(self, conn: _Conn, inbox: bytes, answers: List[bytes], close_after: bool = False) -> None:
+        try:
+            self.selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            conn.sock.setblocking(True)
+        except OSError:
+            return self._drop(conn)
+        self.server.hand_off(conn.sock, conn.address, b"".join(answers), b"" if close_after else inbox,
+                             close_after)
+
+
 # ------------------------------------------------------------------- server
 
 class MonitorServer(ThreadingHTTPServer):
@@ -248,7 +470,11 @@ class MonitorServer(ThreadingHTTPServer):
         self._date_second = -1
         self._date_header = b""
         self.static = _load_static()
+        self._handoffs: Dict[int, Tuple[bytes, bytes, bool]] = {}
+        self._handoffs_lock = threading.Lock()
+        self.fast_lane: Optional[FastLane] = None  # server_close may run inside a failed bind
         super().__init__(address, MonitorHandler)
+        self.fast_lane = FastLane(self)
         # Built after bind so that `--port 0` trusts the port actually bound.
         self.trust = TrustPolicy(host, self.server_port, node, extra_hosts=self._trusted_hosts_env,
                                  extra_origins=self._trusted_origins_env)
@@ -268,6 +494,29 @@ class MonitorServer(ThreadingHTTPServer):
         if ":" in host:
             host = "[%s]" % host
         return "http://%s:%d" % (host, self.server_port)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        lane = self.fast_lane
+        if lane is not None and not self.stopping.is_set():
+            lane.adopt(request, client_address)
+        else:
+            super().process_request(request, client_address)
+
+    def hand_off(self, sock: socket.socket, address: Any, unsent: bytes, unread: bytes, close: bool) -> None:
+        """Give a connection from the fast lane to a handler thread of its own."""
+        with self._handoffs_lock:
+            self._handoffs[id(sock)] = (unsent, unread, close)
+        ThreadingHTTPServer.process_request(self, sock, address)
+
+    def take_handoff(self, sock: Any) -> Optional[Tuple[bytes, bytes, bool]]:
+        with self._handoffs_lock:
+            return self._handoffs.pop(id(sock), None)
+
+    def server_close(self) -> None:
+        lane, self.fast_lane = self.fast_lane, None
+        if lane is not None:
+            lane.close()
+        super().server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
@@ -439,12 +688,26 @@ class MonitorHandler(BaseHTTPRequestHandler):
     server_version = "svc-monitor/" + __version__
     sys_version = ""
     timeout = REQUEST_READ_TIMEOUT_S
+    # Every response is one write, so Nagle has nothing to merge; left on, it
+    # holds back the answers to pipelined requests until the client's delayed ACK.
+    disable_nagle_algorithm = True
 
     def setup(self) -> None:
         # Slowloris: a request (or the next one on a kept-alive connection)
         # must arrive within the read timeout, 10 s unless configured.
         self.timeout = self.server.request_timeout_s
         super().setup()
+        handoff = self.server.take_handoff(self.request)
+        if handoff is not None:
+            unsent, unread, close = handoff
+            if unread:
+                self.rfile = io.BufferedReader(_ReplayRaw(unread, self.connection), self.rbufsize
+                                               if self.rbufsize > 0 else io.DEFAULT_BUFFER_SIZE)
+            if unsent:
+                self.wfile.write(unsent)
+            if close:
+                # The fast lane answered a `Connection: close` request: nothing follows.
+                self.rfile = io.BufferedReader(_ReplayRaw(b"", _ClosedSocket()))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # per-request logging would dominate the hot path

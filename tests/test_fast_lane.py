@@ -1,0 +1,175 @@
+"""Cached plain reads on kept-alive connections are answered by one selector
+thread; everything else is handed, bytes and all, to the threaded handler.
+These tests pin that the hand-off loses nothing and reorders nothing."""
+import json
+import socket
+import time
+
+import pytest
+
+from _accounts import canary, wait_until
+from monitor_proc import node_env, read_response, start_monitor
+from provider_server import ProviderServer
+
+TOK = canary("fast")
+READ = b"GET /api/accounts HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+@pytest.fixture(scope="module")
+def provider():
+    with ProviderServer() as p:
+        p.set_account(TOK, five_hour=(0.42, "allowed"))
+        yield p
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory, provider):
+    home = tmp_path_factory.mktemp("fast") / "home"
+    home.mkdir()
+    env = node_env(home, provider.url, [("ACCT1", TOK, "one@example.com")], active="ACCT1",
+                   extra={"SVC_MONITOR_REQUEST_TIMEOUT_S": "1.5"})
+    mon = start_monitor(env)
+    # Warm the cache so the fast lane has a fresh posture to answer from.
+    with socket.create_connection(("127.0.0.1", mon.port), timeout=10) as s:
+        s.sendall(READ)
+        assert read_response(s)[0] == 200
+    yield mon
+    mon.stop()
+
+
+def connect(node):
+    return socket.create_connection(("127.0.0.1", node.port), timeout=10)
+
+
+class Responses:
+    """Reads pipelined responses off one socket, keeping what follows each."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        self.buf += chunk
+
+    def next(self):
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers.get("content-length", "0"))
+        while len(self.buf) < length:
+            self._fill()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return int(lines[0].split()[1]), headers, body
+
+
+def test_pipelined_fast_and_slow_requests_answer_in_order(node, provider):
+    calls = provider.message_calls()
+    with connect(node) as s:
+        s.sendall(READ + READ + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + READ)
+        reader = Responses(s)
+        answers = [reader.next() for _ in range(4)]
+    assert [a[0] for a in answers] == [200, 200, 200, 200]
+    bodies = [json.loads(a[2]) for a in answers]
+    assert bodies[0]["available"] is True and bodies[0]["cached"] is True
+    assert bodies[2] == {"ok": True, "node": bodies[0]["node"], "version": bodies[2]["version"],
+                         "startedAt": bodies[2]["startedAt"]}
+    assert bodies[3]["probedAt"] == bodies[0]["probedAt"]
+    assert provider.message_calls() == calls  # cached reads spend no probe
+
+
+def test_fast_answer_has_the_same_head_as_the_threaded_one(node):
+    with connect(node) as s:
+        s.sendall(READ)
+        fast = read_response(s)
+        s.sendall(b"GET /api/accounts?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # a query: threaded path
+        slow = read_response(s)
+    assert fast[0] == slow[0] == 200
+    assert {k: v for k, v in fast[1].items() if k not in ("date", "content-length")} == \
+           {k: v for k, v in slow[1].items() if k not in ("date", "content-length")}
+    a, b = json.loads(fast[2]), json.loads(slow[2])
+    a.pop("generatedAt"), b.pop("generatedAt")
+    assert a == b
+
+
+def test_request_split_across_packets(node):
+    with connect(node) as s:
+        for piece in (READ[:5], READ[5:20], READ[20:]):
+            s.sendall(piece)
+            time.sleep(0.05)
+        status, _, body = read_response(s)
+    assert status == 200 and json.loads(body)["available"] is True
+
+
+def test_connection_close_is_honoured(node):
+    with connect(node) as s:
+        s.sendall(b"GET /api/accounts HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" + READ)
+        status, headers, _ = read_response(s)
+        assert status == 200 and headers.get("connection") == "close"
+        s.settimeout(5)
+        assert s.recv(65536) == b""  # the pipelined second request is not answered
+
+
+def test_a_get_with_a_body_goes_to_the_threaded_handler_and_closes(node):
+    with connect(node) as s:
+        s.sendall(b"GET /api/accounts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nGET /")
+        status, headers, _ = read_response(s)
+        assert status == 200 and headers.get("connection") == "close"
+        s.settimeout(5)
+        assert s.recv(65536) == b""
+
+
+def test_bad_header_in_the_fast_path_still_gets_400(node):
+    with connect(node) as s:
+        s.sendall(b"GET /api/accounts HTTP/1.1\r\nHost : 127.0.0.1\r\n\r\n")
+        status, _, body = read_response(s)
+    assert status == 400 and json.loads(body)["error"]
+
+
+def test_idle_kept_alive_connection_is_closed_after_the_read_timeout(node):
+    with connect(node) as s:
+        s.sendall(READ)
+        assert read_response(s)[0] == 200
+        s.settimeout(10)
+        started = time.monotonic()
+        assert s.recv(65536) == b""
+        assert time.monotonic() - started >= 1.0  # closed by the 1.5 s timeout, not at once
+
+
+def test_a_client_that_does_not_read_never_blocks_others(node):
+    hog = connect(node)
+    try:
+        hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        hog.sendall(READ * 1500)  # ~2.5 MB of answers it will not read for now
+        with connect(node) as s:
+            s.sendall(READ)
+            assert read_response(s)[0] == 200
+        got = 0
+        hog.settimeout(10)
+        reader = Responses(hog)
+        for _ in range(1500):
+            status, _, body = reader.next()
+            assert status == 200
+            got += 1
+        assert got == 1500
+    finally:
+        hog.close()
+
+
+def test_two_hundred_idle_connections_do_not_block_a_read(node):
+    idle = [connect(node) for _ in range(200)]
+    try:
+        with connect(node) as s:
+            s.sendall(READ)
+            assert read_response(s)[0] == 200
+    finally:
+        for sock in idle:
+            sock.close()
+    assert wait_until(lambda: node.proc.poll() is None, 1.0)
