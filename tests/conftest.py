@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Dict
@@ -22,6 +24,21 @@ def clean_env(home: Path) -> Dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("NO_COLOR", None)
     return env
+
+
+def checker_python() -> str:
+    """An interpreter that can run shared/tools/check_vendorable.py.
+
+    The checker knows the stdlib from sys.stdlib_module_names (3.10+); on an
+    older interpreter a newer python3 from PATH judges the same files."""
+    if hasattr(sys, "stdlib_module_names"):
+        return sys.executable
+    python = shutil.which("python3")
+    if python and subprocess.run([python, "-c", "import sys; sys.stdlib_module_names"],
+                                 capture_output=True).returncode == 0:
+        return python
+    pytest.skip("no interpreter with sys.stdlib_module_names to run the checker")
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture

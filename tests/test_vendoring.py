@@ -17,7 +17,7 @@ from typing import Dict
 import pytest
 
 from _hardening import MonitorProcess, http_get, monitor_env, set_host_name, wait_until, write_accounts_env
-from conftest import REPO
+from conftest import REPO, checker_python
 from provider_server import ProviderServer
 
 POISON = ('raise ImportError("top-level svcposture imported from a vendored copy: '
@@ -83,7 +83,7 @@ def test_vendored_copy_passes_the_vendorability_check(vendored: Path) -> None:
     checker = REPO.parent / "shared" / "tools" / "check_vendorable.py"
     if not checker.is_file():
         pytest.skip("shared/tools is not beside the repo")
-    proc = subprocess.run([sys.executable, str(checker), "svcposture"], cwd=str(vendored / "hostpkg" / "_vendor"),
+    proc = subprocess.run([checker_python(), str(checker), "svcposture"], cwd=str(vendored / "hostpkg" / "_vendor"),
                           capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
 
