@@ -500,6 +500,15 @@ def _classify_transport(exc: BaseException) -> str:
     return "transport"
 
 
+def _open_any_status(request: Any, timeout_s: float) -> Any:
+    """The response whatever its status: the rate-limit headers ride on 429s too."""
+    import urllib.error
+    try:
+        return _opener(request.full_url).open(request, timeout=timeout_s)
+    except urllib.error.HTTPError as exc:
+        return exc
+
+
 def _opener(url: str) -> Any:
     """A URL opener that never follows redirects; loopback never goes through a proxy."""
     import urllib.parse
@@ -537,11 +546,7 @@ def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> D
     })
     status: Optional[int] = None
     try:
-        try:
-            response = _opener(request.full_url).open(request, timeout=timeout_s)
-        except urllib.error.HTTPError as exc:
-            response = exc
-        with response:
+        with _open_any_status(request, timeout_s) as response:
             status = int(response.getcode() or 0)
             headers = {k.lower(): v for k, v in response.headers.items()}
             try:
@@ -722,11 +727,7 @@ def _child_usage(environ: Mapping[str, str]) -> Dict[str, Any]:
         "user-agent": "svcposture/" + __version__,
     })
     try:
-        try:
-            response = _opener(request.full_url).open(request, timeout=timeout_s)
-        except urllib.error.HTTPError as exc:
-            response = exc
-        with response:
+        with _open_any_status(request, timeout_s) as response:
             status = int(response.getcode() or 0)
             retry_after = _retry_after_s(response.headers.get("retry-after"))
             raw = response.read(MAX_USAGE_BODY + 1)
