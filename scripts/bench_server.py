@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from svcposture import demo  # noqa: E402
+from svcposture.monitor import demo  # noqa: E402
 
 BASELINE_A = r'''
 import sys

@@ -43,14 +43,14 @@ def _run(prog: str, func: Callable[[], int]) -> int:
 
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
-        from . import server
+        from .monitor import server
         return server.main(argv)
     return _run("svc-monitor", go)
 
 
 def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
-        from . import liveness, mirror
+        from .cluster import liveness, mirror
         parser = argparse.ArgumentParser(
             prog="svc-cluster",
             description="Cluster config mirror and liveness anchor for this node.",
@@ -68,7 +68,7 @@ def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def stack_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
-        from . import stack
+        from .cluster import stack
         return stack.main(argv)
     return _run("svc-stack", go)
 

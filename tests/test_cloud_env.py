@@ -10,7 +10,7 @@ import pytest
 
 from _cluster_util import CANARY_CLOUD, assert_clean, cli, mode, snapshot, write_json
 
-from svcposture.stack import GUARD_MARKER, project_cloud_env
+from svcposture.cluster.stack import GUARD_MARKER, project_cloud_env
 
 
 def _set_token(paths, token) -> None:

@@ -12,7 +12,7 @@ import pytest
 from _accounts import canary
 from monitor_proc import node_env, start_monitor
 from provider_server import ProviderServer
-from svcposture import server as server_mod
+from svcposture.monitor import server as server_mod
 
 TOK1 = canary("dash1")
 TOK2 = canary("dash2")

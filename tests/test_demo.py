@@ -15,7 +15,7 @@ import pytest
 from _accounts import wait_until
 from conftest import REPO, clean_env
 from monitor_proc import start_monitor
-from svcposture import demo
+from svcposture.monitor import demo
 
 
 def _post(url, token):

@@ -9,7 +9,7 @@ import pytest
 
 from _accounts import canary, write_accounts
 from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_inproc
-from svcposture import liveness
+from svcposture.cluster import liveness
 from svcposture._time import iso_from_ms
 from tracker_server import TrackerServer
 

@@ -10,7 +10,7 @@ import pytest
 from _accounts import canary
 from monitor_proc import get_request, node_env, raw_http, start_monitor
 from provider_server import ProviderServer
-from svcposture.server import TrustPolicy, split_host
+from svcposture.monitor.server import TrustPolicy, split_host
 
 TOK = canary("guard")
 PORT = "{port}"

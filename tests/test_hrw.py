@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from _liveness_nodes import BEARER, make_node, node_env, run_cluster, run_inproc
 from conftest import REPO
-from svcposture import liveness
+from svcposture.cluster import liveness
 from svcposture._time import iso_from_ms
 from tracker_server import TrackerServer
 
@@ -92,7 +92,7 @@ def test_assignment_is_stable_across_processes():
     roster = ["mac-mini-1", "mac-mini-2", "linux-box", "node-\u00e9"]
     tickets = ["OPS-%d" % n for n in range(300)]
     here = [liveness.hrw_owner(t, roster) for t in tickets]
-    code = ("import json, sys; from svcposture.liveness import hrw_owner; "
+    code = ("import json, sys; from svcposture.cluster.liveness import hrw_owner; "
             "r, t = json.loads(sys.stdin.read()); print(json.dumps([hrw_owner(x, r) for x in t]))")
     for seed in ("0", "12345"):
         proc = subprocess.run([sys.executable, "-c", code], input=json.dumps([roster, tickets]), text=True,

@@ -16,7 +16,7 @@ from _accounts import canary
 from conftest import clean_env
 from monitor_proc import node_env, start_monitor
 from provider_server import ProviderServer
-from svcposture import hud
+from svcposture.monitor import hud
 
 TOK1 = canary("hud1")
 TOK2 = canary("hud2")
@@ -186,7 +186,7 @@ def test_default_url_from_monitor_json(tmp_path):
 
 
 def test_once_against_something_that_is_not_a_monitor(tmp_path):
-    from svcposture import demo
+    from svcposture.monitor import demo
     other = demo.SimulatedProvider().start()  # answers 404 JSON on /api/accounts
     try:
         proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", other.url],

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from _liveness_nodes import BEARER, CANARY, ListHandler, make_node, wait_for
-from svcposture import liveness
+from svcposture.cluster import liveness
 from svcposture._time import parse_iso_ms
 from svcposture.events import EventLog, ratelimit_sampled
 from svcposture.paths import Paths

@@ -7,7 +7,7 @@ import pytest
 
 from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_inproc, run_json
 from loki_server import LokiServer, first_query
-from svcposture import liveness
+from svcposture.cluster import liveness
 from svcposture._time import iso_from_ms
 from tracker_server import TrackerServer
 

@@ -178,7 +178,7 @@ def test_export_with_nothing_configured_is_an_empty_bundle(env, tmp_path):
 
 def test_a_per_node_key_can_never_enter_a_bundle(paths):
     """Random Layer-2 contents: every exported key is SHARED, and every SHARED leaf is exported."""
-    from svcposture.mirror import build_bundle
+    from svcposture.cluster.mirror import build_bundle
     rng = random.Random(1234)
     words = ["svc", "tracker", "bot", "orchestrator", "worker", "host", "name", "cluster", "repoUrl",
              "repoPath", "livenessAnchorIssue", "plugin", "sourceUrl", "otel", "apiKey", "webhook", "x"]

@@ -261,7 +261,7 @@ VIA_CLI = {"per-node host name", "per-node personal token", "not json", "wrong k
 
 @pytest.mark.parametrize("label,make,phrase", HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_bundle_fails_validation(tmp_path, label, make, phrase):
-    from svcposture.mirror import BundleError, parse_bundle, read_bundle_bytes
+    from svcposture.cluster.mirror import BundleError, parse_bundle, read_bundle_bytes
     with pytest.raises(BundleError) as info:
         parse_bundle(read_bundle_bytes(str(make(tmp_path))))
     assert phrase in str(info.value)

@@ -69,7 +69,7 @@ def stack_env(env, home):
     (("status",), "exit"), (("sync-cloud-env",), "0600"),
 ])
 def test_subcommand_help(capsys, argv, word):
-    from svcposture.stack import main
+    from svcposture.cluster.stack import main
     with pytest.raises(SystemExit) as info:
         main(list(argv) + ["--help"])
     assert info.value.code == 0
@@ -200,7 +200,7 @@ def test_pidfile_of_a_foreign_process_is_stale_and_never_signalled(stack_env, ho
 @pytest.mark.parametrize("content", [b"", b"garbage", b"-5", b"0", b"\xff\xfe", b"99999999999999999999",
                                      b"1" * 100000])
 def test_garbage_pidfile_is_stale(paths, content):
-    from svcposture.stack import status, stop
+    from svcposture.cluster.stack import status, stop
     paths.run_dir.mkdir(parents=True)
     paths.monitor_pid.write_bytes(content)
     assert status(paths)["stalePidfile"] is True

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from _liveness_nodes import BEARER, CANARY, make_node
-from svcposture import tracker
+from svcposture.cluster import tracker
 from svcposture.config import ConfigError
 from svcposture.paths import Paths
 from tracker_server import TrackerServer

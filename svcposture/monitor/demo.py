@@ -20,8 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from ._files import write_json_atomic, write_text_atomic
-from .paths import Paths
+from .._files import write_json_atomic, write_text_atomic
+from ..paths import Paths
 
 CYCLE_S = 180.0  # ok -> degraded -> rejected -> ok once every three minutes
 UNIFIED = "anthropic-ratelimit-unified-"

@@ -13,9 +13,9 @@ import time
 import urllib.parse
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
-from . import config
-from ._version import __version__
-from .paths import Paths
+from .. import config
+from .._version import __version__
+from ..paths import Paths
 
 DEFAULT_TRACKER_URL = "https://api.linear.app/graphql"
 TIMEOUT_S = 10.0

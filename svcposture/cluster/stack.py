@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ._files import ensure_dir, lock_file, write_bytes_atomic, write_json_atomic
-from ._spawn import PACKAGE, child_env, module_command
-from ._time import iso_now
-from .config import CLOUD_TOKEN_KEY, ConfigError, flatten, load_layer
-from .paths import Paths
+from .._files import ensure_dir, lock_file, write_bytes_atomic, write_json_atomic
+from .._spawn import PACKAGE, child_env, module_command
+from .._time import iso_now
+from ..config import CLOUD_TOKEN_KEY, ConfigError, flatten, load_layer
+from ..paths import Paths
 
 # The marker identifies our line in ~/.zshenv; everything else there is the user's.
 GUARD_MARKER = b"# svc-cloud-env (managed by svc-stack; holds no secret)"

@@ -24,14 +24,15 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import config, tracker
-from ._files import CorruptFileError
-from ._spawn import PACKAGE, child_env, module_command
-from ._time import iso_from_ms, now_ms, parse_iso_ms
-from ._version import __version__
-from .events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, EventLogError, event_name, quota_block
-from .latch import read_latch
-from .paths import Paths
+from .. import config
+from . import tracker
+from .._files import CorruptFileError
+from .._spawn import PACKAGE, child_env, module_command
+from .._time import iso_from_ms, now_ms, parse_iso_ms
+from .._version import __version__
+from ..events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, EventLogError, event_name, quota_block
+from ..latch import read_latch
+from ..paths import Paths
 
 LOGGER_NAME = "svcposture.liveness"
 INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"

@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import stack
-from ._files import write_bytes_atomic, write_json_atomic
-from ._time import iso_now
-from .config import (
+from .._files import write_bytes_atomic, write_json_atomic
+from .._time import iso_now
+from ..config import (
     ANCHOR_KEY, BOT_ORCHESTRATOR_PREFIX, BOT_WORKER_PREFIX, CLASSIFICATION, CLOUD_TOKEN_KEY, HOST_NAME_KEY,
     PER_NODE, PLUGIN_URL_KEY, REPO_URL_KEY, SHARED_LAYER2_KEYS, TEAM_KEY, ConfigError, cluster_json_path,
     cluster_repo_path, flatten, get_dotted, is_shared_layer2_key, layer1_get, load_layer, node_name,
     set_dotted, split_key, write_layer,
 )
-from .paths import Paths
+from ..paths import Paths
 
 BUNDLE_KIND = "svc.cluster.bundle"
 BUNDLE_VERSION = 1

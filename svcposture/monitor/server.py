@@ -27,12 +27,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ._files import ensure_dir, read_json, write_json_atomic
-from ._spawn import child_env, is_token_var, module_command
-from ._time import iso_now, now_ms, parse_iso_ms
-from ._version import __version__
-from .paths import Paths
-from .posture import reply
+from .._files import ensure_dir, read_json, write_json_atomic
+from .._spawn import child_env, is_token_var, module_command
+from .._time import iso_now, now_ms, parse_iso_ms
+from .._version import __version__
+from ..paths import Paths
+from ..posture import reply
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -1184,7 +1184,7 @@ class _CloudEnvProjector:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                from . import stack
+                from ..cluster import stack
                 report = stack.project_cloud_env(self.paths)
                 if isinstance(report, dict) and report.get("ok") is False:
                     log.warning("cloud env projection failed: %s", str(report.get("error"))[:300])
@@ -1240,11 +1240,11 @@ def _claim_node(paths: Paths) -> int:
 
 def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
                  stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]]) -> int:
-    from . import liveness
-    from .config import node_name
-    from .events import EventLog
-    from .latch import Latch, LatchError
-    from .posture import PostureService, QuotaSampler
+    from ..cluster import liveness
+    from ..config import node_name
+    from ..events import EventLog
+    from ..latch import Latch, LatchError
+    from ..posture import PostureService, QuotaSampler
 
     node = node_name(paths)
     event_log = EventLog.for_paths(paths)

@@ -8,9 +8,9 @@ import sys
 import time
 from typing import Any, Callable, Dict, IO, Iterator, Mapping, Optional, Sequence, Tuple
 
-from ._files import read_json
-from ._time import now_ms, parse_iso_ms
-from .paths import Paths
+from .._files import read_json
+from .._time import now_ms, parse_iso_ms
+from ..paths import Paths
 
 DEFAULT_URL = "http://127.0.0.1:7400"
 READ_TIMEOUT_S = 60.0  # well above the 15 s keepalive: silence this long means a dead stream
