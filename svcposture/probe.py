@@ -34,6 +34,7 @@ from . import _time
 from ._spawn import PACKAGE, without_tokens
 from ._spawn import child_env as spawn_env
 from ._version import __version__
+from .errors import ERROR_KINDS, KNOWN_MESSAGES, MESSAGES, error
 from .paths import Paths
 
 DEFAULT_PROVIDER_URL = "https://api.anthropic.com"
@@ -53,34 +54,6 @@ MAX_USAGE_BODY = 1024 * 1024
 # Backoff on 429 never waits longer than this.
 MAX_BACKOFF_S = 15 * 60
 
-ERROR_KINDS = ("transport", "timeout", "auth", "http", "no_headers", "parse", "config", "internal")
-
-# The only sentences an error may carry. Each kind has a default (the first).
-MESSAGES: Dict[str, Tuple[str, ...]] = {
-    "transport": ("The provider could not be reached.",),
-    "timeout": ("The provider did not answer in time.",
-                "The probe did not finish before the sweep deadline."),
-    "auth": ("The provider refused the token.",
-             "The login credentials hold no access token."),
-    "http": ("The provider answered with an unexpected HTTP status.",
-             "The provider is rate limiting the usage probe."),
-    "no_headers": ("The provider's reply carried no rate-limit headers.",),
-    "parse": ("The provider's rate-limit headers could not be parsed.",
-              "The provider's usage reply could not be parsed."),
-    "config": ("The accounts env file is writable by group or others; it is not sourced.",
-               "The accounts env file cannot be read.",
-               "The accounts env file is not a regular file.",
-               "The accounts env file is too large.",
-               "The login credentials file is not valid JSON of the expected shape.",
-               "The login credentials file cannot be read.",
-               "No login credentials file was found.",
-               "The accounts env file is owned by another user; it is not sourced."),
-    "internal": ("The probe child failed without a result.",
-                 "The probe child printed no valid result.",
-                 "The probe child could not be started.",
-                 "The probe was stopped because the monitor is stopping."),
-}
-KNOWN_MESSAGES = frozenset(m for msgs in MESSAGES.values() for m in msgs)
 
 _ENTRY_RE = re.compile(r"^\s*(?:export\s+)?MODEL_TOKEN_([A-Za-z0-9_]+)=(.*)$")
 _EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
@@ -89,16 +62,6 @@ _WORD_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 class ProbeConfigError(OSError):
     """The accounts env file must not be sourced (unreadable, unsafe, not a file)."""
-
-
-def error(kind: str, message: Optional[str] = None, http_status: Optional[int] = None) -> Dict[str, Any]:
-    """An error in the fixed vocabulary; a message outside it falls back to the default."""
-    if kind not in MESSAGES:
-        kind = "internal"
-    if message not in MESSAGES[kind]:
-        message = MESSAGES[kind][0]
-    status = http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
-    return {"kind": kind, "message": message, "httpStatus": status}
 
 
 def env_float(environ: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:

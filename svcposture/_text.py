@@ -1,0 +1,39 @@
+"""Text that is safe to show, and JSON that is safe to read.
+
+Anything printed to a terminal or a log may have come from a hostile peer, a
+tracker or a monitor reply; an escape sequence in it could rewrite the
+operator's screen, so C0, DEL and C1 controls never pass through.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")
+
+
+def printable(text: Any) -> str:
+    """`str(text)` with every control character replaced by `?`."""
+    return str(text).translate(_CONTROLS)
+
+
+def has_control(text: str) -> bool:
+    return CONTROL_RE.search(text) is not None
+
+
+def loads_bounded(raw: bytes, limit: int) -> Any:
+    """Decode UTF-8 JSON of at most `limit` bytes; ValueError otherwise.
+
+    Callers read `limit + 1` bytes so that an oversized reply is told apart
+    from one that fits exactly. RecursionError (deep nesting) and the int
+    digit limit both surface as ValueError, so one except clause covers every
+    hostile input.
+    """
+    if len(raw) > limit:
+        raise ValueError("larger than %d bytes" % limit)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
