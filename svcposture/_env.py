@@ -19,16 +19,6 @@ class InvalidSetting(SvcpostureError, ValueError):
     """An environment variable or argument that does not hold a usable value."""
 
 
-def _parse(raw: str, kind: type) -> Optional[Number]:
-    try:
-        value = kind(raw)
-    except ValueError:
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def env_number(environ: Mapping[str, str], name: str, default: Number, *, low: Number,
                high: Optional[Number] = None, kind: type = float, strict: bool = False) -> Number:
     """The value of `name` as `kind`, within [low, high].
@@ -40,15 +30,19 @@ def env_number(environ: Mapping[str, str], name: str, default: Number, *, low: N
     raw = environ.get(name)
     if raw is None or not raw.strip():
         return default
-    value = _parse(raw.strip(), kind)
-    if value is None:
+    text = raw.strip()
+    try:
+        value = kind(text)
+    except ValueError:
         if strict:
             noun = "an integer" if kind is int else "a number"
-            raise InvalidSetting("%s=%r is not %s" % (name, raw.strip(), noun))
+            raise InvalidSetting("%s=%r is not %s" % (name, text, noun)) from None
         return default
-    if value < low or (high is not None and value > high):
+    # NaN fails every comparison, so it lands here as out of range too.
+    if not (value >= low and (high is None or value <= high)) or not math.isfinite(value):
         if strict:
-            raise InvalidSetting("%s=%s is outside %s..%s" % (name, raw.strip(), low, high))
+            shown = "%d" % value if kind is int else text
+            raise InvalidSetting("%s=%s is outside %s..%s" % (name, shown, low, high))
         return default
     return value
 

@@ -7,7 +7,9 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
+
+from .errors import SvcpostureError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -17,7 +19,7 @@ FILE_MODE = 0o600
 _BLOCK = 64 * 1024
 
 
-class CorruptFileError(ValueError):
+class CorruptFileError(SvcpostureError, ValueError):
     """A file exists but does not hold what it should; it is never overwritten."""
 
     def __init__(self, path: PathLike, message: str, line: int = 0, column: int = 0) -> None:
@@ -186,12 +188,26 @@ def append_line(path: PathLike, line: Union[str, bytes], fsync: bool = True) -> 
     so the new record always starts on its own line. A short write is undone by
     truncating back to the size before it, so readers never see half a record.
     """
-    data = line.encode("utf-8") if isinstance(line, str) else bytes(line)
-    if b"\n" in data.rstrip(b"\n"):
-        raise ValueError("a log record must be a single line")
-    if not data.endswith(b"\n"):
-        data += b"\n"
-    p = Path(path)
+    append_lines(path, [line], fsync)
+
+
+def append_lines(path: PathLike, lines: Iterable[Union[str, bytes]], fsync: bool = True) -> None:
+    """Append several lines as ONE record write: all of them or none (see append_line).
+
+    For records that belong together (the history rows of one probe): a reader
+    never sees some of them without the others, and a failure leaves none.
+    """
+    records = []
+    for line in lines:
+        raw = line.encode("utf-8") if isinstance(line, str) else bytes(line)
+        if b"\n" in raw.rstrip(b"\n"):
+            raise ValueError("a log record must be a single line")
+        records.append(raw if raw.endswith(b"\n") else raw + b"\n")
+    if records:
+        _append(Path(path), b"".join(records), fsync)
+
+
+def _append(p: Path, data: bytes, fsync: bool) -> None:
     # Read-write so that the torn-line check reads the very inode being appended
     # to, through the same descriptor (O_APPEND still sends every write to the end).
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)

@@ -10,8 +10,8 @@ import os
 import sys
 from typing import Dict, List, Mapping
 
-ACTIVE_TOKEN_VAR = "MODEL_CODE_OAUTH_TOKEN"
-ACCOUNT_TOKEN_PREFIX = "MODEL_TOKEN_"
+from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
+
 CLOUD_TOKEN_VAR = "SVC_CLOUD_TOKEN"
 
 # This module sits at the package's top level, so its parent is the package.
@@ -35,11 +35,16 @@ def without_tokens(environ: Mapping[str, str]) -> Dict[str, str]:
     return {k: v for k, v in environ.items() if not is_token_var(k)}
 
 
-def child_env(environ: Mapping[str, str]) -> Dict[str, str]:
-    """`environ` without tokens, with this copy of the package importable."""
+def child_env(environ: Mapping[str, str], **extra: str) -> Dict[str, str]:
+    """`environ` without tokens, with this copy of the package importable, plus `extra`.
+
+    `extra` is set last, so a caller's own variables (PYTHON, SVC_ACCOUNTS_ENV
+    for the probe child) win over anything inherited.
+    """
     env = without_tokens(environ)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = import_root() + (os.pathsep + existing if existing else "")
+    env.update(extra)
     return env
 
 

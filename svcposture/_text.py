@@ -1,4 +1,4 @@
-"""Text that is safe to show, and JSON that is safe to read.
+"""Text that is safe to show, words that are safe to copy, and JSON that is safe to read.
 
 Anything printed to a terminal or a log may have come from a hostile peer, a
 tracker or a monitor reply; an escape sequence in it could rewrite the
@@ -12,6 +12,17 @@ from typing import Any
 
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")
+
+# The shapes of the few words the package copies from a report it did not
+# build itself (the probe child's JSON, a history row). Anything else is
+# dropped, never escaped: a whitelist cannot be talked around.
+EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+# Unanchored: finds the address in an env file's inline comment.
+EMAIL_RE = re.compile(EMAIL)
+# A provider status or claim word (`allowed_warning`, `five_hour`).
+WORD_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# An account label: the env file suffix in lower case.
+LABEL_RE = re.compile(r"^[a-z0-9_]{1,64}$")
 
 
 def printable(text: Any) -> str:

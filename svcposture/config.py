@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from ._files import CorruptFileError, exclusive_lock, read_json, write_json_atomic
+from .errors import SvcpostureError
 from .paths import Paths
 
 SHARED = "SHARED"
@@ -34,7 +35,7 @@ TEAM_KEY = "svc.tracker.teamKey"
 _MISSING = object()
 
 
-class ConfigError(ValueError):
+class ConfigError(SvcpostureError, ValueError):
     """A config file is corrupt or holds a value of the wrong shape."""
 
     def __init__(self, message: str, path: Optional[str] = None, line: int = 0, column: int = 0) -> None:
@@ -199,14 +200,6 @@ def load_layer(path: "os.PathLike[str] | str") -> Dict[str, Any]:
     return data
 
 
-def layer2_files(paths: Paths) -> Dict[str, Path]:
-    return {
-        "cluster-secrets": paths.cluster_secrets,
-        "node": paths.node_json,
-        "config": paths.config_json,
-    }
-
-
 def layer2_get(paths: Paths, key: str, files: Iterable[Path]) -> Any:
     """The first non-null value of `key` in `files`, in order."""
     return _first_value(key, files)[0]
@@ -230,15 +223,6 @@ def _string_setting(key: str, files: Iterable[Path]) -> Optional[str]:
         raise ConfigError("%s: %s must be a string, not %s" % (path, key, type(value).__name__),
                           str(path))
     return value.strip() or None
-
-
-def _string_or_none(value: Any, key: str, where: str) -> Optional[str]:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ConfigError("%s: %s must be a string" % (where, key))
-    value = value.strip()
-    return value or None
 
 
 def host_name(paths: Paths) -> Optional[str]:

@@ -8,7 +8,7 @@ sentences below, never raw stderr or any text the child did not build itself.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 
 class SvcpostureError(Exception):
@@ -53,3 +53,28 @@ def error(kind: str, message: Optional[str] = None, http_status: Optional[int] =
         message = MESSAGES[kind][0]
     status = http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
     return {"kind": kind, "message": message, "httpStatus": status}
+
+
+def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]]:
+    """An error someone else built (the probe child's JSON), whitelisted into the vocabulary.
+
+    None stays None. A kind or message outside the vocabulary is replaced by
+    the default, never copied; `httpStatus` survives only as an int 100..599.
+    Node-level errors in the posture body carry no status (`with_status=False`).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        value = {}
+    kind = value.get("kind")
+    if kind not in ERROR_KINDS:
+        kind = "internal"
+    message = value.get("message")
+    if message not in KNOWN_MESSAGES or message not in MESSAGES[kind]:
+        message = MESSAGES[kind][0]
+    out: Dict[str, Any] = {"kind": kind, "message": message}
+    if with_status:
+        status = value.get("httpStatus")
+        out["httpStatus"] = status if isinstance(status, int) and not isinstance(status, bool) \
+            and 100 <= status <= 599 else None
+    return out

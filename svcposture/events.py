@@ -9,9 +9,12 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
+from ._env import InvalidSetting
 from ._files import append_line, ensure_dir, iter_lines_reverse
+from ._names import EDGE_STATUSES
 from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
 from ._version import __version__
+from .errors import SvcpostureError
 from .paths import Paths
 
 RATELIMIT_SAMPLED = "account.ratelimit.sampled"
@@ -41,15 +44,13 @@ QUOTA_BLOCK_FIELDS = {
     "rate_limit.tier": "rate_limit_tier",
 }
 
-STATUS_VALUES = ("rejected", "ok")
-BINDING_WINDOWS = ("five_hour", "seven_day")
 _LOG_NAME_RE = re.compile(r"^(\d{4})-(\d{2})\.jsonl$")
 # An event is well under a kilobyte; a longer "line" is damage and is skipped
 # without being loaded whole.
 MAX_EVENT_LINE = 1024 * 1024
 
 
-class EventLogError(OSError):
+class EventLogError(SvcpostureError, OSError):
     """An event could not be appended; the caller must not advance any state."""
 
 
@@ -121,7 +122,7 @@ def ratelimit_sampled(node: str, email: Optional[str], values: Mapping[str, Any]
 
 def status_changed(node: str, handle: str, email: Optional[str], status: str,
                    binding_window: Optional[str], ts_ms: Optional[int] = None) -> Dict[str, Any]:
-    if status not in STATUS_VALUES:
+    if status not in EDGE_STATUSES:
         raise ValueError("account.status must be rejected or ok")
     attrs: Dict[str, Any] = {"event.label": email or handle, "account.handle": handle}
     if email is not None:
@@ -230,6 +231,27 @@ class EventLog:
                 if event is not None:
                     yield event
 
+    def read(self, name: Optional[str] = None, since_ms: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+        """Events newest first, of kind `name` and with `ts` at or after `since_ms` when given.
+
+        Month files wholly before `since_ms` are not opened: events are filed
+        by the month of their own `ts`. With `since_ms`, an event whose `ts`
+        does not parse is left out.
+        """
+        needle = json.dumps(name, ensure_ascii=False).encode("utf-8") if name is not None else None
+        first_month = month_key(since_ms) if since_ms is not None else None
+        for path in self.files_newest_first():
+            if first_month is not None and path.name[:7] < first_month:
+                return
+            for raw in iter_lines_reverse(path, max_line=MAX_EVENT_LINE):
+                if needle is not None and needle not in raw:
+                    continue
+                event = parse_line(raw)
+                if event is None or (name is not None and event_name(event) != name):
+                    continue
+                if since_ms is None or _ts_ms(event) >= since_ms:
+                    yield event
+
     def newest(self, name: str, where: Optional[Callable[[Dict[str, Any]], bool]] = None) -> Optional[Dict[str, Any]]:
         """The newest event of kind `name`, reading back only as far as needed."""
         # The name as append() writes it: a cheap pre-filter, confirmed after parsing.
@@ -247,3 +269,49 @@ class EventLog:
             raise EventLogError(exc.errno, "cannot create %s: %s" % (self.directory, exc.strerror)) from None
         if not os.access(str(self.directory), os.W_OK | os.X_OK):
             raise EventLogError(13, "%s is not writable" % self.directory)
+
+
+def _ts_ms(event: Mapping[str, Any]) -> float:
+    """Epoch ms of an event's `ts`; minus infinity when it has none that parses."""
+    ts = event.get("ts")
+    try:
+        return parse_iso_ms(ts) if isinstance(ts, str) else -math.inf
+    except ValueError:
+        return -math.inf
+
+
+def _since_ms(since: Any) -> Optional[int]:
+    if since is None:
+        return None
+    if isinstance(since, str):
+        try:
+            return parse_iso_ms(since)
+        except ValueError:
+            raise InvalidSetting("since=%r is not an ISO-8601 instant" % (since[:80],)) from None
+    try:
+        if isinstance(since, bool) or not isinstance(since, (int, float)):
+            raise ValueError("not a number")
+        since_ms = math.ceil(since)
+        iso_from_ms(since_ms)  # years 1..9999 only
+    except (ValueError, OverflowError):
+        raise InvalidSetting("since must be an ISO-8601 string or epoch milliseconds, not %r" % (since,)) from None
+    return since_ms
+
+
+def read_events(home: "Optional[os.PathLike[str] | str]" = None, *, name: Optional[str] = None,
+                since: "Optional[str | int | float]" = None) -> Iterator[Dict[str, Any]]:
+    """The node's events, newest first, as an iterator of v2 envelopes (dicts).
+
+    `home` is the node's home directory (None: $HOME); the log is its
+    `svc/events/*.jsonl`. `name` keeps one kind (`account.status.changed`,
+    `account.ratelimit.sampled`, ...). `since` keeps events whose `ts` is at
+    or after an instant given as an ISO-8601 string (`2026-01-05T00:00:00Z`;
+    no zone means UTC) or as epoch milliseconds (int or float); month files
+    wholly before it are not read. Lines that are not events are skipped; a
+    missing log yields nothing. Reading is lazy: stop iterating and nothing
+    more is read. A `since` that is neither raises InvalidSetting at the call.
+    """
+    since_ms = _since_ms(since)
+    if name is not None and not isinstance(name, str):
+        raise InvalidSetting("name must be an event name string, not %r" % (name,))
+    return EventLog.for_paths(Paths.for_home(home)).read(name, since_ms)

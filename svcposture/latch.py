@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ._files import CorruptFileError, move_aside, read_json, write_json_atomic
+from ._names import OK, REJECTED, WINDOW_CLAIMS
 from ._time import iso_now
+from .errors import SvcpostureError
 from .events import STATUS_CHANGED, EventLog, event_name, status_changed
 
 LATCH_VERSION = 1
@@ -21,11 +23,11 @@ LATCH_VERSION = 1
 _STATUS_NEEDLE = ('"%s"' % STATUS_CHANGED).encode("ascii")
 
 # Node statuses that move the latch; every other status holds it.
-EDGE_REJECTED = "rejected"
-EDGE_OK = "ok"
+EDGE_REJECTED = REJECTED
+EDGE_OK = OK
 
 
-class LatchError(OSError):
+class LatchError(SvcpostureError, OSError):
     """The latch file could not be written; the edge stays pending in memory."""
 
 
@@ -166,7 +168,7 @@ class Latch:
                 new_status = EDGE_OK
             else:
                 return None
-            window = binding_window if binding_window in ("five_hour", "seven_day") else None
+            window = binding_window if binding_window in WINDOW_CLAIMS else None
             event = status_changed(self.node, handle, email, new_status, window)
             self.log.append(event)  # EventLogError: nothing advanced
             self._advance(handle, event, new_status == EDGE_REJECTED, window)

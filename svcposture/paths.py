@@ -16,6 +16,23 @@ class Paths:
             home = self.environ.get("HOME") or os.path.expanduser("~")
         self.home = Path(home)
 
+    @classmethod
+    def for_home(cls, home: "Optional[os.PathLike[str] | str]" = None,
+                 environ: Optional[Mapping[str, str]] = None) -> "Paths":
+        """The node at `home` (None: $HOME of `environ`), as the library face takes it.
+
+        With `home`, the environment is a copy whose HOME is that directory,
+        made absolute: the children of the node (the probe child, which runs
+        in /) see the same home as the parent.
+        """
+        environ = os.environ if environ is None else environ
+        if home is None:
+            return cls(environ=environ)
+        absolute = os.path.abspath(os.fspath(home))
+        env = dict(environ)
+        env["HOME"] = absolute
+        return cls(absolute, environ=env)
+
     # Layer 2: ~/.config/svc/
     @property
     def config_dir(self) -> Path:
@@ -57,6 +74,10 @@ class Paths:
     @property
     def events_dir(self) -> Path:
         return self.svc_dir / "events"
+
+    @property
+    def history_dir(self) -> Path:
+        return self.svc_dir / "history"
 
     @property
     def latch(self) -> Path:

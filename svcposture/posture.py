@@ -1,40 +1,42 @@
-"""The posture summary: derivation, cache, single-flight probes, periodic refresh, fan-out.
+"""The posture summary (DESIGN §4): derivation, cache, single-flight probes, periodic refresh.
 
 The summary is derived from the probe child's report by a pure function that
 copies whitelisted fields only, at every depth, so nothing the child (or a
 hostile env file) printed can ride along into a response.
+
+Importing this module starts nothing and loads no process or network module:
+the probe (and subprocess) come with the first PostureService or read_posture.
 """
 from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
-from .events import EventLog, EventLogError, ratelimit_sampled
+from ._env import env_number
+from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
+                     WINDOW_FIELDS)
+from ._text import EMAIL, LABEL_RE, WORD_RE
+from .broadcast import Broadcast
+from .errors import MESSAGES, clean_error
+from .events import EventLog, EventLogError
 from .latch import Latch
 from .paths import Paths
-from .probe import (ERROR_KINDS, KNOWN_MESSAGES, MAX_BACKOFF_S, MESSAGES, env_float, run_headers,
-                    run_usage)
 
 log = logging.getLogger("svcposture.posture")
 
 DEFAULT_TTL_S = 300.0
 DEFAULT_FLOOR_S = 30.0
 DEFAULT_INTERVAL_S = 300.0
-DEFAULT_QUOTA_INTERVAL_S = 300.0
-MIN_QUOTA_INTERVAL_S = 60.0
 
-WINDOWS = ("fiveHour", "sevenDay")
-WINDOW_NAMES = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
-_STATUS_RANK = {"rejected": 3, "allowed_warning": 2, "allowed": 1}
-_NODE_STATUS = {"allowed": "ok", "allowed_warning": "degraded", "rejected": "rejected"}
-_LABEL_RE = re.compile(r"^[a-z0-9_]{1,64}$")
-_WORD_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-_EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")
+# Anchored with `^...$` and used with match(), as it always was: the address
+# must be the whole field (`$` also lets one trailing newline through).
+_EMAIL_RE = re.compile("^%s$" % EMAIL)
 _ISO_Z_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
@@ -45,7 +47,7 @@ def disabled_body(node: str) -> Dict[str, Any]:
 
 
 def _word(value: Any) -> Optional[str]:
-    return value if isinstance(value, str) and _WORD_RE.match(value) else None
+    return value if isinstance(value, str) and WORD_RE.match(value) else None
 
 
 def _pct(value: Any) -> Optional[float]:
@@ -67,56 +69,36 @@ def _window(value: Any) -> Optional[Dict[str, Any]]:
     }
 
 
-def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]]:
-    """An error in the fixed vocabulary, or None; foreign text is replaced, never copied."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        return {"kind": "internal", "message": MESSAGES["internal"][0], "httpStatus": None} if with_status \
-            else {"kind": "internal", "message": MESSAGES["internal"][0]}
-    kind = value.get("kind")
-    if kind not in ERROR_KINDS:
-        kind = "internal"
-    message = value.get("message")
-    if message not in KNOWN_MESSAGES or message not in MESSAGES[kind]:
-        message = MESSAGES[kind][0]
-    out: Dict[str, Any] = {"kind": kind, "message": message}
-    if with_status:
-        status = value.get("httpStatus")
-        out["httpStatus"] = status if isinstance(status, int) and not isinstance(status, bool) \
-            and 100 <= status <= 599 else None
-    return out
-
-
 def binding_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
     """(bindingWindow, bindingStatus) of one account view (DESIGN §4)."""
     claim = view.get("representativeClaim")
-    if claim in WINDOW_NAMES:
-        window = view.get(WINDOW_NAMES[claim])
+    if claim in FIELD_OF_CLAIM:
+        window = view.get(FIELD_OF_CLAIM[claim])
         status = window.get("status") if isinstance(window, Mapping) else None
         return claim, status if status is not None else view.get("overallStatus")
     best: Optional[Tuple[int, float, int]] = None
     chosen: Optional[str] = None
-    for order, (name, field) in enumerate((("five_hour", "fiveHour"), ("seven_day", "sevenDay"))):
+    # Worst status first, then the higher pct, then five_hour (the first field).
+    for order, field in enumerate(WINDOW_FIELDS):
         window = view.get(field)
         if not isinstance(window, Mapping):
             continue
         pct = window.get("pct")
-        key = (_STATUS_RANK.get(window.get("status") or "", 0),
+        key = (STATUS_RANK.get(window.get("status") or "", 0),
                pct if isinstance(pct, float) else -1.0, -order)
         if best is None or key > best:
-            best, chosen = key, name
+            best, chosen = key, field
     if chosen is None:
         return None, view.get("overallStatus")
-    status = view[WINDOW_NAMES[chosen]].get("status")
-    return chosen, status if status is not None else view.get("overallStatus")
+    status = view[chosen].get("status")
+    return CLAIM_OF_FIELD[chosen], status if status is not None else view.get("overallStatus")
 
 
 def account_view(raw: Any) -> Optional[Dict[str, Any]]:
     if not isinstance(raw, Mapping):
         return None
     label = raw.get("label")
-    if not isinstance(label, str) or not _LABEL_RE.match(label):
+    if not isinstance(label, str) or not LABEL_RE.match(label):
         return None
     email = raw.get("email")
     view: Dict[str, Any] = {
@@ -136,20 +118,21 @@ def account_view(raw: Any) -> Optional[Dict[str, Any]]:
 
 
 def node_status(active: Optional[Mapping[str, Any]]) -> str:
+    """The node status of DESIGN §4 from the active account's view (None: no active account)."""
     if active is None:
-        return "unknown"
+        return UNKNOWN
     if active.get("error"):
-        return "error"
-    return _NODE_STATUS.get(active.get("bindingStatus") or "", "unknown")
+        return ERROR
+    return NODE_STATUS_OF.get(active.get("bindingStatus") or "", UNKNOWN)
 
 
 def sibling_with_headroom(accounts: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     best: Optional[Tuple[float, int]] = None
     chosen: Optional[Dict[str, Any]] = None
     for order, acct in enumerate(accounts):
-        if acct["active"] or acct["error"] or acct["bindingStatus"] != "allowed":
+        if acct["active"] or acct["error"] or acct["bindingStatus"] != ALLOWED:
             continue
-        used = max((acct[f]["pct"] if acct[f] and acct[f]["pct"] is not None else 100.0) for f in WINDOWS)
+        used = max((acct[f]["pct"] if acct[f] and acct[f]["pct"] is not None else 100.0) for f in WINDOW_FIELDS)
         if best is None or (used, order) < best:
             best, chosen = (used, order), acct
     return {"label": chosen["label"], "email": chosen["email"]} if chosen else None
@@ -157,7 +140,7 @@ def sibling_with_headroom(accounts: List[Dict[str, Any]]) -> Optional[Dict[str, 
 
 def error_summary(node: str, probed_at: int, err: Any) -> Dict[str, Any]:
     """The node-level error body (without the per-reply generatedAt/cached)."""
-    return {"available": True, "node": node, "probedAt": probed_at, "status": "error", "active": None,
+    return {"available": True, "node": node, "probedAt": probed_at, "status": ERROR, "active": None,
             "accounts": [], "siblingWithHeadroom": None, "error": clean_error(err, with_status=False)}
 
 
@@ -225,44 +208,34 @@ def is_node_error(summary: Optional[Mapping[str, Any]]) -> bool:
     return bool(summary) and "error" in summary  # type: ignore[operator]
 
 
-# ---------------------------------------------------------------- fan-out
+def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
+                 environ: Optional[Mapping[str, str]] = None,
+                 deadline_s: Optional[float] = None) -> Dict[str, Any]:
+    """One sweep through the token-scoped child: the /api/accounts body (DESIGN §4).
 
-class Broadcast:
-    """Latest-value fan-out: one Condition, a monotonic sequence number.
-
-    A waiter gets the newest body with a higher sequence; a slow reader skips
-    frames instead of holding anybody up.
+    `home` is the node's home directory (its `svc/` and `.config/svc/`; None:
+    $HOME of `environ`, which defaults to os.environ). `deadline_s` bounds the
+    sweep (None: $SVC_PROBE_DEADLINE_S, 30). The body is the one a forced
+    refresh of the monitor would serve, with `cached: false`; it is the
+    disabled body `{"available": false, "node"}` when the node has no usable
+    account or SVC_ACCOUNTS_PROBE=0. Provider trouble is reported in the body
+    (status `error`), never raised. It touches no latch, event log or history
+    and needs no running monitor. Raises ConfigError for a corrupt node.json,
+    InvalidSetting for a deadline that is not a positive number.
     """
+    from . import probe
+    from ._env import InvalidSetting
+    from .config import node_name
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._seq = 0
-        self._body: Optional[Dict[str, Any]] = None
-        self.closed = False
-
-    def publish(self, body: Dict[str, Any]) -> int:
-        with self._cond:
-            self._seq += 1
-            self._body = body
-            self._cond.notify_all()
-            return self._seq
-
-    def latest(self) -> Tuple[int, Optional[Dict[str, Any]]]:
-        with self._cond:
-            return self._seq, self._body
-
-    def wait(self, after_seq: int, timeout: float) -> Optional[Tuple[int, Dict[str, Any]]]:
-        with self._cond:
-            self._cond.wait_for(lambda: self.closed or (self._seq > after_seq and self._body is not None),
-                                timeout=timeout)
-            if self.closed or self._seq <= after_seq or self._body is None:
-                return None
-            return self._seq, self._body
-
-    def close(self) -> None:
-        with self._cond:
-            self.closed = True
-            self._cond.notify_all()
+    if deadline_s is not None and (isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float))
+                                   or not 0 < deadline_s < math.inf):
+        raise InvalidSetting("deadline_s must be a positive number of seconds, not %r" % (deadline_s,))
+    paths = Paths.for_home(home, environ)
+    node = node_name(paths)
+    if paths.environ.get("SVC_ACCOUNTS_PROBE", "1").strip() == "0":
+        return disabled_body(node)
+    report = probe.run_headers(paths, paths.environ, deadline_s=deadline_s)
+    return reply(derive_summary(report, node, _time.now_ms()), cached=False)
 
 
 # ---------------------------------------------------------------- service
@@ -287,16 +260,21 @@ class PostureService:
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True) -> None:
+        # The probe module (and subprocess with it) loads with the first
+        # service, not with this module: the summary functions stay pure.
+        from . import probe
+
         self.paths = paths
         self.node = node
         self.log = log
         self.latch = latch
         self.environ: Mapping[str, str] = paths.environ if environ is None else environ
         self.probe_enabled = probe_enabled and self.environ.get("SVC_ACCOUNTS_PROBE", "1").strip() != "0"
-        self.ttl_s = env_float(self.environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S)
-        self.floor_s = min(env_float(self.environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S), self.ttl_s)
-        self.interval_s = env_float(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, minimum=0.01)
-        self.deadline_s = env_float(self.environ, "SVC_PROBE_DEADLINE_S", 30.0, minimum=0.1)
+        self.ttl_s = env_number(self.environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
+        self.floor_s = min(env_number(self.environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S, low=0.0), self.ttl_s)
+        self.interval_s = env_number(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)
+        self.deadline_s = probe.sweep_deadline_s(self.environ)
+        self._run_headers = probe.run_headers
         self.broadcast = Broadcast()
         self._lock = threading.Lock()
         self._summary: Optional[Dict[str, Any]] = None
@@ -404,7 +382,7 @@ class PostureService:
         summary: Optional[Dict[str, Any]] = None
         try:
             try:
-                report = run_headers(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
+                report = self._run_headers(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
             except Exception:  # noqa: BLE001 - a probe failure is an error posture
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
@@ -476,112 +454,3 @@ class PostureService:
             last = reply(summary, cached=True) if summary is not None else None
         return {"probeRuns": self.probe_runs, "probeErrors": self.probe_errors,
                 "lastSuccessMs": self.last_success_ms, "last": last}
-
-
-# ---------------------------------------------------------------- quota sampler
-
-def backoff_delay(interval_s: float, retry_after_s: Optional[float], failures: int,
-                  cap_s: float = MAX_BACKOFF_S) -> float:
-    """Delay after a 429: retry-after when given, else doubling; capped, never below the interval."""
-    if retry_after_s is not None and retry_after_s >= 0:
-        wanted = retry_after_s
-    else:
-        wanted = interval_s * (2 ** max(1, min(failures, 10)))
-    return max(interval_s, min(cap_s, wanted))
-
-
-class QuotaSampler:
-    """Polls the interactive login's usage and appends account.ratelimit.sampled.
-
-    Interval: $SVC_QUOTA_POLL_INTERVAL_S (300, never below 60). `poll_interval_s`
-    is a test knob that bypasses the 60 s floor; it is not reachable from the
-    environment, so a user cannot turn the sampler into a poll storm.
-    """
-
-    def __init__(self, paths: Paths, *, node: str, log: EventLog, environ: Optional[Mapping[str, str]] = None,
-                 poll_interval_s: Optional[float] = None) -> None:
-        self.paths = paths
-        self.node = node
-        self.log = log
-        self.environ: Mapping[str, str] = paths.environ if environ is None else environ
-        if poll_interval_s is not None:
-            self.interval_s = float(poll_interval_s)
-        else:
-            self.interval_s = max(MIN_QUOTA_INTERVAL_S, env_float(self.environ, "SVC_QUOTA_POLL_INTERVAL_S",
-                                                                  DEFAULT_QUOTA_INTERVAL_S))
-        self.enabled = self.environ.get("SVC_QUOTA_SAMPLER", "1").strip() != "0"
-        self.deadline_s = env_float(self.environ, "SVC_PROBE_DEADLINE_S", 30.0, minimum=0.1)
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._failures = 0
-        self._last_problem: Optional[str] = None
-        self.polls = 0
-        self.samples = 0
-        self.last_delay_s: Optional[float] = None
-
-    def start(self) -> None:
-        if not self.enabled:
-            log.info("quota sampler off (SVC_QUOTA_SAMPLER=0)")
-            return
-        self._thread = threading.Thread(target=self._run, name="quota-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.deadline_s + 5)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                delay = self.poll_once()
-            except Exception:  # noqa: BLE001 - the sampler must survive anything
-                log.exception("quota poll failed")
-                delay = self.interval_s
-            self.last_delay_s = delay
-            if self._stop.wait(delay):
-                return
-
-    def poll_once(self) -> float:
-        """One poll; returns the delay before the next one. A failed poll emits nothing."""
-        if not self.paths.login_credentials.exists():
-            self._note("no-credentials", "quota sampler idle: no login credentials file")
-            return self.interval_s
-        self.polls += 1
-        result = run_usage(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
-        if result.get("ok") is not True:
-            err = clean_error(result.get("error")) or clean_error({"kind": "internal"})
-            assert err is not None
-            self._note(err["kind"], "quota poll failed: %s" % err["message"])
-            if err.get("httpStatus") == 429:
-                self._failures += 1
-                retry = result.get("retryAfterS")
-                retry_s = float(retry) if isinstance(retry, (int, float)) and not isinstance(retry, bool) \
-                    and math.isfinite(retry) else None
-                return backoff_delay(self.interval_s, retry_s, self._failures)
-            self._failures = 0
-            return self.interval_s
-        self._failures = 0
-        values = result.get("values")
-        email = result.get("email")
-        try:
-            event = ratelimit_sampled(self.node, email if isinstance(email, str) else None,
-                                      values if isinstance(values, Mapping) else {})
-            self.log.append(event)
-        except EventLogError:
-            self._note("log", "quota sample could not be appended to the event log")
-            return self.interval_s
-        except ValueError:
-            self._note("parse", "quota sample had values outside the contract")
-            return self.interval_s
-        self.samples += 1
-        self._note(None, "quota sampler recovered")
-        return self.interval_s
-
-    def _note(self, problem: Optional[str], message: str) -> None:
-        # One log line per change of state, not one per poll.
-        if problem == self._last_problem:
-            return
-        if problem is not None or self._last_problem is not None:
-            (log.warning if problem else log.info)(message)
-        self._last_problem = problem

@@ -1,0 +1,135 @@
+"""The accounts env file as text: its entries, their emails, which one is active.
+
+The file is POSIX sh (DESIGN §2): one `[export ]MODEL_TOKEN_<SUFFIX>=<value>  # <email>`
+line per account. Only the token-scoped child ever calls the functions that
+look at values, and it takes the values from its own environment after the
+shell has sourced the file: the line parser below reads names and comments,
+never values, so no quoting rule of ours can disagree with the shell's.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ._text import EMAIL_RE
+
+# The token variables, declared here once: _spawn strips exactly these (and the
+# cloud token) from every child's environment.
+ACCOUNT_TOKEN_PREFIX = "MODEL_TOKEN_"
+ACTIVE_TOKEN_VAR = "MODEL_CODE_OAUTH_TOKEN"
+PLACEHOLDER = "PASTE_TOKEN_HERE"
+# An env file is sourced as shell; a file this large is not an accounts file.
+MAX_ENV_FILE_BYTES = 1024 * 1024
+
+_ENTRY_RE = re.compile(r"^\s*(?:export\s+)?MODEL_TOKEN_([A-Za-z0-9_]+)=(.*)$")
+_SUFFIX_RE = re.compile(r"^[A-Za-z0-9_]+$")
+# RFC 5321 caps an address at 254 octets; a longer match is not an email.
+_MAX_EMAIL = 254
+
+
+def comment_of(rest: str) -> Optional[str]:
+    """The inline comment of an assignment's right-hand side (quote-aware), or None."""
+    quote = ""
+    prev = " "
+    i = 0
+    while i < len(rest):
+        ch = rest[i]
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 2
+                prev = "x"
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch == "\\":
+            i += 2
+            prev = "x"
+            continue
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "#" and prev in (" ", "\t"):
+            return rest[i + 1:]
+        prev = ch
+        i += 1
+    return None
+
+
+def parse_entries(text: str) -> List[Tuple[str, Optional[str]]]:
+    """[(SUFFIX, email)] in file order from the env file text; values are not looked at.
+
+    A suffix defined twice keeps its first position and the last line's email,
+    as the shell keeps the last value.
+    """
+    order: List[str] = []
+    emails: Dict[str, Optional[str]] = {}
+    for line in text.splitlines():
+        m = _ENTRY_RE.match(line)
+        if not m:
+            continue
+        suffix = m.group(1)
+        email: Optional[str] = None
+        comment = comment_of(m.group(2))
+        if comment is not None:
+            found = EMAIL_RE.search(comment)
+            if found and len(found.group(0)) <= _MAX_EMAIL:
+                email = found.group(0)
+        if suffix not in emails:
+            order.append(suffix)
+        emails[suffix] = email
+    return [(s, emails[s]) for s in order]
+
+
+def usable(value: Optional[str]) -> bool:
+    """A token value that can be sent: not missing, blank or the placeholder."""
+    if value is None:
+        return False
+    value = value.strip()
+    return bool(value) and value != PLACEHOLDER
+
+
+def entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Usable entries (label, email, token, active) in file order, plus unusable labels.
+
+    Tokens come from `environ` (the child's own, after sourcing) only. An
+    entry is marked active when its value equals the active-token variable;
+    several may match, which `resolve_active` settles.
+    """
+    seen = parse_entries(text)
+    known = {s for s, _ in seen}
+    # Anything the file defined in a way the line parser does not see still counts.
+    for name in sorted(environ):
+        suffix = name[len(ACCOUNT_TOKEN_PREFIX):]
+        if name.startswith(ACCOUNT_TOKEN_PREFIX) and _SUFFIX_RE.match(suffix) and suffix not in known:
+            seen.append((suffix, None))
+            known.add(suffix)
+    active_token = (environ.get(ACTIVE_TOKEN_VAR) or "").strip()
+    entries: List[Dict[str, Any]] = []
+    unusable: List[str] = []
+    labels = set()
+    for suffix, email in seen:
+        label = suffix.lower()
+        if label in labels:
+            continue
+        labels.add(label)
+        value = environ.get(ACCOUNT_TOKEN_PREFIX + suffix)
+        if value is None or not usable(value):
+            unusable.append(label)
+            continue
+        token = value.strip()
+        entries.append({"label": label, "email": email, "token": token,
+                        "active": bool(active_token) and token == active_token})
+    return entries, unusable
+
+
+def resolve_active(entries: List[Dict[str, Any]]) -> Tuple[Optional[str], List[str]]:
+    """(active label, duplicate labels): the first match in file order is active.
+
+    Marks every other entry inactive in place. The duplicates list names all
+    entries that carried the active token when there were several (the doctor
+    warns), else it is empty.
+    """
+    matching = [e["label"] for e in entries if e["active"]]
+    first = matching[0] if matching else None
+    for e in entries:
+        e["active"] = e["label"] == first
+    return first, (matching if len(matching) > 1 else [])

@@ -1,0 +1,152 @@
+"""The token-scoped child: what runs after /bin/sh has sourced the accounts env file.
+
+`python -m svcposture.probe headers|usage|check --json --child` lands here
+(DESIGN §2). The child takes tokens from its own environment only, probes the
+provider and returns token-free data; `probe.main` prints it. Every error it
+reports comes from the fixed vocabulary, and anything unexpected becomes
+`internal`, never a traceback, which could quote a token.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, Mapping, Optional
+
+from . import _time
+from ._env import env_number
+from ._text import EMAIL_RE, loads_bounded
+from .accounts import MAX_ENV_FILE_BYTES, entries_from_env, resolve_active, usable
+from .errors import MESSAGES, error
+from .paths import Paths
+from .provider import (DEFAULT_REQUEST_TIMEOUT_S, MAX_USAGE_BODY, fetch_usage, probe_account,
+                       unanswered)
+
+# The sweep deadline ($SVC_PROBE_DEADLINE_S): the parent kills the child then,
+# and the child answers a little before it.
+DEFAULT_DEADLINE_S = 30.0
+MIN_DEADLINE_S = 0.1
+# Header probes in flight at once (DESIGN §3).
+MAX_IN_FLIGHT = 4
+
+
+def request_timeout_s(environ: Mapping[str, str]) -> float:
+    return env_number(environ, "SVC_PROBE_TIMEOUT_S", DEFAULT_REQUEST_TIMEOUT_S, low=0.01)
+
+
+def sweep_deadline_s(environ: Mapping[str, str]) -> float:
+    """$SVC_PROBE_DEADLINE_S (30 s, at least 0.1 s; a bad value gives the default)."""
+    return env_number(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
+
+
+def main(subcommand: str, environ: Mapping[str, str]) -> Dict[str, Any]:
+    """The child's report for `headers`, `usage` or `check`; never raises."""
+    try:
+        if subcommand == "usage":
+            return usage(environ)
+        return headers(environ, check_only=(subcommand == "check"))
+    except Exception:  # noqa: BLE001 - never a traceback, it could quote a token
+        return {"error": error("internal")}
+
+
+# ---------------------------------------------------------------- header sweep
+
+def _sweep_budget(environ: Mapping[str, str], started: float) -> float:
+    """Seconds left for the probes: the parent's kill instant less a margin."""
+    deadline = sweep_deadline_s(environ)
+    # Answer a little before the parent's kill so that the accounts that did
+    # finish are not lost with the ones that did not.
+    margin = min(2.0, deadline * 0.2)
+    deadline_at = env_number(environ, "SVC_PROBE_DEADLINE_AT", 0.0, low=0.0)
+    if deadline_at > 0:
+        return deadline_at - margin - time.time()
+    return deadline - margin - (time.monotonic() - started)
+
+
+def headers(environ: Mapping[str, str], check_only: bool = False) -> Dict[str, Any]:
+    """Probe every usable entry of $SVC_ACCOUNTS_ENV (or only list them, `check_only`)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    started = time.monotonic()
+    path = environ.get("SVC_ACCOUNTS_ENV") or ""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(MAX_ENV_FILE_BYTES + 1).decode("utf-8", "replace")
+    except OSError:
+        return {"error": error("config", MESSAGES["config"][1])}
+    entries, unusable = entries_from_env(text, environ)
+    active, duplicates = resolve_active(entries)
+    if check_only:
+        return {"available": bool(entries), "usable": [e["label"] for e in entries], "unusable": unusable,
+                "active": active, "duplicateActive": duplicates}
+    if not entries:
+        return {"available": False}
+    timeout_s = request_timeout_s(environ)
+    budget = _sweep_budget(environ, started)
+    pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT)
+    futures = [pool.submit(probe_account, e["token"], environ, timeout_s) for e in entries]
+    wait(futures, timeout=max(0.0, budget))
+    accounts = []
+    for entry, future in zip(entries, futures):
+        if future.done() and future.exception() is None:
+            view = future.result()
+        else:
+            view = unanswered(error("internal") if future.done() else error("timeout", MESSAGES["timeout"][1]))
+        accounts.append({"label": entry["label"], "email": entry["email"], "active": entry["active"],
+                         "overallStatus": view["overallStatus"],
+                         "representativeClaim": view["representativeClaim"],
+                         "fiveHour": view["fiveHour"], "sevenDay": view["sevenDay"], "error": view["error"]})
+    # Probes still running are abandoned: probe.py exits with os._exit.
+    pool.shutdown(wait=False)
+    return {"available": True, "probedAt": _time.now_ms(), "active": active,
+            "duplicateActive": duplicates, "accounts": accounts}
+
+
+# ---------------------------------------------------------------- usage probe
+
+def _json_file(path: "os.PathLike[str] | str") -> Any:
+    with open(str(path), "rb") as fh:
+        return loads_bounded(fh.read(MAX_USAGE_BODY + 1), MAX_USAGE_BODY)
+
+
+def _optional_str(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and value.strip() and len(value) <= 200 else None
+
+
+def _login_email(paths: Paths) -> Optional[str]:
+    """`oauthAccount.emailAddress` of the login profile, when it is an address."""
+    try:
+        profile = _json_file(paths.login_profile)
+    except (OSError, ValueError):
+        return None
+    account = profile.get("oauthAccount") if isinstance(profile, dict) else None
+    address = account.get("emailAddress") if isinstance(account, dict) else None
+    if isinstance(address, str) and EMAIL_RE.fullmatch(address.strip()):
+        return address.strip()
+    return None
+
+
+def usage(environ: Mapping[str, str]) -> Dict[str, Any]:
+    """The interactive login's usage: `{"ok": True, "email", "values"}` or `{"ok": False, "error", ...}`."""
+    paths = Paths(environ=environ)
+    creds_path = paths.login_credentials
+    if not creds_path.exists():
+        return {"ok": False, "error": error("config", MESSAGES["config"][6])}
+    try:
+        creds = _json_file(creds_path)
+    except OSError:
+        return {"ok": False, "error": error("config", MESSAGES["config"][5])}
+    except ValueError:
+        return {"ok": False, "error": error("config", MESSAGES["config"][4])}
+    oauth = creds.get("claudeAiOauth") if isinstance(creds, dict) else None
+    if not isinstance(oauth, dict):
+        return {"ok": False, "error": error("config", MESSAGES["config"][4])}
+    token = oauth.get("accessToken")
+    if not isinstance(token, str) or not usable(token):
+        return {"ok": False, "error": error("auth", MESSAGES["auth"][1])}
+    subscription = _optional_str(oauth.get("subscriptionType"))
+    tier = _optional_str(oauth.get("rateLimitTier"))
+    email = _login_email(paths)
+    result = fetch_usage(token.strip(), environ, request_timeout_s(environ), subscription, tier)
+    if result.get("ok") is not True:
+        return result
+    return {"ok": True, "email": email, "values": result["values"]}

@@ -1,0 +1,292 @@
+"""The provider's wire, as the token-scoped child speaks it (DESIGN §3).
+
+Two requests: the header probe (`POST /v1/messages`, read for its
+`anthropic-ratelimit-unified-*` headers whatever the status) and the usage
+probe (`GET /api/oauth/usage`). Each returns token-free data or an error in
+the fixed vocabulary of `errors`: exception text and response bodies never
+reach the output, since any of them could quote the bearer token.
+
+urllib is imported inside the functions that send, so the parsers here cost
+nothing to import.
+"""
+from __future__ import annotations
+
+import time
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any, Dict, Mapping, Optional
+
+from . import _time
+from ._names import WINDOW_CLAIMS
+from ._text import WORD_RE, loads_bounded
+from ._version import __version__
+from .errors import MESSAGES, error
+
+DEFAULT_PROVIDER_URL = "https://api.anthropic.com"
+DEFAULT_PROBE_MODEL = "claude-haiku-4-5-20251001"
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+UNIFIED = "anthropic-ratelimit-unified-"
+MAX_USAGE_BODY = 1024 * 1024
+
+# Header prefix of each window and its body field.
+_HEADER_WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
+# The usage reply's windows: (reply key, pct key, resets_at key or None).
+_USAGE_WINDOWS = (
+    (WINDOW_CLAIMS[0], "ratelimit.five_hour_pct", "ratelimit.five_hour_resets_at"),
+    (WINDOW_CLAIMS[1], "ratelimit.seven_day_pct", "ratelimit.seven_day_resets_at"),
+    ("seven_day_opus", "ratelimit.seven_day_large_pct", None),
+    ("seven_day_sonnet", "ratelimit.seven_day_medium_pct", None),
+)
+_NO_VIEW: Dict[str, Any] = {"overallStatus": None, "representativeClaim": None, "fiveHour": None,
+                            "sevenDay": None}
+
+
+# ---------------------------------------------------------------- header values
+
+def pct_from_fraction(raw: str) -> float:
+    """'0.123' -> 12.3 (fraction x 100, half-up to one decimal). ValueError on junk."""
+    try:
+        value = Decimal(raw.strip())
+    except (InvalidOperation, AttributeError):
+        raise ValueError("not a number") from None
+    # A fraction beyond 10^6 (10^8 %) is not a utilization; it also keeps the
+    # decimal arithmetic below from overflowing.
+    if not value.is_finite() or value < 0 or value > 1000000:
+        raise ValueError("not a usable fraction")
+    try:
+        return float((value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+    except ArithmeticError:
+        raise ValueError("not a usable fraction") from None
+
+
+def iso_from_reset(raw: str) -> str:
+    """Epoch seconds as text to ISO-8601 UTC `...Z`. ValueError on junk."""
+    try:
+        value = Decimal(raw.strip())
+    except (InvalidOperation, AttributeError):
+        raise ValueError("not a number") from None
+    if not value.is_finite() or value < 0 or value > Decimal(10) ** 11:
+        raise ValueError("not a usable epoch")
+    try:
+        return _time.iso_from_epoch(float(value))
+    except (ArithmeticError, OverflowError):
+        raise ValueError("not a usable epoch") from None
+
+
+def _word(raw: Optional[str]) -> Optional[str]:
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not WORD_RE.match(value):
+        raise ValueError("not a status word")
+    return value
+
+
+def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    """The `anthropic-ratelimit-unified-*` headers (lower-case keys) to a token-free view.
+
+    None when there is no such header at all. ValueError when a value does not
+    parse. A window is present when any of its three headers is.
+    """
+    unified = {k[len(UNIFIED):]: v for k, v in headers.items() if k.startswith(UNIFIED)}
+    if not unified:
+        return None
+    view: Dict[str, Any] = {
+        "overallStatus": _word(unified.get("status")),
+        "representativeClaim": _word(unified.get("representative-claim")),
+    }
+    for short, field in _HEADER_WINDOWS:
+        util = unified.get(short + "-utilization")
+        reset = unified.get(short + "-reset")
+        status = unified.get(short + "-status")
+        if util is None and reset is None and status is None:
+            view[field] = None
+            continue
+        view[field] = {
+            "pct": pct_from_fraction(util) if util is not None else None,
+            "resetsAt": iso_from_reset(reset) if reset is not None else None,
+            "status": _word(status),
+        }
+    return view
+
+
+# ---------------------------------------------------------------- transport
+
+def provider_url(environ: Mapping[str, str]) -> str:
+    return (environ.get("SVC_PROVIDER_URL") or DEFAULT_PROVIDER_URL).rstrip("/")
+
+
+def _classify_transport(exc: BaseException) -> str:
+    """'timeout' when a timeout is anywhere in the cause chain, else 'transport'."""
+    import socket
+
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            return "timeout"
+        reason = getattr(exc, "reason", None)
+        exc = reason if isinstance(reason, BaseException) else exc.__cause__ or exc.__context__
+        seen += 1
+    return "transport"
+
+
+def _opener(url: str) -> Any:
+    """A URL opener that never follows redirects; loopback never goes through a proxy."""
+    import urllib.parse
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        # A redirect would carry the bearer token to wherever it points.
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
+    return urllib.request.build_opener(NoRedirect())
+
+
+def _open_any_status(request: Any, timeout_s: float) -> Any:
+    """The response whatever its status: the rate-limit headers ride on 429s too."""
+    import urllib.error
+    try:
+        return _opener(request.full_url).open(request, timeout=timeout_s)
+    except urllib.error.HTTPError as exc:
+        return exc
+
+
+# ---------------------------------------------------------------- header probe
+
+def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> Dict[str, Any]:
+    """One header probe; returns {overallStatus, representativeClaim, fiveHour, sevenDay, error}."""
+    import json
+    import urllib.request
+
+    body = json.dumps({
+        "model": environ.get("SVC_PROBE_MODEL") or DEFAULT_PROBE_MODEL,
+        "max_tokens": 1,
+        "messages": [{"role": "user", "content": "hi"}],
+    }).encode("utf-8")
+    request = urllib.request.Request(provider_url(environ) + "/v1/messages", data=body, method="POST", headers={
+        "authorization": "Bearer " + token,
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "oauth-2025-04-20",
+        "content-type": "application/json",
+        "user-agent": "svcposture/" + __version__,
+    })
+    try:
+        with _open_any_status(request, timeout_s) as response:
+            status = int(response.getcode() or 0)
+            headers = {k.lower(): v for k, v in response.headers.items()}
+            try:
+                response.read(65536)
+            except Exception:  # noqa: BLE001 - the body is never used
+                pass
+    except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
+        return dict(_NO_VIEW, error=error(_classify_transport(exc)))
+    if status in (401, 403):
+        return dict(_NO_VIEW, error=error("auth", http_status=status))
+    try:
+        view = parse_unified_headers(headers)
+    except ValueError:
+        return dict(_NO_VIEW, error=error("parse", http_status=status))
+    if view is None:
+        kind = "no_headers" if (200 <= status < 300 or status == 429) else "http"
+        return dict(_NO_VIEW, error=error(kind, http_status=status))
+    view["error"] = None
+    return view
+
+
+def unanswered(err: Dict[str, Any]) -> Dict[str, Any]:
+    """The view of an account whose probe gave no answer, with `err`."""
+    return dict(_NO_VIEW, error=err)
+
+
+# ---------------------------------------------------------------- usage probe
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and value not in (float("inf"), float("-inf"))
+
+
+def usage_values(body: Any, subscription: Optional[str], tier: Optional[str]) -> Dict[str, Any]:
+    """The usage reply to {contract key: value}; ValueError when a present window is malformed.
+
+    Null or missing windows and values are left out (absent means unknown).
+    """
+    if not isinstance(body, dict):
+        raise ValueError("usage reply is not an object")
+    values: Dict[str, Any] = {}
+    for source, pct_key, reset_key in _USAGE_WINDOWS:
+        window = body.get(source)
+        if window is None:
+            continue
+        if not isinstance(window, dict):
+            raise ValueError("window is not an object")
+        util = window.get("utilization")
+        if util is not None:
+            if not _number(util) or util < 0:
+                raise ValueError("utilization is not a number")
+            values[pct_key] = util
+        resets = window.get("resets_at")
+        if reset_key is not None and resets is not None:
+            values[reset_key] = _time.normalize_iso(resets)
+    if subscription is not None:
+        values["subscription.type"] = subscription
+    if tier is not None:
+        values["rate_limit.tier"] = tier
+    return values
+
+
+def retry_after_s(raw: Optional[str]) -> Optional[float]:
+    """A `retry-after` header (seconds or an HTTP date) as seconds from now, or None."""
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        value = float(raw)
+        if value == value and 0 <= value < float("inf"):
+            return value
+        return None
+    except ValueError:
+        pass
+    try:
+        import email.utils
+
+        stamp = email.utils.parsedate_to_datetime(raw)
+        if stamp is None:
+            return None
+        return max(0.0, stamp.timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscription: Optional[str],
+                tier: Optional[str]) -> Dict[str, Any]:
+    """One usage probe: `{"ok": True, "values": {...}}` or `{"ok": False, "error", ["retryAfterS"]}`."""
+    import urllib.request
+
+    request = urllib.request.Request(provider_url(environ) + "/api/oauth/usage", method="GET", headers={
+        "authorization": "Bearer " + token,
+        "anthropic-beta": "oauth-2025-04-20",
+        "user-agent": "svcposture/" + __version__,
+    })
+    try:
+        with _open_any_status(request, timeout_s) as response:
+            status = int(response.getcode() or 0)
+            retry_after = retry_after_s(response.headers.get("retry-after"))
+            raw = response.read(MAX_USAGE_BODY + 1)
+    except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
+        return {"ok": False, "error": error(_classify_transport(exc))}
+    if status in (401, 403):
+        return {"ok": False, "error": error("auth", http_status=status)}
+    if status == 429:
+        return {"ok": False, "error": error("http", MESSAGES["http"][1], http_status=status),
+                "retryAfterS": retry_after}
+    if not 200 <= status < 300:
+        return {"ok": False, "error": error("http", http_status=status)}
+    try:
+        values = usage_values(loads_bounded(raw, MAX_USAGE_BODY), subscription, tier)
+    except ValueError:
+        # Malformed windows, bad UTF-8, too large or nested too deeply alike.
+        return {"ok": False, "error": error("parse", MESSAGES["parse"][1], http_status=status)}
+    return {"ok": True, "values": values}
