@@ -1,3 +1,14 @@
-"""The HTTP side of a node: server and handler, fast lane, trust policy,
-exposition of metrics and OpenAPI, the dashboard's static files, HUD, demo,
-and the monitor process's main."""
+"""The HTTP side of a node, one job per module.
+
+- main: the `svc-monitor` process (lock, logging, signals, run_monitor) and
+  the library's start_server(home).
+- server: MonitorServer, its shared caches and stream bookkeeping.
+- handler: request parsing, the routes, the guard's use, one-write replies.
+- trust: the Host/Origin trust policy behind the guard.
+- fastlane: cached plain reads of /api/accounts from one selector thread.
+- sse: the /api/accounts/stream event stream.
+- exposition: the /metrics text and the OpenAPI document (pure functions).
+- assets: the dashboard files in static/.
+- wire: limits, reasons and header bytes the handler and fast lane share.
+- hud, demo: `svc-monitor hud` and `svc-monitor demo`.
+"""

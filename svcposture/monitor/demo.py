@@ -22,9 +22,9 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from .._files import write_json_atomic, write_text_atomic
 from ..paths import Paths
+from .provider_wire import error_body, message_body, reply_status, unified_headers, usage_body, usage_window
 
 CYCLE_S = 180.0  # ok -> degraded -> rejected -> ok once every three minutes
-UNIFIED = "anthropic-ratelimit-unified-"
 DEMO_ACCOUNTS = (
     # (suffix, token, email)
     ("ACCT1", "demo-token-acct1-not-a-secret", "ada@demo.invalid"),
@@ -106,41 +106,25 @@ class _ProviderHandler(BaseHTTPRequestHandler):
         elif length:
             self.close_connection = True
         if self.path.split("?")[0] != "/v1/messages":
-            return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "not found"}})
+            return self._send(404, error_body("not_found_error", "not found"))
         label = self.server.provider.label_for(self._token())
         if label is None:
-            return self._send(401, {"type": "error", "error": {"type": "authentication_error",
-                                                               "message": "invalid bearer token"}})
+            return self._send(401, error_body("authentication_error", "invalid bearer token"))
         state = self.server.provider.state(label)
-        headers = {UNIFIED + "status": state["status"], UNIFIED + "representative-claim": state["claim"]}
-        for short in ("5h", "7d"):
-            fraction, status, reset = state[short]
-            headers[UNIFIED + short + "-utilization"] = "%.4f" % fraction
-            headers[UNIFIED + short + "-status"] = status
-            headers[UNIFIED + short + "-reset"] = str(int(reset))
-        if state["status"] == "rejected":
-            return self._send(429, {"type": "error", "error": {"type": "rate_limit_error",
-                                                               "message": "rate limited"}}, headers)
-        self._send(200, {"id": "msg_demo", "type": "message", "role": "assistant", "model": "demo",
-                         "content": [{"type": "text", "text": "h"}], "stop_reason": "max_tokens",
-                         "usage": {"input_tokens": 8, "output_tokens": 1}}, headers)
+        headers = unified_headers(state, digits=4)
+        if reply_status(state["status"]) == 429:
+            return self._send(429, error_body("rate_limit_error", "rate limited"), headers)
+        self._send(200, message_body("demo"), headers)
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.split("?")[0] != "/api/oauth/usage":
             return self._send(404, {"error": "not found"})
         if self._token() != DEMO_LOGIN_TOKEN:
-            return self._send(401, {"type": "error", "error": {"type": "authentication_error",
-                                                               "message": "invalid bearer token"}})
+            return self._send(401, error_body("authentication_error", "invalid bearer token"))
         state = self.server.provider.state("acct1")
-
-        def window(key: str) -> Dict[str, Any]:
-            fraction, _status, reset = state[key]
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(reset)) + ".000000+00:00"
-            return {"utilization": round(fraction * 100, 1), "resets_at": stamp}
-
-        self._send(200, {"five_hour": window("5h"), "seven_day": window("7d"),
-                         "seven_day_opus": {"utilization": 12.0, "resets_at": None},
-                         "seven_day_sonnet": None})
+        self._send(200, usage_body(usage_window(state["5h"][0], state["5h"][2]),
+                                   usage_window(state["7d"][0], state["7d"][2]),
+                                   seven_day_opus={"utilization": 12.0, "resets_at": None}))
 
 
 class SimulatedProvider:

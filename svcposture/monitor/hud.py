@@ -9,7 +9,9 @@ import time
 from typing import Any, Callable, Dict, IO, Iterator, Mapping, Optional, Sequence, Tuple
 
 from .._files import read_json
+from .._text import printable
 from .._time import now_ms, parse_iso_ms
+from ..errors import SvcpostureError
 from ..paths import Paths
 
 DEFAULT_URL = "http://127.0.0.1:7400"
@@ -19,7 +21,7 @@ _COLOURS = {"ok": "32", "degraded": "33", "rejected": "1;31", "error": "35", "un
             "unavailable": "90"}
 
 
-class HudError(OSError):
+class HudError(SvcpostureError, OSError):
     """The monitor could not be reached or answered something that is not a posture."""
 
 
@@ -98,13 +100,10 @@ def format_line(body: Any, colour: bool = False, now: Optional[int] = None) -> s
     return _paint(" | ".join(parts), status, colour)
 
 
-# C0, DEL and C1 controls from a hostile or broken monitor must never reach the
-# terminal: an escape sequence in a label could rewrite the operator's screen.
-_CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")
-
-
 def _paint(text: str, status: str, colour: bool) -> str:
-    text = text.translate(_CONTROLS)
+    # C0, DEL and C1 controls from a hostile or broken monitor must never reach the
+    # terminal: an escape sequence in a label could rewrite the operator's screen.
+    text = printable(text)
     if not colour:
         return text
     return "\x1b[%sm%s\x1b[0m" % (_COLOURS.get(status, "0"), text)
@@ -208,8 +207,8 @@ def run(base: str, out: IO[str], colour: bool, tty: bool,
                 shown = line
                 out.flush()
         except (OSError, ValueError, http.client.HTTPException) as exc:
-            message = ("svc: monitor unreachable at %s (%s); retrying"
-                       % (base, getattr(exc, "reason", exc))).translate(_CONTROLS)
+            message = printable("svc: monitor unreachable at %s (%s); retrying"
+                                % (base, getattr(exc, "reason", exc)))
             if tty:
                 out.write("\r\x1b[2K" + _paint(message, "unknown", colour))
             elif message != shown:
@@ -241,7 +240,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             body = fetch_once(base)
         except HudError as exc:
-            print(("svc-monitor hud: %s" % exc).translate(_CONTROLS), file=sys.stderr)
+            print(printable("svc-monitor hud: %s" % exc), file=sys.stderr)
             return 1
         out.write(format_line(body, colour) + "\n")
         return 0

@@ -1,0 +1,264 @@
+"""What the monitor says about itself: the /metrics text and the OpenAPI document.
+
+Both are pure functions of their inputs, as in prometheus_client's
+exposition.py; the handler reads the figures and writes the bytes.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .._names import CLAIM_OF_FIELD, NODE_STATUSES
+from .._time import parse_iso_ms
+from .._version import __version__
+from .trust import GUARD_MESSAGES
+from .wire import JSON_TYPE
+
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+WINDOWS = tuple(CLAIM_OF_FIELD.items())  # (body field, metric label)
+
+Samples = List[Tuple[str, Any]]
+
+
+# ------------------------------------------------------------------ metrics
+
+def _label(value: Any) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: Any) -> Optional[str]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def _family(lines: List[str], name: str, kind: str, help_text: str, samples: Sequence[Tuple[str, Any]]) -> None:
+    lines.append("# HELP %s %s" % (name, help_text))
+    lines.append("# TYPE %s %s" % (name, kind))
+    for labels, value in samples:
+        text = _number(value)
+        if text is not None:
+            lines.append("%s%s %s" % (name, labels, text))
+
+
+def _account_samples(accounts: Any) -> Tuple[Samples, Samples, Samples]:
+    """(utilization pct, window reset seconds, active flag) samples per account."""
+    pct: Samples = []
+    resets: Samples = []
+    active: Samples = []
+    for account in accounts if isinstance(accounts, list) else []:
+        if not isinstance(account, dict) or not isinstance(account.get("label"), str):
+            continue
+        label = _label(account["label"])
+        active.append(('{account="%s"}' % label, 1 if account.get("active") else 0))
+        for key, window in WINDOWS:
+            view = account.get(key)
+            if not isinstance(view, dict):
+                continue
+            labels = '{account="%s",window="%s"}' % (label, window)
+            pct.append((labels, view.get("pct")))
+            stamp = view.get("resetsAt")
+            if isinstance(stamp, str):
+                try:
+                    resets.append((labels, parse_iso_ms(stamp) / 1000.0))
+                except ValueError:
+                    pass
+    return pct, resets, active
+
+
+def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_max: int) -> str:
+    """Prometheus text format 0.0.4 of the posture service's figures.
+
+    `figures` is PostureService.metrics() ({} when it failed); `subscribers` and
+    `subscribers_max` are the open /api/accounts/stream connections and their cap.
+    """
+    last = figures.get("last") if isinstance(figures.get("last"), dict) else None
+    lines: List[str] = []
+    available = bool(last and last.get("available"))
+    _family(lines, "svc_posture_available", "gauge", "1 when the posture surface is enabled and probed.",
+            [("", 1 if available else 0)])
+    status = last.get("status") if last else None
+    _family(lines, "svc_node_status", "gauge",
+            "Node-level account status, one series per status; 1 marks the current one.",
+            [('{status="%s"}' % s, 1 if s == status else 0) for s in NODE_STATUSES])
+    pct, resets, active = _account_samples(last.get("accounts") if last else None)
+    _family(lines, "svc_account_utilization_percent", "gauge",
+            "Account utilization of a rate-limit window, percent (may exceed 100).", pct)
+    _family(lines, "svc_account_window_resets_at_seconds", "gauge", "When the window resets, Unix seconds.", resets)
+    _family(lines, "svc_account_active", "gauge", "1 for the node's active account.", active)
+    _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.",
+            [("", figures.get("probeRuns", 0))])
+    _family(lines, "svc_probe_errors_total", "counter", "Header probes that ended in an error posture.",
+            [("", figures.get("probeErrors", 0))])
+    last_ok = figures.get("lastSuccessMs")
+    _family(lines, "svc_probe_last_success_timestamp_seconds", "gauge", "When a probe last succeeded, Unix seconds.",
+            [("", last_ok / 1000.0)] if isinstance(last_ok, (int, float)) and not isinstance(last_ok, bool) else [])
+    _family(lines, "svc_sse_subscribers", "gauge", "Open /api/accounts/stream connections.", [("", subscribers)])
+    _family(lines, "svc_sse_subscribers_max", "gauge", "Stream subscriber cap (SVC_MONITOR_MAX_STREAMS).",
+            [("", subscribers_max)])
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ openapi
+
+def _ref(name: str) -> Dict[str, str]:
+    return {"$ref": "#/components/schemas/" + name}
+
+
+def _window_schema() -> Dict[str, Any]:
+    return {"oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": False,
+                                         "required": ["pct", "resetsAt", "status"],
+                                         "properties": {
+                                             "pct": {"type": ["number", "null"], "description": "Percent of the window limit; may exceed 100."},
+                                             "resetsAt": {"type": ["string", "null"], "format": "date-time"},
+                                             "status": {"type": ["string", "null"], "examples": ["allowed", "allowed_warning", "rejected"]}}}]}
+
+
+def _account_schema() -> Dict[str, Any]:
+    return {"type": "object", "additionalProperties": False,
+            "required": ["label", "email", "active", "overallStatus", "representativeClaim",
+                         "bindingWindow", "bindingStatus", "fiveHour", "sevenDay", "error"],
+            "properties": {
+                "label": {"type": "string", "pattern": "^[a-z0-9_]+$", "examples": ["acct2"]},
+                "email": {"type": ["string", "null"]},
+                "active": {"type": "boolean"},
+                "overallStatus": {"type": ["string", "null"]},
+                "representativeClaim": {"type": ["string", "null"]},
+                "bindingWindow": {"type": ["string", "null"], "enum": ["five_hour", "seven_day", None]},
+                "bindingStatus": {"type": ["string", "null"]},
+                "fiveHour": _ref("Window"),
+                "sevenDay": _ref("Window"),
+                "error": {"oneOf": [{"type": "null"}, _ref("ProbeError")]}}}
+
+
+def _posture_schema() -> Dict[str, Any]:
+    return {"type": "object",
+            "required": ["available", "node", "generatedAt", "probedAt", "cached", "status",
+                         "active", "accounts", "siblingWithHeadroom"],
+            "properties": {
+                "available": {"const": True},
+                "node": {"type": "string"},
+                "generatedAt": {"type": "string", "format": "date-time"},
+                "probedAt": {"type": "integer", "description": "Epoch ms of the probe; unchanged across cached replies."},
+                "cached": {"type": "boolean"},
+                "status": {"type": "string", "enum": list(NODE_STATUSES)},
+                "active": {"oneOf": [{"type": "null"}, _ref("Account")]},
+                "accounts": {"type": "array", "items": _ref("Account")},
+                "siblingWithHeadroom": {"oneOf": [{"type": "null"}, {
+                    "type": "object", "required": ["label", "email"], "additionalProperties": False,
+                    "properties": {"label": {"type": "string"}, "email": {"type": ["string", "null"]}}}]},
+                "error": {"description": "Node-level error (status error): the probe itself failed.",
+                          "$ref": "#/components/schemas/ProbeError"}}}
+
+
+def _schemas() -> Dict[str, Any]:
+    error_kinds = ["transport", "timeout", "auth", "http", "no_headers", "parse", "config", "internal"]
+    probe_error = {"type": "object", "required": ["kind", "message"],
+                   "properties": {"kind": {"type": "string", "enum": error_kinds},
+                                  "message": {"type": "string"},
+                                  "httpStatus": {"type": ["integer", "null"]}}}
+    disabled = {"type": "object", "additionalProperties": False, "required": ["available", "node"],
+                "properties": {"available": {"const": False}, "node": {"type": "string"}}}
+    forbidden = {"type": "object", "additionalProperties": False, "required": ["error", "reason", "message"],
+                 "properties": {"error": {"const": "forbidden"},
+                                "reason": {"type": "string", "enum": list(GUARD_MESSAGES)},
+                                "message": {"type": "string"}}}
+    error = {"type": "object", "required": ["error", "message"],
+             "properties": {"error": {"type": "string"}, "message": {"type": "string"}}}
+    health = {"type": "object", "required": ["ok", "node", "version", "startedAt"],
+              "properties": {"ok": {"const": True}, "node": {"type": "string"},
+                             "version": {"type": "string"}, "startedAt": {"type": "string", "format": "date-time"}}}
+    return {"Window": _window_schema(), "ProbeError": probe_error, "Account": _account_schema(),
+            "Posture": _posture_schema(), "Disabled": disabled, "Forbidden": forbidden, "Error": error,
+            "Health": health}
+
+
+def _json_response(description: str, ref: str, headers: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"description": description, "content": {JSON_TYPE: {"schema": _ref(ref)}}}
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def _text_response(description: str, ctype: str) -> Dict[str, Any]:
+    return {"description": description, "content": {ctype: {"schema": {"type": "string"}}}}
+
+
+_COMMON = {
+    "405": {"$ref": "#/components/responses/MethodNotAllowed"},
+    "414": {"$ref": "#/components/responses/TooLarge"},
+    "431": {"$ref": "#/components/responses/TooLarge"},
+}
+_GUARDED = {"403": {"$ref": "#/components/responses/Forbidden"}}
+
+
+def _get_op(op_id: str, summary: str, responses: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
+    op = {"operationId": op_id, "summary": summary, "responses": dict(responses, **_COMMON, **_GUARDED)}
+    op.update(extra)
+    return {"get": op, "head": dict(op, operationId=op_id + "Head", summary=summary + " (headers only)")}
+
+
+def _accounts_op(body_schema: Dict[str, Any]) -> Dict[str, Any]:
+    return _get_op(
+        "getAccounts", "The node's account posture (cached for the TTL).",
+        {"200": {"description": "The posture body, or exactly {available:false,node} when disabled.",
+                 "headers": {"Cache-Control": {"schema": {"const": "no-store"}}},
+                 "content": {JSON_TYPE: {"schema": body_schema}}},
+         "500": _json_response("The posture layer failed.", "Error")},
+        description=("A plain read needs no header. `refresh=true` forces a fresh probe (floor and "
+                     "single-flight apply) and needs the X-Svc-Refresh header, a trusted Host and, "
+                     "when present, a trusted Origin; otherwise 403 and no probe is spent."),
+        parameters=[
+            {"name": "refresh", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": ["true"]},
+             "description": "`true` forces a fresh probe; any other value is a plain read."},
+            {"name": "X-Svc-Refresh", "in": "header", "required": False, "schema": {"type": "string"},
+             "description": "Required (any value, even empty) with refresh=true."}])
+
+
+def _paths() -> Dict[str, Any]:
+    body_schema = {"oneOf": [_ref("Posture"), _ref("Disabled")]}
+    return {
+        "/": _get_op("dashboard", "The dashboard page (plain HTML, CSS and JS).",
+                     {"200": _text_response("Dashboard HTML.", "text/html")}),
+        "/static/dashboard.css": _get_op("dashboardCss", "Dashboard stylesheet.",
+                                         {"200": _text_response("CSS.", "text/css")}),
+        "/static/dashboard.js": _get_op("dashboardJs", "Dashboard script.",
+                                        {"200": _text_response("JavaScript.", "text/javascript")}),
+        "/api/accounts": _accounts_op(body_schema),
+        "/api/accounts/stream": _get_op(
+            "streamAccounts", "Server-sent events: the current posture, then one frame per refresh.",
+            {"200": {"description": ("`retry: 5000`, then frames `event: account`, `id: <seq>`, `data: <posture body>`; "
+                                     "`: keepalive` comments every SVC_SSE_KEEPALIVE_S seconds."),
+                     "content": {"text/event-stream": {"schema": {"type": "string"}, "x-data-schema": body_schema}}},
+             "503": _json_response("Too many subscribers.", "Error",
+                                   {"Retry-After": {"schema": {"type": "integer"}}})}),
+        "/api/openapi.json": _get_op("openapi", "This document.",
+                                     {"200": {"description": "OpenAPI 3.1 document.",
+                                              "content": {JSON_TYPE: {"schema": {"type": "object"}}}}}),
+        "/metrics": _get_op("metrics", "Prometheus text exposition.",
+                            {"200": _text_response("Prometheus text format 0.0.4.", "text/plain")}),
+        "/healthz": _get_op("healthz", "Liveness of the monitor process.",
+                            {"200": _json_response("Serving.", "Health")}),
+    }
+
+
+def openapi_document() -> Dict[str, Any]:
+    """The OpenAPI 3.1 document of every route and schema (served at /api/openapi.json)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "svc-monitor", "version": __version__,
+                 "description": "Read-only, token-free account posture of one node."},
+        "paths": _paths(),
+        "components": {
+            "schemas": _schemas(),
+            "responses": {
+                "Forbidden": _json_response("Forced-refresh guard (or SVC_MONITOR_READ_GUARD) refused the request.",
+                                            "Forbidden"),
+                "MethodNotAllowed": _json_response("Only GET and HEAD.", "Error",
+                                                   {"Allow": {"schema": {"const": "GET, HEAD"}}}),
+                "TooLarge": _json_response("Request line or header fields too large.", "Error"),
+            },
+        },
+    }
