@@ -43,21 +43,20 @@ def _run(prog: str, func: Callable[[], int]) -> int:
 
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
-        from .monitor import server
-        return server.main(argv)
+        from .monitor import main as monitor
+        return monitor.main(argv)
     return _run("svc-monitor", go)
 
 
 def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
-        from .cluster import liveness, mirror
+        from .cluster import commands
         parser = argparse.ArgumentParser(
             prog="svc-cluster",
             description="Cluster config mirror and liveness anchor for this node.",
         )
         sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-        mirror.add_commands(sub)
-        liveness.add_commands(sub)
+        commands.add_commands(sub)
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)

@@ -1,3 +1,13 @@
-"""The cluster side of a node: config mirror (bundle, join, roster, sync),
-process control and cloud-env projection, the liveness anchor (tracker,
-publisher, peer status, HRW) and the doctor."""
+"""The cluster side of a node (DESIGN §8). One job per module:
+
+- mirror:   classify, bundle export, bundle parsing, join
+- roster:   the cluster repo checkout, git, roster list/add/remove
+- sync:     decrypt the cluster secrets and write them (svc-cluster sync)
+- cloudenv: the cloud-token projection into cluster.env and ~/.zshenv
+- stack:    process control of the monitor and the svc-stack command line
+- liveness: settings, heartbeat publisher, peer status, Loki read, set-anchor/status
+- tracker:  the Linear-compatible GraphQL client the liveness anchor lives on
+- hrw:      which host owns a ticket (highest random weight), svc-cluster owner
+- doctor:   every check: svc-cluster doctor and join's PER-NODE checklist
+- commands: the order of the svc-cluster commands; _common: what they share
+"""

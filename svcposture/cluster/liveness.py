@@ -1,4 +1,4 @@
-"""Cluster liveness: the heartbeat publisher, peer status, set-anchor, doctor and HRW ownership.
+"""Cluster liveness: settings, the heartbeat publisher, peer status, the Loki read, and `set-anchor`/`status`.
 
 Every host upserts one attachment `svc://heartbeat/<host>` onto the shared anchor
 issue. The anchor is read once, when the publisher is armed at monitor start,
@@ -8,31 +8,26 @@ to the old issue; peers reading the new one then see it `missing`.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import itertools
-import json
 import logging
 import math
 import os
-import re
-import stat
-import subprocess
 import sys
 import threading
 import time
 import urllib.parse
-from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import config
-from . import tracker
-from .._files import CorruptFileError
-from .._spawn import PACKAGE, child_env, module_command
+from .._env import env_number
+from .._text import has_control, loads_bounded, printable
 from .._time import iso_from_ms, now_ms, parse_iso_ms
 from .._version import __version__
-from ..events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, EventLogError, event_name, quota_block
-from ..latch import read_latch
+from ..errors import SvcpostureError
+from ..events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, event_name, quota_block
 from ..paths import Paths
+from . import tracker
+from ._common import print_json, valid_ticket
 
 LOGGER_NAME = "svcposture.liveness"
 INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
@@ -42,19 +37,14 @@ MIN_INTERVAL_MS = 100
 MAX_INTERVAL_MS = 24 * 3600 * 1000
 READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
 LOKI_URL_ENV = "SVC_LOKI_URL"
-TICKET_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[0-9]+$")
 HEARTBEAT_PREFIX = tracker.HEARTBEAT_URL_PREFIX
 # How far back the publisher looks for the newest quota sample; older means none.
 QUOTA_SCAN_LIMIT = 5000
 LOKI_TIMEOUT_S = 10.0
 MAX_LOKI_REPLY_BYTES = 8 * 1024 * 1024
-PROBE_CHECK_TIMEOUT_S = 30.0
-
-PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-class LokiError(Exception):
+class LokiError(SvcpostureError):
     """Base of every Loki failure; each concern below also subclasses a builtin."""
 
 
@@ -73,12 +63,9 @@ class LokiResponseError(LokiError, ValueError):
 # ---------------------------------------------------------------- settings
 
 def publish_interval_ms(environ: Mapping[str, str]) -> int:
-    raw = (environ.get(INTERVAL_ENV) or "").strip()
-    try:
-        value = int(raw)
-    except ValueError:
-        return DEFAULT_INTERVAL_MS
-    return value if MIN_INTERVAL_MS <= value <= MAX_INTERVAL_MS else DEFAULT_INTERVAL_MS
+    return int(env_number(environ, INTERVAL_ENV, DEFAULT_INTERVAL_MS, low=MIN_INTERVAL_MS, high=MAX_INTERVAL_MS,
+                          kind=int))
+
 
 
 def reads_from_loki(environ: Mapping[str, str]) -> bool:
@@ -95,41 +82,6 @@ def host_of_heartbeat_url(url: str) -> Optional[str]:
     host = urllib.parse.unquote(url[len(HEARTBEAT_PREFIX):])
     return host or None
 
-
-def valid_ticket(ticket: str) -> bool:
-    # fullmatch: `$` alone would accept a trailing newline.
-    return isinstance(ticket, str) and TICKET_RE.fullmatch(ticket) is not None
-
-
-# ---------------------------------------------------------------- HRW
-
-def hrw_score(ticket: str, host: str) -> int:
-    """Highest-random-weight score: first 8 bytes, big-endian, of sha256(ticket NUL host)."""
-    digest = hashlib.sha256(ticket.encode("utf-8") + b"\0" + host.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def hrw_candidates(roster: Sequence[str], live: Optional[Iterable[str]] = None) -> List[str]:
-    """roster ∩ live when liveness is known; the full roster when unknown or empty."""
-    unique = list(dict.fromkeys(roster))
-    if live is None:
-        return unique
-    live_set = set(live)
-    alive = [h for h in unique if h in live_set]
-    return alive or unique
-
-
-def hrw_owner(ticket: str, roster: Sequence[str], live: Optional[Iterable[str]] = None) -> Optional[str]:
-    """The host that owns `ticket`; ties go to the smaller name; None for an empty roster."""
-    candidates = hrw_candidates(roster, live)
-    if not candidates:
-        return None
-    return min(candidates, key=lambda h: (-hrw_score(ticket, h), h))
-
-
-def owns(ticket: str, host: str, roster: Sequence[str], live: Optional[Iterable[str]] = None) -> bool:
-    """A host absent from the roster owns nothing, whatever the scores say."""
-    return host in roster and hrw_owner(ticket, roster, live) == host
 
 
 # ---------------------------------------------------------------- publisher
@@ -256,24 +208,7 @@ class Publisher:
         anchor = self.anchor or ""
         published_ms = now_ms()
         published_at = iso_from_ms(published_ms)
-        try:
-            status = self._account_status()
-        except Exception:
-            status = "unavailable"
-        if not isinstance(status, str) or not status:
-            status = "unavailable"
-        try:
-            quota = _newest_quota(self._log)
-        except OSError:
-            quota = None
-        metadata = {
-            "host": self.node,
-            "publishedAt": published_at,
-            "publishIntervalMs": self.interval_ms,
-            "version": __version__,
-            "accountStatus": status,
-            "quota": quota,
-        }
+        metadata = self._metadata(published_at)
         try:
             client = tracker.TrackerClient(tracker.tracker_url(self.environ), auth)
             issue = client.upsert_attachment(anchor, heartbeat_url(self.node), "svc heartbeat %s" % self.node,
@@ -299,6 +234,28 @@ class Publisher:
             self._note(("ok",), "publishing", "liveness publisher: heartbeat %s published to anchor %s every %d ms"
                        % (heartbeat_url(self.node), anchor, self.interval_ms), logging.INFO)
         return self.state
+
+
+    def _metadata(self, published_at: str) -> Dict[str, Any]:
+        """The heartbeat's metadata; a failing status or quota read degrades, it never skips a beat."""
+        try:
+            status = self._account_status()
+        except Exception:
+            status = "unavailable"
+        if not isinstance(status, str) or not status:
+            status = "unavailable"
+        try:
+            quota = _newest_quota(self._log)
+        except OSError:
+            quota = None
+        return {
+            "host": self.node,
+            "publishedAt": published_at,
+            "publishIntervalMs": self.interval_ms,
+            "version": __version__,
+            "accountStatus": status,
+            "quota": quota,
+        }
 
 
 def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
@@ -336,7 +293,7 @@ def _peer_quota(value: Any) -> Optional[Dict[str, Any]]:
             block[field] = number
     for field in _QUOTA_STRINGS:
         text = value.get(field)
-        if isinstance(text, str) and len(text) <= 100 and not _CONTROL_RE.search(text):
+        if isinstance(text, str) and len(text) <= 100 and not has_control(text):
             block[field] = text
     return block
 
@@ -370,6 +327,8 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
     return rows
 
 
+# ---------------------------------------------------------------- Loki read
+
 def loki_query(interval_ms: int) -> str:
     window_s = max(1, int(math.ceil(2 * interval_ms / 1000.0)))
     return 'sum by (host) (count_over_time({host=~".+"}[%ds]))' % window_s
@@ -377,12 +336,24 @@ def loki_query(interval_ms: int) -> str:
 
 def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEOUT_S) -> List[str]:
     """Hosts with at least one log line in the last two publish intervals."""
-    import urllib.error
-    import urllib.request
     if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
         raise LokiConfigError("%s must be an http(s) URL" % LOKI_URL_ENV)
     url = base_url.rstrip("/") + "/loki/api/v1/query?" + urllib.parse.urlencode({"query": loki_query(interval_ms)})
-    host = urllib.parse.urlsplit(base_url).hostname or ""
+    status, raw = _loki_get(url, timeout)
+    if len(raw) > MAX_LOKI_REPLY_BYTES:
+        raise LokiResponseError("Loki reply larger than %d bytes" % MAX_LOKI_REPLY_BYTES)
+    try:
+        reply = loads_bounded(raw, MAX_LOKI_REPLY_BYTES)
+    except ValueError:
+        raise LokiResponseError("Loki reply is not JSON (HTTP %d)" % status) from None
+    return _live_hosts_from_reply(reply, status)
+
+
+def _loki_get(url: str, timeout: float) -> Tuple[int, bytes]:
+    """(HTTP status, at most MAX_LOKI_REPLY_BYTES + 1 bytes of the body); an error status is still read."""
+    import urllib.error
+    import urllib.request
+    host = urllib.parse.urlsplit(url).hostname or ""
     handlers = [urllib.request.ProxyHandler({})] if host in ("127.0.0.1", "localhost", "::1") else []
     request = urllib.request.Request(url, headers={"Accept": "application/json",
                                                    "User-Agent": "svcposture/%s" % __version__})
@@ -398,17 +369,15 @@ def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEO
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or type(exc).__name__
         raise LokiUnreachableError("cannot reach Loki: %s" % str(reason)[:200]) from None
-    if len(raw) > MAX_LOKI_REPLY_BYTES:
-        raise LokiResponseError("Loki reply larger than %d bytes" % MAX_LOKI_REPLY_BYTES)
-    try:
-        reply = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise LokiResponseError("Loki reply is not JSON (HTTP %d)" % status) from None
+    return status, raw
+
+
+def _live_hosts_from_reply(reply: Any, status: int) -> List[str]:
     if not isinstance(reply, dict):
         raise LokiResponseError("Loki reply is not a JSON object (HTTP %d)" % status)
     if reply.get("status") != "success" or status >= 300:
         error = reply.get("error")
-        detail = re.sub(r"[\x00-\x1f\x7f]+", " ", error)[:200] if isinstance(error, str) else "no detail"
+        detail = tracker.CONTROL_RUN_RE.sub(" ", error)[:200] if isinstance(error, str) else "no detail"
         raise LokiResponseError("Loki query failed (HTTP %d): %s" % (status, detail))
     data = reply.get("data")
     result = data.get("result") if isinstance(data, dict) else None
@@ -429,6 +398,8 @@ def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEO
             live.append(name)
     return live
 
+
+# ---------------------------------------------------------------- status
 
 def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     """{"source", "anchor", "hosts": [...]} plus "error" when liveness is unknown.
@@ -470,260 +441,22 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     return report
 
 
-# ---------------------------------------------------------------- doctor
-
-def _check(name: str, status: str, detail: str) -> Dict[str, str]:
-    return {"name": name, "status": status, "detail": detail}
-
-
-def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
-                  hosts: Optional[List[str]]) -> Dict[str, str]:
-    name = "liveness-anchor"
-    if reads_from_loki(environ):
-        return _check(name, INFO, "liveness is read from Loki (%s=loki); the anchor is not used" % READ_SOURCE_ENV)
-    try:
-        anchor = config.liveness_anchor(paths)
-    except config.ConfigError as exc:
-        return _check(name, FAIL, "cannot read the anchor: %s" % exc)
-    if anchor is None:
-        return _check(name, FAIL, "unset: run svc-cluster set-anchor <TICKET> on every host, then svc-stack restart")
-    try:
-        client = tracker.TrackerClient.for_paths(paths, environ)
-        issue = client.fetch_issue(anchor)
-    except config.ConfigError as exc:
-        return _check(name, WARN, "%s: cannot read the tracker token: %s" % (anchor, exc))
-    except tracker.TrackerTokenMissingError:
-        return _check(name, WARN, "%s: cannot verify, no tracker token on this host" % anchor)
-    except tracker.TrackerNotFoundError:
-        return _check(name, FAIL, "%s does not exist (or this token cannot see it): pick a live issue and move "
-                                  "the anchor" % anchor)
-    except tracker.TrackerAuthError as exc:
-        return _check(name, WARN, "%s: cannot verify: %s" % (anchor, exc))
-    except tracker.TrackerError as exc:
-        return _check(name, WARN, "%s: tracker unreachable: %s" % (anchor, exc))
-    if issue.trashed:
-        return _check(name, FAIL, "%s is in the trash: restore it, or move the anchor" % anchor)
-    if issue.archived_at:
-        return _check(name, FAIL, "%s is archived (%s): unarchive it, or move the anchor" % (anchor, issue.archived_at))
-    if issue.closed:
-        return _check(name, WARN, "%s is closed (%s): the anchor must stay open; reopen it" % (anchor, issue.state_type))
-    if hosts is not None and len(set(hosts)) > 1 and node:
-        mine = peer_states([node], issue.heartbeats, now_ms(), publish_interval_ms(environ))[0]
-        if mine["state"] == "missing":
-            return _check(name, WARN, "%s is open but carries no heartbeat from %s: if the anchor was just moved, "
-                                      "run svc-stack restart on this host" % (anchor, node))
-        if mine["state"] == "stale":
-            return _check(name, WARN, "%s is open but the heartbeat from %s is stale (%s s old): is the monitor "
-                                      "running? (svc-stack status)" % (anchor, node, mine["ageS"]))
-    return _check(name, PASS, "%s is open (%s); %d heartbeat(s) on it" % (
-        anchor, issue.state_type or "state unknown", len(issue.heartbeats)))
-
-
-def _check_roster(paths: Paths) -> Tuple[Dict[str, str], Optional[List[str]]]:
-    name = "roster"
-    try:
-        path = config.cluster_json_path(paths)
-        hosts = config.roster(paths)
-    except config.ConfigError as exc:
-        return _check(name, FAIL, "unreadable: %s" % exc), None
-    if not path.exists():
-        return _check(name, WARN, "%s not found: clone the cluster repo and run svc-cluster sync" % path), []
-    duplicates = sorted({h for h in hosts if hosts.count(h) > 1})
-    if duplicates:
-        return _check(name, FAIL, "duplicate host names in %s: %s" % (path, ", ".join(duplicates))), hosts
-    if not hosts:
-        return _check(name, WARN, "%s has an empty roster" % path), hosts
-    return _check(name, PASS, "%d host(s): %s" % (len(hosts), ", ".join(hosts))), hosts
-
-
-def _check_host_name(paths: Paths, hosts: Optional[List[str]]) -> Tuple[Dict[str, str], Optional[str]]:
-    name = "host-name"
-    try:
-        host = config.host_name(paths)
-    except config.ConfigError as exc:
-        return _check(name, FAIL, "cannot read: %s" % exc), None
-    if host is None:
-        return _check(name, FAIL, "%s is unset in node.json: this host owns no tickets (svc-cluster join "
-                                  "--host-name NAME)" % config.HOST_NAME_KEY), None
-    if hosts is None:
-        return _check(name, FAIL, "%s: cannot check against an unreadable roster" % host), host
-    if host not in hosts:
-        return _check(name, FAIL, "%s is not in the roster, so it owns zero tickets: svc-cluster roster add %s "
-                                  "--push" % (host, host)), host
-    return _check(name, PASS, "%s is in the roster" % host), host
-
-
-def _check_legacy_roster(paths: Paths) -> Dict[str, str]:
-    name = "legacy-roster"
-    try:
-        root = config.layer1_root(paths)
-    except config.ConfigError as exc:
-        return _check(name, INFO, "project repo unknown: %s" % exc)
-    if root is None:
-        return _check(name, INFO, "project repo unknown (set SVC_REPO_ROOT or register it); nothing to check")
-    legacy = root / ".svc" / "hosts.json"
-    if legacy.exists():
-        return _check(name, WARN, "%s is retired and never read; the roster is cluster.json in the cluster "
-                                  "repo. Delete it to avoid confusion" % legacy)
-    return _check(name, PASS, "no legacy .svc/hosts.json in %s" % root)
-
-
-def _check_cloud_env(paths: Paths) -> Dict[str, str]:
-    name = "cloud-env"
-    path = paths.cluster_env
-    try:
-        info = os.lstat(str(path))
-    except FileNotFoundError:
-        return _check(name, INFO, "%s not present (no cloud token projected; cloud is opt-in)" % path)
-    except OSError as exc:
-        return _check(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
-    if not stat.S_ISREG(info.st_mode):
-        return _check(name, FAIL, "%s is not a regular file" % path)
-    mode = stat.S_IMODE(info.st_mode)
-    if mode != 0o600:
-        return _check(name, FAIL, "%s has mode %04o, must be 0600: chmod 600 %s" % (path, mode, path))
-    if info.st_uid != os.getuid():
-        return _check(name, FAIL, "%s is not owned by this user" % path)
-    return _check(name, PASS, "%s is mode 0600" % path)
-
-
-def _check_accounts_env(paths: Paths) -> Dict[str, str]:
-    name = "accounts-env"
-    path = paths.accounts_env
-    try:
-        info = os.stat(str(path))
-    except FileNotFoundError:
-        return _check(name, INFO, "%s not present: the posture surface is disabled on this host" % path)
-    except OSError as exc:
-        return _check(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
-    if not stat.S_ISREG(info.st_mode):
-        return _check(name, FAIL, "%s is not a regular file" % path)
-    mode = stat.S_IMODE(info.st_mode)
-    if mode & 0o022:
-        return _check(name, FAIL, "%s is writable by group or others (mode %04o) and is sourced as shell: "
-                                  "chmod 600 %s" % (path, mode, path))
-    if not os.access(str(path), os.R_OK):
-        return _check(name, FAIL, "%s is not readable" % path)
-    env = child_env(paths.environ)
-    env["HOME"] = str(paths.home)
-    env["SVC_ACCOUNTS_ENV"] = str(path)
-    try:
-        proc = subprocess.run(module_command("probe", "check", "--json"), env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=PROBE_CHECK_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return _check(name, WARN, "%s: the entry check did not finish within %g s" % (path, PROBE_CHECK_TIMEOUT_S))
-    except OSError as exc:
-        return _check(name, WARN, "%s: cannot run the entry check: %s" % (path, exc.strerror))
-    try:
-        report = json.loads(proc.stdout.decode("utf-8", "replace"))
-    except ValueError:
-        report = None
-    if not isinstance(report, dict):
-        # An argparse usage error (exit 2) means this build's probe has no `check`.
-        return _check(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe check exited %d "
-                                  "without a JSON report)" % (path, PACKAGE, proc.returncode))
-    return _accounts_check_from_report(path, report, proc.returncode)
-
-
-def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
-    """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
-    name = "accounts-env"
-    error = report.get("error")
-    if error:
-        kind = error.get("kind") if isinstance(error, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
-        detail = "%s: %s (%s)" % (path, str(message or "check failed")[:200], kind or "error")
-        return _check(name, FAIL if kind == "config" else WARN, detail)
-    def labels(key: str) -> List[str]:
-        value = report.get(key)
-        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
-
-    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
-    active = report.get("active")
-    detail = "%s: %d usable entr%s%s" % (path, len(usable), "y" if len(usable) == 1 else "ies",
-                                        " (%s)" % ", ".join(usable) if usable else "")
-    if unusable:
-        detail += "; unusable (empty or placeholder): %s" % ", ".join(unusable)
-    if returncode != 0:
-        return _check(name, WARN, detail + "; the check exited %d" % returncode)
-    if not usable:
-        return _check(name, INFO, detail + "; the posture surface is disabled")
-    if duplicates:
-        return _check(name, WARN, detail + "; several entries carry the active token (%s), the first is used"
-                      % ", ".join(duplicates))
-    if not isinstance(active, str):
-        return _check(name, WARN, detail + "; no entry equals MODEL_CODE_OAUTH_TOKEN, so the node status is unknown")
-    return _check(name, PASS, detail + "; active %s" % active)
-
-
-def _check_event_log(paths: Paths) -> Dict[str, str]:
-    log = EventLog.for_paths(paths)
-    try:
-        log.check_writable()
-    except EventLogError as exc:
-        return _check("event-log", FAIL, str(exc))
-    return _check("event-log", PASS, "%s is writable" % paths.events_dir)
-
-
-def _check_latch(paths: Paths) -> Dict[str, str]:
-    try:
-        data = read_latch(paths.latch)
-    except (CorruptFileError, ValueError) as exc:
-        return _check("latch", FAIL, "%s; the monitor will move it aside and rebuild it from the event log" % exc)
-    except OSError as exc:
-        return _check("latch", FAIL, "%s: cannot read: %s" % (paths.latch, exc.strerror))
-    accounts = data.get("accounts", {})
-    latched = sorted(k for k, v in accounts.items() if v.get("latched"))
-    if not paths.latch.exists():
-        return _check("latch", PASS, "%s not written yet (no edge seen)" % paths.latch)
-    return _check("latch", PASS, "%d account(s), latched: %s" % (len(accounts), ", ".join(latched) or "none"))
-
-
-def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
-    roster_check, hosts = _check_roster(paths)
-    host_check, node = _check_host_name(paths, hosts)
-    checks = [
-        _check_anchor(paths, environ, node, hosts),
-        host_check,
-        roster_check,
-        _check_legacy_roster(paths),
-        _check_cloud_env(paths),
-        _check_accounts_env(paths),
-        _check_event_log(paths),
-        _check_latch(paths),
-    ]
-    return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
-
-
 # ---------------------------------------------------------------- commands
 
-def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False))
-
-
-def _paths_from_env() -> Paths:
-    return Paths(environ=os.environ)
-
-
-def cmd_set_anchor(args: argparse.Namespace) -> int:
-    ticket = args.ticket
+def cmd_set_anchor(ns: argparse.Namespace) -> int:
+    ticket = ns.ticket
     if not valid_ticket(ticket):
-        print("svc-cluster set-anchor: %r is not a ticket identifier like ENG-123" % args.ticket[:80],
+        print("svc-cluster set-anchor: %r is not a ticket identifier like ENG-123" % ns.ticket[:80],
               file=sys.stderr)
         return 2
-    paths = _paths_from_env()
+    paths = Paths(environ=os.environ)
     previous = config.liveness_anchor(paths)
     config.write_layer(paths.cluster_secrets, {config.ANCHOR_KEY: ticket})
-    _print_json({"key": config.ANCHOR_KEY, "value": ticket, "previous": previous, "restartRequired": True})
+    print_json({"key": config.ANCHOR_KEY, "value": ticket, "previous": previous, "restartRequired": True},
+               ensure_ascii=False)
     if previous != ticket:
         print("Restart the monitor (svc-stack restart) for the publisher to use %s." % ticket, file=sys.stderr)
     return 0
-
-
-def _printable(text: str) -> str:
-    # Roster names come from a shared repo: never let one drive the terminal.
-    return _CONTROL_RE.sub("?", text)
 
 
 def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
@@ -737,14 +470,14 @@ def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
     return " ".join(parts) or "-"
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    paths = _paths_from_env()
-    report = collect_status(paths, os.environ)
-    if args.json:
-        _print_json(report)
+def cmd_status(ns: argparse.Namespace) -> int:
+    report = collect_status(Paths(environ=os.environ), os.environ)
+    if ns.json:
+        print_json(report, ensure_ascii=False)
     else:
         print("source: %s   anchor: %s" % (report["source"], report["anchor"] or "(unset)"))
-        names = [_printable(h["host"]) for h in report["hosts"]]
+        # Roster names come from a shared repo: never let one drive the terminal.
+        names = [printable(h["host"]) for h in report["hosts"]]
         width = max([len(n) for n in names] + [4])
         print("%-*s  %-7s  %8s  %s" % (width, "HOST", "STATE", "AGE", "QUOTA"))
         for name, row in zip(names, report["hosts"]):
@@ -757,46 +490,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         if report.get("error"):
             print("svc-cluster status: %s" % report["error"], file=sys.stderr)
     return 1 if report.get("error") else 0
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    paths = _paths_from_env()
-    report = run_doctor(paths, os.environ)
-    if args.json:
-        _print_json(report)
-    else:
-        width = max(len(c["name"]) for c in report["checks"])
-        for check in report["checks"]:
-            print("%-4s  %-*s  %s" % (check["status"], width, check["name"], _printable(check["detail"])))
-        print("ok" if report["ok"] else "FAIL: fix the checks above")
-    return 0 if report["ok"] else 1
-
-
-def cmd_owner(args: argparse.Namespace) -> int:
-    ticket = args.ticket
-    if not valid_ticket(ticket):
-        print("svc-cluster owner: %r is not a ticket identifier like ENG-123" % args.ticket[:80], file=sys.stderr)
-        return 2
-    paths = _paths_from_env()
-    hosts = config.roster(paths)
-    live: Optional[List[str]] = None
-    note = None
-    if not args.no_liveness:
-        report = collect_status(paths, os.environ)
-        if report.get("error"):
-            note = "liveness unknown (%s); using the full roster" % report["error"]
-        else:
-            live = [h["host"] for h in report["hosts"] if h["state"] == "live"]
-    candidates = hrw_candidates(hosts, live)
-    owner = hrw_owner(ticket, hosts, live)
-    result = {"ticket": ticket, "owner": owner, "candidates": candidates, "livenessKnown": live is not None}
-    if args.json:
-        _print_json(result)
-    else:
-        print(_printable(owner) if owner is not None else "(nobody: the roster is empty)")
-    if note:
-        print("svc-cluster owner: %s" % note, file=sys.stderr)
-    return 0
 
 
 def add_commands(sub: Any) -> None:
@@ -823,22 +516,3 @@ def add_commands(sub: Any) -> None:
                     "The interval is EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS (120000).")
     p.add_argument("--json", action="store_true", help="print {source, anchor, hosts[]} as JSON")
     p.set_defaults(func=cmd_status)
-
-    p = sub.add_parser(
-        "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)", formatter_class=raw,
-        description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
-                    "accounts-env, event-log, latch. Each is PASS, INFO, WARN or FAIL.\n"
-                    "Exit 1 when any check FAILs.")
-    p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")
-    p.set_defaults(func=cmd_doctor)
-
-    p = sub.add_parser(
-        "owner", help="which host owns a ticket (highest random weight over the roster)", formatter_class=raw,
-        description="Highest-random-weight ownership. Score = first 8 bytes (big-endian) of\n"
-                    "sha256(ticket NUL host); the highest wins, ties go to the smaller name.\n"
-                    "Candidates are the roster hosts that are live when liveness is known, else\n"
-                    "the whole roster. A host absent from the roster owns nothing.")
-    p.add_argument("ticket", metavar="TICKET", help="tracker ticket identifier, e.g. ENG-123")
-    p.add_argument("--json", action="store_true", help="print {ticket, owner, candidates, livenessKnown}")
-    p.add_argument("--no-liveness", action="store_true", help="do not read liveness; use the full roster")
-    p.set_defaults(func=cmd_owner)

@@ -1,12 +1,9 @@
-"""svc-stack: the cloud-token projection and process control of the monitor.
+"""svc-stack: process control of the monitor, and the svc-stack command line.
 
-The projection turns `~/.config/svc/cluster-cloud.json` into a sourceable
-`~/.config/svc/cluster.env` (0600) plus one guard line in `~/.zshenv`, so login
-shells inherit SVC_CLOUD_TOKEN. Nothing in the package reads that variable.
-
-Process control runs the monitor detached as `python -m <this package> monitor`,
-using the package's own import path so a vendored copy starts itself, and keeps
-`~/svc/run/monitor.pid` plus a sidecar with the arguments that `restart` reuses.
+The monitor runs detached as `python -m <this package> monitor`, using the
+package's own import path so a vendored copy starts itself. `~/svc/run/monitor.pid`
+names it, and a sidecar keeps the arguments that `restart` reuses. The cloud-token
+projection behind `sync-cloud-env` lives in cloudenv.
 """
 from __future__ import annotations
 
@@ -21,149 +18,21 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from .._env import InvalidSetting, parse_port
 from .._files import ensure_dir, lock_file, write_bytes_atomic, write_json_atomic
 from .._spawn import PACKAGE, child_env, module_command
 from .._time import iso_now
-from ..config import CLOUD_TOKEN_KEY, ConfigError, flatten, load_layer
+from ..config import ConfigError, load_layer
+from ..errors import SvcpostureError
 from ..paths import Paths
+from ._common import env_seconds
+from .cloudenv import project_cloud_env
 
-# The marker identifies our line in ~/.zshenv; everything else there is the user's.
-GUARD_MARKER = b"# svc-cloud-env (managed by svc-stack; holds no secret)"
-_ENV_HEADER = "# Written by svc-stack sync-cloud-env from cluster-cloud.json. Do not edit; mode 0600.\n"
-_MAX_ZSHENV_BYTES = 1024 * 1024
-
-
-class ProjectionError(RuntimeError):
-    """The cloud env could not be projected; nothing was half-written."""
+MAX_LOG_BYTES = 10 * 1024 * 1024
 
 
-class StackError(RuntimeError):
+class StackError(SvcpostureError, RuntimeError):
     """The monitor could not be started or stopped as asked."""
-
-
-# ---------------------------------------------------------------- projection
-
-def sh_single_quote(value: str) -> str:
-    # Inside single quotes sh interprets nothing, so only ' itself needs care:
-    # close the quote, emit an escaped quote, reopen.
-    return "'" + value.replace("'", "'\\''") + "'"
-
-
-def env_file_text(token: str) -> str:
-    return _ENV_HEADER + "export SVC_CLOUD_TOKEN=%s\n" % sh_single_quote(token)
-
-
-def guard_line(paths: Paths) -> bytes:
-    target = paths.cluster_env
-    try:
-        rel = target.relative_to(paths.home)
-        where = '"$HOME/%s"' % rel.as_posix()
-    except ValueError:
-        where = sh_single_quote(str(target))
-    line = "if [ -r %s ]; then . %s; fi  " % (where, where)
-    return line.encode("utf-8") + GUARD_MARKER
-
-
-def _read_cloud_token(paths: Paths) -> Optional[str]:
-    data = load_layer(paths.cluster_cloud)
-    value = flatten(data).get(CLOUD_TOKEN_KEY)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ProjectionError("%s: %s must be a string" % (paths.cluster_cloud, CLOUD_TOKEN_KEY))
-    if "\x00" in value:
-        raise ProjectionError("%s: %s contains a NUL byte and cannot live in the environment"
-                              % (paths.cluster_cloud, CLOUD_TOKEN_KEY))
-    return value or None
-
-
-def _project_env_file(paths: Paths, token: Optional[str]) -> str:
-    target = paths.cluster_env
-    if token is None:
-        try:
-            os.unlink(str(target))
-        except FileNotFoundError:
-            return "absent"
-        return "removed"
-    wanted = env_file_text(token).encode("utf-8")
-    try:
-        with open(str(target), "rb") as fh:
-            current = fh.read(len(wanted) + 1)
-        mode = os.stat(str(target)).st_mode & 0o7777
-    except FileNotFoundError:
-        current, mode = None, None
-    if current == wanted and mode == 0o600 and not target.is_symlink():
-        return "unchanged"
-    write_bytes_atomic(target, wanted, 0o600)
-    return "written" if current is None else "updated"
-
-
-def _ensure_guard(paths: Paths) -> str:
-    # Follow a symlinked ~/.zshenv (dotfile managers) so the link itself survives.
-    real = Path(os.path.realpath(str(paths.zshenv)))
-    line = guard_line(paths)
-    try:
-        st = os.stat(str(real))
-    except FileNotFoundError:
-        write_bytes_atomic(real, line + b"\n", 0o644)
-        return "added"
-    if st.st_size > _MAX_ZSHENV_BYTES:
-        raise ProjectionError("%s is larger than %d bytes; not editing it" % (paths.zshenv, _MAX_ZSHENV_BYTES))
-    with open(str(real), "rb") as fh:
-        original = fh.read(_MAX_ZSHENV_BYTES + 1)
-    lines = original.split(b"\n")
-    ours = [i for i, text in enumerate(lines) if GUARD_MARKER in text]
-    if len(ours) == 1 and lines[ours[0]] == line:
-        return "unchanged"
-    if ours:
-        # Keep the first position, drop duplicates; every other line stays byte for byte.
-        lines[ours[0]] = line
-        for i in reversed(ours[1:]):
-            del lines[i]
-        updated = b"\n".join(lines)
-        action = "updated"
-    else:
-        updated = original
-        if updated and not updated.endswith(b"\n"):
-            updated += b"\n"
-        updated += line + b"\n"
-        action = "added"
-    write_bytes_atomic(real, updated, st.st_mode & 0o7777)
-    return action
-
-
-def project_cloud_env(paths: Paths) -> Dict[str, Any]:
-    """Project the cloud token into cluster.env and the ~/.zshenv guard.
-
-    Returns a token-free report; never raises for bad input or I/O trouble
-    (the monitor calls this on a timer), it reports `ok: false` with `error`.
-    """
-    report: Dict[str, Any] = {
-        "ok": True,
-        "token": "absent",
-        "source": str(paths.cluster_cloud),
-        "envFile": str(paths.cluster_env),
-        "envFileAction": "unchanged",
-        "zshenv": str(paths.zshenv),
-        "guardAction": "not-needed",
-        "changed": False,
-    }
-    try:
-        # The monitor projects every few minutes while an operator may run the CLI.
-        with lock_file(paths.config_dir / ".cluster-env.lock"):
-            token = _read_cloud_token(paths)
-            report["token"] = "present" if token is not None else "absent"
-            report["envFileAction"] = _project_env_file(paths, token)
-            if token is not None:
-                report["envFileMode"] = "0600"
-                report["guardAction"] = _ensure_guard(paths)
-    except (ConfigError, ProjectionError) as exc:
-        report.update(ok=False, error=str(exc))
-    except OSError as exc:
-        report.update(ok=False, error="%s: %s" % (exc.filename or "I/O", exc.strerror or exc))
-    report["changed"] = report["envFileAction"] in ("written", "updated", "removed") or \
-        report["guardAction"] in ("added", "updated")
-    return report
 
 
 # ---------------------------------------------------------------- process control
@@ -333,9 +202,6 @@ def _tail(path: Path, since: int, limit: int = 2000) -> str:
         return ""
 
 
-MAX_LOG_BYTES = 10 * 1024 * 1024
-
-
 def _rotate_log(path: Path) -> None:
     try:
         if path.stat().st_size > MAX_LOG_BYTES:
@@ -396,12 +262,17 @@ def start(paths: Paths, monitor_args: Sequence[str], timeout: float) -> Dict[str
 
 # ---------------------------------------------------------------- CLI
 
-def _env_float(name: str, default: float) -> float:
+def _port_arg(text: str) -> int:
+    """argparse `type=` for --port: parse_port's rule, in the words svc-stack has always used."""
     try:
-        value = float(os.environ.get(name, ""))
+        return parse_port(text, "--port")
+    except InvalidSetting:
+        pass
+    try:
+        value = int(text)
     except ValueError:
-        return default
-    return value if value > 0 else default
+        raise argparse.ArgumentTypeError("not a port number: %r" % text) from None
+    raise argparse.ArgumentTypeError("port out of range: %d" % value)
 
 
 def _monitor_args(ns: argparse.Namespace) -> Optional[List[str]]:
@@ -413,16 +284,6 @@ def _monitor_args(ns: argparse.Namespace) -> Optional[List[str]]:
     if ns.no_probe:
         out.append("--no-probe")
     return out or None
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a port number: %r" % text) from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError("port out of range: %d" % value)
-    return value
 
 
 def _emit(as_json: bool, report: Dict[str, Any], text: str) -> None:
@@ -441,35 +302,41 @@ def _previous_args(paths: Paths) -> Optional[List[str]]:
     return None
 
 
-def _cmd_start(paths: Paths, ns: argparse.Namespace, restart: bool) -> int:
+def _start(ns: argparse.Namespace, restart: bool) -> int:
+    paths = Paths()
     with lock_file(paths.run_dir / "monitor.lock"):  # two starts must not launch two monitors
-        return _cmd_start_locked(paths, ns, restart)
-
-
-def _cmd_start_locked(paths: Paths, ns: argparse.Namespace, restart: bool) -> int:
-    args = _monitor_args(ns)
-    stopped: Dict[str, Any] = {}
-    if restart:
-        if args is None:
-            args = _previous_args(paths)
-        stopped = stop(paths, _env_float("SVC_STACK_STOP_TIMEOUT_S", 10.0))
-    result = start(paths, args or [], _env_float("SVC_STACK_START_TIMEOUT_S", 20.0))
-    if restart:
-        result["previous"] = stopped
-    if result["alreadyRunning"]:
-        text = "svc-stack: monitor already running (pid %d)%s" % (
-            result["pid"], " at %s" % result["url"] if result["url"] else "")
-    else:
-        text = "svc-stack: monitor %s (pid %d)%s; log %s" % (
-            "restarted" if restart else "started", result["pid"],
-            " at %s" % result["url"] if result["url"] else " (not yet serving; see the log)", result["log"])
-    _emit(ns.json, result, text)
+        args = _monitor_args(ns)
+        stopped: Dict[str, Any] = {}
+        if restart:
+            if args is None:
+                args = _previous_args(paths)
+            stopped = stop(paths, env_seconds("SVC_STACK_STOP_TIMEOUT_S", 10.0))
+        result = start(paths, args or [], env_seconds("SVC_STACK_START_TIMEOUT_S", 20.0))
+        if restart:
+            result["previous"] = stopped
+        if result["alreadyRunning"]:
+            text = "svc-stack: monitor already running (pid %d)%s" % (
+                result["pid"], " at %s" % result["url"] if result["url"] else "")
+        else:
+            text = "svc-stack: monitor %s (pid %d)%s; log %s" % (
+                "restarted" if restart else "started", result["pid"],
+                " at %s" % result["url"] if result["url"] else " (not yet serving; see the log)", result["log"])
+        _emit(ns.json, result, text)
     return 0
 
 
-def _cmd_stop(paths: Paths, ns: argparse.Namespace) -> int:
+def cmd_start(ns: argparse.Namespace) -> int:
+    return _start(ns, restart=False)
+
+
+def cmd_restart(ns: argparse.Namespace) -> int:
+    return _start(ns, restart=True)
+
+
+def cmd_stop(ns: argparse.Namespace) -> int:
+    paths = Paths()
     with lock_file(paths.run_dir / "monitor.lock"):
-        result = stop(paths, ns.timeout if ns.timeout else _env_float("SVC_STACK_STOP_TIMEOUT_S", 10.0))
+        result = stop(paths, ns.timeout if ns.timeout else env_seconds("SVC_STACK_STOP_TIMEOUT_S", 10.0))
     if result["stopped"]:
         text = "svc-stack: monitor stopped (pid %d%s)" % (result["pid"], ", after SIGKILL" if result["killed"] else "")
     elif result["stalePidfileRemoved"]:
@@ -480,8 +347,8 @@ def _cmd_stop(paths: Paths, ns: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_status(paths: Paths, ns: argparse.Namespace) -> int:
-    result = status(paths)
+def cmd_status(ns: argparse.Namespace) -> int:
+    result = status(Paths())
     if result["running"]:
         text = "svc-stack: monitor running (pid %d)%s since %s; log %s" % (
             result["pid"], " at %s" % result["url"] if result["url"] else "",
@@ -493,8 +360,8 @@ def _cmd_status(paths: Paths, ns: argparse.Namespace) -> int:
     return 0 if result["running"] else 3
 
 
-def _cmd_sync_cloud_env(paths: Paths, ns: argparse.Namespace) -> int:
-    report = project_cloud_env(paths)
+def cmd_sync_cloud_env(ns: argparse.Namespace) -> int:
+    report = project_cloud_env(Paths())
     if report["ok"]:
         text = "svc-stack: cloud token %s; %s %s; ~/.zshenv guard %s" % (
             report["token"], report["envFile"], report["envFileAction"], report["guardAction"])
@@ -509,47 +376,40 @@ def _cmd_sync_cloud_env(paths: Paths, ns: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="svc-stack",
-        description="Run this node's monitor in the background and project the cloud token. "
-                    "The monitor runs detached as `python -m %s monitor`, with its pid in "
-                    "~/svc/run/monitor.pid and its output in ~/svc/logs/monitor.log." % PACKAGE,
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+def _monitor_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bind", help="address for the monitor to listen on (passed to svc-monitor)")
+    p.add_argument("--port", type=_port_arg, help="port for the monitor (passed to svc-monitor; 0 = any free port)")
+    p.add_argument("--no-probe", action="store_true", help="start the monitor with the account probe disabled")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    def monitor_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--bind", help="address for the monitor to listen on (passed to svc-monitor)")
-        p.add_argument("--port", type=_port, help="port for the monitor (passed to svc-monitor; 0 = any free port)")
-        p.add_argument("--no-probe", action="store_true", help="start the monitor with the account probe disabled")
-        p.add_argument("--json", action="store_true", help="print the result as JSON")
 
+def add_commands(sub: Any) -> None:
     p = sub.add_parser("start", help="start the monitor detached unless it is already running",
                        description="Start the monitor detached. A pidfile whose process is gone or is not "
                                    "our monitor is replaced. Waits until the monitor serves "
                                    "($SVC_STACK_START_TIMEOUT_S, default 20 s).")
-    monitor_options(p)
-    p.set_defaults(func=lambda paths, ns: _cmd_start(paths, ns, restart=False))
+    _monitor_options(p)
+    p.set_defaults(func=cmd_start)
 
     p = sub.add_parser("restart", help="stop the monitor, wait for it to exit, start it again",
                        description="Stop (SIGTERM, then SIGKILL after the stop timeout), wait for the old "
                                    "process to exit, then start. Without --bind/--port/--no-probe the "
                                    "previous start's options are reused. Re-arms the liveness publisher.")
-    monitor_options(p)
-    p.set_defaults(func=lambda paths, ns: _cmd_start(paths, ns, restart=True))
+    _monitor_options(p)
+    p.set_defaults(func=cmd_restart)
 
     p = sub.add_parser("stop", help="stop the monitor (SIGTERM, SIGKILL after a timeout)",
                        description="Send SIGTERM and wait for the monitor to exit; SIGKILL after --timeout "
                                    "seconds ($SVC_STACK_STOP_TIMEOUT_S, default 10). Not running is not an error.")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait before SIGKILL")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=_cmd_stop)
+    p.set_defaults(func=cmd_stop)
 
     p = sub.add_parser("status", help="is the monitor running? (exit 0 running, 3 not running)",
                        description="Report pid, URL, start time and log of the monitor. Exit status 0 when "
                                    "it runs, 3 when it does not (LSB convention).")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=_cmd_status)
+    p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("sync-cloud-env", help="project the cloud token into ~/.config/svc/cluster.env",
                        description="Write SVC_CLOUD_TOKEN from ~/.config/svc/cluster-cloud.json into "
@@ -557,7 +417,17 @@ def build_parser() -> argparse.ArgumentParser:
                                    "exactly one guard line sourcing it. Without a token the env file is "
                                    "removed. The report never contains the token.")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=_cmd_sync_cloud_env)
+    p.set_defaults(func=cmd_sync_cloud_env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="svc-stack",
+        description="Run this node's monitor in the background and project the cloud token. "
+                    "The monitor runs detached as `python -m %s monitor`, with its pid in "
+                    "~/svc/run/monitor.pid and its output in ~/svc/logs/monitor.log." % PACKAGE,
+    )
+    add_commands(parser.add_subparsers(dest="command", metavar="COMMAND"))
     return parser
 
 
@@ -567,9 +437,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not getattr(ns, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    paths = Paths()
     try:
-        return int(ns.func(paths, ns))
+        return int(ns.func(ns))
     except StackError as exc:
         print("svc-stack: %s" % exc, file=sys.stderr)
         return 1

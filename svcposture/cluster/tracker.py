@@ -14,7 +14,9 @@ import urllib.parse
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from .. import config
+from .._text import loads_bounded
 from .._version import __version__
+from ..errors import SvcpostureError
 from ..paths import Paths
 
 DEFAULT_TRACKER_URL = "https://api.linear.app/graphql"
@@ -39,11 +41,14 @@ ATTACHMENT_MUTATION = (
 DEFAULT_BACKOFF_S = 60.0
 MAX_BACKOFF_S = 15 * 60.0
 _TEAM_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]+")
+# Runs of C0 controls and DEL: each run of them becomes one space when tracker or
+# Loki text is made into one line of a message. Not _text.CONTROL_RE, which also
+# matches C1 and stands for one character, not a run: these messages would change.
+CONTROL_RUN_RE = re.compile(r"[\x00-\x1f\x7f]+")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-class TrackerError(Exception):
+class TrackerError(SvcpostureError):
     """Base of every tracker failure; each concern below also subclasses a builtin."""
 
 
@@ -137,7 +142,7 @@ def tracker_url(environ: Mapping[str, str]) -> str:
 
 def _scrub(text: Any, secret: str, limit: int = 200) -> str:
     """Tracker-supplied text made safe for a log line: one line, short, token-free."""
-    out = _CONTROL_RE.sub(" ", str(text))
+    out = CONTROL_RUN_RE.sub(" ", str(text))
     for needle in {secret, secret[7:] if secret.startswith("Bearer ") else secret}:
         if needle:
             out = out.replace(needle, "[redacted]")
@@ -244,8 +249,8 @@ class TrackerClient:
 
     def _interpret(self, status: int, headers: Any, raw: bytes) -> Dict[str, Any]:
         try:
-            reply = json.loads(raw.decode("utf-8")) if raw.strip() else None
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            reply = loads_bounded(raw, MAX_REPLY_BYTES) if raw.strip() else None
+        except ValueError:
             reply = None
         if not isinstance(reply, dict):
             if status == 429:

@@ -1,0 +1,399 @@
+"""Every check of a node's cluster setup: `svc-cluster doctor`, and the PER-NODE checklist that join prints.
+
+The doctor's checks (DESIGN §8 Doctor) each give PASS, INFO, WARN or FAIL with a
+detail; `run_doctor` runs them all. The checklist reports each PER-NODE item of
+the classification as present or missing with what to do; it is never copied
+from another node.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .. import config
+from .._files import CorruptFileError
+from .._spawn import PACKAGE, child_env, module_command
+from .._text import printable
+from .._time import now_ms
+from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, load_layer
+from ..events import EventLog, EventLogError
+from ..latch import read_latch
+from ..paths import Paths
+from . import tracker
+from ._common import print_json
+from .liveness import READ_SOURCE_ENV, peer_states, publish_interval_ms, reads_from_loki
+
+PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
+PROBE_CHECK_TIMEOUT_S = 30.0
+
+
+# ---------------------------------------------------------------- the PER-NODE checklist (join)
+
+_CHECKLIST: List[Tuple[str, str, Callable[[Paths], Tuple[bool, str]], str]] = []
+
+
+def _checklist_item(name: str, location: str, todo: str) -> Callable[[Callable[[Paths], Tuple[bool, str]]], Any]:
+    def register(func: Callable[[Paths], Tuple[bool, str]]) -> Any:
+        _CHECKLIST.append((name, location, func, todo))
+        return func
+    return register
+
+
+def _config_files(paths: Paths) -> List[Path]:
+    try:
+        return sorted(p for p in paths.config_dir.glob("config-*.json") if p.is_file())
+    except OSError:
+        return []
+
+
+@_checklist_item("Model-provider account login", "OS keychain or ~/.claude/.credentials.json",
+                 "log in interactively with the provider's CLI on this host; each node uses its own account")
+def _has_login(paths: Paths) -> Tuple[bool, str]:
+    return paths.login_credentials.is_file(), str(paths.login_credentials)
+
+
+@_checklist_item("repoRoot", "~/svc/execution-core/registry.json key repoRoot",
+                 "run the execution-core register command in this host's checkout")
+def _has_repo_root(paths: Paths) -> Tuple[bool, str]:
+    root = load_layer(paths.registry_json).get("repoRoot")
+    return isinstance(root, str) and bool(root.strip()), str(paths.registry_json)
+
+
+@_checklist_item("Telemetry endpoints", "~/.config/svc/config.json, OTel keys",
+                 "set this host's private-network OTel endpoints in ~/.config/svc/config.json")
+def _has_telemetry(paths: Paths) -> Tuple[bool, str]:
+    keys = [k for k, v in flatten(load_layer(paths.config_json)).items()
+            if v not in (None, "") and ("otel" in k.lower() or "telemetry" in k.lower())]
+    return bool(keys), ", ".join(keys[:4]) or str(paths.config_json)
+
+
+@_checklist_item("execution-core.env", "~/svc/execution-core/execution-core.env",
+                 "write this host's proxy and tuning overrides (or an empty file if none)")
+def _has_execution_core_env(paths: Paths) -> Tuple[bool, str]:
+    return paths.execution_core_env.is_file(), str(paths.execution_core_env)
+
+
+@_checklist_item("Worktree trust", "~/.claude.json per worktree path",
+                 "open each worktree with the provider CLI on this host and accept the trust prompt")
+def _has_trusted_worktree(paths: Paths) -> Tuple[bool, str]:
+    projects = load_layer(paths.login_profile).get("projects")
+    trusted = [p for p, v in projects.items() if isinstance(v, dict) and v.get("hasTrustDialogAccepted")] \
+        if isinstance(projects, dict) else []
+    return bool(trusted), "%d trusted path(s) in %s" % (len(trusted), paths.login_profile)
+
+
+@_checklist_item("Tracker personal token", "~/.config/svc/config-<key>.json key tracker.apiKey",
+                 "put your own tracker API key into ~/.config/svc/config-<teamKey>.json (tracker.apiKey)")
+def _has_personal_token(paths: Paths) -> Tuple[bool, str]:
+    team = layer1_get(paths, TEAM_KEY)
+    files = [paths.personal_config(team)] if isinstance(team, str) and team else _config_files(paths)
+    for path in files:
+        value = get_dotted(load_layer(path), "tracker.apiKey")
+        if isinstance(value, str) and value.strip():
+            return True, str(path)
+    return False, ", ".join(str(p) for p in files) or str(paths.config_dir / "config-<key>.json")
+
+
+@_checklist_item("Webhook secrets", "~/.config/svc/config-<key>.json, webhook keys",
+                 "generate fresh webhook secrets on this host (or copy them over a secure channel)")
+def _has_webhook_secrets(paths: Paths) -> Tuple[bool, str]:
+    for path in _config_files(paths):
+        keys = [k for k, v in flatten(load_layer(path)).items() if "webhook" in k.lower() and v not in (None, "")]
+        if keys:
+            return True, str(path)
+    return False, str(paths.config_dir / "config-<key>.json")
+
+
+@_checklist_item("SQLite databases", "~/svc/*.db (4 files)",
+                 "nothing to copy: the services create their host-local databases on first run")
+def _has_sqlite_databases(paths: Paths) -> Tuple[bool, str]:
+    try:
+        found = sorted(p.name for p in paths.svc_dir.glob("*.db"))
+    except OSError:
+        found = []
+    return bool(found), "%d of 4 file(s) in %s" % (len(found), paths.svc_dir)
+
+
+@_checklist_item("Event log", "~/svc/events/YYYY-MM.jsonl",
+                 "nothing to copy: the monitor starts this node's own log; never share log files")
+def _has_event_log(paths: Paths) -> Tuple[bool, str]:
+    try:
+        found = sorted(p.name for p in paths.events_dir.glob("*.jsonl"))
+    except OSError:
+        found = []
+    return bool(found), "%d file(s) in %s" % (len(found), paths.events_dir)
+
+
+def per_node_checklist(paths: Paths) -> List[Dict[str, Any]]:
+    out = []
+    for name, location, func, todo in _CHECKLIST:
+        try:
+            present, detail = func(paths)
+        except (ConfigError, OSError, ValueError) as exc:
+            present, detail = False, "unreadable: %s" % printable(exc)
+        out.append({"item": name, "status": "present" if present else "missing", "location": location,
+                    "detail": detail, "todo": None if present else todo})
+    return out
+
+
+# ---------------------------------------------------------------- doctor
+
+def _check_result(name: str, status: str, detail: str) -> Dict[str, str]:
+    return {"name": name, "status": status, "detail": detail}
+
+
+def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
+                  hosts: Optional[List[str]]) -> Dict[str, str]:
+    name = "liveness-anchor"
+    if reads_from_loki(environ):
+        return _check_result(name, INFO, "liveness is read from Loki (%s=loki); the anchor is not used"
+                             % READ_SOURCE_ENV)
+    try:
+        anchor = config.liveness_anchor(paths)
+    except config.ConfigError as exc:
+        return _check_result(name, FAIL, "cannot read the anchor: %s" % exc)
+    if anchor is None:
+        return _check_result(name, FAIL, "unset: run svc-cluster set-anchor <TICKET> on every host, "
+                                         "then svc-stack restart")
+    try:
+        client = tracker.TrackerClient.for_paths(paths, environ)
+        issue = client.fetch_issue(anchor)
+    except config.ConfigError as exc:
+        return _check_result(name, WARN, "%s: cannot read the tracker token: %s" % (anchor, exc))
+    except tracker.TrackerTokenMissingError:
+        return _check_result(name, WARN, "%s: cannot verify, no tracker token on this host" % anchor)
+    except tracker.TrackerNotFoundError:
+        return _check_result(name, FAIL, "%s does not exist (or this token cannot see it): pick a live issue "
+                                         "and move the anchor" % anchor)
+    except tracker.TrackerAuthError as exc:
+        return _check_result(name, WARN, "%s: cannot verify: %s" % (anchor, exc))
+    except tracker.TrackerError as exc:
+        return _check_result(name, WARN, "%s: tracker unreachable: %s" % (anchor, exc))
+    if issue.trashed:
+        return _check_result(name, FAIL, "%s is in the trash: restore it, or move the anchor" % anchor)
+    if issue.archived_at:
+        return _check_result(name, FAIL, "%s is archived (%s): unarchive it, or move the anchor"
+                             % (anchor, issue.archived_at))
+    if issue.closed:
+        return _check_result(name, WARN, "%s is closed (%s): the anchor must stay open; reopen it"
+                             % (anchor, issue.state_type))
+    if hosts is not None and len(set(hosts)) > 1 and node:
+        mine = peer_states([node], issue.heartbeats, now_ms(), publish_interval_ms(environ))[0]
+        if mine["state"] == "missing":
+            return _check_result(name, WARN, "%s is open but carries no heartbeat from %s: if the anchor was "
+                                             "just moved, run svc-stack restart on this host" % (anchor, node))
+        if mine["state"] == "stale":
+            return _check_result(name, WARN, "%s is open but the heartbeat from %s is stale (%s s old): is the "
+                                             "monitor running? (svc-stack status)" % (anchor, node, mine["ageS"]))
+    return _check_result(name, PASS, "%s is open (%s); %d heartbeat(s) on it" % (
+        anchor, issue.state_type or "state unknown", len(issue.heartbeats)))
+
+
+def _check_roster(paths: Paths) -> Tuple[Dict[str, str], Optional[List[str]]]:
+    name = "roster"
+    try:
+        path = config.cluster_json_path(paths)
+        hosts = config.roster(paths)
+    except config.ConfigError as exc:
+        return _check_result(name, FAIL, "unreadable: %s" % exc), None
+    if not path.exists():
+        return _check_result(name, WARN, "%s not found: clone the cluster repo and run svc-cluster sync" % path), []
+    duplicates = sorted({h for h in hosts if hosts.count(h) > 1})
+    if duplicates:
+        return _check_result(name, FAIL, "duplicate host names in %s: %s" % (path, ", ".join(duplicates))), hosts
+    if not hosts:
+        return _check_result(name, WARN, "%s has an empty roster" % path), hosts
+    return _check_result(name, PASS, "%d host(s): %s" % (len(hosts), ", ".join(hosts))), hosts
+
+
+def _check_host_name(paths: Paths, hosts: Optional[List[str]]) -> Tuple[Dict[str, str], Optional[str]]:
+    name = "host-name"
+    try:
+        host = config.host_name(paths)
+    except config.ConfigError as exc:
+        return _check_result(name, FAIL, "cannot read: %s" % exc), None
+    if host is None:
+        return _check_result(name, FAIL, "%s is unset in node.json: this host owns no tickets (svc-cluster join "
+                                         "--host-name NAME)" % config.HOST_NAME_KEY), None
+    if hosts is None:
+        return _check_result(name, FAIL, "%s: cannot check against an unreadable roster" % host), host
+    if host not in hosts:
+        return _check_result(name, FAIL, "%s is not in the roster, so it owns zero tickets: svc-cluster roster "
+                                         "add %s --push" % (host, host)), host
+    return _check_result(name, PASS, "%s is in the roster" % host), host
+
+
+def _check_legacy_roster(paths: Paths) -> Dict[str, str]:
+    name = "legacy-roster"
+    try:
+        root = config.layer1_root(paths)
+    except config.ConfigError as exc:
+        return _check_result(name, INFO, "project repo unknown: %s" % exc)
+    if root is None:
+        return _check_result(name, INFO, "project repo unknown (set SVC_REPO_ROOT or register it); nothing to check")
+    legacy = root / ".svc" / "hosts.json"
+    if legacy.exists():
+        return _check_result(name, WARN, "%s is retired and never read; the roster is cluster.json in the cluster "
+                                         "repo. Delete it to avoid confusion" % legacy)
+    return _check_result(name, PASS, "no legacy .svc/hosts.json in %s" % root)
+
+
+def _check_cloud_env(paths: Paths) -> Dict[str, str]:
+    name = "cloud-env"
+    path = paths.cluster_env
+    try:
+        info = os.lstat(str(path))
+    except FileNotFoundError:
+        return _check_result(name, INFO, "%s not present (no cloud token projected; cloud is opt-in)" % path)
+    except OSError as exc:
+        return _check_result(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
+    if not stat.S_ISREG(info.st_mode):
+        return _check_result(name, FAIL, "%s is not a regular file" % path)
+    mode = stat.S_IMODE(info.st_mode)
+    if mode != 0o600:
+        return _check_result(name, FAIL, "%s has mode %04o, must be 0600: chmod 600 %s" % (path, mode, path))
+    if info.st_uid != os.getuid():
+        return _check_result(name, FAIL, "%s is not owned by this user" % path)
+    return _check_result(name, PASS, "%s is mode 0600" % path)
+
+
+def _check_accounts_env(paths: Paths) -> Dict[str, str]:
+    name = "accounts-env"
+    path = paths.accounts_env
+    try:
+        info = os.stat(str(path))
+    except FileNotFoundError:
+        return _check_result(name, INFO, "%s not present: the posture surface is disabled on this host" % path)
+    except OSError as exc:
+        return _check_result(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
+    if not stat.S_ISREG(info.st_mode):
+        return _check_result(name, FAIL, "%s is not a regular file" % path)
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        return _check_result(name, FAIL, "%s is writable by group or others (mode %04o) and is sourced as shell: "
+                                         "chmod 600 %s" % (path, mode, path))
+    if not os.access(str(path), os.R_OK):
+        return _check_result(name, FAIL, "%s is not readable" % path)
+    env = child_env(paths.environ)
+    env["HOME"] = str(paths.home)
+    env["SVC_ACCOUNTS_ENV"] = str(path)
+    try:
+        proc = subprocess.run(module_command("probe", "check", "--json"), env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=PROBE_CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return _check_result(name, WARN, "%s: the entry check did not finish within %g s"
+                             % (path, PROBE_CHECK_TIMEOUT_S))
+    except OSError as exc:
+        return _check_result(name, WARN, "%s: cannot run the entry check: %s" % (path, exc.strerror))
+    try:
+        report = json.loads(proc.stdout.decode("utf-8", "replace"))
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        # An argparse usage error (exit 2) means this build's probe has no `check`.
+        return _check_result(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe check exited %d "
+                                         "without a JSON report)" % (path, PACKAGE, proc.returncode))
+    return _accounts_check_from_report(path, report, proc.returncode)
+
+
+def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
+    """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
+    name = "accounts-env"
+    error = report.get("error")
+    if error:
+        kind = error.get("kind") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        detail = "%s: %s (%s)" % (path, str(message or "check failed")[:200], kind or "error")
+        return _check_result(name, FAIL if kind == "config" else WARN, detail)
+    def labels(key: str) -> List[str]:
+        value = report.get(key)
+        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
+
+    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
+    active = report.get("active")
+    detail = "%s: %d usable entr%s%s" % (path, len(usable), "y" if len(usable) == 1 else "ies",
+                                        " (%s)" % ", ".join(usable) if usable else "")
+    if unusable:
+        detail += "; unusable (empty or placeholder): %s" % ", ".join(unusable)
+    if returncode != 0:
+        return _check_result(name, WARN, detail + "; the check exited %d" % returncode)
+    if not usable:
+        return _check_result(name, INFO, detail + "; the posture surface is disabled")
+    if duplicates:
+        return _check_result(name, WARN, detail + "; several entries carry the active token (%s), the first is used"
+                      % ", ".join(duplicates))
+    if not isinstance(active, str):
+        return _check_result(name, WARN, detail + "; no entry equals MODEL_CODE_OAUTH_TOKEN, so the node status "
+                                                  "is unknown")
+    return _check_result(name, PASS, detail + "; active %s" % active)
+
+
+def _check_event_log(paths: Paths) -> Dict[str, str]:
+    log = EventLog.for_paths(paths)
+    try:
+        log.check_writable()
+    except EventLogError as exc:
+        return _check_result("event-log", FAIL, str(exc))
+    return _check_result("event-log", PASS, "%s is writable" % paths.events_dir)
+
+
+def _check_latch(paths: Paths) -> Dict[str, str]:
+    try:
+        data = read_latch(paths.latch)
+    except (CorruptFileError, ValueError) as exc:
+        return _check_result("latch", FAIL, "%s; the monitor will move it aside and rebuild it from the event "
+                                            "log" % exc)
+    except OSError as exc:
+        return _check_result("latch", FAIL, "%s: cannot read: %s" % (paths.latch, exc.strerror))
+    accounts = data.get("accounts", {})
+    latched = sorted(k for k, v in accounts.items() if v.get("latched"))
+    if not paths.latch.exists():
+        return _check_result("latch", PASS, "%s not written yet (no edge seen)" % paths.latch)
+    return _check_result("latch", PASS, "%d account(s), latched: %s" % (len(accounts), ", ".join(latched) or "none"))
+
+
+def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
+    roster_check, hosts = _check_roster(paths)
+    host_check, node = _check_host_name(paths, hosts)
+    checks = [
+        _check_anchor(paths, environ, node, hosts),
+        host_check,
+        roster_check,
+        _check_legacy_roster(paths),
+        _check_cloud_env(paths),
+        _check_accounts_env(paths),
+        _check_event_log(paths),
+        _check_latch(paths),
+    ]
+    return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
+
+
+# ---------------------------------------------------------------- command
+
+def cmd_doctor(ns: argparse.Namespace) -> int:
+    report = run_doctor(Paths(environ=os.environ), os.environ)
+    if ns.json:
+        print_json(report, ensure_ascii=False)
+    else:
+        width = max(len(c["name"]) for c in report["checks"])
+        for check in report["checks"]:
+            print("%-4s  %-*s  %s" % (check["status"], width, check["name"], printable(check["detail"])))
+        print("ok" if report["ok"] else "FAIL: fix the checks above")
+    return 0 if report["ok"] else 1
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
+                    "accounts-env, event-log, latch. Each is PASS, INFO, WARN or FAIL.\n"
+                    "Exit 1 when any check FAILs.")
+    p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")
+    p.set_defaults(func=cmd_doctor)
