@@ -2,6 +2,12 @@
 """Run every scripts/bench_*.py, then scripts/crash_test.py and scripts/soak.py,
 and print one table of figures.
 
+    python3 -m scripts.bench_all [--quick]      (from the repository root)
+
+Each script runs as a module from the repository root (`python3 -m
+scripts.bench_server`), which is how it imports the package and the test
+harness (tests.support) without touching sys.path.
+
 Convention: each bench accepts `--quick` (a short run for CI) and prints, as
 its LAST stdout line, one JSON object
 
@@ -60,10 +66,13 @@ def parse_figures(stdout: str) -> Optional[List[Dict[str, Any]]]:
     return None
 
 
+def module_of(path: Path) -> str:
+    return "%s.%s" % (SCRIPTS.name, path.stem)
+
+
 def run_bench(path: Path, quick: bool, timeout: float, extra: List[str]) -> Dict[str, Any]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, str(path)] + (["--quick"] if quick else []) + extra
+    cmd = [sys.executable, "-m", module_of(path)] + (["--quick"] if quick else []) + extra
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True,
@@ -78,7 +87,7 @@ def run_bench(path: Path, quick: bool, timeout: float, extra: List[str]) -> Dict
         code = None
         stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-    return {"bench": path.stem, "command": " ".join(["python3", "scripts/" + path.name] + cmd[2:]),
+    return {"bench": path.stem, "command": " ".join(["python3", "-m", module_of(path)] + cmd[3:]),
             "exit": code, "seconds": round(time.monotonic() - started, 1),
             "figures": parse_figures(stdout), "stdout": stdout, "stderr": stderr}
 
@@ -134,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     results = []
     for path in benches:
-        print("running %s%s ..." % (path.name, " --quick" if args.quick else ""), file=sys.stderr, flush=True)
+        print("running %s%s ..." % (module_of(path), " --quick" if args.quick else ""), file=sys.stderr, flush=True)
         result = run_bench(path, args.quick, timeout, [])
         state = "timed out" if result["exit"] is None else "exit %d" % result["exit"]
         print("  %s in %.1f s, %s" % (state, result["seconds"],
@@ -157,7 +166,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print("--- stderr ---")
                 print("\n".join(result["stderr"].rstrip().splitlines()[-20:]))
             print("```")
-    print("\n%d benches, %d failed, %d figures, %d missed their target; reproduce with: python3 scripts/bench_all.py%s"
+    print("\n%d benches, %d failed, %d figures, %d missed their target; reproduce with: python3 -m scripts.bench_all%s"
           % (len(results), len(failed), sum(len(r["figures"] or []) for r in results), len(missed),
              " --quick" if args.quick else ""))
     if args.json:

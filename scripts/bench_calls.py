@@ -23,12 +23,10 @@ import time
 from pathlib import Path
 from typing import List
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
-
-from _hardening import MonitorProcess, monitor_env, set_host_name, wait_until, write_accounts_env  # noqa: E402
-from provider_server import ProviderServer  # noqa: E402
+from tests.support.home import accounts_path, monitor_env, set_host_name, write_accounts
+from tests.support.monitor import Monitor
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 ACCOUNTS = [("ACCT1", "tok-calls-1", "one@example.com"), ("ACCT2", "tok-calls-2", "two@example.com"),
             ("ACCT3", "tok-calls-3", "three@example.com")]
@@ -101,10 +99,10 @@ def main() -> int:
     with ProviderServer() as provider:
         for _, token, _ in ACCOUNTS:
             provider.set_account(token)
-        write_accounts_env(home, ACCOUNTS, "ACCT1")
+        write_accounts(accounts_path(home), ACCOUNTS, active="ACCT1")
         env = monitor_env(home, provider.url, SVC_POSTURE_TTL_S="300", SVC_PROBE_INTERVAL_S="300",
                           SVC_REFRESH_FLOOR_S=str(floor_s))
-        monitor = MonitorProcess(env).start(work / "monitor.log")
+        monitor = Monitor(env).start(work / "monitor.log")
         assert monitor.url
         host, port = monitor.url.split("//", 1)[1].rsplit(":", 1)
         try:

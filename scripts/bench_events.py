@@ -25,11 +25,9 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from svcposture._files import append_line  # noqa: E402
-from svcposture._time import parse_iso_ms  # noqa: E402
-from svcposture.events import RATELIMIT_SAMPLED, EventLog, ratelimit_sampled, status_changed  # noqa: E402
+from svcposture._files import append_line
+from svcposture._time import parse_iso_ms
+from svcposture.events import RATELIMIT_SAMPLED, EventLog, ratelimit_sampled, status_changed
 
 MONTH_MS = parse_iso_ms("2026-03-01T00:00:00Z")
 TAIL_STATUS_EVENTS = 50

@@ -22,17 +22,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
-
-from _hardening import MonitorProcess, http_get, monitor_env, set_host_name, wait_until  # noqa: E402
-from _hardening import write_accounts_env  # noqa: E402
-from provider_server import ProviderServer  # noqa: E402
+from tests.support.home import accounts_path, monitor_env, set_host_name, write_accounts
+from tests.support.monitor import Monitor, http_get
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 BASELINE_SERVER = r'''
 import sys
@@ -123,10 +119,10 @@ def main() -> int:
                     ("ACCT3", "tok-lat-3", "three@example.com")]
         for _, token, _ in accounts:
             provider.set_account(token)
-        write_accounts_env(home, accounts, "ACCT1")
+        write_accounts(accounts_path(home), accounts, active="ACCT1")
         env = monitor_env(home, provider.url, SVC_POSTURE_TTL_S="300", SVC_PROBE_INTERVAL_S="300",
                           SVC_REFRESH_FLOOR_S="30")
-        monitor = MonitorProcess(env).start(work / "monitor.log")
+        monitor = Monitor(env).start(work / "monitor.log")
         try:
             assert monitor.url
             wait_until(lambda: json.loads(http_get(monitor.url or "", "/api/accounts")[2]).get("status") == "ok",

@@ -28,13 +28,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
-
-from provider_server import ProviderServer  # noqa: E402
-from svcposture import probe  # noqa: E402
-from svcposture.paths import Paths  # noqa: E402
+from svcposture import probe
+from svcposture import provider as wire
+from svcposture.paths import Paths
+from tests.support.provider import ProviderServer
 
 ACCOUNTS = 4
 LATENCY_S = 0.2
@@ -43,7 +40,7 @@ TARGET_RATIO = 0.3
 
 
 def sequential_sweep(url: str, tokens) -> None:
-    body = json.dumps({"model": probe.DEFAULT_PROBE_MODEL, "max_tokens": 1,
+    body = json.dumps({"model": wire.DEFAULT_PROBE_MODEL, "max_tokens": 1,
                        "messages": [{"role": "user", "content": "hi"}]}).encode()
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     for i, token in enumerate(tokens):
@@ -54,7 +51,7 @@ def sequential_sweep(url: str, tokens) -> None:
             "anthropic-beta": "oauth-2025-04-20", "content-type": "application/json"})
         with opener.open(req, timeout=10) as resp:
             resp.read()
-            probe.parse_unified_headers({k.lower(): v for k, v in resp.headers.items()})
+            wire.parse_unified_headers({k.lower(): v for k, v in resp.headers.items()})
 
 
 def main() -> int:

@@ -13,7 +13,7 @@
    the monitor's RSS with them connected (target < 150 MB).
 
 Loopback only. Installs wrk (apt-get) and prometheus_client (pip) when missing.
-Usage: python3 scripts/bench_server.py [--quick] [--duration S] [--rounds N] [--subscribers N]
+Usage: python3 -m scripts.bench_server [--quick] [--duration S] [--rounds N] [--subscribers N]
 """
 from __future__ import annotations
 
@@ -30,14 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from svcposture.monitor import demo  # noqa: E402
+from svcposture.monitor import demo
+from tests.support.home import REPO
+from tests.support.monitor import Monitor, start_monitor
 
 BASELINE_A = r'''
 import sys
@@ -110,44 +107,12 @@ def wrk(url: str, seconds: float, connections: int = 32) -> float:
     return float(match.group(1))
 
 
-def http_get(url: str, headers: Optional[Dict[str, str]] = None) -> bytes:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=60) as resp:
-        return resp.read()
-
-
 def rss_mb(pid: int) -> float:
     with open("/proc/%d/status" % pid) as fh:
         for line in fh:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
-
-
-class Monitor:
-    def __init__(self, environ: Dict[str, str]) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "--port", "0"],
-                                     env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(REPO))
-        deadline = time.monotonic() + 30
-        self.url = ""
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline().decode()
-            if not line:
-                break
-            match = re.search(r"listening on (http://\S+)", line)
-            if match:
-                self.url = match.group(1)
-                break
-        if not self.url:
-            raise RuntimeError("monitor did not start")
-        self.port = int(self.url.rsplit(":", 1)[1])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def start_baseline(code: str, size: int) -> Tuple["subprocess.Popen[str]", int, str]:
@@ -196,7 +161,7 @@ def sse_fanout(mon: Monitor, subscribers: int) -> Dict[str, float]:
     pump(1, time.monotonic() + 60)
     rss = rss_mb(mon.proc.pid)
     started = time.perf_counter()
-    body = json.loads(http_get(mon.url + "/api/accounts?refresh=true", {"X-Svc-Refresh": "1"}))
+    body = json.loads(mon.get("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"}, timeout=60)[2])
     refreshed = time.perf_counter()
     if body.get("cached") is not False:
         raise RuntimeError("the forced refresh did not probe")
@@ -225,10 +190,10 @@ def main() -> int:
     node = demo.DemoNode(provider.url, base_environ=base_env)
     environ = dict(node.environ, SVC_POSTURE_TTL_S="3600", SVC_PROBE_INTERVAL_S="3600", SVC_REFRESH_FLOOR_S="0",
                    SVC_QUOTA_SAMPLER="0", SVC_MONITOR_MAX_STREAMS=str(max(1024, args.subscribers + 16)))
-    mon = Monitor(environ)
+    mon = start_monitor(environ, timeout=30)
     procs = []
     try:
-        body = http_get(mon.url + "/api/accounts")
+        body = mon.get("/api/accounts", timeout=60)[2]
         size = len(body)
         base_a, port_a, _ = start_baseline(BASELINE_A, size)
         base_b, port_b, size_b = start_baseline(BASELINE_B, size)
@@ -241,11 +206,11 @@ def main() -> int:
         for _ in range(rounds):
             for name, url in targets.items():
                 rates[name].append(wrk(url, duration))
-        if json.loads(http_get(mon.url + "/api/accounts")).get("cached") is not True:
+        if json.loads(mon.get("/api/accounts", timeout=60)[2]).get("cached") is not True:
             raise RuntimeError("the benchmarked reads were not cached reads")
         fan = sse_fanout(mon, args.subscribers)
     finally:
-        mon.stop()
+        mon.stop(timeout=20, check=False)
         for p in procs:
             p.terminate()
         provider.stop()

@@ -16,11 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
-
-from _hardening import run_crash  # noqa: E402
+from tests.support.crash import run_crash
 
 
 def main() -> int:

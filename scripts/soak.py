@@ -25,13 +25,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
-
-from _hardening import (MonitorProcess, monitor_env, set_host_name, wait_until,  # noqa: E402
-                        write_accounts_env)
-from provider_server import ProviderServer  # noqa: E402
+from tests.support.home import accounts_path, monitor_env, set_host_name, write_accounts
+from tests.support.monitor import Monitor
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 
 def proc_sample(pid: int) -> Dict[str, int]:
@@ -155,13 +152,13 @@ def run_soak(duration: float, warmup: float, interval: float = 1.0, readers: int
                     ("ACCT3", "tok-soak-3", "three@example.com")]
         for suffix, token, _ in accounts:
             provider.set_account(token, five_hour=(0.3, "allowed"), seven_day=(0.5, "allowed_warning"))
-        write_accounts_env(home, accounts, "ACCT1")
+        write_accounts(accounts_path(home), accounts, active="ACCT1")
         env = monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S=str(interval),
                           # Plain reads stay cached between periodic probes, as with the defaults.
                           SVC_POSTURE_TTL_S=str(max(5.0, 3 * interval)),
                           SVC_REFRESH_FLOOR_S=str(min(0.5, interval / 2)),
                           SVC_SSE_KEEPALIVE_S="2")
-        monitor = MonitorProcess(env).start(work / "monitor.log")
+        monitor = Monitor(env).start(work / "monitor.log")
         assert monitor.url
         host, port = monitor.url.split("//", 1)[1].rsplit(":", 1)
         pid = monitor.pid
@@ -199,7 +196,7 @@ def run_soak(duration: float, warmup: float, interval: float = 1.0, readers: int
             alive = monitor.proc is not None and monitor.proc.poll() is None
         finally:
             code = monitor.stop()
-        stderr = monitor.stderr()
+        stderr = monitor.stderr_text()
     warm = [s["rss_kb"] for s in samples if s["t"] >= warmup][:3] or [samples[-1]["rss_kb"]]
     tail = [s["rss_kb"] for s in samples[-3:]]
     rss_warm = statistics.median(warm)

@@ -5,7 +5,7 @@ a and b only: c keeps publishing to OLD-1, so on NEW-2 it is `missing` and its
 doctor warns;  4. restart c: every host sees every peer live, doctor PASS;
 5. closing the old anchor afterwards changes nothing.
 
-Hosts a and b run `svc-monitor` under tests/monitor_proc.py; host c is driven
+Hosts a and b run `svc-monitor` under tests/support/monitor.py; host c is driven
 exactly as the procedure says, with `svc-stack start` and `svc-stack restart`.
 """
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_json, wait_for
-from conftest import REPO
-from monitor_proc import start_monitor
-from tracker_server import TrackerServer
+from tests.support.cli import run_json
+from tests.support.home import BEARER, CANARY, REPO, make_node, node_env
+from tests.support.monitor import start_monitor
+from tests.support.tracker import TrackerServer
+from tests.support.waiting import wait_until
 
 HOSTS = ("a", "b", "c")
 INTERVAL_MS = 1000
@@ -48,7 +49,7 @@ def test_anchor_move_with_three_hosts(tmp_path):
         envs = {}
         for host in HOSTS:
             home = make_node(tmp_path, host, HOSTS, anchor="OLD-1")
-            envs[host] = node_env(home, srv.url, INTERVAL_MS, SVC_ACCOUNTS_PROBE="0")
+            envs[host] = node_env(home, tracker_url=srv.url, interval_ms=INTERVAL_MS, SVC_ACCOUNTS_PROBE="0")
         monitors = {h: start_monitor(envs[h], args=("--no-probe",)) for h in ("a", "b")}
         every_monitor = list(monitors.values())
         stack(envs["c"], "start", "--port", "0", "--no-probe")
@@ -62,7 +63,7 @@ def test_anchor_move_with_three_hosts(tmp_path):
             every_monitor.append(monitors[host])
         try:
             # Before the move: every host live on the old anchor, doctor PASS.
-            wait_for(lambda: states(envs["a"])[0] == {h: "live" for h in HOSTS}, timeout=30)
+            wait_until(lambda: states(envs["a"])[0] == {h: "live" for h in HOSTS}, timeout=30)
             assert anchor_check(envs["b"])[2]["status"] == "PASS"
 
             # Step 2: set-anchor on every host; nothing moves until a restart.
@@ -72,18 +73,18 @@ def test_anchor_move_with_three_hosts(tmp_path):
                 assert out == {"key": "svc.cluster.livenessAnchorIssue", "value": "NEW-2",
                                "previous": "OLD-1", "restartRequired": True}
             seen = {h: srv.attachments("OLD-1")["svc://heartbeat/%s" % h]["updatedAt"] for h in HOSTS}
-            wait_for(lambda: all(srv.attachments("OLD-1")["svc://heartbeat/%s" % h]["updatedAt"] != seen[h]
+            wait_until(lambda: all(srv.attachments("OLD-1")["svc://heartbeat/%s" % h]["updatedAt"] != seen[h]
                                  for h in HOSTS), timeout=30)
             assert srv.attachments("NEW-2") == {}
 
             # Step 3, done wrong on purpose: c is not restarted.
             for host in ("a", "b"):
                 restart(host)
-            wait_for(lambda: states(envs["b"])[0] == {"a": "live", "b": "live", "c": "missing"}, timeout=30)
+            wait_until(lambda: states(envs["b"])[0] == {"a": "live", "b": "live", "c": "missing"}, timeout=30)
             assert states(envs["c"])[0]["c"] == "missing"
             assert "svc://heartbeat/c" not in srv.attachments("NEW-2")
             before = srv.attachments("OLD-1")["svc://heartbeat/c"]["updatedAt"]
-            wait_for(lambda: srv.attachments("OLD-1")["svc://heartbeat/c"]["updatedAt"] != before, timeout=30)
+            wait_until(lambda: srv.attachments("OLD-1")["svc://heartbeat/c"]["updatedAt"] != before, timeout=30)
             code, _, check = anchor_check(envs["c"])
             assert check["status"] == "WARN" and "no heartbeat from c" in check["detail"]
             assert "svc-stack restart" in check["detail"]
@@ -92,7 +93,7 @@ def test_anchor_move_with_three_hosts(tmp_path):
             # Step 3 finished: c restarts and every host sees every peer live.
             restart("c")
             for host in HOSTS:
-                got, report = wait_for(lambda: (lambda s: s if s[0] == {h: "live" for h in HOSTS} else None)(
+                got, report = wait_until(lambda: (lambda s: s if s[0] == {h: "live" for h in HOSTS} else None)(
                     states(envs[host])), timeout=30)
                 assert report["anchor"] == "NEW-2"
                 assert all(row["ageS"] <= 2 * INTERVAL_MS / 1000.0 for row in report["hosts"])
@@ -130,14 +131,15 @@ def test_monitor_publisher_off_then_on_without_restart(tmp_path):
     with TrackerServer(tokens=[BEARER]) as srv:
         srv.add_issue("OPS-1")
         home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
-        mon = start_monitor(node_env(home, srv.url, 100, SVC_ACCOUNTS_PROBE="0"), args=("--no-probe",))
+        mon = start_monitor(node_env(home, tracker_url=srv.url, interval_ms=100, SVC_ACCOUNTS_PROBE="0"),
+                            args=("--no-probe",))
         try:
-            wait_for(lambda: "liveness publisher off" in mon.stderr_text())
+            wait_until(lambda: "liveness publisher off" in mon.stderr_text())
             time.sleep(0.5)  # five more ticks: room for the line to repeat, which it must not
             assert mon.stderr_text().count("publisher off") == 1 and srv.count() == 0
             # The roster is read live: growing it turns the publisher on without a restart.
             (home / "svc" / "cluster" / "cluster.json").write_text('{"roster": ["a", "b"]}')
-            wait_for(lambda: "published to anchor OPS-1" in mon.stderr_text())
+            wait_until(lambda: "published to anchor OPS-1" in mon.stderr_text())
             assert "svc://heartbeat/a" in srv.attachments("OPS-1")
         finally:
             mon.stop()

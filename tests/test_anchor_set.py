@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from _liveness_nodes import make_node, node_env, run_cluster, run_inproc, run_json
+from tests.support.cli import run_cluster, run_inproc, run_json
+from tests.support.home import make_node, node_env
 
 
 def secrets(home):

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from _cluster_util import CANARY_CLOUD, assert_clean, cli, mode, snapshot, write_json
+from tests.support.cli import assert_clean, cli
+from tests.support.home import CANARY_CLOUD, mode, snapshot, write_json
 
-from svcposture.cluster.stack import GUARD_MARKER, project_cloud_env
+from svcposture.cluster.cloudenv import GUARD_MARKER, project_cloud_env
 
 
 def _set_token(paths, token) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from _cluster_util import (CANARY_CLOUD, CANARY_ORCH, CANARY_WORKER, assert_clean, cli, git,
-                           make_cluster_repo, mode, push_from_seed, snapshot, write_json)
+from tests.support.cli import assert_clean, cli
+from tests.support.home import (CANARY_CLOUD, CANARY_ORCH, CANARY_WORKER, git, make_cluster_repo, mode,
+                                push_from_seed, snapshot, write_json)
 
 # The stand-in for `sops --decrypt`: "encrypted" files are base64, the path comes last.
 # It records its argv so the test can check how it was called.

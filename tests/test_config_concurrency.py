@@ -2,22 +2,22 @@
 import subprocess
 import sys
 
-from conftest import REPO
+from tests.support.home import REPO
 
+# Run from the checkout (`python -c` imports from its working directory first).
 WRITER = """
 import sys
-sys.path.insert(0, %r)
 from svcposture import config
 path, who = sys.argv[1], sys.argv[2]
 for j in range(40):
-    config.write_layer(path, {"svc.test.w%%s_%%d" %% (who, j): j})
-""" % str(REPO)
+    config.write_layer(path, {"svc.test.w%s_%d" % (who, j): j})
+"""
 
 
 def test_four_processes_writing_one_file_lose_nothing(tmp_path):
     from svcposture import config
     target = tmp_path / "cluster-secrets.json"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(i)]) for i in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(i)], cwd=str(REPO)) for i in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     written = config.load_layer(target)["svc"]["test"]
     assert len(written) == 160

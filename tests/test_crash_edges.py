@@ -9,7 +9,7 @@ import os
 import random
 from pathlib import Path
 
-from _hardening import run_crash
+from tests.support.crash import run_crash
 
 
 def test_random_kill9_points_keep_exactly_one_event_per_edge(tmp_path: Path) -> None:

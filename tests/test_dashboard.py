@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from _accounts import canary
-from monitor_proc import node_env, start_monitor
-from provider_server import ProviderServer
-from svcposture.monitor import server as server_mod
+from tests.support.home import canary, node_env
+from tests.support.monitor import start_monitor
+from tests.support.provider import ProviderServer
+from svcposture.monitor import assets as server_mod
 
 TOK1 = canary("dash1")
 TOK2 = canary("dash2")
@@ -34,7 +34,7 @@ def test_assets_ship_inside_the_package():
 
 
 def test_page_headers(tmp_path):
-    from conftest import clean_env
+    from tests.support.home import clean_env
     m = start_monitor(clean_env(tmp_path), ["--no-probe"])
     try:
         status, headers, body = m.get("/")
@@ -141,7 +141,7 @@ def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path)
 
 
 def test_unavailable_clears_the_display(browser, tmp_path):
-    from conftest import clean_env
+    from tests.support.home import clean_env
     mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
     try:
         browser.get(mon.url + "/")

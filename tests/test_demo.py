@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from _accounts import wait_until
-from conftest import REPO, clean_env
-from monitor_proc import start_monitor
+from tests.support.home import REPO, clean_env
+from tests.support.monitor import start_monitor
 from svcposture.monitor import demo
 
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from _accounts import canary, write_accounts
-from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_inproc
-from svcposture.cluster import liveness
+from tests.support.cli import run_cluster, run_inproc
+from tests.support.home import BEARER, CANARY, canary, make_node, node_env, write_accounts
+from svcposture.cluster import doctor as cluster_doctor, liveness
 from svcposture._time import iso_from_ms
-from tracker_server import TrackerServer
+from tests.support.tracker import TrackerServer
 
 CHECKS = ["liveness-anchor", "host-name", "roster", "legacy-roster", "cloud-env", "accounts-env", "event-log",
           "latch"]
@@ -45,7 +45,7 @@ def doctor(monkeypatch, capsys, env):
 def test_healthy_node_passes(tmp_path, srv, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     beat_all(srv, ["a", "b"])
-    code, checks = doctor(monkeypatch, capsys, node_env(home, srv.url))
+    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))
     assert code == 0
     assert checks["liveness-anchor"]["status"] == "PASS" and "OPS-1" in checks["liveness-anchor"]["detail"]
     assert checks["host-name"]["status"] == "PASS" and checks["roster"]["status"] == "PASS"
@@ -85,7 +85,7 @@ def test_liveness_anchor_check(tmp_path, srv, monkeypatch, capsys, case, status,
         srv.fail_next("ratelimit", count=-1)
     url = "http://127.0.0.1:9/graphql" if case == "unreachable" else srv.url
     extra = {"SVC_LIVENESS_READ_SOURCE": "loki"} if case == "loki" else {}
-    code, checks = doctor(monkeypatch, capsys, node_env(home, url, **extra))
+    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=url, **extra))
     check = checks["liveness-anchor"]
     assert check["status"] == status and words in check["detail"], check
     assert code == (1 if status == "FAIL" else 0)
@@ -96,13 +96,13 @@ def test_stale_own_heartbeat_warns(tmp_path, srv, monkeypatch, capsys):
     old = iso_from_ms(int((time.time() - 600) * 1000))
     srv.put_attachment("OPS-1", liveness.heartbeat_url("a"), subtitle=old,
                        metadata={"host": "a", "publishedAt": old, "publishIntervalMs": 120000})
-    check = doctor(monkeypatch, capsys, node_env(home, srv.url))[1]["liveness-anchor"]
+    check = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["liveness-anchor"]
     assert check["status"] == "WARN" and "stale" in check["detail"] and "svc-stack status" in check["detail"]
 
 
 def test_single_host_roster_needs_no_own_heartbeat(tmp_path, srv, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
-    assert doctor(monkeypatch, capsys, node_env(home, srv.url))[1]["liveness-anchor"]["status"] == "PASS"
+    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["liveness-anchor"]["status"] == "PASS"
 
 
 @pytest.mark.parametrize("case,check,status", [
@@ -120,7 +120,7 @@ def test_host_name_and_roster(tmp_path, srv, monkeypatch, capsys, case, check, s
     if case == "roster-corrupt":
         (home / "svc" / "cluster" / "cluster.json").write_bytes(b"\x00\x01garbage")
     beat_all(srv, ["a"])
-    code, checks = doctor(monkeypatch, capsys, node_env(home, srv.url))
+    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))
     assert checks[check]["status"] == status, checks[check]
     if case == "host-not-in-roster":
         assert "owns zero tickets" in checks[check]["detail"]
@@ -133,12 +133,12 @@ def test_legacy_roster(tmp_path, srv, monkeypatch, capsys):
     beat_all(srv, ["a"])
     repo = tmp_path / "project"
     (repo / ".svc").mkdir(parents=True)
-    env = node_env(home, srv.url, SVC_REPO_ROOT=str(repo))
+    env = node_env(home, tracker_url=srv.url, SVC_REPO_ROOT=str(repo))
     assert doctor(monkeypatch, capsys, env)[1]["legacy-roster"]["status"] == "PASS"
     (repo / ".svc" / "hosts.json").write_text('{"hosts": ["a"]}')
     check = doctor(monkeypatch, capsys, env)[1]["legacy-roster"]
     assert check["status"] == "WARN" and "retired" in check["detail"]
-    assert doctor(monkeypatch, capsys, node_env(home, srv.url))[1]["legacy-roster"]["status"] == "INFO"
+    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["legacy-roster"]["status"] == "INFO"
 
 
 @pytest.mark.parametrize("mode,status", [(0o600, "PASS"), (0o644, "FAIL"), (0o640, "FAIL"), (0o400, "FAIL")])
@@ -148,7 +148,7 @@ def test_cloud_env_mode(tmp_path, srv, monkeypatch, capsys, mode, status):
     path = home / ".config" / "svc" / "cluster.env"
     path.write_text("export SVC_CLOUD_TOKEN='x'\n")
     os.chmod(str(path), mode)
-    code, checks = doctor(monkeypatch, capsys, node_env(home, srv.url))
+    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))
     assert checks["cloud-env"]["status"] == status
     if status == "FAIL":
         assert "0600" in checks["cloud-env"]["detail"] and code == 1
@@ -157,7 +157,7 @@ def test_cloud_env_mode(tmp_path, srv, monkeypatch, capsys, mode, status):
 def test_cloud_env_not_a_file(tmp_path, srv, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     (home / ".config" / "svc" / "cluster.env").mkdir()
-    assert doctor(monkeypatch, capsys, node_env(home, srv.url))[1]["cloud-env"]["status"] == "FAIL"
+    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["cloud-env"]["status"] == "FAIL"
 
 
 def test_accounts_env_checks(tmp_path, srv, monkeypatch, capsys):
@@ -167,7 +167,7 @@ def test_accounts_env_checks(tmp_path, srv, monkeypatch, capsys):
     tok1, tok2 = canary("one"), canary("two")
     write_accounts(env_file, [("ACCT1", tok1, "one@example.com"), ("ACCT2", tok2, "two@example.com")],
                    active="ACCT2")
-    env = node_env(home, srv.url)
+    env = node_env(home, tracker_url=srv.url)
     check = doctor(monkeypatch, capsys, env)[1]["accounts-env"]
     assert check["status"] == "PASS" and "active acct2" in check["detail"] and "2 usable" in check["detail"]
     write_accounts(env_file, [("ACCT1", tok1, None), ("ACCT2", tok1, None)], active="ACCT1")
@@ -185,8 +185,8 @@ def test_accounts_env_checks(tmp_path, srv, monkeypatch, capsys):
 
 
 def test_accounts_env_report_mapping():
-    path = liveness.Path("/x/model-accounts.env")
-    f = liveness._accounts_check_from_report
+    path = cluster_doctor.Path("/x/model-accounts.env")
+    f = cluster_doctor._accounts_check_from_report
     assert f(path, {"error": {"kind": "config", "message": "unsafe"}}, 1)["status"] == "FAIL"
     assert f(path, {"error": {"kind": "internal", "message": "boom"}}, 1)["status"] == "WARN"
     assert f(path, {"usable": ["acct1"], "active": None, "duplicateActive": []}, 0)["status"] == "WARN"
@@ -196,7 +196,7 @@ def test_accounts_env_report_mapping():
 def test_event_log_and_latch(tmp_path, srv, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     beat_all(srv, ["a"])
-    env = node_env(home, srv.url)
+    env = node_env(home, tracker_url=srv.url)
     (home / "svc" / "events").write_text("not a directory")
     (home / "svc" / "account-status-latch.json").write_text('{"version": 1, "accounts": {"acct1": ')
     code, checks = doctor(monkeypatch, capsys, env)
@@ -211,7 +211,7 @@ def test_event_log_and_latch(tmp_path, srv, monkeypatch, capsys):
 
 def test_text_output_and_exit_code_as_a_real_command(tmp_path, srv):
     home = make_node(tmp_path, "a", ["b"], anchor="OPS-1")
-    proc = run_cluster(node_env(home, srv.url), "doctor")
+    proc = run_cluster(node_env(home, tracker_url=srv.url), "doctor")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS  liveness-anchor") or lines[0].startswith("WARN  liveness-anchor")
@@ -224,7 +224,7 @@ def test_accounts_env_check_runs_the_vendored_copy(tmp_path, srv):
     import shutil
     import subprocess
     import sys
-    from conftest import REPO, clean_env
+    from tests.support.home import REPO, clean_env
 
     vendor = tmp_path / "proj" / "_vendor"
     shutil.copytree(str(REPO / "svcposture"), str(vendor / "svcposture"),

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from _accounts import canary, wait_until
-from monitor_proc import node_env, read_response, start_monitor
-from provider_server import ProviderServer
+from tests.support.home import canary, node_env
+from tests.support.monitor import read_response, start_monitor
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 TOK = canary("fast")
 READ = b"GET /api/accounts HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

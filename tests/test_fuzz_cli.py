@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, clean_env
+from tests.support.home import clean_env
 
 CLOSED = "http://127.0.0.1:9"
 

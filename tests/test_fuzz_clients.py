@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, clean_env
+from tests.support.home import REPO, clean_env
 from svcposture.monitor import hud
 
 PURE = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,15 +10,15 @@ import json
 import re
 import socket
 import time
-from pathlib import Path
 from typing import Iterator, List, Tuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _hardening import MonitorProcess, http_get, monitor_env, set_host_name, write_accounts_env
-from provider_server import ProviderServer
+from tests.support.home import accounts_path, monitor_env, set_host_name, write_accounts
+from tests.support.monitor import Monitor, http_get
+from tests.support.provider import ProviderServer
 
 FUZZ = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -26,19 +26,19 @@ STATUS_RE = re.compile(rb"HTTP/1\.[01] (\d{3}) [A-Za-z]")
 
 
 @pytest.fixture(scope="module", params=["plain", "read-guard", "no-probe"])
-def monitor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MonitorProcess]:
+def monitor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
     root = tmp_path_factory.mktemp("fuzzhttp")
     home = root / "home"
     home.mkdir(mode=0o700)
     set_host_name(home, "fuzz-node")
     with ProviderServer() as provider:
         provider.set_account("tok-fuzz-http", status="allowed")
-        write_accounts_env(home, [("ACCT1", "tok-fuzz-http", "fuzz@example.com")], "ACCT1")
+        write_accounts(accounts_path(home), [("ACCT1", "tok-fuzz-http", "fuzz@example.com")], active="ACCT1")
         env = monitor_env(home, provider.url, SVC_POSTURE_TTL_S="600", SVC_REFRESH_FLOOR_S="30",
                           SVC_PROBE_INTERVAL_S="600", SVC_SSE_KEEPALIVE_S="0.5")
         if request.param == "read-guard":
             env["SVC_MONITOR_READ_GUARD"] = "1"
-        mon = MonitorProcess(env, args=["--no-probe"] if request.param == "no-probe" else [])
+        mon = Monitor(env, args=["--no-probe"] if request.param == "no-probe" else [])
         mon.start(root / "monitor.log")
         mon.mode = request.param  # type: ignore[attr-defined]
         try:
@@ -46,7 +46,7 @@ def monitor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         finally:
             alive = mon.proc is not None and mon.proc.poll() is None
             code = mon.stop()
-            text = mon.stderr()
+            text = mon.stderr_text()
             assert alive, "the monitor died during the fuzz run:\n" + text
             assert code == 0, text
             assert "Traceback" not in text, text
@@ -157,12 +157,12 @@ def requests(draw: st.DrawFn) -> bytes:
 
 @FUZZ
 @given(data=st.one_of(requests(), st.binary(max_size=300)))
-def test_raw_requests_get_a_clear_answer(monitor: MonitorProcess, data: bytes) -> None:
+def test_raw_requests_get_a_clear_answer(monitor: Monitor, data: bytes) -> None:
     assert monitor.url is not None
     check_reply(data, exchange(monitor.url, data))
 
 
-def test_hostile_sizes_and_shapes(monitor: MonitorProcess) -> None:
+def test_hostile_sizes_and_shapes(monitor: Monitor) -> None:
     assert monitor.url is not None
     cases: List[Tuple[bytes, int]] = [
         (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 414),

@@ -14,15 +14,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Dict, List
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, clean_env
-from svcposture import probe
+from tests.support.home import clean_env
+from tests.support.provider import ANY, ProviderServer
+from svcposture import accounts as accounts_text
+from svcposture import errors
+from svcposture import provider as wire
 
 PURE = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -48,7 +50,7 @@ env_line = st.one_of(st.lists(line_parts, max_size=12).map("".join), st.text(max
 @given(lines=st.lists(env_line, max_size=12))
 def test_parse_entries_never_fails_and_finds_only_real_emails(lines: List[str]) -> None:
     text = "\n".join(lines)
-    entries = probe.parse_entries(text)
+    entries = accounts_text.parse_entries(text)
     suffixes = [s for s, _ in entries]
     assert len(suffixes) == len(set(suffixes))
     for suffix, email in entries:
@@ -61,7 +63,7 @@ def test_parse_entries_never_fails_and_finds_only_real_emails(lines: List[str]) 
 @PURE
 @given(rest=st.text(max_size=80))
 def test_comment_of_returns_a_suffix_of_its_input(rest: str) -> None:
-    comment = probe.comment_of(rest)
+    comment = accounts_text.comment_of(rest)
     assert comment is None or rest.endswith(comment)
 
 
@@ -69,12 +71,12 @@ def test_comment_of_returns_a_suffix_of_its_input(rest: str) -> None:
 @given(text=st.text(max_size=200), token=st.text(max_size=20), active=st.text(max_size=20))
 def test_entries_from_env_keeps_only_usable_tokens(text: str, token: str, active: str) -> None:
     environ = {"MODEL_TOKEN_ACCT1": token, "MODEL_CODE_OAUTH_TOKEN": active}
-    entries, unusable = probe.entries_from_env(text + "\nMODEL_TOKEN_ACCT1=x", environ)
+    entries, unusable = accounts_text.entries_from_env(text + "\nMODEL_TOKEN_ACCT1=x", environ)
     labels = [e["label"] for e in entries] + unusable
     assert len(labels) == len(set(labels))
     for entry in entries:
-        assert entry["token"].strip() and entry["token"] != probe.PLACEHOLDER
-    active_label, dupes = probe._resolve_active(entries)
+        assert entry["token"].strip() and entry["token"] != accounts_text.PLACEHOLDER
+    active_label, dupes = accounts_text.resolve_active(entries)
     assert sum(1 for e in entries if e["active"]) == (1 if active_label else 0)
 
 
@@ -90,7 +92,7 @@ header_value = st.one_of(
 )
 UNIFIED_NAMES = ["status", "representative-claim", "5h-utilization", "5h-reset", "5h-status",
                  "7d-utilization", "7d-reset", "7d-status", "overage-status", "fallback-percentage"]
-header_sets = st.dictionaries(st.sampled_from(UNIFIED_NAMES).map(lambda n: probe.UNIFIED + n),
+header_sets = st.dictionaries(st.sampled_from(UNIFIED_NAMES).map(lambda n: wire.UNIFIED + n),
                               header_value, max_size=10)
 
 
@@ -116,7 +118,7 @@ def test_unified_headers_parse_or_raise_value_error(headers: Dict[str, str], oth
     merged = dict(other)
     merged.update(headers)
     try:
-        view = probe.parse_unified_headers(merged)
+        view = wire.parse_unified_headers(merged)
     except ValueError:
         return
     if view is None:
@@ -127,52 +129,15 @@ def test_unified_headers_parse_or_raise_value_error(headers: Dict[str, str], oth
 
 # ---------------------------------------------------------------- the whole child
 
-class _Provider(ThreadingHTTPServer):
-    """Answers /v1/messages with whatever headers the current example set."""
-    daemon_threads = True
-    request_queue_size = 64
-
-    def __init__(self) -> None:
-        self.headers_for: Dict[str, Dict[str, str]] = {}
-        self.status_for: Dict[str, int] = {}
-        super().__init__(("127.0.0.1", 0), _ProviderHandler)
-        self.url = "http://127.0.0.1:%d" % self.server_address[1]
-
-
-class _ProviderHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Provider
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        token = (self.headers.get("authorization") or "")[7:]
-        headers = self.server.headers_for.get(token)
-        status = self.server.status_for.get(token, 200)
-        if headers is None:
-            status, headers = 401, {}
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("content-length", "2")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.wfile.write(b"{}")
-        self.close_connection = True
-
-
-_provider: Dict[str, _Provider] = {}
+_provider: Dict[str, ProviderServer] = {}
 _lock = threading.Lock()
 
 
-def provider() -> _Provider:
+def provider() -> ProviderServer:
+    """One provider for every example: raw headers per token, one usage reply for ANY token."""
     with _lock:
         if "p" not in _provider:
-            server = _Provider()
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            _provider["p"] = server
+            _provider["p"] = ProviderServer().start()
         return _provider["p"]
 
 
@@ -205,8 +170,8 @@ def run_probe(home: Path, subcommand: str, env_text: bytes, extra_env: Dict[str,
 
 def _check_error(err: Dict[str, Any]) -> None:
     assert set(err) == {"kind", "message", "httpStatus"}
-    assert err["kind"] in probe.ERROR_KINDS
-    assert err["message"] in probe.KNOWN_MESSAGES
+    assert err["kind"] in errors.ERROR_KINDS
+    assert err["message"] in errors.KNOWN_MESSAGES
     assert err["httpStatus"] is None or isinstance(err["httpStatus"], int)
 
 
@@ -248,7 +213,8 @@ def test_check_child_on_random_env_files(text: bytes) -> None:
 @given(text=env_files)
 def test_headers_child_on_random_env_files(text: bytes) -> None:
     server = provider()
-    server.headers_for[CANARY] = {probe.UNIFIED + "status": "allowed", probe.UNIFIED + "5h-utilization": "0.5"}
+    server.set_account(CANARY, raw_headers={wire.UNIFIED + "status": "allowed",
+                                            wire.UNIFIED + "5h-utilization": "0.5"})
     home = Path(tempfile.mkdtemp(prefix="svcfuzz-"))
     try:
         result = run_probe(home, "headers", text, {"SVC_PROVIDER_URL": server.url})
@@ -275,10 +241,9 @@ def test_header_probe_on_random_provider_values(headers: Dict[str, str], status:
     """A fuzzed account never spoils the good one beside it."""
     server = provider()
     bad, good = "tok-bad-" + os.urandom(4).hex(), "tok-good-" + os.urandom(4).hex()
-    server.headers_for[bad] = headers
-    server.status_for[bad] = status
-    server.headers_for[good] = {probe.UNIFIED + "status": "allowed", probe.UNIFIED + "5h-utilization": "0.25",
-                                probe.UNIFIED + "5h-status": "allowed"}
+    server.set_account(bad, raw_headers=headers, http_status=status)
+    server.set_account(good, raw_headers={wire.UNIFIED + "status": "allowed", wire.UNIFIED + "5h-utilization": "0.25",
+                                          wire.UNIFIED + "5h-status": "allowed"})
     home = Path(tempfile.mkdtemp(prefix="svcfuzz-"))
     text = ("MODEL_TOKEN_BAD=%s  # bad@x.io\nMODEL_TOKEN_GOOD=%s  # good@x.io\n"
             'MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_BAD"\n' % (bad, good)).encode()
@@ -297,8 +262,8 @@ def test_header_probe_on_random_provider_values(headers: Dict[str, str], status:
             _check_view({k: fuzzed[k] for k in ("overallStatus", "representativeClaim", "fiveHour", "sevenDay")})
         assert bad not in json.dumps(result) and good not in json.dumps(result)
     finally:
-        server.headers_for.pop(bad, None)
-        server.headers_for.pop(good, None)
+        server.remove_account(bad)
+        server.remove_account(good)
         shutil.rmtree(str(home), ignore_errors=True)
 
 
@@ -322,7 +287,7 @@ usage_body = st.one_of(json_value, st.fixed_dictionaries({}, optional={
 def test_usage_values_map_to_contract_keys_or_raise(body: Any, subscription: Any, tier: Any) -> None:
     from svcposture.events import QUOTA_KEYS, ratelimit_sampled
     try:
-        values = probe.usage_values(body, subscription, tier)
+        values = wire.usage_values(body, subscription, tier)
     except ValueError:
         return
     assert set(values) <= set(QUOTA_KEYS)
@@ -349,8 +314,8 @@ credentials_files = st.one_of(
        body=usage_body, status=st.sampled_from([200, 200, 429, 500, 401]))
 def test_usage_child_on_random_credentials_and_replies(creds: bytes, profile: bytes, body: Any,
                                                        status: int) -> None:
-    server = _usage_provider()
-    server.reply = (status, json.dumps(body).encode())
+    server = provider()
+    server.set_usage(ANY, body, http_status=status, retry_after=7 if status == 429 else None)
     home = Path(tempfile.mkdtemp(prefix="svcfuzz-"))
     try:
         (home / ".claude").mkdir()
@@ -371,41 +336,3 @@ def test_usage_child_on_random_credentials_and_replies(creds: bytes, profile: by
             _check_error(result["error"])
     finally:
         shutil.rmtree(str(home), ignore_errors=True)
-
-
-class _UsageServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        self.reply = (200, b"{}")
-        super().__init__(("127.0.0.1", 0), _UsageHandler)
-        self.url = "http://127.0.0.1:%d" % self.server_address[1]
-
-
-class _UsageHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _UsageServer
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802
-        status, body = self.server.reply
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        if status == 429:
-            self.send_header("retry-after", "7")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-        self.close_connection = True
-
-
-def _usage_provider() -> _UsageServer:
-    with _lock:
-        if "u" not in _provider:
-            server = _UsageServer()
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            _provider["u"] = server  # type: ignore[assignment]
-        return _provider["u"]  # type: ignore[return-value]

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from _accounts import canary
-from monitor_proc import get_request, node_env, raw_http, start_monitor
-from provider_server import ProviderServer
-from svcposture.monitor.server import TrustPolicy, split_host
+from tests.support.home import canary, node_env
+from tests.support.monitor import get_request, raw_http, start_monitor
+from tests.support.provider import ProviderServer
+from svcposture.monitor.trust import TrustPolicy, split_host
 
 TOK = canary("guard")
 PORT = "{port}"

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _liveness_nodes import BEARER, make_node, node_env, run_cluster, run_inproc
-from conftest import REPO
-from svcposture.cluster import liveness
+from tests.support.cli import run_cluster, run_inproc
+from tests.support.home import BEARER, REPO, make_node, node_env
+from svcposture.cluster import hrw, liveness
 from svcposture._time import iso_from_ms
-from tracker_server import TrackerServer
+from tests.support.tracker import TrackerServer
 
 hosts_st = st.lists(st.text(alphabet="abcdefgh-0123", min_size=1, max_size=6), min_size=1, max_size=8, unique=True)
 tickets_st = st.lists(st.from_regex(r"[A-Z][A-Z0-9]{0,3}-[0-9]{1,5}", fullmatch=True), min_size=1, max_size=40)
@@ -23,10 +23,10 @@ tickets_st = st.lists(st.from_regex(r"[A-Z][A-Z0-9]{0,3}-[0-9]{1,5}", fullmatch=
 
 def test_score_is_sha256_prefix_big_endian():
     digest = hashlib.sha256(b"OPS-1\x00node-a").digest()
-    assert liveness.hrw_score("OPS-1", "node-a") == int.from_bytes(digest[:8], "big")
-    assert liveness.hrw_score("OPS-1", "node-a") != liveness.hrw_score("OPS-1", "node-b")
+    assert hrw.hrw_score("OPS-1", "node-a") == int.from_bytes(digest[:8], "big")
+    assert hrw.hrw_score("OPS-1", "node-a") != hrw.hrw_score("OPS-1", "node-b")
     # NUL separates the parts: ("AB-1", "x") and ("AB-1x", "") must not collide by concatenation.
-    assert liveness.hrw_score("AB-1", "2x") != liveness.hrw_score("AB-12", "x")
+    assert hrw.hrw_score("AB-1", "2x") != hrw.hrw_score("AB-12", "x")
 
 
 @settings(max_examples=60, deadline=None, database=None)
@@ -35,8 +35,8 @@ def test_adding_a_host_moves_only_keys_to_it(hosts, extra, tickets):
     if extra in hosts:
         return
     for ticket in tickets:
-        before = liveness.hrw_owner(ticket, hosts)
-        after = liveness.hrw_owner(ticket, hosts + [extra])
+        before = hrw.owner(ticket, hosts)
+        after = hrw.owner(ticket, hosts + [extra])
         assert after in (before, extra)
 
 
@@ -46,8 +46,8 @@ def test_removing_a_host_moves_only_its_keys(hosts, data, tickets):
     removed = data.draw(st.sampled_from(hosts))
     rest = [h for h in hosts if h != removed]
     for ticket in tickets:
-        before = liveness.hrw_owner(ticket, hosts)
-        after = liveness.hrw_owner(ticket, rest)
+        before = hrw.owner(ticket, hosts)
+        after = hrw.owner(ticket, rest)
         if before != removed:
             assert after == before
         else:
@@ -59,40 +59,40 @@ def test_removing_a_host_moves_only_its_keys(hosts, data, tickets):
 def test_order_of_the_roster_does_not_matter(hosts, tickets, data):
     shuffled = data.draw(st.permutations(hosts))
     for ticket in tickets:
-        assert liveness.hrw_owner(ticket, hosts) == liveness.hrw_owner(ticket, list(shuffled))
+        assert hrw.owner(ticket, hosts) == hrw.owner(ticket, list(shuffled))
 
 
 def test_ties_go_to_the_smaller_name(monkeypatch):
-    monkeypatch.setattr(liveness, "hrw_score", lambda ticket, host: 7)
-    assert liveness.hrw_owner("OPS-1", ["m", "b", "z"]) == "b"
+    monkeypatch.setattr(hrw, "hrw_score", lambda ticket, host: 7)
+    assert hrw.owner("OPS-1", ["m", "b", "z"]) == "b"
 
 
 def test_candidates_and_roster_membership():
     roster = ["a", "b", "c"]
-    assert liveness.hrw_candidates(roster, None) == roster
-    assert liveness.hrw_candidates(roster, ["c", "a", "zz"]) == ["a", "c"]
-    assert liveness.hrw_candidates(roster, []) == roster            # nobody live: full roster
-    assert liveness.hrw_candidates(roster, ["zz"]) == roster        # no roster host live: full roster
-    assert liveness.hrw_owner("OPS-1", []) is None
+    assert hrw.candidates(roster, None) == roster
+    assert hrw.candidates(roster, ["c", "a", "zz"]) == ["a", "c"]
+    assert hrw.candidates(roster, []) == roster            # nobody live: full roster
+    assert hrw.candidates(roster, ["zz"]) == roster        # no roster host live: full roster
+    assert hrw.owner("OPS-1", []) is None
     for n in range(50):
         ticket = "OPS-%d" % n
-        owner = liveness.hrw_owner(ticket, roster + ["outsider"])
+        owner = hrw.owner(ticket, roster + ["outsider"])
         if owner == "outsider":
             # Scores alone would pick it, but a host absent from the roster owns nothing.
-            assert not liveness.owns(ticket, "outsider", roster)
+            assert not hrw.owns(ticket, "outsider", roster)
             break
     else:
         pytest.fail("no ticket scored highest for the outsider")
-    assert sum(liveness.owns("OPS-%d" % n, h, roster) for n in range(30) for h in roster) == 30
+    assert sum(hrw.owns("OPS-%d" % n, h, roster) for n in range(30) for h in roster) == 30
     live = ["b"]
-    assert all(liveness.hrw_owner("OPS-%d" % n, roster, live) == "b" for n in range(20))
+    assert all(hrw.owner("OPS-%d" % n, roster, live) == "b" for n in range(20))
 
 
 def test_assignment_is_stable_across_processes():
     roster = ["mac-mini-1", "mac-mini-2", "linux-box", "node-\u00e9"]
     tickets = ["OPS-%d" % n for n in range(300)]
-    here = [liveness.hrw_owner(t, roster) for t in tickets]
-    code = ("import json, sys; from svcposture.cluster.liveness import hrw_owner; "
+    here = [hrw.owner(t, roster) for t in tickets]
+    code = ("import json, sys; from svcposture.cluster.hrw import owner as hrw_owner; "
             "r, t = json.loads(sys.stdin.read()); print(json.dumps([hrw_owner(x, r) for x in t]))")
     for seed in ("0", "12345"):
         proc = subprocess.run([sys.executable, "-c", code], input=json.dumps([roster, tickets]), text=True,
@@ -112,12 +112,13 @@ def test_owner_with_liveness_known(tmp_path, monkeypatch, capsys):
             srv.put_attachment("OPS-1", liveness.heartbeat_url(host), subtitle=now,
                                metadata={"publishedAt": now, "publishIntervalMs": 120000})
         home = make_node(tmp_path, "a", ["a", "b", "c"], anchor="OPS-1")
-        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), "owner", "OPS-77", "--json")
+        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "owner", "OPS-77",
+                                    "--json")
         result = json.loads(out)
         assert code == 0
-        assert result == {"ticket": "OPS-77", "owner": liveness.hrw_owner("OPS-77", ["b", "c"]),
+        assert result == {"ticket": "OPS-77", "owner": hrw.owner("OPS-77", ["b", "c"]),
                           "candidates": ["b", "c"], "livenessKnown": True}
-        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), "owner", "OPS-77",
+        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "owner", "OPS-77",
                                     "--json", "--no-liveness")
         assert json.loads(out)["candidates"] == ["a", "b", "c"] and json.loads(out)["livenessKnown"] is False
 
@@ -127,7 +128,7 @@ def test_owner_with_liveness_unknown_uses_the_full_roster(tmp_path, monkeypatch,
     code, out, err = run_inproc(monkeypatch, capsys, node_env(home), "owner", "OPS-5", "--json")
     result = json.loads(out)
     assert code == 0 and result["livenessKnown"] is False and result["candidates"] == ["a", "b", "c"]
-    assert result["owner"] == liveness.hrw_owner("OPS-5", ["a", "b", "c"])
+    assert result["owner"] == hrw.owner("OPS-5", ["a", "b", "c"])
     assert "liveness unknown" in err
 
 
@@ -143,5 +144,5 @@ def test_owner_empty_roster_and_bad_ticket(tmp_path, monkeypatch, capsys):
 def test_owner_as_a_real_command(tmp_path):
     home = make_node(tmp_path, "a", ["a", "b", "c"], anchor=None)
     proc = run_cluster(node_env(home), "owner", "OPS-5", "--no-liveness")
-    assert proc.returncode == 0 and proc.stdout.strip() == liveness.hrw_owner("OPS-5", ["a", "b", "c"])
+    assert proc.returncode == 0 and proc.stdout.strip() == hrw.owner("OPS-5", ["a", "b", "c"])
     assert "Traceback" not in proc.stderr

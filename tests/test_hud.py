@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import pty
 import select
@@ -12,10 +11,9 @@ import time
 
 import pytest
 
-from _accounts import canary
-from conftest import clean_env
-from monitor_proc import node_env, start_monitor
-from provider_server import ProviderServer
+from tests.support.home import canary, clean_env, node_env
+from tests.support.monitor import start_monitor
+from tests.support.provider import ProviderServer
 from svcposture.monitor import hud
 
 TOK1 = canary("hud1")

@@ -13,15 +13,15 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 
-from _hardening import (MonitorProcess, http_get, monitor_env, set_host_name, status_events, wait_until,
-                        write_accounts_env)
-from provider_server import ProviderServer
+from tests.support.home import accounts_path, monitor_env, set_host_name, status_events, write_accounts
+from tests.support.monitor import Monitor, http_get
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 CORE = "CANARY" + os.urandom(8).hex().upper()
 
@@ -130,7 +130,7 @@ def test_canary_tokens_appear_nowhere(tmp_path: Path) -> None:
     (home / ".claude.json").write_text(json.dumps({"oauthAccount": {"emailAddress": "login@example.com"}}))
 
     def write_env(active: str, extra: str = "") -> None:
-        write_accounts_env(home, [(s, canary(s.lower()), e) for s, e, _ in ACCOUNTS], active)
+        write_accounts(accounts_path(home), [(s, canary(s.lower()), e) for s, e, _ in ACCOUNTS], active=active)
         if extra:
             with open(str(env_file), "a") as fh:
                 fh.write(extra)
@@ -154,7 +154,7 @@ def test_canary_tokens_appear_nowhere(tmp_path: Path) -> None:
         env = monitor_env(home, provider.url, SVC_PROBE_TIMEOUT_S="0.5", SVC_QUOTA_SAMPLER="1",
                           SVC_SSE_KEEPALIVE_S="0.3", SVC_POSTURE_TTL_S="0.2", SVC_REFRESH_FLOOR_S="0.05",
                           SVC_PROBE_INTERVAL_S="0.5")
-        monitor = MonitorProcess(env).start(tmp_path / "monitor.log")
+        monitor = Monitor(env).start(tmp_path / "monitor.log")
         url = monitor.url
         assert url
         stream = StreamRecorder(url)
@@ -201,17 +201,17 @@ def test_canary_tokens_appear_nowhere(tmp_path: Path) -> None:
         finally:
             captured["sse"] = stream.close()
             code = monitor.stop()
-        captured["monitor stderr"] = monitor.stderr().encode()
+        captured["monitor stderr"] = monitor.stderr_text().encode()
         assert code == 0
         # A second run where the usage probe is rate limited: its log lines too.
         provider.set_usage(canary("login"), {"error": "slow down"}, http_status=429, retry_after=1)
-        monitor = MonitorProcess(env).start(tmp_path / "monitor2.log")
+        monitor = Monitor(env).start(tmp_path / "monitor2.log")
         try:
             wait_until(lambda: provider.usage_calls() >= 2, 20, message="second usage poll")
             captured["GET /api/accounts 2"] = http_get(monitor.url or "", "/api/accounts")[2]
         finally:
             monitor.stop()
-        captured["monitor2 stderr"] = monitor.stderr().encode()
+        captured["monitor2 stderr"] = monitor.stderr_text().encode()
 
     for path in home.rglob("*"):
         if path.is_file() and path not in (env_file, creds):
@@ -256,7 +256,7 @@ def test_a_token_in_the_callers_environment_never_reaches_the_monitor(tmp_path: 
     env["MODEL_CODE_OAUTH_TOKEN"] = canary("shell")
     env["MODEL_TOKEN_SHELL"] = canary("shell")
     if launcher == "svc-monitor":
-        monitor = MonitorProcess(env, args=["--no-probe"]).start(tmp_path / "monitor.log")
+        monitor = Monitor(env, args=["--no-probe"]).start(tmp_path / "monitor.log")
         pid = monitor.pid
         try:
             environ = Path("/proc/%d/environ" % pid).read_bytes()

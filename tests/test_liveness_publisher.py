@@ -7,12 +7,14 @@ import time
 
 import pytest
 
-from _liveness_nodes import BEARER, CANARY, ListHandler, make_node, wait_for
+from tests.support.cli import ListHandler
+from tests.support.home import BEARER, CANARY, make_node
+from tests.support.waiting import wait_until
 from svcposture.cluster import liveness
 from svcposture._time import parse_iso_ms
 from svcposture.events import EventLog, ratelimit_sampled
 from svcposture.paths import Paths
-from tracker_server import TrackerServer
+from tests.support.tracker import TrackerServer
 
 INTERVAL_MS = 200
 
@@ -63,7 +65,7 @@ def test_first_heartbeat_is_immediate_with_the_contract_metadata(tmp_path, srv, 
     before = int(time.time() * 1000)
     # A long interval: only the immediate first heartbeat can satisfy the wait.
     publisher = start(home, srv, running, status=lambda: "degraded", log=log, interval_ms=60000)
-    wait_for(lambda: srv.attachments("OPS-1"), timeout=5)
+    wait_until(lambda: srv.attachments("OPS-1"), timeout=5)
     attachment = srv.attachments("OPS-1")["svc://heartbeat/a"]
     meta = attachment["metadata"]
     assert attachment["title"] == "svc heartbeat a"
@@ -79,7 +81,7 @@ def test_first_heartbeat_is_immediate_with_the_contract_metadata(tmp_path, srv, 
 def test_repeats_every_interval_and_keeps_one_attachment(tmp_path, srv, running):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     publisher = start(home, srv, running)
-    wait_for(lambda: publisher.snapshot()["published"] >= 3)
+    wait_until(lambda: publisher.snapshot()["published"] >= 3)
     assert list(srv.attachments("OPS-1")) == ["svc://heartbeat/a"]
     assert all(c["authorized"] for c in srv.calls)
 
@@ -89,7 +91,7 @@ def test_account_status_failure_or_junk_is_unavailable(tmp_path, srv, running):
         raise RuntimeError("posture not ready")
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     start(home, srv, running, status=broken)
-    wait_for(lambda: srv.attachments("OPS-1"))
+    wait_until(lambda: srv.attachments("OPS-1"))
     assert srv.attachments("OPS-1")["svc://heartbeat/a"]["metadata"]["accountStatus"] == "unavailable"
     assert srv.attachments("OPS-1")["svc://heartbeat/a"]["metadata"]["quota"] is None
 
@@ -109,7 +111,7 @@ def test_off_conditions_log_one_clear_line_and_send_nothing(tmp_path, srv, runni
         (home / "svc" / "cluster" / "cluster.json").write_text('{"roster": "a,b"}')
     extra = {"SVC_LIVENESS_READ_SOURCE": "loki"} if case == "loki" else {}
     publisher = start(home, srv, running, interval_ms=100, **extra)
-    wait_for(lambda: publisher.snapshot()["state"] == "off")
+    wait_until(lambda: publisher.snapshot()["state"] == "off")
     time.sleep(0.35)  # several ticks: the line must not repeat
     lines = [line for line in logs.lines if "publisher off" in line]
     assert len(lines) == 1 and expect in lines[0], logs.lines
@@ -119,12 +121,12 @@ def test_off_conditions_log_one_clear_line_and_send_nothing(tmp_path, srv, runni
 def test_off_conditions_are_rechecked_every_tick(tmp_path, srv, running, logs):
     home = make_node(tmp_path, "a", ["a"], anchor="OPS-1", token=None)
     publisher = start(home, srv, running, interval_ms=100)
-    wait_for(lambda: publisher.snapshot()["state"] == "off")
+    wait_until(lambda: publisher.snapshot()["state"] == "off")
     (home / "svc" / "cluster" / "cluster.json").write_text(json.dumps({"roster": ["a", "b"]}))
-    wait_for(lambda: "no tracker token" in publisher.snapshot()["detail"])
+    wait_until(lambda: "no tracker token" in publisher.snapshot()["detail"])
     # The token is re-read every tick too.
     make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    wait_for(lambda: publisher.snapshot()["published"] >= 1)
+    wait_until(lambda: publisher.snapshot()["published"] >= 1)
     assert "svc://heartbeat/a" in srv.attachments("OPS-1")
 
 
@@ -132,10 +134,10 @@ def test_anchor_is_read_once_at_arming(tmp_path, srv, running):
     srv.add_issue("OPS-2")
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     publisher = start(home, srv, running)
-    wait_for(lambda: publisher.snapshot()["published"] >= 1)
+    wait_until(lambda: publisher.snapshot()["published"] >= 1)
     make_node(tmp_path, "a", ["a", "b"], anchor="OPS-2")
     count = publisher.snapshot()["published"]
-    wait_for(lambda: publisher.snapshot()["published"] >= count + 3)
+    wait_until(lambda: publisher.snapshot()["published"] >= count + 3)
     assert srv.attachments("OPS-2") == {}
     assert publisher.anchor == "OPS-1"
 
@@ -144,10 +146,10 @@ def test_failures_log_once_per_change_and_retry(tmp_path, srv, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     srv.fail_next("http500", count=-1)
     publisher = start(home, srv, running, interval_ms=100)
-    wait_for(lambda: srv.count() >= 4)
+    wait_until(lambda: srv.count() >= 4)
     assert publisher.snapshot()["state"] == "error"
     srv.clear_failures()
-    wait_for(lambda: publisher.snapshot()["state"] == "publishing")
+    wait_until(lambda: publisher.snapshot()["state"] == "publishing")
     failures = [line for line in logs.lines if "failed" in line]
     assert len(failures) == 1 and "HTTP 500" in failures[0]
     assert sum("published to anchor" in line for line in logs.lines) == 1
@@ -157,10 +159,10 @@ def test_rate_limit_backs_off_without_hammering(tmp_path, srv, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     srv.fail_next("ratelimit", count=1, retry_after=1, reset_in_s=0)
     publisher = start(home, srv, running, interval_ms=100)
-    wait_for(lambda: publisher.snapshot()["state"] == "backoff")
+    wait_until(lambda: publisher.snapshot()["state"] == "backoff")
     time.sleep(0.5)
     assert srv.count() == 1  # nothing sent inside the back-off window
-    wait_for(lambda: publisher.snapshot()["state"] == "publishing", timeout=10)
+    wait_until(lambda: publisher.snapshot()["state"] == "publishing", timeout=10)
     assert sum("backing off" in line for line in logs.lines) == 1
 
 
@@ -168,16 +170,16 @@ def test_archived_anchor_is_logged_once_and_still_published(tmp_path, srv, runni
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     srv.set_issue("OPS-1", archived=True)
     publisher = start(home, srv, running, interval_ms=100)
-    wait_for(lambda: publisher.snapshot()["published"] >= 3)
+    wait_until(lambda: publisher.snapshot()["published"] >= 3)
     assert sum("is archived" in line for line in logs.lines) == 1
     srv.set_issue("OPS-1", archived=False)
-    wait_for(lambda: publisher.snapshot()["state"] == "publishing")
+    wait_until(lambda: publisher.snapshot()["state"] == "publishing")
 
 
 def test_missing_anchor_issue_is_an_error_state(tmp_path, srv, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-404")
     publisher = start(home, srv, running, interval_ms=100)
-    wait_for(lambda: srv.count() >= 3)
+    wait_until(lambda: srv.count() >= 3)
     assert publisher.snapshot()["state"] == "error"
     assert sum("Entity not found" in line for line in logs.lines) == 1
 
@@ -187,7 +189,7 @@ def test_canary_token_never_logged(tmp_path, srv, running, logs, mode):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     srv.fail_next(mode, count=-1)
     publisher = start(home, srv, running, interval_ms=100)
-    wait_for(lambda: srv.count() >= 2)
+    wait_until(lambda: srv.count() >= 2)
     publisher.stop()
     assert logs.lines and CANARY not in logs.text()
     assert "Traceback" not in logs.text()
@@ -196,7 +198,7 @@ def test_canary_token_never_logged(tmp_path, srv, running, logs, mode):
 def test_stop_is_prompt_and_final(tmp_path, srv, running):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     publisher = start(home, srv, running, interval_ms=60000)
-    wait_for(lambda: publisher.snapshot()["published"] >= 1)
+    wait_until(lambda: publisher.snapshot()["published"] >= 1)
     t0 = time.monotonic()
     publisher.stop()
     assert time.monotonic() - t0 < 2.0

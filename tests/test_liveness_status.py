@@ -5,11 +5,12 @@ import time
 
 import pytest
 
-from _liveness_nodes import BEARER, CANARY, make_node, node_env, run_cluster, run_inproc, run_json
-from loki_server import LokiServer, first_query
+from tests.support.cli import run_cluster, run_inproc, run_json
+from tests.support.home import BEARER, CANARY, make_node, node_env
+from tests.support.loki import LokiServer, first_query
 from svcposture.cluster import liveness
 from svcposture._time import iso_from_ms
-from tracker_server import TrackerServer
+from tests.support.tracker import TrackerServer
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def test_live_stale_missing_by_each_hosts_own_interval(tmp_path, srv):
     beat(srv, "b", 200, interval_ms=60000)        # > 2 x 60 s: stale
     beat(srv, "c", 200, interval_ms=120000)       # < 2 x 120 s: live by its own interval
     beat(srv, "stranger", 1)                      # not in the roster: not listed
-    code, report = run_json(node_env(home, srv.url), "status", "--json")
+    code, report = run_json(node_env(home, tracker_url=srv.url), "status", "--json")
     assert code == 0
     assert report["source"] == "tracker" and report["anchor"] == "OPS-1" and "error" not in report
     rows = {h["host"]: h for h in report["hosts"]}
@@ -50,19 +51,19 @@ def test_missing_interval_falls_back_to_the_local_one(tmp_path, srv):
     published = iso_from_ms(int((time.time() - 10) * 1000))
     srv.put_attachment("OPS-1", "svc://heartbeat/a", subtitle=published, metadata={"publishedAt": published})
     srv.put_attachment("OPS-1", "svc://heartbeat/b", subtitle="garbage", metadata={"publishIntervalMs": "x"})
-    env = node_env(home, srv.url, interval_ms=4000)
+    env = node_env(home, tracker_url=srv.url, interval_ms=4000)
     code, report = run_json(env, "status", "--json")
     rows = {h["host"]: h for h in report["hosts"]}
     assert rows["a"]["state"] == "stale"      # 10 s > 2 x 4 s
     assert rows["b"]["state"] == "live"       # no publishedAt, no subtitle: updatedAt (just now)
-    env = node_env(home, srv.url, interval_ms=60000)
+    env = node_env(home, tracker_url=srv.url, interval_ms=60000)
     assert {h["host"]: h["state"] for h in run_json(env, "status", "--json")[1]["hosts"]}["a"] == "live"
 
 
 def test_text_output(tmp_path, srv):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     beat(srv, "a", 1, quota={"five_hour_pct": 12.5})
-    proc = run_cluster(node_env(home, srv.url), "status")
+    proc = run_cluster(node_env(home, tracker_url=srv.url), "status")
     assert proc.returncode == 0
     assert "anchor: OPS-1" in proc.stdout
     assert "live" in proc.stdout and "missing" in proc.stdout and "5h 12.5%" in proc.stdout
@@ -74,14 +75,14 @@ def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, srv, monke
                      "OPS-9" if case == "not-found" else "OPS-1",
                      token=None if case == "no-token" else CANARY + "-bad" if case == "refused" else CANARY)
     url = "http://127.0.0.1:9/graphql" if case == "unreachable" else srv.url
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, url), "status", "--json")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=url), "status", "--json")
     assert code == 1
     import json
     report = json.loads(out)
     assert report["error"]
     assert [h["state"] for h in report["hosts"]] == ["unknown", "unknown"]
     assert CANARY not in out + err
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, url), "status")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=url), "status")
     assert code == 1 and "svc-cluster status:" in err and "unknown" in out
 
 
@@ -91,7 +92,7 @@ def test_hostile_tracker_replies_are_clear_errors(tmp_path, srv, monkeypatch, ca
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     srv.fail_next(mode, count=-1)
     for args in (("status", "--json"), ("status",)):
-        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), *args)
+        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), *args)
         assert code == 1, (mode, out, err)
         assert CANARY not in out + err and len(out + err) < 4000
         assert "unknown" in out
@@ -100,7 +101,7 @@ def test_hostile_tracker_replies_are_clear_errors(tmp_path, srv, monkeypatch, ca
 def test_hostile_reply_in_a_real_command(tmp_path, srv):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     srv.fail_next("echo_token", count=-1)
-    proc = run_cluster(node_env(home, srv.url), "status")
+    proc = run_cluster(node_env(home, tracker_url=srv.url), "status")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert CANARY not in proc.stdout + proc.stderr and "[redacted]" in proc.stderr
 
@@ -108,7 +109,7 @@ def test_hostile_reply_in_a_real_command(tmp_path, srv):
 def test_corrupt_roster_is_a_config_error(tmp_path, srv):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     (home / "svc" / "cluster" / "cluster.json").write_text('{"roster": [1, 2]')
-    proc = run_cluster(node_env(home, srv.url), "status", "--json")
+    proc = run_cluster(node_env(home, tracker_url=srv.url), "status", "--json")
     assert proc.returncode == 2 and "config error" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -154,11 +155,11 @@ def test_peer_quota_is_whitelisted_and_names_are_printable(tmp_path, srv, monkey
     beat(srv, "a", 1, quota={"five_hour_pct": 10, "seven_day_pct": "90", "subscription_type": "max",
                              "rate_limit_tier": "x" * 500, "token": CANARY, "five_hour_resets_at": "a\nb",
                              "seven_day_large_pct": 3})
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), "status", "--json")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "status", "--json")
     import json
     rows = {h["host"]: h for h in json.loads(out)["hosts"]}
     assert rows["a"]["quota"] == {"five_hour_pct": 10, "seven_day_large_pct": 3, "subscription_type": "max"}
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, srv.url), "status")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "status")
     assert "\x1b" not in out and "evil?[2Jname" in out
 
 

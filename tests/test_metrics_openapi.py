@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from _accounts import canary
-from monitor_proc import SSEClient, node_env, start_monitor
-from provider_server import ProviderServer
+from tests.support.home import canary, node_env
+from tests.support.monitor import SSEClient, start_monitor
+from tests.support.provider import ProviderServer
 
 TOK1 = canary("met1")
 TOK2 = canary("met2")
@@ -89,7 +89,7 @@ def test_metrics_parse_and_carry_the_posture(mon):
 
 
 def test_metrics_of_a_disabled_node(tmp_path):
-    from conftest import clean_env
+    from tests.support.home import clean_env
     m = start_monitor(clean_env(tmp_path), ["--no-probe"])
     try:
         fam = parse_metrics(m.get("/metrics")[2].decode())

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from _cluster_util import (CANARY_ORCH, CANARY_PERSONAL, CANARY_WORKER, assert_clean, cli, mode,
-                           write_json)
+from tests.support.cli import assert_clean, cli
+from tests.support.home import CANARY_ORCH, CANARY_PERSONAL, CANARY_WORKER, mode, write_json
 
 from svcposture.config import CLASSIFICATION, PER_NODE, SHARED, is_shared_layer2_key
 

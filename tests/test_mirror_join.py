@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from _cluster_util import (CANARY_ORCH, CANARY_PERSONAL, CANARY_WORKER, assert_clean, cli, mode,
-                           snapshot, write_json)
+from tests.support.cli import assert_clean, cli
+from tests.support.home import CANARY_ORCH, CANARY_PERSONAL, CANARY_WORKER, mode, snapshot, write_json
 
 SHARED = {
     "svc.tracker.bot.orchestrator.accessToken": CANARY_ORCH,
@@ -140,7 +140,7 @@ def test_bundle_from_stdin(env, home, tmp_path):
 
 
 def test_export_then_join_round_trips_between_two_nodes(env, home, tmp_path):
-    from conftest import clean_env
+    from tests.support.home import clean_env
     write_json(_cfg(home) / "cluster-secrets.json", {"svc": {
         "tracker": {"bot": {"worker": {"accessToken": CANARY_WORKER}}},
         "cluster": {"livenessAnchorIssue": "OPS-9"}}})

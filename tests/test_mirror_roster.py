@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from _cluster_util import assert_clean, cli, git, make_cluster_repo, mode, write_json
+from tests.support.cli import assert_clean, cli
+from tests.support.home import git, make_cluster_repo, mode, write_json
 
 
 def _head(repo) -> str:

@@ -2,8 +2,8 @@
 import subprocess
 import sys
 
-from conftest import REPO
-from monitor_proc import start_monitor
+from tests.support.home import REPO
+from tests.support.monitor import start_monitor
 
 
 def test_second_monitor_on_the_same_home_refuses_to_start(env):

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from _accounts import assert_no_canary, canary, files_text, wait_until, write_accounts
-from provider_server import ProviderServer
+from tests.support.home import assert_no_canary, canary, files_text, write_accounts
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 from svcposture import _time, posture
 from svcposture.events import STATUS_CHANGED, EventLog, event_name
 from svcposture.latch import Latch
@@ -254,7 +255,7 @@ def test_refresh_after_floor_and_read_after_ttl_probe_again(make_node, provider)
     two = node.service.read(refresh=True)
     assert two["cached"] is False and two["probedAt"] >= one["probedAt"]
     assert provider.message_calls(a) == 2
-    assert wait_until(lambda: node.service.read()["cached"] is False, timeout=5, step=0.1)
+    assert wait_until(lambda: node.service.read()["cached"] is False, timeout=5, interval=0.1)
     assert provider.message_calls(a) == 3
 
 
@@ -267,7 +268,7 @@ def test_error_posture_is_cached_for_the_floor_only(make_node, provider):
     for _ in range(20):
         assert node.service.read()["cached"] is True
     assert node.service.metrics()["probeRuns"] == 1
-    assert wait_until(lambda: node.service.read()["cached"] is False, timeout=5, step=0.05)
+    assert wait_until(lambda: node.service.read()["cached"] is False, timeout=5, interval=0.05)
     assert node.service.metrics()["probeRuns"] == 2
     assert node.service.metrics()["probeErrors"] == 2
     assert node.service.account_status() == "error"

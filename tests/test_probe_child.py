@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from _accounts import assert_no_canary, canary, write_accounts
-from conftest import REPO
-from provider_server import ProviderServer
+from tests.support.home import REPO, assert_no_canary, canary, write_accounts
+from tests.support.provider import ProviderServer
 from svcposture import probe
 from svcposture.paths import Paths
 
@@ -328,8 +327,8 @@ def test_provider_server_subprocess_script_mode(home, env, tmp_path):
         os.replace(str(tmp), str(script))
 
     write_script("allowed")
-    server = subprocess.Popen([sys.executable, str(REPO / "tests" / "provider_server.py"), "--port", "0",
-                               "--script", str(script)], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.provider", "--port", "0",
+                               "--script", str(script)], stdout=subprocess.PIPE, text=True, cwd=str(REPO))
     try:
         line = server.stdout.readline()
         assert line.startswith("provider listening on http://127.0.0.1:")

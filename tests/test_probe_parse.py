@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcposture import probe
+from svcposture import accounts as accounts_text
+from svcposture import provider as wire
 
 
 @pytest.mark.parametrize("raw,pct", [
@@ -16,29 +18,29 @@ from svcposture import probe
     ("2.5", 250.0), (" 0.5 ", 50.0), ("1e-1", 10.0),
 ])
 def test_pct_is_fraction_times_100_half_up_to_one_decimal(raw, pct):
-    assert probe.pct_from_fraction(raw) == pct
+    assert wire.pct_from_fraction(raw) == pct
 
 
 def test_pct_uses_decimal_half_up_where_float_round_goes_down():
     # float: round(12.25, 1) == 12.2 (ties to even); the contract wants half-up.
     assert round(float("0.1225") * 100, 1) != 12.3
-    assert probe.pct_from_fraction("0.1225") == 12.3
-    assert probe.pct_from_fraction("0.0035") == 0.4
+    assert wire.pct_from_fraction("0.1225") == 12.3
+    assert wire.pct_from_fraction("0.0035") == 0.4
 
 
 @pytest.mark.parametrize("raw", ["", "abc", "NaN", "inf", "-0.1", "0.1%", "1,5", "0x10", "1e999999",
                                  "9" * 5000, "sNaN"])
 def test_pct_rejects_junk(raw):
     with pytest.raises(ValueError):
-        probe.pct_from_fraction(raw)
+        wire.pct_from_fraction(raw)
 
 
 def test_reset_epoch_to_iso_z():
-    assert probe.iso_from_reset("1767225600") == "2026-01-01T00:00:00.000Z"
-    assert probe.iso_from_reset("1767225600.5") == "2026-01-01T00:00:00.500Z"
+    assert wire.iso_from_reset("1767225600") == "2026-01-01T00:00:00.000Z"
+    assert wire.iso_from_reset("1767225600.5") == "2026-01-01T00:00:00.500Z"
     for junk in ("soon", "", "-5", "1e30", "nan", "1e999999", "-1e-999999"):
         with pytest.raises(ValueError):
-            probe.iso_from_reset(junk)
+            wire.iso_from_reset(junk)
 
 
 def test_unified_headers_full_and_partial_windows():
@@ -49,7 +51,7 @@ def test_unified_headers_full_and_partial_windows():
         "anthropic-ratelimit-unified-5h-status": "allowed",
         "content-type": "application/json",
     }
-    view = probe.parse_unified_headers(headers)
+    view = wire.parse_unified_headers(headers)
     assert view == {
         "overallStatus": "allowed_warning",
         "representativeClaim": "seven_day",
@@ -59,11 +61,11 @@ def test_unified_headers_full_and_partial_windows():
 
 
 def test_unified_headers_absent_gives_none_and_bad_values_raise():
-    assert probe.parse_unified_headers({"content-type": "x"}) is None
+    assert wire.parse_unified_headers({"content-type": "x"}) is None
     with pytest.raises(ValueError):
-        probe.parse_unified_headers({"anthropic-ratelimit-unified-5h-utilization": "lots"})
+        wire.parse_unified_headers({"anthropic-ratelimit-unified-5h-utilization": "lots"})
     with pytest.raises(ValueError):
-        probe.parse_unified_headers({"anthropic-ratelimit-unified-status": "<script>"})
+        wire.parse_unified_headers({"anthropic-ratelimit-unified-status": "<script>"})
 
 
 def test_env_file_entries_labels_emails_and_comments():
@@ -78,7 +80,7 @@ def test_env_file_entries_labels_emails_and_comments():
         "MODEL_TOKEN_=x",
         "MODEL_TOKEN_BAD-NAME=x",
     ])
-    assert probe.parse_entries(text) == [
+    assert accounts_text.parse_entries(text) == [
         ("ACCT1", "later@example.com"),
         ("Acct2", "second@example.org"),
         ("ACCT3", None),
@@ -90,17 +92,17 @@ def test_entries_from_env_usable_active_and_duplicates():
     text = "MODEL_TOKEN_A=1 # a@x.io\nMODEL_TOKEN_B=2\nMODEL_TOKEN_C=3\nMODEL_TOKEN_D=4\n"
     env = {"MODEL_TOKEN_A": "PASTE_TOKEN_HERE", "MODEL_TOKEN_B": "same", "MODEL_TOKEN_C": "same",
            "MODEL_TOKEN_D": "   ", "MODEL_TOKEN_E": "extra", "MODEL_CODE_OAUTH_TOKEN": "same"}
-    entries, unusable = probe.entries_from_env(text, env)
+    entries, unusable = accounts_text.entries_from_env(text, env)
     assert [e["label"] for e in entries] == ["b", "c", "e"]
     assert unusable == ["a", "d"]
-    active, dups = probe._resolve_active(entries)
+    active, dups = accounts_text.resolve_active(entries)
     assert active == "b" and dups == ["b", "c"]
     assert [e["active"] for e in entries] == [True, False, False]
 
 
 def test_no_active_when_oauth_token_unset_or_empty():
-    entries, _ = probe.entries_from_env("MODEL_TOKEN_A=1\n", {"MODEL_TOKEN_A": "1", "MODEL_CODE_OAUTH_TOKEN": ""})
-    assert probe._resolve_active(entries) == (None, [])
+    entries, _ = accounts_text.entries_from_env("MODEL_TOKEN_A=1\n", {"MODEL_TOKEN_A": "1", "MODEL_CODE_OAUTH_TOKEN": ""})
+    assert accounts_text.resolve_active(entries) == (None, [])
 
 
 def test_env_file_state_is_stat_only(tmp_path):
@@ -158,7 +160,7 @@ def test_usage_values_mapping_and_truncation():
         "seven_day_sonnet": None,
         "extra_usage": {"anything": True},
     }
-    assert probe.usage_values(body, "max", "default_claude_max_20x") == {
+    assert wire.usage_values(body, "max", "default_claude_max_20x") == {
         "ratelimit.five_hour_pct": 12.5,
         "ratelimit.five_hour_resets_at": "2026-01-01T04:59:59.600Z",
         "ratelimit.seven_day_pct": 40,
@@ -167,8 +169,8 @@ def test_usage_values_mapping_and_truncation():
         "subscription.type": "max",
         "rate_limit.tier": "default_claude_max_20x",
     }
-    assert probe.usage_values({}, None, None) == {}
-    assert probe.usage_values({"seven_day_sonnet": {"utilization": 0}}, None, None) == {
+    assert wire.usage_values({}, None, None) == {}
+    assert wire.usage_values({"seven_day_sonnet": {"utilization": 0}}, None, None) == {
         "ratelimit.seven_day_medium_pct": 0}
 
 
@@ -179,21 +181,21 @@ def test_usage_values_mapping_and_truncation():
 ])
 def test_usage_values_rejects_malformed_windows(body):
     with pytest.raises(ValueError):
-        probe.usage_values(body, None, None)
+        wire.usage_values(body, None, None)
 
 
 def test_retry_after_seconds_and_http_date():
-    assert probe._retry_after_s("120") == 120.0
-    assert probe._retry_after_s(None) is None
-    assert probe._retry_after_s("soon") is None
-    assert probe._retry_after_s("-3") is None
-    assert probe._retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert wire.retry_after_s("120") == 120.0
+    assert wire.retry_after_s(None) is None
+    assert wire.retry_after_s("soon") is None
+    assert wire.retry_after_s("-3") is None
+    assert wire.retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=300))
 def test_env_text_parser_never_raises_and_never_returns_values(text):
-    for suffix, email in probe.parse_entries(text):
+    for suffix, email in accounts_text.parse_entries(text):
         assert suffix.replace("_", "").isalnum()
         assert email is None or "@" in email
 
@@ -205,7 +207,7 @@ def test_env_text_parser_never_raises_and_never_returns_values(text):
 def test_header_parser_raises_only_value_error(values):
     headers = {"anthropic-ratelimit-unified-" + k: v for k, v in values.items()}
     try:
-        view = probe.parse_unified_headers(headers)
+        view = wire.parse_unified_headers(headers)
     except ValueError:
         return
     if values:
@@ -215,7 +217,7 @@ def test_header_parser_raises_only_value_error(values):
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(st.from_regex(r"\A[-+]?[0-9]{0,6}(\.[0-9]{0,8})?([eE][-+]?[0-9]{1,7})?\Z"), st.text(max_size=20)))
 def test_numeric_header_values_raise_only_value_error(raw):
-    for fn in (probe.pct_from_fraction, probe.iso_from_reset):
+    for fn in (wire.pct_from_fraction, wire.iso_from_reset):
         try:
             out = fn(raw)
         except ValueError:

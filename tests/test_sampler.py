@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from _accounts import assert_no_canary, canary, files_text, wait_until
-from provider_server import ProviderServer
-from svcposture import posture
+from tests.support.home import assert_no_canary, canary, files_text
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
+from svcposture import sampler as sampler_mod
 from svcposture.events import QUOTA_KEYS, RATELIMIT_SAMPLED, EventLog, event_name
 from svcposture.paths import Paths
-from svcposture.posture import QuotaSampler
+from svcposture.sampler import QuotaSampler
 
 NODE = "node-q"
 USAGE = {
@@ -114,7 +115,7 @@ def test_429_backs_off_honouring_retry_after_capped(setup, provider):
     provider.set_usage(setup.token, {}, http_status=429, retry_after=2)
     assert sampler.poll_once() == 2.0
     provider.set_usage(setup.token, {}, http_status=429, retry_after=3600)
-    assert sampler.poll_once() == posture.MAX_BACKOFF_S
+    assert sampler.poll_once() == sampler_mod.MAX_BACKOFF_S
     provider.set_usage(setup.token, {}, http_status=429)
     assert sampler.poll_once() == 0.5 * 8  # third failure in a row, no retry-after: doubling
     assert setup.samples() == []
@@ -124,12 +125,12 @@ def test_429_backs_off_honouring_retry_after_capped(setup, provider):
 
 
 def test_backoff_delay_rules():
-    assert posture.backoff_delay(300, 60, 1) == 300       # never shorter than the interval
-    assert posture.backoff_delay(300, 600, 1) == 600
-    assert posture.backoff_delay(300, 10 ** 6, 1) == 900
-    assert posture.backoff_delay(300, None, 1) == 600
-    assert posture.backoff_delay(300, None, 9) == 900
-    assert posture.backoff_delay(3600, None, 3) == 3600   # a long interval is not shortened by the cap
+    assert sampler_mod.backoff_delay(300, 60, 1) == 300       # never shorter than the interval
+    assert sampler_mod.backoff_delay(300, 600, 1) == 600
+    assert sampler_mod.backoff_delay(300, 10 ** 6, 1) == 900
+    assert sampler_mod.backoff_delay(300, None, 1) == 600
+    assert sampler_mod.backoff_delay(300, None, 9) == 900
+    assert sampler_mod.backoff_delay(3600, None, 3) == 3600   # a long interval is not shortened by the cap
 
 
 def test_interval_floor_and_switches(setup, provider):

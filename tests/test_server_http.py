@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -11,10 +10,10 @@ import time
 
 import pytest
 
-from _accounts import canary, files_text, wait_until
-from conftest import REPO, clean_env
-from monitor_proc import MonitorStartError, get_request, node_env, raw_http, read_response, start_monitor
-from provider_server import ProviderServer
+from tests.support.home import REPO, canary, clean_env, files_text, node_env
+from tests.support.monitor import get_request, raw_http, read_response, start_monitor
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 TOK1 = canary("srv1")
 TOK2 = canary("srv2")

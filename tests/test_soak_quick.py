@@ -1,16 +1,11 @@
-"""A short soak of the real monitor (scripts/soak.py --quick, shortened further):
+"""A short soak of the real monitor (python3 -m scripts.soak --quick, shortened further):
 32 readers, 50 SSE clients joining and leaving, a 1 s probe interval. Memory
 stays flat after warm-up, and threads and fds return to their pre-load level."""
 from __future__ import annotations
 
 import os
-import sys
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "scripts"))
-
-from soak import run_soak, verdict  # noqa: E402
+from scripts.soak import run_soak, verdict
 
 
 def test_short_soak_leaks_nothing() -> None:

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 
 import pytest
 
-from _accounts import canary, wait_until, write_accounts
-from monitor_proc import SSEClient, get_request, node_env, raw_http, start_monitor
-from provider_server import ProviderServer
+from tests.support.home import canary, node_env, write_accounts
+from tests.support.monitor import SSEClient, get_request, raw_http, start_monitor
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 TOK1 = canary("sse1")
 TOK2 = canary("sse2")
@@ -196,7 +196,7 @@ def test_disabled_body_exact_on_json_and_sse_then_enable_is_pushed(tmp_path, pro
 
 
 def test_no_probe_sse_is_the_disabled_frame(tmp_path):
-    from conftest import clean_env
+    from tests.support.home import clean_env
     m = start_monitor(clean_env(tmp_path), ["--no-probe"])
     try:
         with SSEClient(m.port) as client:

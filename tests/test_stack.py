@@ -13,8 +13,8 @@ import urllib.request
 
 import pytest
 
-from _cluster_util import assert_clean, cli, mode
-from conftest import REPO
+from tests.support.cli import assert_clean, cli
+from tests.support.home import REPO, mode
 
 
 def _gone(pid: int) -> bool:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from _liveness_nodes import BEARER, CANARY, make_node
+from tests.support.home import BEARER, CANARY, make_node
 from svcposture.cluster import tracker
 from svcposture.config import ConfigError
 from svcposture.paths import Paths
-from tracker_server import TrackerServer
+from tests.support.tracker import TrackerServer
 
 
 @pytest.fixture

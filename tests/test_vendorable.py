@@ -1,7 +1,8 @@
 import subprocess
 import sys
 
-from conftest import REPO, checker_python
+from tests.support.cli import checker_python
+from tests.support.home import REPO
 
 CHECKER = REPO.parent / "shared" / "tools" / "check_vendorable.py"
 

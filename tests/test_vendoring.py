@@ -16,9 +16,11 @@ from typing import Dict
 
 import pytest
 
-from _hardening import MonitorProcess, http_get, monitor_env, set_host_name, wait_until, write_accounts_env
-from conftest import REPO, checker_python
-from provider_server import ProviderServer
+from tests.support.cli import checker_python
+from tests.support.home import REPO, accounts_path, monitor_env, set_host_name, write_accounts
+from tests.support.monitor import Monitor, http_get
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
 
 POISON = ('raise ImportError("top-level svcposture imported from a vendored copy: '
           'an absolute self-import broke vendoring")\n')
@@ -93,7 +95,7 @@ def test_vendored_server_in_process_reads_accounts(vendored: Path, home: Path) -
     set_host_name(home, "vendor-node")
     with ProviderServer() as provider:
         provider.set_account("tok-vendor-1", five_hour=(0.42, "allowed"))
-        write_accounts_env(home, [("ACCT1", "tok-vendor-1", "vendor@example.com")], "ACCT1")
+        write_accounts(accounts_path(home), [("ACCT1", "tok-vendor-1", "vendor@example.com")], active="ACCT1")
         env = vendor_env(home, vendored, provider.url)
         proc = subprocess.run([sys.executable, "-c", IN_PROCESS], cwd=str(vendored), env=env,
                               capture_output=True, text=True, timeout=90)
@@ -113,7 +115,7 @@ def test_vendored_monitor_and_probe_commands(vendored: Path, home: Path, tmp_pat
     set_host_name(home, "vendor-node")
     with ProviderServer() as provider:
         provider.set_account("tok-vendor-2", status="rejected", five_hour=(1.01, "rejected"))
-        write_accounts_env(home, [("ACCT2", "tok-vendor-2", "v2@example.com")], "ACCT2")
+        write_accounts(accounts_path(home), [("ACCT2", "tok-vendor-2", "v2@example.com")], active="ACCT2")
         env = vendor_env(home, vendored, provider.url)
         probe = subprocess.run([sys.executable, "-m", "hostpkg._vendor.svcposture.probe", "headers", "--json"],
                                cwd=str(vendored), env=env, capture_output=True, text=True, timeout=60)
@@ -127,7 +129,7 @@ def test_vendored_monitor_and_probe_commands(vendored: Path, home: Path, tmp_pat
         checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
         # The doctor's accounts-env check runs the probe child of the vendored copy.
         assert checks["accounts-env"]["status"] in ("PASS", "INFO"), checks["accounts-env"]
-        monitor = MonitorProcess(env, module="hostpkg._vendor.svcposture", cwd=str(vendored))
+        monitor = Monitor(env, module="hostpkg._vendor.svcposture", cwd=str(vendored))
         monitor.start(tmp_path / "vendored-monitor.log")
         try:
             assert monitor.url
@@ -138,5 +140,5 @@ def test_vendored_monitor_and_probe_commands(vendored: Path, home: Path, tmp_pat
             wait_until(lambda: (home / "svc" / "account-status-latch.json").is_file(), 10, message="latch file")
         finally:
             code = monitor.stop()
-        assert code == 0, monitor.stderr()
-        assert "Traceback" not in monitor.stderr()
+        assert code == 0, monitor.stderr_text()
+        assert "Traceback" not in monitor.stderr_text()

@@ -1,17 +1,24 @@
-"""Runs the real svc-monitor as a subprocess on a loopback port, for tests.
+"""The real svc-monitor as a subprocess on a loopback port, and clients for it.
 
     mon = start_monitor(env, args=("--no-probe",))
     try:
-        urllib.request.urlopen(mon.url + "/healthz")
+        status, headers, body = mon.get("/healthz")
     finally:
         mon.stop()
 
-The port comes from the monitor's own `svc-monitor listening on http://HOST:PORT`
-line, so `port=0` (the default) is race-free. stderr is drained by a thread into
-`mon.stderr_text()`; stdout likewise into `mon.stdout_text()`.
+- Monitor: `python -m svcposture monitor --port 0 ARGS` in its own session
+  (process group), so kill9() takes the monitor and any probe child it had in
+  flight. The port comes from the monitor's own `svc-monitor listening on
+  http://HOST:PORT` line, so port 0 is race-free. Readiness is that line, then
+  /healthz answering 200, polled until a deadline. stdout and stderr are
+  drained by threads (stderr_text(), stdout_text()) and, when start() gets a
+  log path, copied there as they arrive.
+- http_get / raw_http / read_response / get_request: plain and byte-exact HTTP.
+- SSEClient: an EventSource reading frames off a real socket.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -21,8 +28,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from pathlib import Path
+from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
+
+from .home import REPO
 
 LISTEN_RE = re.compile(r"svc-monitor listening on (http://(\S+):(\d+))")
 
@@ -31,74 +41,95 @@ class MonitorStartError(RuntimeError):
     pass
 
 
-class MonitorProc:
-    def __init__(self, proc: "subprocess.Popen[bytes]") -> None:
-        self.proc = proc
+class Monitor:
+    """One monitor process; `start()` it, then `.url`, `.host`, `.port`, `.pid`, `.proc`."""
+
+    def __init__(self, env: Mapping[str, str], args: Iterable[str] = (), *, port: Optional[int] = 0,
+                 bind: Optional[str] = None, module: str = "svcposture", cwd: Optional[str] = None,
+                 python: str = sys.executable) -> None:
+        self.env = dict(env)
+        self.args = list(args)
+        self.port_arg = port
+        self.bind = bind
+        self.module = module
+        self.cwd = cwd or str(REPO)
+        self.python = python
+        self.proc: Optional["subprocess.Popen[bytes]"] = None
+        self.started_at = 0.0
         self.url = ""
         self.host = ""
         self.port = 0
         self._stderr: List[str] = []
         self._stdout: List[str] = []
         self._lock = threading.Lock()
-        self._listening = threading.Event()
+        self._log: Optional[IO[str]] = None
+        self._threads: List[threading.Thread] = []
+        self.listening = threading.Event()
+
+    def command(self) -> List[str]:
+        cmd = [self.python, "-m", self.module, "monitor"]
+        if self.bind is not None:
+            cmd += ["--bind", self.bind]
+        if self.port_arg is not None:
+            cmd += ["--port", str(self.port_arg)]
+        return cmd + self.args
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, log_path: Optional[Path] = None, *, wait: bool = True, healthy: bool = True,
+              timeout: float = 20.0) -> "Monitor":
+        """Start the process; with `wait`, return once it listens (and, with `healthy`, serves /healthz)."""
+        if log_path is not None:
+            self._log = open(str(log_path), "a", encoding="utf-8")
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(self.command(), cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         self._threads = [
-            threading.Thread(target=self._drain, args=(proc.stderr, self._stderr, True), daemon=True),
-            threading.Thread(target=self._drain, args=(proc.stdout, self._stdout, False), daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stderr, self._stderr, True), daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stdout, self._stdout, False), daemon=True),
         ]
-        for t in self._threads:
-            t.start()
+        for thread in self._threads:
+            thread.start()
+        if wait:
+            try:
+                self.wait_ready(timeout, healthy=healthy)
+            except BaseException:
+                self.stop(check=False)
+                raise
+        return self
 
     def _drain(self, stream: Any, sink: List[str], look_for_listen: bool) -> None:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace")
             with self._lock:
                 sink.append(line)
-            if look_for_listen and not self._listening.is_set():
+                if self._log is not None:
+                    self._log.write(line)
+                    self._log.flush()
+            if look_for_listen and not self.listening.is_set():
                 match = LISTEN_RE.search(line)
                 if match:
                     self.url, self.host, self.port = match.group(1), match.group(2), int(match.group(3))
-                    self._listening.set()
+                    self.listening.set()
         stream.close()
 
-    def stderr_text(self) -> str:
-        with self._lock:
-            return "".join(self._stderr)
-
-    def stdout_text(self) -> str:
-        with self._lock:
-            return "".join(self._stdout)
-
-    def get(self, path: str, headers: Optional[Mapping[str, str]] = None, timeout: float = 15.0) -> Any:
-        """GET `path`; returns (status, headers dict lower-cased, body bytes), HTTP errors included."""
-        request = urllib.request.Request(self.url + path, headers=dict(headers or {}))
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(request, timeout=timeout) as resp:
-                return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
-        except urllib.error.HTTPError as exc:
-            body = exc.read()
-            return exc.code, {k.lower(): v for k, v in exc.headers.items()}, body
-
-    def get_json(self, path: str, headers: Optional[Mapping[str, str]] = None) -> Any:
-        status, _, body = self.get(path, headers)
-        return status, json.loads(body.decode("utf-8"))
-
-    def wait_listening(self, timeout: float) -> None:
+    def wait_listening(self, timeout: float = 20.0) -> str:
         deadline = time.monotonic() + timeout
+        assert self.proc is not None
         while time.monotonic() < deadline:
-            if self._listening.wait(0.05):
-                return
+            if self.listening.wait(0.05):
+                return self.url
             if self.proc.poll() is not None:
-                for t in self._threads:
-                    t.join(2)
+                self._join()
                 raise MonitorStartError("svc-monitor exited %s before listening:\n%s"
                                         % (self.proc.returncode, self.stderr_text()))
         raise MonitorStartError("svc-monitor did not log its listening line in %.0fs:\n%s"
                                 % (timeout, self.stderr_text()))
 
-    def wait_healthy(self, timeout: float) -> None:
+    def wait_healthy(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         last: Any = None
+        assert self.proc is not None
         while time.monotonic() < deadline:
             try:
                 status, _, _ = self.get("/healthz", timeout=2)
@@ -112,8 +143,34 @@ class MonitorProc:
             time.sleep(0.05)
         raise MonitorStartError("/healthz never answered 200 (last: %r):\n%s" % (last, self.stderr_text()))
 
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM, then wait; SIGKILL only if it does not stop in time. Returns the exit code."""
+    def wait_ready(self, timeout: float = 20.0, healthy: bool = True) -> str:
+        deadline = time.monotonic() + timeout
+        self.wait_listening(timeout)
+        if healthy:
+            self.wait_healthy(max(1.0, deadline - time.monotonic()))
+        return self.url
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill9(self) -> None:
+        """SIGKILL the whole group: the monitor and every probe child in flight."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
+        self._join()
+
+    def stop(self, timeout: float = 15.0, check: bool = True) -> int:
+        """SIGTERM and wait; returns the exit code. A monitor still running after
+        `timeout` s has its group killed, and (with `check`) fails the test."""
+        if self.proc is None:
+            return 0
         if self.proc.poll() is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
@@ -122,45 +179,69 @@ class MonitorProc:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        for t in self._threads:
-            t.join(5)
+                self.kill9()
+                if check:
+                    raise AssertionError("monitor ignored SIGTERM for %.0f s:\n%s" % (timeout, self.stderr_text()))
+        self._join()
         return self.proc.returncode
 
-    def __enter__(self) -> "MonitorProc":
+    def _join(self) -> None:
+        for thread in self._threads:
+            thread.join(5)
+        with self._lock:
+            if self._log is not None and not any(t.is_alive() for t in self._threads):
+                self._log.close()
+                self._log = None
+
+    def __enter__(self) -> "Monitor":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.stop(check=exc_type is None)
 
+    # ------------------------------------------------------------ output and requests
 
-def monitor_command(args: Sequence[str] = (), port: Optional[int] = 0) -> List[str]:
-    cmd = [sys.executable, "-m", "svcposture", "monitor"]
-    if port is not None:
-        cmd += ["--port", str(port)]
-    return cmd + list(args)
+    def stderr_text(self) -> str:
+        with self._lock:
+            return "".join(self._stderr)
+
+    def stdout_text(self) -> str:
+        with self._lock:
+            return "".join(self._stdout)
+
+    def get(self, path: str, headers: Optional[Mapping[str, str]] = None,
+            timeout: float = 15.0) -> Tuple[int, Dict[str, str], bytes]:
+        """GET `path`: (status, headers with lower-case names, body); HTTP errors included."""
+        return http_get(self.url, path, headers, timeout)
+
+    def get_json(self, path: str, headers: Optional[Mapping[str, str]] = None) -> Any:
+        status, _, body = self.get(path, headers)
+        return status, json.loads(body.decode("utf-8"))
 
 
 def start_monitor(env: Mapping[str, str], args: Iterable[str] = (), port: Optional[int] = 0,
-                  timeout: float = 20.0, healthy: bool = True) -> MonitorProc:
-    """Start `python -m svcposture monitor --port PORT ARGS` and wait for /healthz.
+                  timeout: float = 20.0, healthy: bool = True, **options: Any) -> Monitor:
+    """Start `python -m svcposture monitor --port PORT ARGS` and wait until it is ready.
 
-    `port=None` passes no --port (SVC_MONITOR_PORT or the default then apply)."""
-    proc = subprocess.Popen(monitor_command(list(args), port), env=dict(env), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    mon = MonitorProc(proc)
+    `port=None` passes no --port (SVC_MONITOR_PORT or the default then apply);
+    `options` go to Monitor (bind, module, cwd, python)."""
+    return Monitor(env, args, port=port, **options).start(wait=True, healthy=healthy, timeout=timeout)
+
+
+# ------------------------------------------------------------ plain and raw HTTP
+
+
+def http_get(url: str, path: str, headers: Optional[Mapping[str, str]] = None,
+             timeout: float = 15.0) -> Tuple[int, Dict[str, str], bytes]:
+    """One GET on a fresh connection: (status, {lower name: value}, body)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
-        mon.wait_listening(timeout)
-        if healthy:
-            mon.wait_healthy(timeout)
-    except BaseException:
-        mon.stop()
-        raise
-    return mon
-
-
-# ------------------------------------------------------------ raw sockets
+        conn.request("GET", path, headers=dict(headers or {}))
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
 
 
 def raw_http(port: int, request: bytes, timeout: float = 10.0, host: str = "127.0.0.1") -> Any:
@@ -205,10 +286,15 @@ def get_request(path: str, host: Optional[str], extra: Sequence[str] = (), metho
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+# ------------------------------------------------------------ server-sent events
+
+
 class SSEClient:
     """A raw-socket EventSource: parses frames per the WHATWG rules, line by line.
 
-    Events are dicts {"event", "data", "id", "retry"}; comments are counted."""
+    Events are dicts {"event", "data", "id", "retry"}; comments are counted.
+    A read that times out raises socket.timeout and loses nothing: the next
+    next_event() carries on where it stopped."""
 
     def __init__(self, port: int, path: str = "/api/accounts/stream", host: str = "127.0.0.1",
                  timeout: float = 20.0, headers: Sequence[str] = ()) -> None:
@@ -344,23 +430,3 @@ class SSEClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-# ------------------------------------------------------------ a probed node
-
-def node_env(home: Any, provider_url: str, accounts: Sequence[Any] = (), active: Optional[str] = None,
-             extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """A clean child environment for a node at `home` whose accounts env file
-    holds `accounts` [(SUFFIX, token, email)], probing `provider_url`."""
-    from pathlib import Path
-
-    from _accounts import write_accounts
-    from conftest import clean_env
-    home = Path(home)
-    env = clean_env(home)
-    env["SVC_PROVIDER_URL"] = provider_url
-    env["SVC_QUOTA_SAMPLER"] = "0"
-    if accounts:
-        write_accounts(home / ".config" / "svc" / "model-accounts.env", list(accounts), active=active)
-    env.update(extra or {})
-    return env

@@ -1,4 +1,7 @@
-"""A model-provider test server on 127.0.0.1 speaking the real wire format (DESIGN §3).
+"""The fake model provider on 127.0.0.1, speaking the real wire format (DESIGN §3).
+
+The headers and bodies come from svcposture.monitor.provider_wire, the code the
+demo's simulated provider speaks with, so the two stand-ins cannot drift apart.
 
 In-process:
 
@@ -7,25 +10,34 @@ In-process:
                              representative_claim="seven_day")
         env["SVC_PROVIDER_URL"] = provider.url
 
-As a subprocess (for tests that need the provider in another process):
+As a subprocess (a provider in another process):
 
-    python tests/provider_server.py --port 0 --script script.json
+    python -m tests.support.provider --port 0 --script script.json
 
-prints `provider listening on http://127.0.0.1:PORT` on stdout once it serves.
-The script file is JSON `{"accounts": {TOKEN: {set_account kwargs}}, "usage": {TOKEN:
-{"body": {...}, "http_status": 200, "retry_after": null}}}`; it is re-read whenever
-its mtime changes, so a test can flip an account's status by rewriting it.
+prints `provider listening on http://127.0.0.1:PORT` once it serves. The script
+is JSON `{"accounts": {TOKEN: {set_account kwargs}}, "usage": {TOKEN: {"body":
+{...}, "http_status": 200, "retry_after": null}}}`, re-read whenever it changes,
+so a test can flip an account by rewriting it.
 
-Account modes (set_account(mode=...)): "normal"; "auth" (401); "no_headers" (no
-rate-limit headers); "garbage" (unparseable header values); "slow" (sleeps `delay`
-first; `delay` applies in every mode); "drop" (closes the connection without an
-answer); "redirect" (307 back to /v1/messages, which a careful client never follows).
+Account modes (set_account(mode=...)):
+- "normal": the windows as set; 429 when the status is rejected;
+- "auth" (401/403); "no_headers" (no rate-limit headers); "garbage" (unparseable
+  values); "slow" (sleeps `delay` first; `delay` applies in every mode); "drop"
+  (closes the connection without an answer); "redirect" (307 back to
+  /v1/messages, which a careful client never follows);
+- "raw": exactly `raw_headers` and `http_status`, body `{}` (for fuzzing);
+- "flip": ok and rejected in turn every `flip_period` s of wall clock (the
+  opposite phase when `inverted`); freeze(status) pins every flip account.
 
-Routes:
-- POST /v1/messages: per the `authorization: Bearer <token>` header; answers with
-  `anthropic-ratelimit-unified-*` headers; 429 when the status is rejected (unless
-  http_status says otherwise); unknown tokens get 401.
-- GET /api/oauth/usage: the JSON usage body set by set_usage; unknown tokens 401.
+Every answered header probe of a known account is recorded in `served` as
+(time.monotonic(), time.time(), token, status), decided and recorded under one
+lock: status is "ok"/"rejected" for a flip account, the overall status else.
+Calls are counted per token (message_calls, usage_calls), with the most
+requests answered at once (max_concurrent) and every request (requests).
+
+Routes: POST /v1/messages (by `authorization: Bearer <token>`; unknown tokens
+401) and GET /api/oauth/usage (the body set by set_usage; ANY answers every
+token; unknown tokens 401).
 """
 from __future__ import annotations
 
@@ -39,8 +51,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
-MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop", "redirect")
-PREFIX = "anthropic-ratelimit-unified-"
+from svcposture.monitor.provider_wire import (UNIFIED, error_body, message_body, reply_status,
+                                              unified_headers)
+
+MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop", "redirect", "raw", "flip")
+ANY = "*"  # set_usage(ANY, ...) answers the usage probe of every token
+PREFIX = UNIFIED
 
 
 class _Account:
@@ -49,7 +65,10 @@ class _Account:
                  seven_day: Optional[Tuple[Any, Any]] = (0.20, "allowed"),
                  representative_claim: Optional[str] = "five_hour", http_status: int = 200,
                  mode: str = "normal", delay: float = 0.0,
-                 reset_5h: Optional[float] = None, reset_7d: Optional[float] = None) -> None:
+                 reset_5h: Optional[float] = None, reset_7d: Optional[float] = None,
+                 raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False) -> None:
+        if raw_headers is not None and mode == "normal":
+            mode = "raw"
         if mode not in MODES:
             raise ValueError("mode must be one of %s" % (MODES,))
         self.status = status
@@ -61,12 +80,43 @@ class _Account:
         self.delay = float(delay)
         self.reset_5h = reset_5h
         self.reset_7d = reset_7d
+        self.raw_headers = dict(raw_headers or {})
+        self.inverted = inverted
+
+    def state(self, now: float) -> Dict[str, Any]:
+        """The wire state (provider_wire) of a normal account; resets default to 3 h and 4 d ahead."""
+        state: Dict[str, Any] = {"status": self.status, "claim": self.representative_claim}
+        for short, window, reset, default_in in (("5h", self.five_hour, self.reset_5h, 3 * 3600),
+                                                 ("7d", self.seven_day, self.reset_7d, 4 * 86400)):
+            if window is not None:
+                state[short] = (window[0], window[1], reset if reset is not None else now + default_in)
+        return state
+
+    def garbage_headers(self) -> Dict[str, str]:
+        return {
+            PREFIX + "status": self.status,
+            PREFIX + "representative-claim": self.representative_claim or "five_hour",
+            PREFIX + "5h-utilization": "zero point one",
+            PREFIX + "5h-reset": "tomorrow-ish",
+            PREFIX + "5h-status": self.five_hour[1] if self.five_hour else "allowed",
+            PREFIX + "7d-utilization": "NaN%",
+            PREFIX + "7d-reset": "-",
+            PREFIX + "7d-status": self.seven_day[1] if self.seven_day else "allowed",
+        }
+
+
+def flip_state(status: str, now: float) -> Dict[str, Any]:
+    """The wire state of a flip account answering `status` ("ok" or "rejected")."""
+    window = "rejected" if status == "rejected" else "allowed"
+    return {"status": window, "claim": "five_hour",
+            "5h": ("1.02" if status == "rejected" else "0.40", window, now + 3600),
+            "7d": ("0.30", "allowed", now + 86400)}
 
 
 class _ProviderHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 128
+    request_queue_size = 256
 
     def __init__(self, address: Tuple[str, int], owner: "ProviderServer") -> None:
         self.owner = owner
@@ -110,21 +160,20 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
         if self.path.split("?")[0] != "/v1/messages":
-            self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "not found"}})
+            self._send(404, error_body("not_found_error", "not found"))
             return
         token = self._token()
-        account = owner._record_message(token, dict(self.headers.items()), raw)
-        if account is None:
-            self._send(401, {"type": "error", "error": {"type": "authentication_error",
-                                                        "message": "invalid bearer token"}})
+        answer = owner._record_message(token, dict(self.headers.items()), raw)
+        if answer is None:
+            self._send(401, error_body("authentication_error", "invalid bearer token"))
             return
         owner._enter()
         try:
-            self._answer_message(account)
+            self._answer_message(*answer)
         finally:
             owner._leave()
 
-    def _answer_message(self, account: "_Account") -> None:
+    def _answer_message(self, account: _Account, flipped: Optional[str]) -> None:
         if account.delay > 0:
             time.sleep(account.delay)
         if account.mode == "drop":
@@ -141,22 +190,26 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if account.mode == "auth":
             self._send(account.http_status if account.http_status in (401, 403) else 401,
-                       {"type": "error", "error": {"type": "authentication_error",
-                                                   "message": "OAuth token has expired"}})
+                       error_body("authentication_error", "OAuth token has expired"))
             return
-        status = account.http_status
-        if status == 200 and account.status == "rejected":
-            status = 429
-        headers: Dict[str, str] = {}
-        if account.mode != "no_headers":
-            headers = _unified_headers(account)
-        if status == 200:
-            body: Any = {"id": "msg_test", "type": "message", "role": "assistant",
-                         "model": "test", "content": [{"type": "text", "text": "h"}],
-                         "stop_reason": "max_tokens", "usage": {"input_tokens": 8, "output_tokens": 1}}
+        if account.mode == "raw":
+            self._send(account.http_status, {}, account.raw_headers)
+            return
+        now = time.time()
+        if flipped is not None:
+            state = flip_state(flipped, now)
         else:
-            body = {"type": "error", "error": {"type": "rate_limit_error" if status == 429 else "api_error",
-                                               "message": "error"}}
+            state = account.state(now)
+        status = reply_status(state["status"], account.http_status)
+        headers: Dict[str, str] = {}
+        if account.mode == "garbage":
+            headers = account.garbage_headers()
+        elif account.mode != "no_headers":
+            headers = unified_headers(state)
+        if status == 200:
+            body: Any = message_body("test")
+        else:
+            body = error_body("rate_limit_error" if status == 429 else "api_error", "error")
         self._send(status, body, headers)
 
     def do_GET(self) -> None:  # noqa: N802
@@ -168,57 +221,30 @@ class _Handler(BaseHTTPRequestHandler):
         token = self._token()
         entry = owner._record_usage(token, dict(self.headers.items()))
         if entry is None:
-            self._send(401, {"type": "error", "error": {"type": "authentication_error",
-                                                        "message": "invalid bearer token"}})
+            self._send(401, error_body("authentication_error", "invalid bearer token"))
             return
         body, status, retry_after = entry
         headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
         self._send(status, body, headers)
 
 
-def _unified_headers(account: _Account) -> Dict[str, str]:
-    now = time.time()
-    headers: Dict[str, str] = {}
-    if account.mode == "garbage":
-        return {
-            PREFIX + "status": account.status,
-            PREFIX + "representative-claim": account.representative_claim or "five_hour",
-            PREFIX + "5h-utilization": "zero point one",
-            PREFIX + "5h-reset": "tomorrow-ish",
-            PREFIX + "5h-status": account.five_hour[1] if account.five_hour else "allowed",
-            PREFIX + "7d-utilization": "NaN%",
-            PREFIX + "7d-reset": "-",
-            PREFIX + "7d-status": account.seven_day[1] if account.seven_day else "allowed",
-        }
-    if account.status is not None:
-        headers[PREFIX + "status"] = str(account.status)
-    if account.representative_claim is not None:
-        headers[PREFIX + "representative-claim"] = str(account.representative_claim)
-    for short, window, reset, default_in in (("5h", account.five_hour, account.reset_5h, 3 * 3600),
-                                             ("7d", account.seven_day, account.reset_7d, 4 * 86400)):
-        if window is None:
-            continue
-        fraction, status = window
-        if fraction is not None:
-            headers[PREFIX + short + "-utilization"] = str(fraction)
-        if status is not None:
-            headers[PREFIX + short + "-status"] = str(status)
-        headers[PREFIX + short + "-reset"] = str(int(reset if reset is not None else now + default_in))
-    return headers
-
-
 class ProviderServer:
     """The provider on 127.0.0.1 and a random port, served from daemon threads."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, script: Optional[str] = None) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, script: Optional[str] = None,
+                 flip_period: float = 1.0) -> None:
         self._lock = threading.Lock()
         self._accounts: Dict[str, _Account] = {}
         self._usage: Dict[str, Tuple[Any, int, Optional[float]]] = {}
         self._message_calls: Dict[Optional[str], int] = {}
-        self._usage_calls = 0
+        self._usage_calls: Dict[Optional[str], int] = {}
         self._in_flight = 0
         self._max_in_flight = 0
         self.requests: List[Dict[str, Any]] = []
+        self.served: List[Tuple[float, float, str, str]] = []
+        self.flip_period = flip_period
+        self.flip_started = time.monotonic()
+        self.frozen: Optional[str] = None
         self._script = script
         self._script_mtime: Optional[Tuple[int, int, int]] = None
         self._httpd = _ProviderHTTPServer((host, port), self)
@@ -258,10 +284,12 @@ class ProviderServer:
                     seven_day: Optional[Tuple[Any, Any]] = (0.20, "allowed"),
                     representative_claim: Optional[str] = "five_hour", http_status: int = 200,
                     mode: str = "normal", delay: float = 0.0,
-                    reset_5h: Optional[float] = None, reset_7d: Optional[float] = None) -> None:
+                    reset_5h: Optional[float] = None, reset_7d: Optional[float] = None,
+                    raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False) -> None:
         account = _Account(status=status, five_hour=five_hour, seven_day=seven_day,
                            representative_claim=representative_claim, http_status=http_status,
-                           mode=mode, delay=delay, reset_5h=reset_5h, reset_7d=reset_7d)
+                           mode=mode, delay=delay, reset_5h=reset_5h, reset_7d=reset_7d,
+                           raw_headers=raw_headers, inverted=inverted)
         with self._lock:
             self._accounts[token] = account
 
@@ -271,8 +299,14 @@ class ProviderServer:
 
     def set_usage(self, token: str, body: Any, *, http_status: int = 200,
                   retry_after: Optional[float] = None) -> None:
+        """The usage reply for `token` (ANY: for every token, tokenless requests included)."""
         with self._lock:
             self._usage[token] = (body, int(http_status), retry_after)
+
+    def freeze(self, status: Optional[str]) -> None:
+        """Pin every flip account at "ok" or "rejected" (an inverted one at the opposite); None resumes."""
+        with self._lock:
+            self.frozen = status
 
     # ------------------------------------------------------------ counting
 
@@ -282,20 +316,26 @@ class ProviderServer:
                 return sum(self._message_calls.values())
             return self._message_calls.get(token, 0)
 
-    def usage_calls(self) -> int:
+    def usage_calls(self, token: Optional[str] = None) -> int:
         with self._lock:
-            return self._usage_calls
+            if token is None:
+                return sum(self._usage_calls.values())
+            return self._usage_calls.get(token, 0)
 
     def max_concurrent(self) -> int:
         """The most /v1/messages requests that were being answered at the same time."""
         with self._lock:
             return self._max_in_flight
 
+    def served_snapshot(self) -> List[Tuple[float, float, str, str]]:
+        with self._lock:
+            return list(self.served)
+
     def reset_counts(self) -> None:
         with self._lock:
             self._max_in_flight = 0
             self._message_calls.clear()
-            self._usage_calls = 0
+            self._usage_calls.clear()
             del self.requests[:]
 
     # ------------------------------------------------------------ internals
@@ -309,21 +349,39 @@ class ProviderServer:
         with self._lock:
             self._in_flight -= 1
 
-    def _record_message(self, token: Optional[str], headers: Dict[str, str], body: bytes) -> Optional[_Account]:
+    def _flip_status(self, account: _Account) -> str:
+        if self.frozen is not None:
+            status = self.frozen
+        else:
+            phase = int((time.monotonic() - self.flip_started) / self.flip_period)
+            status = "rejected" if phase % 2 else "ok"
+        if account.inverted:
+            status = "ok" if status == "rejected" else "rejected"
+        return status
+
+    def _record_message(self, token: Optional[str], headers: Dict[str, str],
+                        body: bytes) -> Optional[Tuple[_Account, Optional[str]]]:
         with self._lock:
             self._message_calls[token] = self._message_calls.get(token, 0) + 1
             self.requests.append({"method": "POST", "path": "/v1/messages", "token": token,
                                   "headers": {k.lower(): v for k, v in headers.items()},
                                   "body": body, "at": time.monotonic()})
-            return self._accounts.get(token) if token is not None else None
+            account = self._accounts.get(token) if token is not None else None
+            if account is None:
+                return None
+            flipped = self._flip_status(account) if account.mode == "flip" else None
+            self.served.append((time.monotonic(), time.time(), token or "", flipped or account.status))
+            return account, flipped
 
-    def _record_usage(self, token: Optional[str], headers: Dict[str, str]) -> Optional[Tuple[Any, int, Optional[float]]]:
+    def _record_usage(self, token: Optional[str],
+                      headers: Dict[str, str]) -> Optional[Tuple[Any, int, Optional[float]]]:
         with self._lock:
-            self._usage_calls += 1
+            self._usage_calls[token] = self._usage_calls.get(token, 0) + 1
             self.requests.append({"method": "GET", "path": "/api/oauth/usage", "token": token,
                                   "headers": {k.lower(): v for k, v in headers.items()},
                                   "body": b"", "at": time.monotonic()})
-            return self._usage.get(token) if token is not None else None
+            entry = self._usage.get(token) if token is not None else None
+            return entry if entry is not None else self._usage.get(ANY)
 
     def _maybe_reload(self) -> None:
         if not self._script:
