@@ -243,17 +243,30 @@ def _check_legacy_roster(paths: Paths) -> Dict[str, str]:
     return _check_result(name, PASS, "no legacy .svc/hosts.json in %s" % root)
 
 
+def _regular_file(name: str, path: Path, absent: str, follow: bool
+                  ) -> Tuple[Optional[os.stat_result], Optional[Dict[str, str]]]:
+    """(stat, None) for a regular file at `path`, else (None, the check's result).
+
+    A missing file is INFO with `absent` as the detail: both files are optional.
+    """
+    try:
+        info = os.stat(str(path)) if follow else os.lstat(str(path))
+    except FileNotFoundError:
+        return None, _check_result(name, INFO, "%s %s" % (path, absent))
+    except OSError as exc:
+        return None, _check_result(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
+    if not stat.S_ISREG(info.st_mode):
+        return None, _check_result(name, FAIL, "%s is not a regular file" % path)
+    return info, None
+
+
 def _check_cloud_env(paths: Paths) -> Dict[str, str]:
     name = "cloud-env"
     path = paths.cluster_env
-    try:
-        info = os.lstat(str(path))
-    except FileNotFoundError:
-        return _check_result(name, INFO, "%s not present (no cloud token projected; cloud is opt-in)" % path)
-    except OSError as exc:
-        return _check_result(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
-    if not stat.S_ISREG(info.st_mode):
-        return _check_result(name, FAIL, "%s is not a regular file" % path)
+    # lstat: the projection replaces this file atomically, so a link here was planted.
+    info, result = _regular_file(name, path, "not present (no cloud token projected; cloud is opt-in)", follow=False)
+    if info is None:
+        return result
     mode = stat.S_IMODE(info.st_mode)
     if mode != 0o600:
         return _check_result(name, FAIL, "%s has mode %04o, must be 0600: chmod 600 %s" % (path, mode, path))
@@ -265,14 +278,10 @@ def _check_cloud_env(paths: Paths) -> Dict[str, str]:
 def _check_accounts_env(paths: Paths) -> Dict[str, str]:
     name = "accounts-env"
     path = paths.accounts_env
-    try:
-        info = os.stat(str(path))
-    except FileNotFoundError:
-        return _check_result(name, INFO, "%s not present: the posture surface is disabled on this host" % path)
-    except OSError as exc:
-        return _check_result(name, FAIL, "%s: cannot stat: %s" % (path, exc.strerror))
-    if not stat.S_ISREG(info.st_mode):
-        return _check_result(name, FAIL, "%s is not a regular file" % path)
+    info, result = _regular_file(name, path, "not present: the posture surface is disabled on this host",
+                                 follow=True)
+    if info is None:
+        return result
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o022:
         return _check_result(name, FAIL, "%s is writable by group or others (mode %04o) and is sourced as shell: "

@@ -189,6 +189,16 @@ def _backoff_seconds(headers: Any, now_s: float) -> float:
     return min(max(max(usable), 1.0), MAX_BACKOFF_S)
 
 
+def _raise_for_status(status: int, headers: Any) -> None:
+    """Raise the error an HTTP status means on its own: rate limit, refused token, server failure."""
+    if status == 429:
+        raise TrackerRateLimitedError("tracker rate limit (HTTP 429)", _backoff_seconds(headers, time.time()))
+    if status in (401, 403):
+        raise TrackerAuthError("tracker refused the token (HTTP %d)" % status)
+    if status >= 500:
+        raise TrackerUnreachableError("tracker answered HTTP %d" % status)
+
+
 class TrackerClient:
     def __init__(self, url: str, auth: TrackerAuth, timeout: float = TIMEOUT_S) -> None:
         scheme = urllib.parse.urlsplit(url).scheme
@@ -253,22 +263,13 @@ class TrackerClient:
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
-            if status == 429:
-                raise TrackerRateLimitedError("tracker rate limit (HTTP 429)", _backoff_seconds(headers, time.time()))
-            if status in (401, 403):
-                raise TrackerAuthError("tracker refused the token (HTTP %d)" % status)
-            if status >= 500:
-                raise TrackerUnreachableError("tracker answered HTTP %d" % status)
+            _raise_for_status(status, headers)
             raise TrackerResponseError("tracker reply is not a JSON object (HTTP %d)" % status)
         errors = reply.get("errors")
         if errors is not None:
+            # errors[] is read whatever the status: Linear answers errors with 200 or 400.
             self._raise_errors(status, headers, errors)
-        if status == 429:
-            raise TrackerRateLimitedError("tracker rate limit (HTTP 429)", _backoff_seconds(headers, time.time()))
-        if status in (401, 403):
-            raise TrackerAuthError("tracker refused the token (HTTP %d)" % status)
-        if status >= 500:
-            raise TrackerUnreachableError("tracker answered HTTP %d" % status)
+        _raise_for_status(status, headers)
         if status >= 300:
             raise TrackerResponseError("tracker answered HTTP %d without errors[]" % status)
         data = reply.get("data")
