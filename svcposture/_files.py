@@ -31,8 +31,31 @@ class CorruptFileError(SvcpostureError, ValueError):
 
 
 def ensure_dir(path: PathLike) -> Path:
+    """`path` as a directory, creating it and every missing parent 0700.
+
+    pathlib's `mkdir(parents=True)` gives the parents the umask's mode (0755
+    as a rule) and the umask can strip bits from the leaf too, so each
+    directory is made here and chmod'ed to 0700. Directories that already
+    exist are not touched.
+    """
     p = Path(path)
-    p.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if p.is_dir():
+        return p
+    missing = []
+    current = p
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(str(directory), DIR_MODE)
+        except FileExistsError:
+            if directory.is_dir():
+                continue  # another process made it meanwhile; it is not ours to chmod
+            raise
+        os.chmod(str(directory), DIR_MODE)
     return p
 
 
