@@ -336,3 +336,24 @@ def tail_lines(path: PathLike, count: int) -> list:
         out.append(piece)
     out.reverse()
     return out
+
+
+def create_new_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> bool:
+    """Write `path` only when nothing is there: whole, with `mode`, or not at all.
+
+    The content goes to a temp file first (as write_bytes_atomic) and is then
+    hard-linked into place, which fails rather than replace anything that
+    appeared meanwhile. Returns False, writing nothing, when `path` exists.
+    """
+    target = Path(path)
+    directory = ensure_dir(target.parent)
+    tmp = directory / (".%s.%s.new" % (target.name, os.urandom(6).hex()))
+    write_bytes_atomic(tmp, data, mode)
+    try:
+        os.link(str(tmp), str(target))
+    except FileExistsError:
+        return False
+    finally:
+        _unlink_quietly(tmp)
+    _fsync_dir(directory)
+    return True
