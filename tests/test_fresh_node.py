@@ -77,6 +77,18 @@ def test_every_command_refuses_an_empty_or_relative_home(tmp_path: Path, home_va
     assert after_root == before_root
 
 
+@pytest.mark.parametrize("home_value", ["", "rel"])
+@pytest.mark.parametrize("sub", ["check", "headers", "usage"])
+def test_probe_module_refuses_an_empty_or_relative_home(tmp_path: Path, home_value: str, sub: str) -> None:
+    env = clean_env(tmp_path / "unused")
+    env["HOME"] = home_value
+    done = subprocess.run([sys.executable, "-m", "svcposture.probe", sub, "--json"], env=env, cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.startswith("svcposture.probe: error: HOME is ") and done.stderr.count("\n") == 1
+    assert os.listdir(str(tmp_path)) == []
+
+
 @pytest.mark.parametrize("home_value", ["", "relative/home"])
 def test_library_refuses_an_empty_or_relative_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                    home_value: str) -> None:
