@@ -31,8 +31,31 @@ class CorruptFileError(SvcpostureError, ValueError):
 
 
 def ensure_dir(path: PathLike) -> Path:
+    """`path` as a directory, creating it and every missing parent 0700.
+
+    pathlib's `mkdir(parents=True)` gives the parents the umask's mode (0755
+    as a rule) and the umask can strip bits from the leaf too, so each
+    directory is made here and chmod'ed to 0700. Directories that already
+    exist are not touched.
+    """
     p = Path(path)
-    p.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if p.is_dir():
+        return p
+    missing = []
+    current = p
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(str(directory), DIR_MODE)
+        except FileExistsError:
+            if directory.is_dir():
+                continue  # another process made it meanwhile; it is not ours to chmod
+            raise
+        os.chmod(str(directory), DIR_MODE)
     return p
 
 
@@ -313,3 +336,24 @@ def tail_lines(path: PathLike, count: int) -> list:
         out.append(piece)
     out.reverse()
     return out
+
+
+def create_new_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> bool:
+    """Write `path` only when nothing is there: whole, with `mode`, or not at all.
+
+    The content goes to a temp file first (as write_bytes_atomic) and is then
+    hard-linked into place, which fails rather than replace anything that
+    appeared meanwhile. Returns False, writing nothing, when `path` exists.
+    """
+    target = Path(path)
+    directory = ensure_dir(target.parent)
+    tmp = directory / (".%s.%s.new" % (target.name, os.urandom(6).hex()))
+    write_bytes_atomic(tmp, data, mode)
+    try:
+        os.link(str(tmp), str(target))
+    except FileExistsError:
+        return False
+    finally:
+        _unlink_quietly(tmp)
+    _fsync_dir(directory)
+    return True

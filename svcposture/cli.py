@@ -12,11 +12,18 @@ from typing import Callable, List, Optional, Sequence
 
 from ._files import CorruptFileError
 from .config import ConfigError
+from .paths import HomeError, home_of
 
 
 def _run(prog: str, func: Callable[[], int]) -> int:
     try:
+        # Before anything runs: with an empty or relative HOME every node path
+        # would land outside any home (`~/svc` as `/svc`).
+        home_of(os.environ)
         return func()
+    except HomeError as exc:
+        print("%s: error: %s" % (prog, exc), file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print("%s: config error: %s" % (prog, exc), file=sys.stderr)
         return 2

@@ -5,6 +5,32 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
+from ._text import printable
+from .errors import SvcpostureError
+
+
+class HomeError(SvcpostureError, ValueError):
+    """$HOME is set but empty or relative: every node path would land somewhere else."""
+
+
+def home_of(environ: Mapping[str, str]) -> str:
+    """The node's home from `environ`: $HOME, else the account's home directory.
+
+    A HOME that is set but empty or relative is refused: `~/svc` would become
+    `/svc` (expanduser of an empty HOME) or a directory below whatever the
+    current directory happens to be, and the node's state would be written
+    outside any home.
+    """
+    value = environ.get("HOME")
+    if value is None:
+        return os.path.expanduser("~")  # HOME unset: the password database's entry
+    if not value:
+        raise HomeError("HOME is set but empty; set it to the absolute path of your home directory")
+    if not os.path.isabs(value):
+        raise HomeError("HOME is relative (%r); set it to the absolute path of your home directory"
+                        % printable(value))
+    return value
+
 
 class Paths:
     """The locations of one node. Nothing is created or read here."""
@@ -13,7 +39,7 @@ class Paths:
                  environ: Optional[Mapping[str, str]] = None) -> None:
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         if home is None:
-            home = self.environ.get("HOME") or os.path.expanduser("~")
+            home = home_of(self.environ)
         self.home = Path(home)
 
     @classmethod

@@ -27,7 +27,7 @@ from ._spawn import PACKAGE, child_env
 from .accounts import MAX_ENV_FILE_BYTES
 from .child import sweep_deadline_s
 from .errors import MESSAGES, error
-from .paths import Paths
+from .paths import HomeError, Paths, home_of
 
 # What the parent keeps of the child's stdout; a runaway file cannot fill memory.
 MAX_CHILD_OUTPUT = 4 * 1024 * 1024
@@ -304,6 +304,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     args = _parser().parse_args(argv)
     environ = os.environ
+    try:
+        home_of(environ)
+    except HomeError as exc:
+        print("svcposture.probe: error: %s" % exc, file=sys.stderr)
+        return 2
     if args.child:
         from . import child
         result = child.main(args.subcommand, environ)

@@ -169,6 +169,36 @@ def test_ensure_dir_is_owner_only(home: Path) -> None:
     assert ensure_dir(d) == d
 
 
+def test_ensure_dir_makes_every_missing_parent_0700_whatever_the_umask(home: Path) -> None:
+    # pathlib gives intermediate parents the umask's mode; the package's are owner-only.
+    for umask in (0o022, 0o000, 0o277):
+        old = os.umask(umask)
+        try:
+            top = home / ("u%o" % umask)
+            ensure_dir(top / "a" / "b" / "c")
+        finally:
+            os.umask(old)
+        for d in (top, top / "a", top / "a" / "b", top / "a" / "b" / "c"):
+            assert mode_of(d) == 0o700, (oct(umask), d)
+
+
+def test_ensure_dir_leaves_existing_directories_alone(home: Path) -> None:
+    shared = home / "shared"
+    shared.mkdir()
+    os.chmod(str(shared), 0o755)
+    ensure_dir(shared / "mine")
+    assert mode_of(shared) == 0o755 and mode_of(shared / "mine") == 0o700
+
+
+def test_ensure_dir_over_a_file_raises_and_changes_nothing(home: Path) -> None:
+    (home / "f").write_text("x")
+    with pytest.raises(OSError):
+        ensure_dir(home / "f")
+    with pytest.raises(OSError):
+        ensure_dir(home / "f" / "below")
+    assert (home / "f").read_text() == "x"
+
+
 # ---------------------------------------------------------------- appends
 
 def test_append_creates_0600_and_one_line_per_record(home: Path) -> None:

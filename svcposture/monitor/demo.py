@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from .._files import write_json_atomic, write_text_atomic
+from .._files import ensure_dir, write_json_atomic, write_text_atomic
 from ..paths import Paths
 from .provider_wire import error_body, message_body, reply_status, unified_headers, usage_body, usage_window
 
@@ -165,7 +165,7 @@ class DemoNode:
     def __init__(self, provider_url: str, base_environ: Optional[Mapping[str, str]] = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="svc-demo-"))
         self.home = self.root / "home"
-        self.home.mkdir(mode=0o700)
+        ensure_dir(self.home)
         source = os.environ if base_environ is None else base_environ
         environ = {k: v for k, v in source.items()
                    if not k.startswith(("SVC_", "MODEL_", "EXECUTION_CORE_"))}
@@ -224,10 +224,12 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
 
         def ready(server: Any) -> None:
             print("svc-monitor demo: dashboard at %s/  (Ctrl-C to stop)" % server.url, flush=True)
+            # The demo's monitor.json is in its temporary home, where `hud` without --url never looks.
+            print("svc-monitor demo: terminal HUD: svc-monitor hud --url %s" % server.url, flush=True)
             print("svc-monitor demo: demo home %s; events in %s" % (node.home, node.paths.events_dir), flush=True)
 
         return run_monitor(node.paths, node.environ, bind="127.0.0.1", port=port, probe_enabled=True,
-                           stop_event=stop_event, on_ready=ready)
+                           stop_event=stop_event, on_ready=ready, liveness=False)
     finally:
         provider.stop()
         if args.keep_home:

@@ -13,6 +13,7 @@ import fcntl
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Unio
 from .._env import InvalidSetting, parse_port
 from .._files import ensure_dir, read_json, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command
+from .._text import printable
 from ..paths import Paths
 from .server import DEFAULT_BIND, DEFAULT_PORT, MonitorServer
 
@@ -62,8 +64,9 @@ def _one_line(exc: BaseException) -> str:
 
 def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
                 stop_event: Optional[threading.Event] = None,
-                on_ready: Optional[Callable[[MonitorServer], None]] = None) -> int:
-    """The monitor process: posture service, HTTP server, sampler, publisher.
+                on_ready: Optional[Callable[[MonitorServer], None]] = None, liveness: bool = True) -> int:
+    """The monitor process: posture service, HTTP server, sampler, publisher
+    (unless `liveness` is False: the demo node is no cluster member).
     Returns when `stop_event` is set (the caller maps SIGTERM/SIGINT to it)."""
     stop_event = stop_event or threading.Event()
     instance_fd = _claim_node(paths)
@@ -73,7 +76,7 @@ def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: in
         return 1
     try:
         return _run_claimed(paths, environ, bind=bind, port=port, probe_enabled=probe_enabled,
-                            stop_event=stop_event, on_ready=on_ready)
+                            stop_event=stop_event, on_ready=on_ready, liveness=liveness)
     finally:
         if instance_fd >= 0:
             os.close(instance_fd)
@@ -121,7 +124,7 @@ def _posture_service(paths: Paths, environ: Mapping[str, str], probe_enabled: bo
 
 
 def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log: Any, service: Any,
-                 started: List[Any]) -> None:
+                 started: List[Any], liveness_on: bool = True) -> None:
     """Start the posture service, sampler, cloud-env projector and liveness
     publisher, appending each to `started` as soon as it runs."""
     from ..cluster import liveness
@@ -135,19 +138,44 @@ def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log:
     projector = _CloudEnvProjector(paths)
     projector.start()
     started.append(projector)
+    if not liveness_on:
+        return
     try:
         started.append(liveness.start_publisher(paths, environ, node, service.account_status, event_log))
     except Exception as exc:
         log.warning("liveness publisher not started: %s", _one_line(exc))
 
 
-def _announce(paths: Paths, server: MonitorServer) -> None:
+def accounts_env_note(paths: Paths, probe_enabled: bool) -> str:
+    """What the start-up line says of the accounts env file: its path and, from
+    `stat` alone (the monitor never reads it), why the posture will be unavailable."""
+    path = printable(paths.accounts_env)
+    if not probe_enabled:
+        return "probe off (--no-probe or SVC_ACCOUNTS_PROBE=0); accounts env file %s not used" % path
+    try:
+        st = os.stat(str(paths.accounts_env))
+    except FileNotFoundError:
+        return ("accounts env file %s: missing, so the posture is unavailable; "
+                "svc-monitor init creates it" % path)
+    except OSError as exc:
+        return "accounts env file %s: cannot be examined (%s)" % (path, exc.strerror or exc)
+    if not stat.S_ISREG(st.st_mode):
+        return "accounts env file %s: not a regular file, refused" % path
+    if st.st_mode & 0o022:
+        return ("accounts env file %s: mode %04o, group or others can write it, refused; chmod 600 it"
+                % (path, stat.S_IMODE(st.st_mode)))
+    if st.st_size == 0:
+        return "accounts env file %s: empty, so the posture is unavailable" % path
+    return "accounts env file %s" % path
+
+
+def _announce(paths: Paths, server: MonitorServer, probe_enabled: bool) -> None:
     record = {"pid": os.getpid(), "url": server.url, "startedAt": server.started_at}
     try:
         write_json_atomic(paths.monitor_json, record)
     except OSError as exc:
         log.warning("cannot write %s: %s", paths.monitor_json, exc.strerror or exc)
-    log.info("svc-monitor listening on %s", server.url)
+    log.info("svc-monitor listening on %s (%s)", server.url, accounts_env_note(paths, probe_enabled))
 
 
 def _stop_all(paths: Paths, server: MonitorServer, service: Any, serving: bool, started: List[Any]) -> None:
@@ -165,7 +193,8 @@ def _stop_all(paths: Paths, server: MonitorServer, service: Any, serving: bool, 
 
 
 def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
-                 stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]]) -> int:
+                 stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]],
+                 liveness: bool) -> int:
     node, event_log, service = _posture_service(paths, environ, probe_enabled)
     try:
         server = MonitorServer((bind, port), service, node=node, environ=environ)
@@ -175,12 +204,12 @@ def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: i
     started: List[Any] = []
     serving = False
     try:
-        _start_parts(paths, environ, node, event_log, service, started)
+        _start_parts(paths, environ, node, event_log, service, started, liveness)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
                                   name="svc-monitor-http", daemon=True)
         thread.start()
         serving = True
-        _announce(paths, server)
+        _announce(paths, server, probe_enabled)
         if on_ready is not None:
             on_ready(server)
         while not stop_event.wait(0.5):
@@ -231,12 +260,17 @@ def install_stop_signals(stop_event: threading.Event) -> None:
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="svc-monitor",
+        usage=("svc-monitor [-h] [--bind BIND] [--port PORT] [--no-probe]\n"
+               "       svc-monitor {init,hud,statusline,demo} [-h] [ARGS...]"),
         description=("Serve this node's model-provider account posture: the dashboard at /, "
                      "GET /api/accounts[?refresh=true], the SSE stream /api/accounts/stream, "
                      "/metrics, /api/openapi.json and /healthz. Read-only and token-free."),
         epilog=("subcommands:\n"
+                "  svc-monitor init [--host-name NAME] [--accounts N] [--json]   make this host a node\n"
                 "  svc-monitor hud [--url URL] [--once]   one-line terminal HUD fed by the stream\n"
-                "  svc-monitor demo [--port PORT]         simulated provider + 3 demo accounts + a real monitor\n\n"
+                "  svc-monitor statusline [--url URL] [--no-color]   one status line for the coding agent\n"
+                "  svc-monitor demo [--port PORT]         simulated provider + 3 demo accounts + a real monitor\n"
+                "Each has its own --help.\n\n"
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
                 "  SVC_MONITOR_TRUSTED_HOSTS (name, name:port, name:*), SVC_MONITOR_TRUSTED_ORIGINS,\n"
                 "  SVC_MONITOR_MAX_STREAMS (1024), SVC_SSE_KEEPALIVE_S (15), SVC_ACCOUNTS_PROBE=0,\n"
@@ -278,6 +312,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "hud":
         from . import hud
         return hud.main(args_list[1:])
+    if args_list and args_list[0] == "init":
+        from . import nodeinit
+        return nodeinit.main(args_list[1:])
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
         from . import demo
