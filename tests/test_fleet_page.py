@@ -167,3 +167,29 @@ def test_500_hosts_on_one_page_with_hostile_names_shown_as_text(tmp_path, srv):
             assert CANARY not in browser.page_source
     finally:
         mon.stop()
+
+
+def test_a_monitor_publishes_its_active_account_in_the_heartbeat(tmp_path, srv):
+    from tests.support.home import canary, monitor_env
+    from tests.support.provider import ProviderServer
+
+    token = canary("fleet1")
+    with ProviderServer() as provider:
+        provider.set_account(token, five_hour=(0.42, "allowed"), seven_day=(0.10, "allowed"))
+        home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+        env = monitor_env(home, provider.url, accounts=[("ACCT1", token, "a@example.com")], active="ACCT1",
+                          SVC_TRACKER_URL=srv.url, EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="300")
+        mon = start_monitor(env)
+        try:
+            def account():
+                meta = srv.attachments("OPS-1").get(liveness.heartbeat_url("a"), {}).get("metadata") or {}
+                return meta.get("account")
+            block = wait_until(account, timeout=30, message="a heartbeat with the account block")
+            assert block["label"] == "acct1" and block["status"] == "ok"
+            assert block["five_hour_pct"] == 42.0 and block["seven_day_pct"] == 10.0
+            assert block["probed_at"] and block["five_hour_resets_at"] and "wall_at" in block
+            row = mon.get_json("/api/fleet")[1]["hosts"][0]
+            assert row["host"] == "a" and row["state"] == "live" and row["account"]["label"] == "acct1"
+            assert token not in json.dumps(srv.attachments("OPS-1"))
+        finally:
+            mon.stop()

@@ -211,3 +211,31 @@ def test_hostile_peer_metadata_through_the_real_command(tmp_path, srv):
     assert rows["f"]["state"] == "missing"
     assert [u["host"] for u in report["unlisted"]] == ["stranger?[2J"]
     assert "stranger" not in {h["host"] for h in report["hosts"]}
+
+
+def test_wall_at_comes_from_the_forecast_of_the_binding_window(tmp_path):
+    from svcposture import history
+    from svcposture.cluster.heartbeat_account import account_source
+
+    paths = Paths(tmp_path, {"HOME": str(tmp_path)})
+    now = int(time.time() * 1000)
+    resets = iso_from_ms(now + 3 * 3_600_000)
+
+    def body(t, pct):
+        view = {"label": "acct1", "active": True, "bindingWindow": "five_hour",
+                "fiveHour": {"pct": pct, "resetsAt": resets, "status": "allowed"},
+                "sevenDay": {"pct": 5.0, "resetsAt": iso_from_ms(now + 86_400_000), "status": "allowed"}}
+        return {"available": True, "status": "ok", "probedAt": t, "active": view, "accounts": [view]}
+
+    current = {"body": body(now, 80.0)}
+    source = account_source(paths, lambda: current["body"], 300)
+    assert source()["wall_at"] is None              # no history yet: too few points for a rate
+    for minutes, pct in ((30, 50.0), (20, 60.0), (10, 70.0)):
+        history.append_rows(paths, history.rows_from_summary(body(now - minutes * 60_000, pct)))
+    current["body"] = body(now + 1, 80.0)          # a new probe: the forecast is computed again
+    block = source()
+    # 60 % an hour from 80 %: the wall is 20 minutes after the probe, before the reset.
+    assert block["wall_at"] == iso_from_ms(now + 1 + 20 * 60_000)
+    assert block["label"] == "acct1" and block["five_hour_pct"] == 80.0 and block["probe_interval_ms"] == 300000
+    current["body"] = {"available": False, "node": "n"}
+    assert source() is None
