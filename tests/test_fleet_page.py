@@ -193,3 +193,15 @@ def test_a_monitor_publishes_its_active_account_in_the_heartbeat(tmp_path, srv):
             assert token not in json.dumps(srv.attachments("OPS-1"))
         finally:
             mon.stop()
+
+
+def test_fleet_assets_ship_inside_the_package_and_never_parse_html():
+    import re
+    from svcposture.monitor.assets import STATIC_DIR
+    for name in ("fleet.html", "fleet.css", "fleet.js"):
+        text = (STATIC_DIR / name).read_text(encoding="utf-8")
+        assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text.lower()), name
+    js = (STATIC_DIR / "fleet.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in js, sink
+    assert "/api/fleet" in js and "textContent" in js
