@@ -15,5 +15,15 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 
+# Debian's Prometheus (prometheus, promtool) for the rule and scrape tests; only when missing.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "run_tests: prometheus/promtool missing and cannot apt-get install them" >&2
+  fi
+fi
+
 "$PY" -m pip install -q --disable-pip-version-check -e . pytest hypothesis selenium
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"

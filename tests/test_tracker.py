@@ -35,7 +35,7 @@ def test_fetch_issue_reads_state_and_heartbeats_only(srv):
     assert [h.url for h in issue.heartbeats] == ["svc://heartbeat/a"]
     assert issue.heartbeats[0].metadata["host"] == "a"
     call = srv.calls[-1]
-    assert call["op"] == "issue" and call["variables"] == {"id": "OPS-1", "prefix": "svc://heartbeat/"}
+    assert call["op"] == "issue" and call["variables"] == {"id": "OPS-1", "prefix": "svc://heartbeat/", "after": None}
     # Values travel as variables only.
     assert "OPS-1" not in call["query"] and "heartbeat" not in call["query"]
 

@@ -28,6 +28,7 @@ from ..events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, event_name
 from ..paths import Paths
 from . import tracker
 from ._common import print_json, valid_ticket
+from .heartbeat_account import peer_account, unlisted_rows
 
 LOGGER_NAME = "svcposture.liveness"
 INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
@@ -100,7 +101,8 @@ class Publisher:
 
     def __init__(self, paths: Paths, environ: Mapping[str, str], node: str,
                  account_status: Callable[[], str], log: Optional[EventLog],
-                 logger: Optional[logging.Logger] = None) -> None:
+                 logger: Optional[logging.Logger] = None,
+                 account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> None:
         self.paths = paths
         self.environ = environ
         self.node = node
@@ -109,6 +111,7 @@ class Publisher:
         self.armed = False
         self._arm_error: Optional[str] = None
         self._account_status = account_status
+        self._account = account
         self._log = log
         self._logger = logger or logging.getLogger(LOGGER_NAME)
         self._stop = threading.Event()
@@ -248,6 +251,10 @@ class Publisher:
             quota = _newest_quota(self._log)
         except OSError:
             quota = None
+        try:
+            account = self._account() if self._account is not None else None
+        except Exception:  # a broken forecast or history read must not cost the beat
+            account = None
         return {
             "host": self.node,
             "publishedAt": published_at,
@@ -255,13 +262,15 @@ class Publisher:
             "version": __version__,
             "accountStatus": status,
             "quota": quota,
+            "account": account if isinstance(account, dict) else None,
         }
 
 
 def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
-                    account_status: Callable[[], str], log: Optional[EventLog]) -> Publisher:
+                    account_status: Callable[[], str], log: Optional[EventLog],
+                    account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
-    publisher = Publisher(paths, environ, node, account_status, log)
+    publisher = Publisher(paths, environ, node, account_status, log, account=account)
     publisher.start()
     return publisher
 
@@ -298,19 +307,29 @@ def _peer_quota(value: Any) -> Optional[Dict[str, Any]]:
     return block
 
 
-def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], now: int,
-                local_interval_ms: int) -> List[Dict[str, Any]]:
-    """Each roster host live (within 2 of its own intervals), stale, or missing."""
+def _newest_by_host(heartbeats: Iterable[tracker.Heartbeat]) -> Dict[str, tracker.Heartbeat]:
+    """One heartbeat per host: of duplicates (two urls decoding to one host, a
+    tracker repeating a node), the newest published wins."""
     by_host: Dict[str, tracker.Heartbeat] = {}
     for heartbeat in heartbeats:
         host = host_of_heartbeat_url(heartbeat.url)
-        if host is not None:
+        if host is None:
+            continue
+        seen = by_host.get(host)
+        if seen is None or (_published_ms(heartbeat) or 0) >= (_published_ms(seen) or 0):
             by_host[host] = heartbeat
+    return by_host
+
+
+def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], now: int,
+                local_interval_ms: int) -> List[Dict[str, Any]]:
+    """Each roster host live (within 2 of its own intervals), stale, or missing."""
+    by_host = _newest_by_host(heartbeats)
     rows: List[Dict[str, Any]] = []
     for host in dict.fromkeys(roster):
         heartbeat = by_host.get(host)
         if heartbeat is None:
-            rows.append({"host": host, "state": "missing", "ageS": None, "quota": None})
+            rows.append({"host": host, "state": "missing", "ageS": None, "quota": None, "account": None})
             continue
         interval = heartbeat.metadata.get("publishIntervalMs")
         if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not interval > 0 \
@@ -318,12 +337,13 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
             interval = local_interval_ms
         published = _published_ms(heartbeat)
         quota = _peer_quota(heartbeat.metadata.get("quota"))
+        account = peer_account(heartbeat.metadata.get("account"), publish_interval_ms=interval, now=now)
         if published is None:
-            rows.append({"host": host, "state": "stale", "ageS": None, "quota": quota})
+            rows.append({"host": host, "state": "stale", "ageS": None, "quota": quota, "account": account})
             continue
         age_ms = max(0, now - published)
         rows.append({"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
-                     "ageS": round(age_ms / 1000.0, 1), "quota": quota})
+                     "ageS": round(age_ms / 1000.0, 1), "quota": quota, "account": account})
     return rows
 
 
@@ -414,7 +434,8 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     report: Dict[str, Any] = {"source": source, "anchor": anchor, "hosts": []}
 
     def unknown(error: str) -> Dict[str, Any]:
-        report["hosts"] = [{"host": h, "state": "unknown", "ageS": None, "quota": None} for h in dict.fromkeys(hosts)]
+        report["hosts"] = [{"host": h, "state": "unknown", "ageS": None, "quota": None, "account": None}
+                           for h in dict.fromkeys(hosts)]
         report["error"] = error
         return report
 
@@ -426,8 +447,8 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
             live = set(loki_live_hosts(base, interval))
         except LokiError as exc:
             return unknown(str(exc))
-        report["hosts"] = [{"host": h, "state": "live" if h in live else "missing", "ageS": None, "quota": None}
-                           for h in dict.fromkeys(hosts)]
+        report["hosts"] = [{"host": h, "state": "live" if h in live else "missing", "ageS": None, "quota": None,
+                            "account": None} for h in dict.fromkeys(hosts)]
         return report
     if anchor is None:
         return unknown("no liveness anchor configured (svc-cluster set-anchor <TICKET>)")
@@ -435,7 +456,10 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         issue = tracker.TrackerClient.for_paths(paths, environ).fetch_issue(anchor)
     except tracker.TrackerError as exc:
         return unknown("cannot read anchor %s: %s" % (anchor, exc))
-    report["hosts"] = peer_states(hosts, issue.heartbeats, now_ms(), interval)
+    now = now_ms()
+    report["hosts"] = peer_states(hosts, issue.heartbeats, now, interval)
+    by_host = _newest_by_host(issue.heartbeats)
+    report["unlisted"] = unlisted_rows(hosts, {h: _published_ms(b) for h, b in by_host.items()}, now)
     if issue.archived_at or issue.trashed:
         report["warning"] = "anchor %s is %s" % (anchor, "trashed" if issue.trashed else "archived")
     return report

@@ -218,4 +218,6 @@ def add_commands(sub: Any) -> None:
         r.add_argument("--push", action="store_true", help="push the commit to the upstream remote")
         r.add_argument("--json", action="store_true", help="print the result as JSON")
         r.set_defaults(func=guarded(handler))
+    from .scrape import add_roster_sd
+    add_roster_sd(roster_sub)
     p.set_defaults(func=usage_command(p))

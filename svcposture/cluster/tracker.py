@@ -11,7 +11,7 @@ import re
 import socket
 import time
 import urllib.parse
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .. import config
 from .._text import loads_bounded
@@ -28,9 +28,14 @@ HEARTBEAT_URL_PREFIX = "svc://heartbeat/"
 BOT_TOKEN_KEY = config.BOT_ORCHESTRATOR_PREFIX + ".accessToken"
 PERSONAL_TOKEN_KEY = "tracker.apiKey"
 
+# Attachments come 100 a page (Linear's default page is 50, and a fleet past it
+# would silently lose heartbeats), following pageInfo until the last page.
+PAGE_SIZE = 100
+MAX_PAGES = 50
 ISSUE_QUERY = (
-    "query($id: String!, $prefix: String!) { issue(id: $id) {id identifier archivedAt trashed "
-    "state{type} attachments(filter:{url:{startsWith: $prefix}}){nodes{url subtitle metadata updatedAt}}} }"
+    "query($id: String!, $prefix: String!, $after: String) { issue(id: $id) {id identifier archivedAt trashed "
+    "state{type} attachments(first: %d, after: $after, filter:{url:{startsWith: $prefix}})"
+    "{nodes{url subtitle metadata updatedAt} pageInfo{hasNextPage endCursor}}} }" % PAGE_SIZE
 )
 ATTACHMENT_MUTATION = (
     "mutation($input: AttachmentCreateInput!) { attachmentCreate(input: $input) "
@@ -78,6 +83,10 @@ class TrackerNotFoundError(TrackerError, LookupError):
 
 class TrackerResponseError(TrackerError, ValueError):
     """The tracker answered something that is not a usable GraphQL reply."""
+
+
+class TrackerPaginationError(TrackerResponseError):
+    """The attachments did not end within MAX_PAGES pages, or a page's cursor is unusable."""
 
 
 class TrackerAuth(NamedTuple):
@@ -302,26 +311,30 @@ class TrackerClient:
 
     # ------------------------------------------------------------ operations
 
-    def fetch_issue(self, ticket: str, prefix: str = HEARTBEAT_URL_PREFIX) -> AnchorIssue:
-        data = self.execute(ISSUE_QUERY, {"id": ticket, "prefix": prefix})
-        if "issue" not in data:
-            raise TrackerResponseError("tracker reply: data has no issue field")
-        issue = data["issue"]
-        if issue is None:
-            raise TrackerNotFoundError("tracker: issue %s not found" % ticket)
-        if not isinstance(issue, dict):
-            raise TrackerResponseError("tracker reply: issue is not an object")
+    def fetch_issue(self, ticket: str, prefix: str = HEARTBEAT_URL_PREFIX,
+                    max_pages: int = MAX_PAGES) -> AnchorIssue:
+        """The anchor issue with every attachment under `prefix`, read page by page.
+
+        At most `max_pages` requests: a cursor loop that never ends (a broken or
+        hostile tracker) is a TrackerPaginationError, not a hang. An error on any
+        page fails the whole read: a partial list would show hosts as missing.
+        """
+        heartbeats: List[Heartbeat] = []
+        after: Optional[str] = None
+        issue: Dict[str, Any] = {}
+        for page in range(1, max_pages + 1):
+            issue, nodes, after = self._issue_page(ticket, prefix, after, page)
+            for node in nodes:
+                heartbeat = _heartbeat(node, prefix)
+                if heartbeat is not None:
+                    heartbeats.append(heartbeat)
+            if after is None:
+                break
+        else:
+            raise TrackerPaginationError("tracker: attachments of %s did not end within %d pages of %d"
+                                         % (ticket, max_pages, PAGE_SIZE))
         state = issue.get("state")
         state_type = state.get("type") if isinstance(state, dict) else None
-        attachments = issue.get("attachments")
-        nodes = attachments.get("nodes") if isinstance(attachments, dict) else None
-        if attachments is not None and not isinstance(nodes, list):
-            raise TrackerResponseError("tracker reply: attachments.nodes is not an array")
-        heartbeats: List[Heartbeat] = []
-        for node in nodes or []:
-            heartbeat = _heartbeat(node, prefix)
-            if heartbeat is not None:
-                heartbeats.append(heartbeat)
         return AnchorIssue(
             id=_str_or_none(issue.get("id")),
             identifier=_str_or_none(issue.get("identifier")),
@@ -330,6 +343,32 @@ class TrackerClient:
             state_type=_str_or_none(state_type),
             heartbeats=heartbeats,
         )
+
+    def _issue_page(self, ticket: str, prefix: str, after: Optional[str],
+                    page: int) -> Tuple[Dict[str, Any], List[Any], Optional[str]]:
+        """(issue object, attachment nodes, cursor of the next page or None) of one page."""
+        data = self.execute(ISSUE_QUERY, {"id": ticket, "prefix": prefix, "after": after})
+        if "issue" not in data:
+            raise TrackerResponseError("tracker reply: data has no issue field")
+        issue = data["issue"]
+        if issue is None:
+            raise TrackerNotFoundError("tracker: issue %s not found" % ticket)
+        if not isinstance(issue, dict):
+            raise TrackerResponseError("tracker reply: issue is not an object")
+        attachments = issue.get("attachments")
+        if attachments is None:
+            return issue, [], None
+        nodes = attachments.get("nodes") if isinstance(attachments, dict) else None
+        if not isinstance(nodes, list):
+            raise TrackerResponseError("tracker reply: attachments.nodes is not an array (page %d)" % page)
+        info = attachments.get("pageInfo")
+        if not isinstance(info, dict) or info.get("hasNextPage") is not True:
+            return issue, nodes, None
+        cursor = info.get("endCursor")
+        if not isinstance(cursor, str) or not cursor or len(cursor) > 1000 or cursor == after:
+            raise TrackerPaginationError("tracker reply: page %d says there is a next page but gives no "
+                                         "new endCursor" % page)
+        return issue, nodes, cursor
 
     def upsert_attachment(self, ticket: str, url: str, title: str, subtitle: str,
                           metadata: Mapping[str, Any]) -> Dict[str, Any]:

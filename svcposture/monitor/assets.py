@@ -14,6 +14,9 @@ STATIC_FILES = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/static/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
     "/static/dashboard.js": ("dashboard.js", "text/javascript; charset=utf-8"),
+    "/fleet": ("fleet.html", "text/html; charset=utf-8"),
+    "/static/fleet.css": ("fleet.css", "text/css; charset=utf-8"),
+    "/static/fleet.js": ("fleet.js", "text/javascript; charset=utf-8"),
 }
 PAGE_HEADERS = (b"Cache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\n"
                 b"X-Frame-Options: DENY\r\nReferrer-Policy: no-referrer\r\n"

@@ -169,9 +169,9 @@ def _schemas() -> Dict[str, Any]:
     health = {"type": "object", "required": ["ok", "node", "version", "startedAt"],
               "properties": {"ok": {"const": True}, "node": {"type": "string"},
                              "version": {"type": "string"}, "startedAt": {"type": "string", "format": "date-time"}}}
-    return {"Window": _window_schema(), "ProbeError": probe_error, "Account": _account_schema(),
-            "Posture": _posture_schema(), "Disabled": disabled, "Forbidden": forbidden, "Error": error,
-            "Health": health}
+    return dict({"Window": _window_schema(), "ProbeError": probe_error, "Account": _account_schema(),
+                 "Posture": _posture_schema(), "Disabled": disabled, "Forbidden": forbidden, "Error": error,
+                 "Health": health}, **fleet_schemas())
 
 
 def _json_response(description: str, ref: str, headers: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -241,6 +241,76 @@ def _paths() -> Dict[str, Any]:
                             {"200": _text_response("Prometheus text format 0.0.4.", "text/plain")}),
         "/healthz": _get_op("healthz", "Liveness of the monitor process.",
                             {"200": _json_response("Serving.", "Health")}),
+        **fleet_paths(),
+    }
+
+
+# ------------------------------------------------------------------ openapi: the fleet (DESIGN §11)
+
+def fleet_schemas() -> Dict[str, Any]:
+    """FleetReport (GET /api/fleet), its host rows, and the heartbeat account and quota blocks."""
+    from ..cluster.heartbeat_account import PCT_FIELDS, TIME_FIELDS
+    from ..events import QUOTA_BLOCK_FIELDS
+
+    nullable_time = {"type": ["string", "null"], "format": "date-time"}
+    account_props: Dict[str, Any] = {
+        "label": {"type": ["string", "null"], "maxLength": 64,
+                  "description": "The active account's label on that host; any printable text, shown escaped."},
+        "status": {"type": ["string", "null"], "enum": list(NODE_STATUSES) + [None]},
+        "probe_interval_ms": {"type": ["integer", "null"], "minimum": 0},
+        "age_s": {"type": ["number", "null"], "minimum": 0,
+                  "description": "Seconds since probed_at, when the report was read."},
+        "stale": {"type": "boolean", "description": "age_s beyond twice the longer of the host's publish "
+                                                    "and probe intervals: shown greyed, never as current."}}
+    account_props.update({f: {"type": ["number", "null"], "minimum": 0} for f in PCT_FIELDS})
+    account_props.update({f: nullable_time for f in TIME_FIELDS})
+    quota_props = {f: ({"type": "number"} if f.endswith("_pct") else {"type": "string"})
+                   for f in QUOTA_BLOCK_FIELDS.values()}
+    host = {"type": "object", "additionalProperties": False,
+            "required": ["host", "state", "ageS", "quota", "account"],
+            "properties": {
+                "host": {"type": "string"},
+                "state": {"type": "string", "enum": ["live", "stale", "missing", "unknown"]},
+                "ageS": {"type": ["number", "null"], "minimum": 0,
+                         "description": "Heartbeat age in seconds; null when missing, unknown or under Loki."},
+                "quota": {"oneOf": [{"type": "null"}, _ref("HeartbeatQuota")]},
+                "account": {"oneOf": [{"type": "null"}, _ref("HeartbeatAccount")]}}}
+    report = {"type": "object", "additionalProperties": False,
+              "required": ["source", "anchor", "hosts", "generatedAt"],
+              "properties": {
+                  "source": {"type": "string", "enum": ["tracker", "loki"]},
+                  "anchor": {"type": ["string", "null"]},
+                  "hosts": {"type": "array", "items": _ref("FleetHost"),
+                            "description": "Every roster host, in roster order."},
+                  "unlisted": {"type": "array", "maxItems": 100, "items": {
+                      "type": "object", "additionalProperties": False, "required": ["host", "ageS"],
+                      "properties": {"host": {"type": "string", "maxLength": 200},
+                                     "ageS": {"type": ["number", "null"], "minimum": 0}}},
+                      "description": "Heartbeats of hosts not in the roster: never counted live."},
+                  "warning": {"type": "string"},
+                  "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker "
+                                                             "or Loki unreadable): every host is `unknown`."},
+                  "generatedAt": {"type": "string", "format": "date-time"}}}
+    return {"FleetReport": report, "FleetHost": host,
+            "HeartbeatAccount": {"type": "object", "additionalProperties": False,
+                                 "required": sorted(account_props), "properties": account_props},
+            "HeartbeatQuota": {"type": "object", "additionalProperties": False, "properties": quota_props}}
+
+
+def fleet_paths() -> Dict[str, Any]:
+    return {
+        "/fleet": _get_op("fleetPage", "Every roster host on one page (plain HTML, CSS and JS).",
+                          {"200": _text_response("Fleet page HTML.", "text/html")}),
+        "/static/fleet.css": _get_op("fleetCss", "Fleet page stylesheet.", {"200": _text_response("CSS.", "text/css")}),
+        "/static/fleet.js": _get_op("fleetJs", "Fleet page script.",
+                                    {"200": _text_response("JavaScript.", "text/javascript")}),
+        "/api/fleet": _get_op(
+            "getFleet", "Every roster host's liveness and active account (cached SVC_FLEET_TTL_S, default 60 s).",
+            {"200": _json_response("The `svc-cluster status --json` report plus generatedAt.", "FleetReport",
+                                   {"Cache-Control": {"schema": {"const": "no-store"}}})},
+            description=("Read from the liveness anchor (every page of its attachments) or from Loki, at most "
+                         "once per TTL whatever the number of readers; concurrent readers share one read. "
+                         "Never writes to the tracker.")),
     }
 
 

@@ -17,6 +17,7 @@ from . import sse
 from .assets import PAGE_HEADERS
 from .exposition import METRICS_TYPE, render_metrics
 from .fastlane import closed_reader, replay_reader
+from .fleet import fleet_cache
 from .trust import GUARD_MESSAGES
 from .wire import (ERROR_CODES, JSON_HEADERS, JSON_TYPE, MAX_HEADER_LINE, MAX_HEADERS, REASONS,
                    REQUEST_READ_TIMEOUT_S, TOKEN_BYTES_RE, TOKEN_RE, dumps)
@@ -227,6 +228,8 @@ class MonitorHandler(BaseHTTPRequestHandler):
                                          "startedAt": server.started_at})
         if path == "/metrics":
             return self._metrics()
+        if path == "/api/fleet":
+            return self._send(200, JSON_TYPE, fleet_cache(server).body(), JSON_HEADERS)
         if path == "/api/openapi.json":
             return self._send(200, JSON_TYPE, server.openapi_body, JSON_HEADERS)
         asset = server.static.get(path)

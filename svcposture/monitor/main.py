@@ -141,7 +141,10 @@ def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log:
     if not liveness_on:
         return
     try:
-        started.append(liveness.start_publisher(paths, environ, node, service.account_status, event_log))
+        from ..cluster.heartbeat_account import account_source
+        account = account_source(paths, service.current, service.interval_s)
+        started.append(liveness.start_publisher(paths, environ, node, service.account_status, event_log,
+                                                account=account))
     except Exception as exc:
         log.warning("liveness publisher not started: %s", _one_line(exc))
 

@@ -2,9 +2,13 @@
 
 It answers the two documents the liveness code sends, the way Linear does:
 
-- `query($id: String!, $prefix: String!) { issue(id: $id) {...} }` by identifier
-  or id; archived and trashed issues are still returned (with `archivedAt` and
-  `trashed: true`); an unknown id is `errors: [{"message": "Entity not found: Issue ..."}]`.
+- `query($id: String!, $prefix: String![, $after: String]) { issue(id: $id) {...} }`
+  by identifier or id; archived and trashed issues are still returned (with
+  `archivedAt` and `trashed: true`); an unknown id is `errors: [{"message":
+  "Entity not found: Issue ..."}]`. Attachments are paged as Linear pages them:
+  `first` (default 50 when absent, at most 250), `after` an opaque cursor, and
+  `pageInfo {hasNextPage endCursor}`; a client that ignores pageInfo sees only
+  the first 50.
 - `mutation($input: AttachmentCreateInput!) { attachmentCreate(input: $input) {...} }`,
   an upsert by url per issue.
 
@@ -18,7 +22,9 @@ variable-only document (a value spliced into the query text) is refused.
 """
 from __future__ import annotations
 
+import base64
 import json
+import re
 import socket
 import sys
 import threading
@@ -27,6 +33,10 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+# Linear's page sizes: 50 when `first` is not given, 250 at most.
+DEFAULT_PAGE = 50
+MAX_PAGE = 250
+_FIRST_RE = re.compile(r"attachments\(\s*first:\s*(\d+)")
 FAILURE_MODES = ("ratelimit", "garbage", "deep", "huge", "wrong_shape", "errors_not_list", "http500", "html",
                  "drop", "slow", "echo_token", "auth", "internal_error", "empty")
 
@@ -43,6 +53,9 @@ class _Issue:
         self.archived_at: Optional[str] = None
         self.trashed = False
         self.attachments: Dict[str, Dict[str, Any]] = {}
+        # Attachment nodes served as they are, after the real ones: duplicates,
+        # wrong types, whatever a broken tracker might send.
+        self.raw_nodes: List[Dict[str, Any]] = []
 
 
 class _TrackerHTTPServer(ThreadingHTTPServer):
@@ -105,7 +118,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         op = _operation(query)
         owner._record(op, query, variables, auth)
-        failure = owner._take_failure(op)
+        if owner.latency_s:
+            time.sleep(owner.latency_s)
+        failure = owner._take_failure(op, _page_number(variables.get("after")))
         if failure is not None:
             self._fail(failure, auth)
             return
@@ -124,7 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
                                          "extensions": {"code": "GRAPHQL_PARSE_FAILED"}}]})
             return
         if op == "issue":
-            self._issue(variables)
+            self._issue(variables, query)
         else:
             self._attachment_create(variables)
 
@@ -134,25 +149,37 @@ class _Handler(BaseHTTPRequestHandler):
             "extensions": {"code": "INVALID_INPUT", "type": "invalid input", "userPresentableMessage":
                            "Could not find referenced Issue."}}]})
 
-    def _issue(self, variables: Dict[str, Any]) -> None:
+    def _issue(self, variables: Dict[str, Any], query: str) -> None:
         owner = self.server.owner
-        ident, prefix = variables.get("id"), variables.get("prefix")
+        ident, prefix, after = variables.get("id"), variables.get("prefix"), variables.get("after")
         if not isinstance(ident, str) or not isinstance(prefix, str):
             self._send(400, {"errors": [{"message": "Variable \"$id\" of required type \"String!\" was not provided.",
                                          "extensions": {"code": "BAD_USER_INPUT"}}]})
+            return
+        match = _FIRST_RE.search(query)
+        first = int(match.group(1)) if match else DEFAULT_PAGE
+        start = _offset_of(after)
+        if first < 1 or first > MAX_PAGE or start is None:
+            self._send(400, {"errors": [{"message": "Argument Validation Error: first must be 1..%d and after a "
+                                         "cursor this server gave" % MAX_PAGE,
+                                         "extensions": {"code": "INVALID_INPUT"}}]})
             return
         with owner._lock:
             issue = owner._find(ident)
             if issue is None:
                 body = None
             else:
-                nodes = [dict(a, metadata=dict(a["metadata"])) for url, a in sorted(issue.attachments.items())
-                         if url.startswith(prefix)]
+                nodes = [{k: n.get(k) for k in ("url", "subtitle", "metadata", "updatedAt")}
+                         for url, n in sorted(issue.attachments.items()) if url.startswith(prefix)]
+                nodes += [dict(n) for n in issue.raw_nodes]
+                end = start + first
+                more = end < len(nodes) or owner.endless_pages
                 body = {"data": {"issue": {
                     "id": issue.id, "identifier": issue.identifier, "archivedAt": issue.archived_at,
                     "trashed": issue.trashed, "state": {"type": issue.state},
-                    "attachments": {"nodes": [{k: n[k] for k in ("url", "subtitle", "metadata", "updatedAt")}
-                                              for n in nodes]}}}}
+                    "attachments": {"nodes": nodes[start:end],
+                                    "pageInfo": {"hasNextPage": more,
+                                                 "endCursor": _cursor(end) if more else None}}}}}
         if body is None:
             self._not_found()
         else:
@@ -238,10 +265,33 @@ def _operation(query: str) -> Optional[str]:
     text = " ".join(query.split())
     if "attachmentCreate(input: $input)" in text and text.startswith("mutation($input: AttachmentCreateInput!)"):
         return "attachmentCreate"
-    if "issue(id: $id)" in text and text.startswith("query($id: String!, $prefix: String!)") \
+    if "issue(id: $id)" in text and text.startswith(("query($id: String!, $prefix: String!)",
+                                                     "query($id: String!, $prefix: String!, $after: String)")) \
             and "startsWith: $prefix" in text:
         return "issue"
     return None
+
+
+def _cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(b"svc-test-cursor:%d" % offset).decode("ascii")
+
+
+def _offset_of(after: Any) -> Optional[int]:
+    """The offset a cursor of ours stands for (0 for none); None for a forged one."""
+    if after is None:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(str(after).encode("ascii"))
+        tag, _, number = raw.partition(b":")
+        return int(number) if tag == b"svc-test-cursor" and number.isdigit() else None
+    except (ValueError, UnicodeEncodeError):
+        return None
+
+
+def _page_number(after: Any) -> Optional[int]:
+    """1 for the first page; the page of a default-sized (100) read otherwise."""
+    offset = _offset_of(after)
+    return None if offset is None else offset // 100 + 1
 
 
 def _leaf_strings(value: Any) -> Iterable[str]:
@@ -267,6 +317,10 @@ class TrackerServer:
         self._failures: List[Dict[str, Any]] = []
         self.calls: List[Dict[str, Any]] = []
         self.upserts: List[Tuple[str, str]] = []
+        # Seconds every request waits before it is answered (a distant tracker).
+        self.latency_s = 0.0
+        # pageInfo.hasNextPage is always true: a cursor loop that never ends.
+        self.endless_pages = False
         self._httpd = _TrackerHTTPServer((host, port), self)
         self._thread: Optional[threading.Thread] = None
 
@@ -328,25 +382,34 @@ class TrackerServer:
                                       "metadata": dict(metadata or {}),
                                       "updatedAt": updated_at or _iso(int(time.time() * 1000))}
 
+    def add_raw_node(self, identifier: str, node: Dict[str, Any]) -> None:
+        """Serve `node` verbatim among the issue's attachments (after the real ones)."""
+        with self._lock:
+            self._issues[identifier].raw_nodes.append(node)
+
     def attachments(self, identifier: str) -> Dict[str, Dict[str, Any]]:
         with self._lock:
             return {k: dict(v) for k, v in self._issues[identifier].attachments.items()}
 
-    def fail_next(self, mode: str, count: int = 1, op: Optional[str] = None, **options: Any) -> None:
-        """The next `count` requests (of `op`, when given) fail in `mode`; count=-1 means until cleared."""
+    def fail_next(self, mode: str, count: int = 1, op: Optional[str] = None, page: Optional[int] = None,
+                  **options: Any) -> None:
+        """The next `count` requests (of `op`, and of attachment page `page` of a
+        100-a-page read, when given) fail in `mode`; count=-1 means until cleared."""
         if mode not in FAILURE_MODES:
             raise ValueError("mode must be one of %s" % (FAILURE_MODES,))
         with self._lock:
-            self._failures.append(dict(options, mode=mode, count=count, op=op))
+            self._failures.append(dict(options, mode=mode, count=count, op=op, page=page))
 
     def clear_failures(self) -> None:
         with self._lock:
             self._failures = []
 
-    def _take_failure(self, op: Optional[str]) -> Optional[Dict[str, Any]]:
+    def _take_failure(self, op: Optional[str], page: Optional[int]) -> Optional[Dict[str, Any]]:
         with self._lock:
             for failure in self._failures:
                 if failure["op"] not in (None, op):
+                    continue
+                if failure.get("page") is not None and (op != "issue" or failure["page"] != page):
                     continue
                 if failure["count"] > 0:
                     failure["count"] -= 1

@@ -1,0 +1,107 @@
+"""GET /api/fleet: the cluster status report of every roster host, cached and single-flight.
+
+The body is `svc-cluster status --json`'s report (`{source, anchor, hosts[],
+unlisted?, warning?, error?}`) plus `generatedAt` (DESIGN §11). It is read
+from the tracker (or Loki) at most once per `$SVC_FLEET_TTL_S` (60) seconds
+whatever the number of readers: concurrent readers of an expired cache share
+one read, and everyone else gets the bytes of the last one. It only reads:
+nothing here writes to the tracker.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from .._env import env_number
+from .._time import iso_now
+from ..paths import Paths
+from .wire import dumps
+
+log = logging.getLogger("svcposture.monitor")
+
+TTL_ENV = "SVC_FLEET_TTL_S"
+DEFAULT_TTL_S = 60.0
+MAX_TTL_S = 3600.0
+
+
+def collect_report(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
+    """The status report; a roster or config file that cannot be read is the report's `error`."""
+    from ..cluster import liveness
+    from ..config import ConfigError
+
+    try:
+        report = liveness.collect_status(paths, environ)
+    except ConfigError as exc:
+        source = "loki" if liveness.reads_from_loki(environ) else "tracker"
+        report = {"source": source, "anchor": None, "hosts": [],
+                  "error": "cannot read the cluster config: %s" % exc}
+    report["generatedAt"] = iso_now()
+    return report
+
+
+class FleetCache:
+    """The /api/fleet body as bytes, refreshed at most once per TTL by one reader at a time."""
+
+    def __init__(self, collect: Callable[[], Dict[str, Any]], ttl_s: float) -> None:
+        self._collect = collect
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._body: Optional[bytes] = None
+        self._at = 0.0
+        self._flight: Optional[threading.Event] = None
+        self.reads = 0
+
+    @classmethod
+    def for_service(cls, service: Any) -> "FleetCache":
+        paths: Paths = service.paths
+        environ: Mapping[str, str] = service.environ
+        ttl = env_number(environ, TTL_ENV, DEFAULT_TTL_S, low=0.0, high=MAX_TTL_S)
+        return cls(lambda: collect_report(paths, environ), ttl)
+
+    def body(self) -> bytes:
+        while True:
+            with self._lock:
+                if self._body is not None and time.monotonic() - self._at < self.ttl_s:
+                    return self._body
+                flight = self._flight
+                if flight is None:
+                    flight = self._flight = threading.Event()
+                    leader = True
+                else:
+                    leader = False
+            if not leader:
+                flight.wait()
+                with self._lock:
+                    if self._body is not None:
+                        return self._body
+                continue  # the leader failed outright: try to lead
+            try:
+                body = dumps(self._collect())
+            except Exception as exc:  # a bug in the read must not take the route down
+                log.warning("fleet read failed: %s: %s", type(exc).__name__, exc)
+                body = dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+                              "error": "the fleet could not be read (see the monitor log)"})
+            with self._lock:
+                self._body = body
+                self._at = time.monotonic()
+                self._flight = None
+                self.reads += 1
+            flight.set()
+            return body
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+def fleet_cache(server: Any) -> FleetCache:
+    """The server's FleetCache, made on first use from its posture service's paths and environment."""
+    cache = getattr(server, "_fleet_cache", None)
+    if cache is None:
+        with _CACHE_LOCK:
+            cache = getattr(server, "_fleet_cache", None)
+            if cache is None:
+                cache = FleetCache.for_service(server.service)
+                server._fleet_cache = cache
+    return cache

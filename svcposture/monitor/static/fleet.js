@@ -1,0 +1,200 @@
+// The fleet page: every roster host from /api/fleet. Plain DOM, text only:
+// host names, labels and errors come from peers and are never parsed as HTML.
+"use strict";
+(function () {
+  var REFRESH_MS = 30000;
+  // Problems first: a host that is not live is what an operator looks for.
+  var STATE_ORDER = { missing: 0, stale: 1, unknown: 2, live: 3 };
+  var STATES = ["live", "stale", "missing", "unknown"];
+  var fetchedAt = 0;
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined || !isFinite(seconds)) return "?";
+    var s = Math.max(0, Math.round(seconds));
+    if (s < 90) return s + "s";
+    var m = Math.round(s / 60);
+    if (m < 90) return m + "m";
+    var h = Math.floor(m / 60);
+    if (h < 48) return h + "h" + (m % 60 ? String(m % 60).padStart(2, "0") + "m" : "");
+    return Math.floor(h / 24) + "d" + (h % 24 ? (h % 24) + "h" : "");
+  }
+
+  function msOf(iso) {
+    var t = typeof iso === "string" ? Date.parse(iso) : NaN;
+    return isFinite(t) ? t : null;
+  }
+
+  function elapsedS() { return fetchedAt ? (Date.now() - fetchedAt) / 1000 : 0; }
+
+  function pill(word) {
+    var text = typeof word === "string" && word ? word : "unknown";
+    return el("span", "pill pill-" + (STATE_ORDER.hasOwnProperty(text) || /^[a-z_]+$/.test(text) ? text : "unknown"), text);
+  }
+
+  function windowCell(pct, resetsAt) {
+    var cell = el("div", "win");
+    if (typeof pct !== "number") {
+      cell.appendChild(el("span", "win-text none", "—"));
+      return cell;
+    }
+    var bar = el("div", "bar");
+    var fill = el("div", "fill" + (pct >= 100 ? " bad" : pct >= 80 ? " warn" : ""));
+    fill.style.width = Math.max(0, Math.min(100, pct)) + "%";
+    bar.appendChild(fill);
+    cell.appendChild(bar);
+    var text = (Math.round(pct * 10) / 10) + "%";
+    var reset = msOf(resetsAt);
+    if (reset !== null) text += " · resets in " + duration((reset - Date.now()) / 1000);
+    cell.appendChild(el("span", "win-text", text));
+    return cell;
+  }
+
+  function bindingReset(account) {
+    // The wall matters against the reset of the window that binds; the sooner one stands in.
+    var five = msOf(account.five_hour_resets_at), seven = msOf(account.seven_day_resets_at);
+    if (five !== null && seven !== null) return Math.min(five, seven);
+    return five !== null ? five : seven;
+  }
+
+  function wallCell(account) {
+    var cell = el("span", "wall");
+    var wall = account ? msOf(account.wall_at) : null;
+    if (wall === null) {
+      cell.className += " none";
+      cell.textContent = "—";
+      return cell;
+    }
+    var reset = bindingReset(account);
+    var secs = (wall - Date.now()) / 1000;
+    if (reset !== null && wall >= reset) {
+      cell.textContent = "after reset";
+      cell.className += " none";
+    } else {
+      cell.textContent = secs <= 0 ? "at 100% now" : "100% in " + duration(secs);
+      cell.className += " alarm";
+    }
+    cell.title = "wall forecast " + account.wall_at;
+    return cell;
+  }
+
+  function accountCells(host) {
+    var account = host.account;
+    var acct = el("div", "acct");
+    if (!account) {
+      acct.appendChild(el("span", "none", host.state === "live" || host.state === "stale" ? "no account data" : "—"));
+      if (host.quota && typeof host.quota.five_hour_pct === "number") {
+        acct.appendChild(el("span", "stale-note", "login 5h " + host.quota.five_hour_pct + "%"));
+      }
+      return [acct, windowCell(null), windowCell(null), wallCell(null)];
+    }
+    acct.appendChild(el("span", "label", account.label || "(no label)"));
+    acct.appendChild(pill(account.status));
+    var cells = [acct, windowCell(account.five_hour_pct, account.five_hour_resets_at),
+                 windowCell(account.seven_day_pct, account.seven_day_resets_at), wallCell(account)];
+    if (account.stale) {
+      acct.appendChild(el("span", "stale-note", "probed " + duration((account.age_s || 0) + elapsedS()) + " ago"));
+      for (var i = 1; i < cells.length; i++) cells[i].className += " stale";
+      acct.className += " stale-acct";
+    }
+    return cells;
+  }
+
+  function row(host) {
+    var r = el("div", "row");
+    r.setAttribute("role", "row");
+    r.dataset.state = host.state;
+    if (!host.account && !(host.quota && typeof host.quota.five_hour_pct === "number")) r.className += " no-acct";
+    var cells = [pill(host.state), el("span", "host", host.host),
+                 el("span", "age", host.ageS === null || host.ageS === undefined ? "—"
+                                     : duration(host.ageS + elapsedS()) + " ago")];
+    cells = cells.concat(accountCells(host));
+    cells.forEach(function (c) { c.setAttribute("role", "cell"); r.appendChild(c); });
+    return r;
+  }
+
+  function sorted(hosts) {
+    return hosts.slice().sort(function (a, b) {
+      var sa = STATE_ORDER.hasOwnProperty(a.state) ? STATE_ORDER[a.state] : 9;
+      var sb = STATE_ORDER.hasOwnProperty(b.state) ? STATE_ORDER[b.state] : 9;
+      if (sa !== sb) return sa - sb;
+      return String(a.host) < String(b.host) ? -1 : String(a.host) > String(b.host) ? 1 : 0;
+    });
+  }
+
+  function renderCounts(hosts, unlisted) {
+    var box = document.getElementById("counts");
+    box.replaceChildren();
+    var total = el("span", "count");
+    total.appendChild(el("b", null, hosts.length));
+    total.appendChild(document.createTextNode(" hosts"));
+    box.appendChild(total);
+    STATES.forEach(function (state) {
+      var n = hosts.filter(function (h) { return h.state === state; }).length;
+      if (!n && state === "unknown") return;
+      var c = el("span", "count count-" + state);
+      c.dataset.state = state;
+      c.appendChild(el("b", null, n));
+      c.appendChild(document.createTextNode(" " + state));
+      box.appendChild(c);
+    });
+    if (unlisted.length) {
+      var u = el("span", "count count-unlisted");
+      u.appendChild(el("b", null, unlisted.length));
+      u.appendChild(document.createTextNode(" not in roster"));
+      box.appendChild(u);
+    }
+  }
+
+  function render(body) {
+    var hosts = Array.isArray(body.hosts) ? body.hosts : [];
+    var unlisted = Array.isArray(body.unlisted) ? body.unlisted : [];
+    var meta = "source " + (body.source || "?") + (body.anchor ? " · anchor " + body.anchor : "");
+    if (body.generatedAt) meta += " · read " + new Date(body.generatedAt).toLocaleTimeString();
+    document.getElementById("meta").textContent = meta;
+    renderCounts(hosts, unlisted);
+    var notice = document.getElementById("notice");
+    notice.hidden = !body.error;
+    notice.textContent = body.error ? "Liveness is unknown, so every host shows unknown: " + body.error : "";
+    var warning = document.getElementById("warning");
+    warning.hidden = !body.warning;
+    warning.textContent = body.warning ? "Warning: " + body.warning : "";
+    var rows = document.getElementById("rows");
+    var frag = document.createDocumentFragment();
+    sorted(hosts).forEach(function (h) { frag.appendChild(row(h)); });
+    rows.replaceChildren(frag);
+    document.getElementById("empty").hidden = hosts.length > 0 || !!body.error;
+    var box = document.getElementById("unlisted-box");
+    var list = document.getElementById("unlisted");
+    list.replaceChildren();
+    unlisted.forEach(function (u) {
+      list.appendChild(el("li", null, u.host + (typeof u.ageS === "number" ? " — heartbeat " + duration(u.ageS) + " ago" : "")));
+    });
+    box.hidden = unlisted.length === 0;
+  }
+
+  function load() {
+    fetch("/api/fleet", { cache: "no-store", headers: { Accept: "application/json" } })
+      .then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.json();
+      })
+      .then(function (body) { fetchedAt = Date.now(); render(body); })
+      .catch(function (err) {
+        var notice = document.getElementById("notice");
+        notice.hidden = false;
+        notice.textContent = "Cannot read /api/fleet from this monitor: " + err.message;
+      });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    load();
+    setInterval(load, REFRESH_MS);
+  });
+})();
