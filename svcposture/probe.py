@@ -271,7 +271,7 @@ def _human(subcommand: str, result: Dict[str, Any]) -> str:
     if result.get("error"):
         return "error (%s): %s" % (result["error"].get("kind"), result["error"].get("message"))
     if subcommand == "login":
-        return "email: %s" % (result.get("email") or "-") if result.get("ok") else "no login credentials"
+        return "email: %s" % (result.get("email") or "-")
     if subcommand == "usage":
         if not result.get("ok"):
             return "usage probe failed"
