@@ -102,7 +102,8 @@ class _Account:
                 ("7d", self.seven_day, self.reset_7d, 4 * 86400, 7 * 86400)):
             if window is None:
                 continue
-            if self.rolls_over and reset is not None and now >= reset:
+            # At the reset as sent on the wire: whole epoch seconds.
+            if self.rolls_over and reset is not None and now >= int(reset):
                 state[short] = (0.0, "allowed", reset + period)
                 rolled = True
             else:
