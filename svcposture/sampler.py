@@ -7,9 +7,10 @@ file or with SVC_QUOTA_SAMPLER=0. A failed poll, or a reply with no readable
 window, emits nothing. A 429 backs off by `retry-after` plus 10 %, at least
 60 s, capped at MAX_BACKOFF_S.
 
-In a cluster only one host polls a login: `usage_owner(email)` (given by the
-monitor, which knows the roster and liveness) names the host that polls it, or
-None when this host runs alone; another host's name means skip this poll.
+In a cluster only one host polls a login: `usage_owner(login_email)` (given by
+the monitor, which knows the roster and liveness) names the host that polls it,
+or None when this host runs alone; another host's name means skip this poll.
+It calls `login_email()` (a token-free child) only when the host is in a cluster.
 """
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ MAX_BACKOFF_S = 15 * 60
 # Test-only: a shorter poll interval for a monitor run as a subprocess by the
 # test suite. Underscore-prefixed, read only when set, not documented.
 _TEST_INTERVAL_ENV = "_SVC_TEST_QUOTA_POLL_S"
+
+
+# usage_owner(login_email) -> the host that polls the login, or None (this host polls).
+LoginEmail = Callable[[], Optional[str]]
+UsageOwnerFn = Callable[[LoginEmail], Optional[str]]
 
 
 def backoff_delay(interval_s: float, retry_after_s: Optional[float], failures: int,
@@ -79,7 +85,7 @@ class QuotaSampler:
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, environ: Optional[Mapping[str, str]] = None,
                  poll_interval_s: Optional[float] = None,
-                 usage_owner: Optional[Callable[[Optional[str]], Optional[str]]] = None) -> None:
+                 usage_owner: Optional[UsageOwnerFn] = None) -> None:
         # The probe module (and subprocess) load with the first sampler, not
         # with this module: the pure parts of the package stay light.
         from . import probe
@@ -170,10 +176,8 @@ class QuotaSampler:
         """Whether this host polls the login now; a skip is logged once per change of owner."""
         if self._usage_owner is None:
             return True
-        who = self._run_login(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
-        email = who.get("email") if who.get("ok") is True else None
         try:
-            owner = self._usage_owner(email if isinstance(email, str) else None)
+            owner = self._usage_owner(self._login_email)
         except Exception:  # noqa: BLE001 - not knowing the owner must not stop the sampler
             log.warning("usage: cannot tell which host polls this login; polling here")
             owner = None
@@ -185,6 +189,12 @@ class QuotaSampler:
             log.info("usage: this host polls this login's usage now")
             self._last_problem = None
         return self.polls_here
+
+    def _login_email(self) -> Optional[str]:
+        """The login's email from a token-free child (the profile file may hold a key)."""
+        who = self._run_login(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
+        email = who.get("email") if who.get("ok") is True else None
+        return email if isinstance(email, str) else None
 
     def _failed(self, result: Mapping[str, Any]) -> float:
         err = clean_error(result.get("error")) or clean_error({"kind": "internal"})

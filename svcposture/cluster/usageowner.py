@@ -13,7 +13,7 @@ per poll, on the sampler's thread; the header probe never waits on it.
 """
 from __future__ import annotations
 
-from typing import List, Mapping, Optional
+from typing import Callable, List, Mapping, Optional
 
 from .. import config
 from ..paths import Paths
@@ -29,7 +29,8 @@ def usage_ticket(email: str) -> str:
 
 
 class UsageOwner:
-    """`owner(email)`: the host that polls this login, or None when this host runs alone."""
+    """`owner(login_email)`: the host that polls this login, or None when this host polls
+    as a lone host. `login_email()` is only called when the host is in a cluster."""
 
     def __init__(self, paths: Paths, environ: Mapping[str, str], node: str) -> None:
         self.paths = paths
@@ -37,9 +38,7 @@ class UsageOwner:
         self.node = node
         self.liveness_known: Optional[bool] = None
 
-    def __call__(self, email: Optional[str]) -> Optional[str]:
-        if not email:
-            return None
+    def __call__(self, login_email: Callable[[], Optional[str]]) -> Optional[str]:
         try:
             hosts = config.roster(self.paths)
             anchor = config.liveness_anchor(self.paths)
@@ -48,6 +47,9 @@ class UsageOwner:
         if len(set(hosts)) <= 1 or self.node not in hosts:
             return None
         if anchor is None and not reads_from_loki(self.environ):
+            return None
+        email = login_email()
+        if not email:
             return None
         live = self._live_hosts()
         return hrw.owner(usage_ticket(email), hosts, live)
