@@ -23,6 +23,8 @@ DEFAULT_MARGIN_S = 60.0
 # Test-only: a shorter margin for a monitor run as a subprocess by the test
 # suite. Underscore-prefixed, read only when set, not documented.
 TEST_MARGIN_ENV = "_SVC_TEST_RESET_MARGIN_S"
+# How many probes already run are remembered.
+MAX_FIRED = 64
 
 
 def reset_instants_ms(summary: Optional[Mapping[str, Any]]) -> List[int]:
@@ -54,24 +56,29 @@ class ResetSchedule:
         self.margin_ms = int(round(margin_s * 1000))
         self._lock = threading.Lock()
         self._due: List[int] = []
+        # Probes already run: a result that still names their reset (the two
+        # clocks a few ms apart) never asks for them again.
+        self._fired: List[int] = []
 
     def replace(self, instants_ms: Iterable[int], now_ms: int) -> None:
         """The newest result decides: only its resets whose probe is still ahead stay."""
-        due = sorted({t + self.margin_ms for t in instants_ms if t + self.margin_ms > now_ms})
         with self._lock:
-            self._due = due
+            self._due = sorted({t + self.margin_ms for t in instants_ms
+                                if t + self.margin_ms > now_ms and t + self.margin_ms not in self._fired})
 
     def next_ms(self) -> Optional[int]:
         with self._lock:
             return self._due[0] if self._due else None
 
     def pop_due(self, now_ms: int) -> bool:
-        """Drop every probe whose time has come; True when there was one."""
+        """Take the next probe and every other whose time has come; True when there was one."""
         with self._lock:
-            kept = [t for t in self._due if t > now_ms]
-            popped = len(kept) != len(self._due)
-            self._due = kept
-        return popped
+            if not self._due:
+                return False
+            taken = [t for t in self._due if t <= now_ms] or self._due[:1]
+            self._due = [t for t in self._due if t not in taken]
+            self._fired = (self._fired + taken)[-MAX_FIRED:]
+        return True
 
     def snapshot(self) -> List[int]:
         with self._lock:

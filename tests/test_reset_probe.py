@@ -69,7 +69,11 @@ def test_schedule_keeps_only_probes_ahead_and_is_replaced_whole():
     schedule.replace([1_000, 500_000, 200_000], now_ms=100_000)
     assert schedule.snapshot() == [260_000, 560_000]   # 1_000 + 60 s is already past
     assert schedule.pop_due(300_000) is True and schedule.snapshot() == [560_000]
-    assert schedule.pop_due(300_000) is False
+    # A probe taken a hair early by the wall clock is still taken, and never asked again.
+    assert schedule.pop_due(559_990) is True and schedule.snapshot() == []
+    schedule.replace([500_000, 900_000], now_ms=559_995)
+    assert schedule.snapshot() == [960_000]
+    assert schedule.pop_due(0) is True and schedule.pop_due(10 ** 12) is False
     schedule.replace([], now_ms=0)
     assert schedule.next_ms() is None
 
