@@ -86,9 +86,9 @@ def provider():
         yield server
 
 
-def service_for(home, env, provider, **kw):
+def service_for(home, env, provider, floor_s="0.2", **kw):
     env.update({"SVC_PROVIDER_URL": provider.url, "SVC_PROBE_INTERVAL_S": "3600", "SVC_POSTURE_TTL_S": "3600",
-                "SVC_REFRESH_FLOOR_S": "0.2", "SVC_PROBE_DEADLINE_S": "10"})
+                "SVC_REFRESH_FLOOR_S": floor_s, "SVC_PROBE_DEADLINE_S": "10"})
     paths = Paths(home, environ=env)
     log = EventLog.for_paths(paths)
     latch = Latch(paths.latch, log, "node-r")
@@ -112,6 +112,24 @@ def test_service_probes_at_the_reset_and_clears_rejected(home, env, provider):
         assert got["probedAt"] >= int(reset) * 1000 + 500
         assert service.reset_probes == 1 and provider.message_calls(token) == 2
         assert [e["attributes"]["account.status"] for e in status_events(home)] == ["rejected", "ok"]
+    finally:
+        service.stop()
+
+
+def test_the_refresh_floor_still_gates_the_reset_probe(home, env, provider):
+    token = canary("a")
+    write_accounts(accounts_path(home), [("A", token, None)], active="A")
+    reset = int(time.time()) + 1
+    provider.set_account(token, status="rejected", five_hour=(1.0, "rejected"), reset_5h=reset, rolls_over=True)
+    service = service_for(home, env, provider, floor_s="5", reset_margin_s=0.1)
+    service.start()
+    try:
+        assert service.read()["status"] == "rejected"
+        wait_until(lambda: (service.current() or {}).get("status") == "ok", timeout=30)
+        first, second = [wall for _mono, wall, _tok, _status in provider.served_snapshot()]
+        # Due 0.1 s after a reset about a second away, the probe waited for the 5 s floor
+        # (less the first child's slower start-up, at most).
+        assert second - first >= 3.0, (first, second)
     finally:
         service.stop()
 
