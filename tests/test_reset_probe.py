@@ -99,7 +99,7 @@ def service_for(home, env, provider, floor_s="0.2", **kw):
 def test_service_probes_at_the_reset_and_clears_rejected(home, env, provider):
     token = canary("a")
     write_accounts(accounts_path(home), [("A", token, "a@example.com")], active="A")
-    reset = time.time() + 3
+    reset = time.time() + 5
     provider.set_account(token, status="rejected", five_hour=(1.0, "rejected"), reset_5h=reset, rolls_over=True)
     service = service_for(home, env, provider, reset_margin_s=0.5)
     service.start()
@@ -156,7 +156,7 @@ def test_monitor_pushes_the_ok_edge_at_the_reset_without_a_forced_refresh(home, 
     env = monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S="300", SVC_POSTURE_TTL_S="300",
                       SVC_REFRESH_FLOOR_S="1", SVC_PROBE_DEADLINE_S="10", _SVC_TEST_RESET_MARGIN_S="1")
     write_accounts(accounts_path(home), [("A", token, "a@example.com")], active="A")
-    reset = time.time() + 10
+    reset = time.time() + 12
     provider.set_account(token, status="rejected", five_hour=(1.0, "rejected"), seven_day=(0.3, "allowed"),
                          reset_5h=reset, rolls_over=True)
     mon = start_monitor(env)
