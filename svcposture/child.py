@@ -39,10 +39,12 @@ def sweep_deadline_s(environ: Mapping[str, str]) -> float:
 
 
 def main(subcommand: str, environ: Mapping[str, str]) -> Dict[str, Any]:
-    """The child's report for `headers`, `usage` or `check`; never raises."""
+    """The child's report for `headers`, `usage`, `login` or `check`; never raises."""
     try:
         if subcommand == "usage":
             return usage(environ)
+        if subcommand == "login":
+            return login(environ)
         return headers(environ, check_only=(subcommand == "check"))
     except Exception:  # noqa: BLE001 - never a traceback, it could quote a token
         return {"error": error("internal")}
@@ -150,3 +152,15 @@ def usage(environ: Mapping[str, str]) -> Dict[str, Any]:
     if result.get("ok") is not True:
         return result
     return {"ok": True, "email": email, "values": result["values"]}
+
+
+def login(environ: Mapping[str, str]) -> Dict[str, Any]:
+    """Who the interactive login is, without the network: `{"ok", "email"}`.
+
+    The monitor asks before a usage poll, to know which host of the cluster polls
+    this login (DESIGN §14); the profile file may hold a key, so only a child reads it.
+    """
+    paths = Paths(environ=environ)
+    if not paths.login_credentials.exists():
+        return {"ok": False, "error": error("config", MESSAGES["config"][6])}
+    return {"ok": True, "email": _login_email(paths)}

@@ -27,6 +27,7 @@ from .errors import MESSAGES, clean_error
 from .events import EventLog, EventLogError
 from .latch import Latch
 from .paths import Paths
+from .resetprobe import DEFAULT_MARGIN_S, TEST_MARGIN_ENV, ResetSchedule, reset_instants_ms
 
 log = logging.getLogger("svcposture.posture")
 
@@ -70,12 +71,25 @@ def _window(value: Any) -> Optional[Dict[str, Any]]:
 
 
 def binding_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
-    """(bindingWindow, bindingStatus) of one account view (DESIGN §4)."""
+    """(bindingWindow, bindingStatus) of one account view (DESIGN §4, §14).
+
+    A claim that names something other than a window (`overage`) takes the
+    worst window as bindingWindow and overallStatus as bindingStatus: an
+    account that may continue on overage is not shown as rejected.
+    """
     claim = view.get("representativeClaim")
     if claim in FIELD_OF_CLAIM:
         window = view.get(FIELD_OF_CLAIM[claim])
         status = window.get("status") if isinstance(window, Mapping) else None
         return claim, status if status is not None else view.get("overallStatus")
+    worst, status = _worst_window(view)
+    if claim is not None:
+        return worst, view.get("overallStatus")
+    return worst, status
+
+
+def _worst_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
+    """(the worst window, its status, else overallStatus); (None, overallStatus) without a window."""
     best: Optional[Tuple[int, float, int]] = None
     chosen: Optional[str] = None
     # Worst status first, then the higher pct, then five_hour (the first field).
@@ -256,10 +270,13 @@ class PostureService:
       starts; an error result is only trusted for the floor, so an outage is
       re-probed soon but cannot become a probe storm.
     - A result is handed to the latch and published before any waiter wakes.
+    - Besides the periodic probe, one probe at each reset of the active account's
+      binding window and of every rejected account's, plus a margin (resetprobe).
     """
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
-                 environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True) -> None:
+                 environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
+                 reset_margin_s: Optional[float] = None) -> None:
         # The probe module (and subprocess with it) loads with the first
         # service, not with this module: the summary functions stay pure.
         from . import probe
@@ -275,6 +292,11 @@ class PostureService:
         self.interval_s = env_number(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)
         self.deadline_s = probe.sweep_deadline_s(self.environ)
         self._run_headers = probe.run_headers
+        if reset_margin_s is None and self.environ.get(TEST_MARGIN_ENV):
+            reset_margin_s = env_number(self.environ, TEST_MARGIN_ENV, DEFAULT_MARGIN_S, low=0.0)
+        self.resets = ResetSchedule(DEFAULT_MARGIN_S if reset_margin_s is None else reset_margin_s)
+        self._wake = threading.Event()
+        self.reset_probes = 0
         self.broadcast = Broadcast()
         self._lock = threading.Lock()
         self._summary: Optional[Dict[str, Any]] = None
@@ -303,8 +325,9 @@ class PostureService:
         self._loop.start()
 
     def stop(self) -> None:
-        """Stop the loop; a probe still running is killed rather than waited for."""
+        """Stop the loop (a scheduled reset probe with it); a probe still running is killed."""
         self._stop.set()
+        self._wake.set()
         if self._loop is not None:
             self._loop.join(self.deadline_s + 5)
         thread = self._flight_thread
@@ -314,11 +337,35 @@ class PostureService:
 
     def _run_loop(self) -> None:
         # A tick that finds a probe in flight (the first one, a slow one) joins it.
-        while not self._stop.wait(self.interval_s):
+        next_periodic = time.monotonic() + self.interval_s
+        while not self._stop.is_set():
+            self._wake.clear()  # before reading the schedule: a new result wakes the wait below
+            reset_due = self._reset_due_mono()
+            due = next_periodic if reset_due is None else min(next_periodic, reset_due)
+            if self._wake.wait(max(0.0, due - time.monotonic())) or self._stop.is_set():
+                continue  # the schedule changed, or stop
+            periodic = time.monotonic() >= next_periodic
+            if not periodic:
+                self.resets.pop_due(_time.now_ms())
+                self.reset_probes += 1
             try:
                 self._refresh(periodic=True)
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("periodic probe failed")
+            if periodic:
+                next_periodic = time.monotonic() + self.interval_s
+
+    def _reset_due_mono(self) -> Optional[float]:
+        """The monotonic time of the next reset probe, no earlier than the refresh floor allows."""
+        due_ms = self.resets.next_ms()
+        if due_ms is None:
+            return None
+        now = time.monotonic()
+        due = now + (due_ms - _time.now_ms()) / 1000.0
+        with self._lock:
+            started = self._started_mono
+        # A hair past the floor, so that the probe is not replayed from cache instead.
+        return due if started is None else max(due, started + self.floor_s + 0.01)
 
     # ------------------------------------------------------------ reads
 
@@ -398,6 +445,8 @@ class PostureService:
                 if summary is not None and not self._stop.is_set():
                     self._summary = summary
                     self._probed_mono = time.monotonic()
+                    self.resets.replace(reset_instants_ms(summary), _time.now_ms())
+                    self._wake.set()
                     # Published under the lock, so frames leave in probe order.
                     self.broadcast.publish(reply(summary, cached=False))
                 self._flight = None

@@ -2,7 +2,7 @@
 
 The parent (the monitor, the doctor, the library) only `stat`s the accounts
 env file, never reads it, and starts a child through `/bin/sh`, which sources
-the file and `exec`s `python -m <this module> headers|usage|check --json --child`.
+the file and `exec`s `python -m <this module> headers|usage|login|check --json --child`.
 The child inherits no token variable, so only the file decides; it is killed
 at the sweep deadline. What comes back is token-free JSON (DESIGN §2).
 
@@ -231,6 +231,13 @@ def run_check(paths: Paths, environ: Optional[Mapping[str, str]] = None,
     return run_child("check", environ, accounts_env=found, deadline_s=deadline_s)
 
 
+def run_login(paths: Paths, environ: Optional[Mapping[str, str]] = None,
+              deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
+    """The interactive login's email (no network), in a token-free child."""
+    environ = paths.environ if environ is None else environ
+    return run_child("login", environ, deadline_s=deadline_s, cancel=cancel)
+
+
 def run_usage(paths: Paths, environ: Optional[Mapping[str, str]] = None,
               deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
     """The interactive-login usage probe, in a token-free child."""
@@ -263,6 +270,8 @@ def _human_accounts(result: Dict[str, Any]) -> str:
 def _human(subcommand: str, result: Dict[str, Any]) -> str:
     if result.get("error"):
         return "error (%s): %s" % (result["error"].get("kind"), result["error"].get("message"))
+    if subcommand == "login":
+        return "email: %s" % (result.get("email") or "-")
     if subcommand == "usage":
         if not result.get("ok"):
             return "usage probe failed"
@@ -287,10 +296,11 @@ def _parser() -> Any:
         description="Probe the model-provider accounts of this node without exposing a token. "
                     "'headers' probes every usable account of the accounts env file "
                     "($SVC_ACCOUNTS_ENV, default ~/.config/svc/model-accounts.env) for its rate-limit "
-                    "headers; 'usage' reads the interactive login's usage; 'check' lists usable "
+                    "headers; 'usage' reads the interactive login's usage; 'login' names the "
+                    "interactive login's email (no network); 'check' lists usable "
                     "entries, the active one and duplicate active tokens (no network). "
                     "The file is sourced in a child shell; the output is token-free.")
-    parser.add_argument("subcommand", choices=("headers", "usage", "check"))
+    parser.add_argument("subcommand", choices=("headers", "usage", "check", "login"))
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     # Set by the parent on the child's command line, where the sourced file cannot
     # change it: the child probes with the tokens of its own environment.
@@ -299,7 +309,7 @@ def _parser() -> Any:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """`python -m svcposture.probe headers|usage|check [--json]`; 1 when the probe failed."""
+    """`python -m svcposture.probe headers|usage|login|check [--json]`; 1 when the probe failed."""
     import json
 
     args = _parser().parse_args(argv)
@@ -313,14 +323,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         from . import child
         result = child.main(args.subcommand, environ)
     else:
-        runner = {"headers": run_headers, "check": run_check, "usage": run_usage}[args.subcommand]
+        runner = {"headers": run_headers, "check": run_check, "usage": run_usage,
+                  "login": run_login}[args.subcommand]
         result = runner(Paths(environ=environ), environ)
     if args.json:
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
     else:
         sys.stdout.write(_human(args.subcommand, result) + "\n")
     sys.stdout.flush()
-    failed = bool(result.get("error")) or (args.subcommand == "usage" and not result.get("ok"))
+    failed = bool(result.get("error")) or (args.subcommand in ("usage", "login") and not result.get("ok"))
     return 1 if failed else 0
 
 

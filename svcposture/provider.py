@@ -16,10 +16,10 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Dict, Mapping, Optional
 
 from . import _time
-from ._names import WINDOW_CLAIMS
 from ._text import WORD_RE, loads_bounded
 from ._version import __version__
 from .errors import MESSAGES, error
+from .usage import usage_values
 
 DEFAULT_PROVIDER_URL = "https://api.anthropic.com"
 DEFAULT_PROBE_MODEL = "claude-haiku-4-5-20251001"
@@ -29,13 +29,9 @@ MAX_USAGE_BODY = 1024 * 1024
 
 # Header prefix of each window and its body field.
 _HEADER_WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
-# The usage reply's windows: (reply key, pct key, resets_at key or None).
-_USAGE_WINDOWS = (
-    (WINDOW_CLAIMS[0], "ratelimit.five_hour_pct", "ratelimit.five_hour_resets_at"),
-    (WINDOW_CLAIMS[1], "ratelimit.seven_day_pct", "ratelimit.seven_day_resets_at"),
-    ("seven_day_opus", "ratelimit.seven_day_large_pct", None),
-    ("seven_day_sonnet", "ratelimit.seven_day_medium_pct", None),
-)
+# The unified headers read; any other `anthropic-ratelimit-unified-*` header is ignored.
+_KNOWN_UNIFIED = frozenset(["status", "representative-claim"] + [
+    short + "-" + part for short, _ in _HEADER_WINDOWS for part in ("utilization", "reset", "status")])
 _NO_VIEW: Dict[str, Any] = {"overallStatus": None, "representativeClaim": None, "fiveHour": None,
                             "sevenDay": None}
 
@@ -84,10 +80,12 @@ def _word(raw: Optional[str]) -> Optional[str]:
 def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]]:
     """The `anthropic-ratelimit-unified-*` headers (lower-case keys) to a token-free view.
 
-    None when there is no such header at all. ValueError when a value does not
+    None when there is no such header it knows. ValueError when a value does not
     parse. A window is present when any of its three headers is.
     """
-    unified = {k[len(UNIFIED):]: v for k, v in headers.items() if k.startswith(UNIFIED)}
+    # Unknown unified headers (overage-*, fallback-*, ...) are ignored (DESIGN §14).
+    unified = {k[len(UNIFIED):]: v for k, v in headers.items()
+               if k.startswith(UNIFIED) and k[len(UNIFIED):] in _KNOWN_UNIFIED}
     if not unified:
         return None
     view: Dict[str, Any] = {
@@ -203,40 +201,6 @@ def unanswered(err: Dict[str, Any]) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------- usage probe
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
-        and value not in (float("inf"), float("-inf"))
-
-
-def usage_values(body: Any, subscription: Optional[str], tier: Optional[str]) -> Dict[str, Any]:
-    """The usage reply to {contract key: value}; ValueError when a present window is malformed.
-
-    Null or missing windows and values are left out (absent means unknown).
-    """
-    if not isinstance(body, dict):
-        raise ValueError("usage reply is not an object")
-    values: Dict[str, Any] = {}
-    for source, pct_key, reset_key in _USAGE_WINDOWS:
-        window = body.get(source)
-        if window is None:
-            continue
-        if not isinstance(window, dict):
-            raise ValueError("window is not an object")
-        util = window.get("utilization")
-        if util is not None:
-            if not _number(util) or util < 0:
-                raise ValueError("utilization is not a number")
-            values[pct_key] = util
-        resets = window.get("resets_at")
-        if reset_key is not None and resets is not None:
-            values[reset_key] = _time.normalize_iso(resets)
-    if subscription is not None:
-        values["subscription.type"] = subscription
-    if tier is not None:
-        values["rate_limit.tier"] = tier
-    return values
-
-
 def retry_after_s(raw: Optional[str]) -> Optional[float]:
     """A `retry-after` header (seconds or an HTTP date) as seconds from now, or None."""
     if raw is None:
@@ -287,6 +251,7 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
     try:
         values = usage_values(loads_bounded(raw, MAX_USAGE_BODY), subscription, tier)
     except ValueError:
-        # Malformed windows, bad UTF-8, too large or nested too deeply alike.
+        # Not a JSON object: bad UTF-8, too large or nested too deeply alike. A
+        # window that cannot be read is left out by usage_values on its own.
         return {"ok": False, "error": error("parse", MESSAGES["parse"][1], http_status=status)}
     return {"ok": True, "values": values}

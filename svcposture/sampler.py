@@ -1,37 +1,60 @@
 """The quota sampler: polls the interactive login's usage into account.ratelimit.sampled.
 
-DESIGN §3: once at start, then every $SVC_QUOTA_POLL_INTERVAL_S; off without a
-credentials file or with SVC_QUOTA_SAMPLER=0. A failed poll emits nothing,
-and a 429 backs off, honouring `retry-after`, capped at MAX_BACKOFF_S.
+DESIGN §3 and §14: once at start, then every $SVC_QUOTA_POLL_INTERVAL_S (300,
+never below 180: the usage endpoint allows about 30 requests an hour per
+account, shared by every machine that polls it); off without a credentials
+file or with SVC_QUOTA_SAMPLER=0. A failed poll, or a reply with no readable
+window, emits nothing. A 429 backs off by `retry-after` plus 10 %, at least
+60 s, capped at MAX_BACKOFF_S.
+
+In a cluster only one host polls a login: `usage_owner(login_email)` (given by
+the monitor, which knows the roster and liveness) names the host that polls it,
+or None when this host runs alone; another host's name means skip this poll.
+It calls `login_email()` (a token-free child) only when the host is in a cluster.
 """
 from __future__ import annotations
 
 import logging
 import math
 import threading
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ._env import env_number
 from .events import EventLog, EventLogError, ratelimit_sampled
 from .paths import Paths
+from ._text import printable
 from .errors import clean_error
+from .usage import has_window
 
 # The sampler's lines keep the logger they always had, so log filters still match.
 log = logging.getLogger("svcposture.posture")
 
 DEFAULT_QUOTA_INTERVAL_S = 300.0
-MIN_QUOTA_INTERVAL_S = 60.0
-# Backoff on 429 never waits longer than this.
+# 3 polls an hour per host: up to ten hosts of one login (before the one-poller
+# rule) stay within the endpoint's ~30 requests an hour.
+MIN_QUOTA_INTERVAL_S = 180.0
+# Backoff on 429: retry-after plus this share, never shorter than MIN_BACKOFF_S nor longer than MAX_BACKOFF_S.
+RETRY_AFTER_MARGIN = 0.10
+MIN_BACKOFF_S = 60.0
 MAX_BACKOFF_S = 15 * 60
+# Test-only: a shorter poll interval for a monitor run as a subprocess by the
+# test suite. Underscore-prefixed, read only when set, not documented.
+_TEST_INTERVAL_ENV = "_SVC_TEST_QUOTA_POLL_S"
+
+
+# usage_owner(login_email) -> the host that polls the login, or None (this host polls).
+LoginEmail = Callable[[], Optional[str]]
+UsageOwnerFn = Callable[[LoginEmail], Optional[str]]
 
 
 def backoff_delay(interval_s: float, retry_after_s: Optional[float], failures: int,
                   cap_s: float = MAX_BACKOFF_S) -> float:
-    """Delay after a 429: retry-after when given, else doubling; capped, never below the interval."""
+    """Delay after a 429: retry-after + 10 % (at least 60 s) when given, else doubling;
+    capped, and never below the interval."""
     if retry_after_s is not None and retry_after_s >= 0:
-        wanted = retry_after_s
+        wanted = max(MIN_BACKOFF_S, retry_after_s * (1 + RETRY_AFTER_MARGIN))
     else:
-        wanted = interval_s * (2 ** max(1, min(failures, 10)))
+        wanted = max(MIN_BACKOFF_S, interval_s * (2 ** max(1, min(failures, 10))))
     return max(interval_s, min(cap_s, wanted))
 
 
@@ -42,16 +65,27 @@ def _retry_after(result: Mapping[str, Any]) -> Optional[float]:
     return None
 
 
+def poll_interval_s_from(environ: Mapping[str, str]) -> float:
+    """$SVC_QUOTA_POLL_INTERVAL_S (300), raised to the 180 s floor with one log line."""
+    wanted = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
+    if wanted < MIN_QUOTA_INTERVAL_S:
+        log.warning("SVC_QUOTA_POLL_INTERVAL_S=%g is below the usage endpoint's budget; polling every %g s",
+                    wanted, MIN_QUOTA_INTERVAL_S)
+        return MIN_QUOTA_INTERVAL_S
+    return wanted
+
+
 class QuotaSampler:
     """Polls the interactive login's usage and appends account.ratelimit.sampled.
 
-    Interval: $SVC_QUOTA_POLL_INTERVAL_S (300, never below 60). `poll_interval_s`
-    is a test knob that bypasses the 60 s floor; it is not reachable from the
-    environment, so a user cannot turn the sampler into a poll storm.
+    Interval: $SVC_QUOTA_POLL_INTERVAL_S (300, never below 180). `poll_interval_s`
+    is a test knob that bypasses the floor. `usage_owner` decides, once per
+    poll, which host of the cluster polls this login (None: every poll is ours).
     """
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, environ: Optional[Mapping[str, str]] = None,
-                 poll_interval_s: Optional[float] = None) -> None:
+                 poll_interval_s: Optional[float] = None,
+                 usage_owner: Optional[UsageOwnerFn] = None) -> None:
         # The probe module (and subprocess) load with the first sampler, not
         # with this module: the pure parts of the package stay light.
         from . import probe
@@ -60,14 +94,21 @@ class QuotaSampler:
         self.node = node
         self.log = log
         self.environ: Mapping[str, str] = paths.environ if environ is None else environ
+        test_interval = self.environ.get(_TEST_INTERVAL_ENV)
+        if poll_interval_s is None and test_interval:
+            poll_interval_s = env_number(self.environ, _TEST_INTERVAL_ENV, DEFAULT_QUOTA_INTERVAL_S, low=0.01)
         if poll_interval_s is not None:
             self.interval_s = float(poll_interval_s)
         else:
-            self.interval_s = max(MIN_QUOTA_INTERVAL_S, env_number(self.environ, "SVC_QUOTA_POLL_INTERVAL_S",
-                                                                   DEFAULT_QUOTA_INTERVAL_S, low=0.0))
+            self.interval_s = poll_interval_s_from(self.environ)
         self.enabled = self.environ.get("SVC_QUOTA_SAMPLER", "1").strip() != "0"
         self.deadline_s = probe.sweep_deadline_s(self.environ)
         self._run_usage = probe.run_usage
+        self._run_login = probe.run_login
+        self._usage_owner = usage_owner
+        # False while another host of the cluster polls this login: its heartbeat quota is then null.
+        self.polls_here = True
+        self.skips = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._failures = 0
@@ -104,6 +145,9 @@ class QuotaSampler:
         if not self.paths.login_credentials.exists():
             self._note("no-credentials", "quota sampler idle: no login credentials file")
             return self.interval_s
+        if not self._ours():
+            self.skips += 1
+            return self.interval_s
         self.polls += 1
         result = self._run_usage(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
         if result.get("ok") is not True:
@@ -111,6 +155,9 @@ class QuotaSampler:
         self._failures = 0
         values = result.get("values")
         email = result.get("email")
+        if not isinstance(values, Mapping) or not has_window(values):
+            self._note("no-windows", "usage: no windows in the reply")
+            return self.interval_s
         try:
             event = ratelimit_sampled(self.node, email if isinstance(email, str) else None,
                                       values if isinstance(values, Mapping) else {})
@@ -124,6 +171,30 @@ class QuotaSampler:
         self.samples += 1
         self._note(None, "quota sampler recovered")
         return self.interval_s
+
+    def _ours(self) -> bool:
+        """Whether this host polls the login now; a skip is logged once per change of owner."""
+        if self._usage_owner is None:
+            return True
+        try:
+            owner = self._usage_owner(self._login_email)
+        except Exception:  # noqa: BLE001 - not knowing the owner must not stop the sampler
+            log.warning("usage: cannot tell which host polls this login; polling here")
+            owner = None
+        self.polls_here = owner is None or owner == self.node
+        if not self.polls_here:
+            self._note("skip:%s" % owner, "usage: host %s polls this login's usage; this host skips"
+                       % printable(owner)[:100])
+        elif (self._last_problem or "").startswith("skip:"):
+            log.info("usage: this host polls this login's usage now")
+            self._last_problem = None
+        return self.polls_here
+
+    def _login_email(self) -> Optional[str]:
+        """The login's email from a token-free child (the profile file may hold a key)."""
+        who = self._run_login(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
+        email = who.get("email") if who.get("ok") is True else None
+        return email if isinstance(email, str) else None
 
     def _failed(self, result: Mapping[str, Any]) -> float:
         err = clean_error(result.get("error")) or clean_error({"kind": "internal"})

@@ -30,7 +30,7 @@ def test_start_server_serves_a_home_without_accounts_and_stops_cleanly(tmp_path:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     _write_node_name(home, "lib-node")
-    environ = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    environ = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SVC_PROBE_INTERVAL_S": "120"}
 
     server, thread = start_server(home, environ=environ)
     port = server.server_port
@@ -41,6 +41,7 @@ def test_start_server_serves_a_home_without_accounts_and_stops_cleanly(tmp_path:
         status, _headers, health = _get(server.url + "/healthz")
         assert status == 200
         assert health["ok"] is True and health["node"] == "lib-node"
+        assert health["probeIntervalS"] == 120.0  # what a page needs to tell a stale posture
 
         status, headers, body = _get(server.url + "/api/accounts")
         assert status == 200

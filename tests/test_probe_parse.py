@@ -174,14 +174,19 @@ def test_usage_values_mapping_and_truncation():
         "ratelimit.seven_day_medium_pct": 0}
 
 
-@pytest.mark.parametrize("body", [
-    [], "x", None, {"five_hour": "12"}, {"five_hour": {"utilization": "12"}},
-    {"five_hour": {"utilization": True}}, {"seven_day": {"utilization": -1}},
-    {"five_hour": {"utilization": 1, "resets_at": "yesterday"}}, {"five_hour": {"resets_at": 5}},
-])
-def test_usage_values_rejects_malformed_windows(body):
+@pytest.mark.parametrize("body", [[], "x", None, 12, True])
+def test_usage_values_rejects_a_reply_that_is_not_an_object(body):
     with pytest.raises(ValueError):
         wire.usage_values(body, None, None)
+
+
+@pytest.mark.parametrize("body", [
+    {"five_hour": "12"}, {"five_hour": {"utilization": "12"}}, {"five_hour": {"utilization": True}},
+    {"seven_day": {"utilization": -1}}, {"five_hour": {"resets_at": 5}},
+])
+def test_usage_values_leaves_an_unreadable_window_out_on_its_own(body):
+    good = {"seven_day_sonnet": {"utilization": 3.5}}
+    assert wire.usage_values(dict(body, **good), None, None) == {"ratelimit.seven_day_medium_pct": 3.5}
 
 
 def test_retry_after_seconds_and_http_date():

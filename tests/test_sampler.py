@@ -101,7 +101,7 @@ def test_bad_credentials_emit_nothing_and_call_nothing(setup, provider, content)
 
 @pytest.mark.parametrize("body,status", [
     ("not json", 200), ([1, 2], 200), ({"five_hour": "high"}, 200),
-    ({"five_hour": {"utilization": "12%"}}, 200), ({"seven_day": {"utilization": 1, "resets_at": "later"}}, 200),
+    ({"five_hour": {"utilization": "12%"}}, 200), ({"seven_day": {"utilization": None, "resets_at": "later"}}, 200),
     (USAGE, 500), (USAGE, 401), ({"pad": "x" * (2 * 1024 * 1024)}, 200),
 ])
 def test_bad_usage_replies_emit_nothing(setup, provider, body, status):
@@ -112,12 +112,14 @@ def test_bad_usage_replies_emit_nothing(setup, provider, body, status):
 
 def test_429_backs_off_honouring_retry_after_capped(setup, provider):
     sampler = setup.sampler(poll_interval_s=0.5)
+    provider.set_usage(setup.token, {}, http_status=429, retry_after=100)
+    assert sampler.poll_once() == pytest.approx(110.0)   # retry-after + 10 %
     provider.set_usage(setup.token, {}, http_status=429, retry_after=2)
-    assert sampler.poll_once() == 2.0
+    assert sampler.poll_once() == 60.0                   # never shorter than 60 s
     provider.set_usage(setup.token, {}, http_status=429, retry_after=3600)
     assert sampler.poll_once() == sampler_mod.MAX_BACKOFF_S
     provider.set_usage(setup.token, {}, http_status=429)
-    assert sampler.poll_once() == 0.5 * 8  # third failure in a row, no retry-after: doubling
+    assert sampler.poll_once() == 60.0  # no retry-after: doubling the interval, still at least 60 s
     assert setup.samples() == []
     provider.set_usage(setup.token, USAGE)
     assert sampler.poll_once() == 0.5
@@ -126,20 +128,28 @@ def test_429_backs_off_honouring_retry_after_capped(setup, provider):
 
 def test_backoff_delay_rules():
     assert sampler_mod.backoff_delay(300, 60, 1) == 300       # never shorter than the interval
-    assert sampler_mod.backoff_delay(300, 600, 1) == 600
-    assert sampler_mod.backoff_delay(300, 10 ** 6, 1) == 900
+    assert sampler_mod.backoff_delay(300, 600, 1) == pytest.approx(660)   # retry-after + 10 %
+    assert sampler_mod.backoff_delay(180, 200, 1) == pytest.approx(220)
+    assert sampler_mod.backoff_delay(1, 10, 1) == 60          # at least 60 s
+    assert sampler_mod.backoff_delay(1, 0, 1) == 60
+    assert sampler_mod.backoff_delay(300, 10 ** 6, 1) == 900  # at most 15 min
     assert sampler_mod.backoff_delay(300, None, 1) == 600
     assert sampler_mod.backoff_delay(300, None, 9) == 900
     assert sampler_mod.backoff_delay(3600, None, 3) == 3600   # a long interval is not shortened by the cap
 
 
-def test_interval_floor_and_switches(setup, provider):
+def test_interval_floor_and_switches(setup, provider, caplog):
+    caplog.set_level(logging.INFO, logger="svcposture")
     setup.env["SVC_QUOTA_POLL_INTERVAL_S"] = "1"
-    assert setup.sampler().interval_s == 60.0
+    assert setup.sampler().interval_s == 180.0
+    assert [r.getMessage() for r in caplog.records] == [
+        "SVC_QUOTA_POLL_INTERVAL_S=1 is below the usage endpoint's budget; polling every 180 s"]
+    setup.env["SVC_QUOTA_POLL_INTERVAL_S"] = "120"
+    assert setup.sampler().interval_s == 180.0
     setup.env["SVC_QUOTA_POLL_INTERVAL_S"] = "soon"
     assert setup.sampler().interval_s == 300.0
-    setup.env["SVC_QUOTA_POLL_INTERVAL_S"] = "120"
-    assert setup.sampler().interval_s == 120.0
+    setup.env["SVC_QUOTA_POLL_INTERVAL_S"] = "181.5"
+    assert setup.sampler().interval_s == 181.5
     setup.env["SVC_QUOTA_SAMPLER"] = "0"
     off = setup.sampler(poll_interval_s=0.05)
     off.start()

@@ -102,7 +102,8 @@ class Publisher:
     def __init__(self, paths: Paths, environ: Mapping[str, str], node: str,
                  account_status: Callable[[], str], log: Optional[EventLog],
                  logger: Optional[logging.Logger] = None,
-                 account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> None:
+                 account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                 polls_usage: Optional[Callable[[], bool]] = None) -> None:
         self.paths = paths
         self.environ = environ
         self.node = node
@@ -113,6 +114,8 @@ class Publisher:
         self._account_status = account_status
         self._account = account
         self._log = log
+        # False while another host polls this login's usage: this heartbeat's quota is then null.
+        self._polls_usage = polls_usage
         self._logger = logger or logging.getLogger(LOGGER_NAME)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -248,7 +251,8 @@ class Publisher:
         if not isinstance(status, str) or not status:
             status = "unavailable"
         try:
-            quota = _newest_quota(self._log)
+            owned = self._polls_usage is None or self._polls_usage() is not False
+            quota = _newest_quota(self._log) if owned else None
         except OSError:
             quota = None
         try:
@@ -268,9 +272,10 @@ class Publisher:
 
 def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
-                    account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> Publisher:
+                    account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                    polls_usage: Optional[Callable[[], bool]] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
-    publisher = Publisher(paths, environ, node, account_status, log, account=account)
+    publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage)
     publisher.start()
     return publisher
 

@@ -166,9 +166,12 @@ def _schemas() -> Dict[str, Any]:
                                 "message": {"type": "string"}}}
     error = {"type": "object", "required": ["error", "message"],
              "properties": {"error": {"type": "string"}, "message": {"type": "string"}}}
-    health = {"type": "object", "required": ["ok", "node", "version", "startedAt"],
+    health = {"type": "object", "required": ["ok", "node", "version", "startedAt", "probeIntervalS"],
               "properties": {"ok": {"const": True}, "node": {"type": "string"},
-                             "version": {"type": "string"}, "startedAt": {"type": "string", "format": "date-time"}}}
+                             "version": {"type": "string"}, "startedAt": {"type": "string", "format": "date-time"},
+                             "probeIntervalS": {"type": "number", "exclusiveMinimum": 0,
+                                                "description": "SVC_PROBE_INTERVAL_S: a posture whose probedAt "
+                                                               "is older than twice this is stale."}}}
     return dict({"Window": _window_schema(), "ProbeError": probe_error, "Account": _account_schema(),
                  "Posture": _posture_schema(), "Disabled": disabled, "Forbidden": forbidden, "Error": error,
                  "Health": health}, **fleet_schemas())

@@ -224,8 +224,10 @@ class MonitorHandler(BaseHTTPRequestHandler):
         if path == "/api/accounts/stream":
             return self._stream()
         if path == "/healthz":
+            # probeIntervalS: a posture older than twice it is stale (DESIGN §14).
             return self._send_json(200, {"ok": True, "node": server.node, "version": __version__,
-                                         "startedAt": server.started_at})
+                                         "startedAt": server.started_at,
+                                         "probeIntervalS": server.service.interval_s})
         if path == "/metrics":
             return self._metrics()
         if path == "/api/fleet":

@@ -128,11 +128,13 @@ def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log:
     """Start the posture service, sampler, cloud-env projector and liveness
     publisher, appending each to `started` as soon as it runs."""
     from ..cluster import liveness
+    from ..cluster.usageowner import UsageOwner
     from ..sampler import QuotaSampler
 
     service.start()  # the first probe is under way before /healthz can answer
     started.append(service)
-    sampler = QuotaSampler(paths, node=node, log=event_log, environ=environ)
+    sampler = QuotaSampler(paths, node=node, log=event_log, environ=environ,
+                           usage_owner=UsageOwner(paths, environ, node))
     sampler.start()
     started.append(sampler)
     projector = _CloudEnvProjector(paths)
@@ -144,7 +146,7 @@ def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log:
         from ..cluster.heartbeat_account import account_source
         account = account_source(paths, service.current, service.interval_s)
         started.append(liveness.start_publisher(paths, environ, node, service.account_status, event_log,
-                                                account=account))
+                                                account=account, polls_usage=lambda: sampler.polls_here))
     except Exception as exc:
         log.warning("liveness publisher not started: %s", _one_line(exc))
 

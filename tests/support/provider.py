@@ -28,6 +28,10 @@ Account modes (set_account(mode=...)):
 - "raw": exactly `raw_headers` and `http_status`, body `{}` (for fuzzing);
 - "flip": ok and rejected in turn every `flip_period` s of wall clock (the
   opposite phase when `inverted`); freeze(status) pins every flip account.
+- `rolls_over=True` (any normal account): a window whose `reset_5h`/`reset_7d`
+  has passed answers 0 % allowed with the next reset, as the provider does.
+
+A usage body given as bytes is sent verbatim (exact sizes, broken JSON).
 
 Every answered header probe of a known account is recorded in `served` as
 (time.monotonic(), time.time(), token, status), decided and recorded under one
@@ -66,7 +70,8 @@ class _Account:
                  representative_claim: Optional[str] = "five_hour", http_status: int = 200,
                  mode: str = "normal", delay: float = 0.0,
                  reset_5h: Optional[float] = None, reset_7d: Optional[float] = None,
-                 raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False) -> None:
+                 raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False,
+                 rolls_over: bool = False) -> None:
         if raw_headers is not None and mode == "normal":
             mode = "raw"
         if mode not in MODES:
@@ -82,14 +87,30 @@ class _Account:
         self.reset_7d = reset_7d
         self.raw_headers = dict(raw_headers or {})
         self.inverted = inverted
+        self.rolls_over = rolls_over
 
     def state(self, now: float) -> Dict[str, Any]:
-        """The wire state (provider_wire) of a normal account; resets default to 3 h and 4 d ahead."""
+        """The wire state (provider_wire) of a normal account; resets default to 3 h and 4 d ahead.
+
+        With `rolls_over`, a window whose reset has passed answers as the provider
+        does after it: 0 % allowed, the next reset one period on, and the overall
+        status the worst of the windows."""
         state: Dict[str, Any] = {"status": self.status, "claim": self.representative_claim}
-        for short, window, reset, default_in in (("5h", self.five_hour, self.reset_5h, 3 * 3600),
-                                                 ("7d", self.seven_day, self.reset_7d, 4 * 86400)):
-            if window is not None:
+        rolled = False
+        for short, window, reset, default_in, period in (
+                ("5h", self.five_hour, self.reset_5h, 3 * 3600, 5 * 3600),
+                ("7d", self.seven_day, self.reset_7d, 4 * 86400, 7 * 86400)):
+            if window is None:
+                continue
+            # At the reset as sent on the wire: whole epoch seconds.
+            if self.rolls_over and reset is not None and now >= int(reset):
+                state[short] = (0.0, "allowed", reset + period)
+                rolled = True
+            else:
                 state[short] = (window[0], window[1], reset if reset is not None else now + default_in)
+        if rolled:
+            statuses = [state[s][1] for s in ("5h", "7d") if s in state]
+            state["status"] = next((w for w in ("rejected", "allowed_warning") if w in statuses), "allowed")
         return state
 
     def garbage_headers(self) -> Dict[str, str]:
@@ -143,7 +164,8 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
-        raw = json.dumps(body).encode("utf-8")
+        # bytes go out verbatim: a test may need a reply of an exact size or a broken one.
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(raw)))
@@ -285,11 +307,12 @@ class ProviderServer:
                     representative_claim: Optional[str] = "five_hour", http_status: int = 200,
                     mode: str = "normal", delay: float = 0.0,
                     reset_5h: Optional[float] = None, reset_7d: Optional[float] = None,
-                    raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False) -> None:
+                    raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False,
+                    rolls_over: bool = False) -> None:
         account = _Account(status=status, five_hour=five_hour, seven_day=seven_day,
                            representative_claim=representative_claim, http_status=http_status,
                            mode=mode, delay=delay, reset_5h=reset_5h, reset_7d=reset_7d,
-                           raw_headers=raw_headers, inverted=inverted)
+                           raw_headers=raw_headers, inverted=inverted, rolls_over=rolls_over)
         with self._lock:
             self._accounts[token] = account
 

@@ -1,0 +1,67 @@
+"""Which host of the cluster polls a login's usage (DESIGN §14).
+
+The provider's usage endpoint allows about 30 requests an hour per account,
+shared by every machine that polls it, so a login shared by several hosts is
+polled by one: the HRW owner of the ticket `usage:<email>` among the live
+roster hosts, the whole roster when liveness is unknown (the anchor cannot be
+read). A host that runs alone polls as it always did: no roster, a roster of
+one, a host name absent from the roster, no anchor (and no Loki), or a login
+without an email to tell it apart.
+
+The monitor hands `UsageOwner(...)` to the quota sampler, which calls it once
+per poll, on the sampler's thread; the header probe never waits on it.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Mapping, Optional
+
+from .. import config
+from ..paths import Paths
+from . import hrw
+from .liveness import collect_status, reads_from_loki
+
+TICKET_PREFIX = "usage:"
+
+
+def usage_ticket(email: str) -> str:
+    """The HRW ticket of a login: the same on every host that shares it."""
+    return TICKET_PREFIX + email.strip()
+
+
+class UsageOwner:
+    """`owner(login_email)`: the host that polls this login, or None when this host polls
+    as a lone host. `login_email()` is only called when the host is in a cluster."""
+
+    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str) -> None:
+        self.paths = paths
+        self.environ = environ
+        self.node = node
+        self.liveness_known: Optional[bool] = None
+
+    def __call__(self, login_email: Callable[[], Optional[str]]) -> Optional[str]:
+        try:
+            hosts = config.roster(self.paths)
+            anchor = config.liveness_anchor(self.paths)
+        except config.ConfigError:
+            return None
+        if len(set(hosts)) <= 1 or self.node not in hosts:
+            return None
+        if anchor is None and not reads_from_loki(self.environ):
+            return None
+        email = login_email()
+        if not email:
+            return None
+        live = self._live_hosts()
+        return hrw.owner(usage_ticket(email), hosts, live)
+
+    def _live_hosts(self) -> Optional[List[str]]:
+        """The live roster hosts, or None when liveness cannot be read (the whole roster then counts)."""
+        try:
+            report = collect_status(self.paths, self.environ)
+        except config.ConfigError:
+            report = {"error": "config"}
+        if report.get("error"):
+            self.liveness_known = False
+            return None
+        self.liveness_known = True
+        return [row["host"] for row in report.get("hosts", []) if row.get("state") == "live"]
