@@ -65,6 +65,9 @@ class _Conn:
 
 
 _FAST_TARGET = b"/api/accounts"
+_FAST_LINE = b"GET " + _FAST_TARGET + b" HTTP/1.1"
+# The trajectory body is built once per probe, so its reads are as cheap.
+_TRAJECTORY_LINE = b"GET /api/trajectory HTTP/1.1"
 
 
 class FastLane:
@@ -210,7 +213,8 @@ class FastLane:
         """The response to one request head, or (None, _) to hand it off."""
         server = self.server
         line, _, fields = head.partition(b"\r\n")
-        if line != b"GET " + _FAST_TARGET + b" HTTP/1.1" or server.read_guard or server.stopping.is_set():
+        trajectory = line == _TRAJECTORY_LINE
+        if (line != _FAST_LINE and not trajectory) or server.read_guard or server.stopping.is_set():
             return None, False
         close = False
         count = 0
@@ -229,6 +233,9 @@ class FastLane:
                     return None, False
             elif lower == b"transfer-encoding" or (lower == b"content-length" and value.strip(b" \t") != b"0"):
                 return None, False
+        if trajectory:
+            response = server.trajectory_response(b"Connection: close\r\n" if close else b"")
+            return response, close
         fresh = getattr(server.service, "fresh_summary", None)
         summary = fresh() if fresh is not None else None
         if summary is None:
