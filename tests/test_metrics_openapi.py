@@ -174,7 +174,8 @@ def test_openapi_document_is_structurally_valid(mon):
     assert doc["openapi"].startswith("3.1.")
     assert doc["info"]["title"] and doc["info"]["version"]
     expected = {"/", "/api/accounts", "/api/accounts/stream", "/api/openapi.json", "/metrics", "/healthz",
-                "/static/dashboard.css", "/static/dashboard.js"}
+                "/static/dashboard.css", "/static/dashboard.js",
+                "/api/trajectory", "/api/history", "/api/trajectory/stream"}
     assert set(doc["paths"]) == expected
     op_ids = set()
     for path, item in doc["paths"].items():

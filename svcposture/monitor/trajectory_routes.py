@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Optional, Set
 
+from urllib.parse import unquote
+
 from ..history import DEFAULT_HOURS, MAX_HOURS
 from .sse import KEEPALIVE, stream_head
 from .wire import JSON_HEADERS, JSON_TYPE, dumps
@@ -49,7 +51,10 @@ def parse_hours(query: str) -> Optional[int]:
         return DEFAULT_HOURS
     if len(values) != 1:
         return None
-    text = values[0]
+    try:
+        text = unquote(values[0], errors="strict") if "%" in values[0] else values[0]
+    except UnicodeDecodeError:
+        return None
     if not (text.isascii() and text.isdigit()) or len(text) > 3:
         return None
     hours = int(text)
