@@ -2,7 +2,7 @@
 
 A day file is parsed once: past days never change, and today's only grows,
 so it is read on from where the last read stopped (a file that shrank or was
-replaced is read again from the start). Each file becomes, per account and
+replaced or rewritten is read again from the start). Each file becomes, per account and
 window, a list of times and a list of pcts. A request then costs a bisect
 and a C-level max() per bucket instead of a JSON parse per row, so 8 days at
 a 30 s probe interval (~92k rows) answer in a few milliseconds.
@@ -27,10 +27,11 @@ Series = Tuple[List[int], List[float]]
 
 
 class _DayFile:
-    __slots__ = ("identity", "offset", "series", "sorted")
+    __slots__ = ("identity", "head", "offset", "series", "sorted")
 
     def __init__(self) -> None:
         self.identity: Tuple[int, int] = (-1, -1)
+        self.head = b""  # the first bytes read, to tell a rewritten file from a grown one
         self.offset = 0
         self.series: Dict[Tuple[str, str], Series] = {}
         self.sorted = True
@@ -74,7 +75,8 @@ class HistoryIndex:
             st = os.fstat(fd)
             entry = self._days.get(day)
             identity = (st.st_ino, st.st_dev)
-            if entry is None or entry.identity != identity or st.st_size < entry.offset:
+            if entry is None or entry.identity != identity or st.st_size < entry.offset or \
+                    (entry.head and os.pread(fd, len(entry.head), 0) != entry.head):
                 entry = _DayFile()
                 entry.identity = identity
                 self._days[day] = entry
@@ -86,6 +88,8 @@ class HistoryIndex:
                         row = parse_row(raw)
                         if row is not None:
                             entry.add(row)
+                if not entry.offset:
+                    entry.head = data[:min(end, 256)]
                 entry.offset += end
             return entry
         finally:
