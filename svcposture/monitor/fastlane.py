@@ -1,4 +1,4 @@
-"""The fast lane: cached plain reads of /api/accounts answered from one selector thread.
+"""The fast lane: cached plain reads of /api/accounts (and /api/trajectory) answered from one selector thread.
 
 Every accepted connection starts here. Whatever the lane does not answer
 itself is handed, with the bytes already read and the answers not yet sent, to
@@ -76,7 +76,7 @@ class FastLane:
     A thread per connection makes 32 busy connections fight over the GIL after
     every recv and send; one selector loop answering from prebuilt bytes does
     not. Anything that is not a well-formed `GET /api/accounts HTTP/1.1` with a
-    fresh cached posture (streams, forced refreshes, other routes, odd or
+    fresh cached posture (or `GET /api/trajectory HTTP/1.1`, built once per probe) (streams, forced refreshes, other routes, odd or
     oversized requests, a slow reader) is handed, with the bytes already read
     and any answers not yet sent, to the ordinary threaded handler, which
     applies every rule of the surface. The fast lane therefore only ever
