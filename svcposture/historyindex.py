@@ -100,7 +100,7 @@ class HistoryIndex:
         end = _time.now_ms() if now_ms is None else int(now_ms)
         start = end - check_hours(hours) * HOUR_MS
         first, last = day_key(start), day_key(end)
-        merged: Dict[Tuple[str, str], List[Series]] = {}
+        parts: Dict[Tuple[str, str], List[Tuple[List[int], List[float], int, int]]] = {}
         with self._lock:
             wanted = sorted((d, p) for d, p in _day_files(self.paths) if first <= d <= last)
             for day in [d for d in self._days if not first <= d <= last]:
@@ -114,17 +114,41 @@ class HistoryIndex:
                     lo = bisect.bisect_left(times, start)
                     hi = bisect.bisect_right(times, end)
                     if hi > lo:
-                        merged.setdefault(key, []).append((times[lo:hi], pcts[lo:hi]))
+                        # Day files are disjoint in time and taken in order: no copy, no merge.
+                        parts.setdefault(key, []).append((times, pcts, lo, hi))
         accounts: Dict[str, Dict[str, List[List[Any]]]] = {}
-        for (label, field), parts in sorted(merged.items()):
-            times: List[int] = []
-            pcts: List[float] = []
-            for part_times, part_pcts in parts:
-                times.extend(part_times)
-                pcts.extend(part_pcts)
+        for (label, field), series in sorted(parts.items()):
             account = accounts.setdefault(label, {f: [] for f in WINDOW_FIELDS})
-            account[field] = thin(times, pcts, start, end)
+            account[field] = thin_parts(series, start, end)
         return {"node": node, "from": start, "to": end, "accounts": accounts}
+
+
+def thin_parts(parts: List[Tuple[List[int], List[float], int, int]], start: int, end: int,
+               limit: int = MAX_POINTS) -> List[List[Any]]:
+    """thin() of the concatenation of parts[i] = (times, pcts, lo, hi), oldest part first."""
+    if sum(hi - lo for _, _, lo, hi in parts) <= limit:
+        times: List[int] = []
+        pcts: List[float] = []
+        for part_times, part_pcts, lo, hi in parts:
+            times.extend(part_times[lo:hi])
+            pcts.extend(part_pcts[lo:hi])
+        return thin(times, pcts, start, end, limit)
+    width = max(1, end - start + 1)
+    kept: Dict[int, List[Any]] = {}
+    for times, pcts, lo, hi in parts:
+        # Only the slots this part can reach: from its first time's slot to its last's.
+        first = min(limit - 1, (times[lo] - start) * limit // width)
+        last = min(limit - 1, (times[hi - 1] - start) * limit // width)
+        for slot in range(first, last + 1):
+            bound = start + -(-(slot + 1) * width // limit)
+            upper = bisect.bisect_left(times, bound, lo, hi) if slot < limit - 1 else hi
+            if upper > lo:
+                peak = max(pcts[lo:upper])
+                best = kept.get(slot)
+                if best is None or peak > best[1]:  # an earlier part wins a tie: the earliest of equals
+                    kept[slot] = [times[pcts.index(peak, lo, upper)], peak]
+            lo = upper
+    return [kept[slot] for slot in sorted(kept)]
 
 
 def thin(times: List[int], pcts: List[float], start: int, end: int, limit: int = MAX_POINTS) -> List[List[Any]]:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcposture.history import DAY_MS, HOUR_MS, append_rows, read_history_body
-from svcposture.historyindex import HistoryIndex, thin
+from svcposture.historyindex import HistoryIndex, thin, thin_parts
 from svcposture.history import bucket_max
 from svcposture.paths import Paths
 
@@ -78,3 +78,30 @@ def test_damaged_files_replaced_and_truncated_files_are_read_again(tmp_path):
     assert index.body(node="n", hours=2, now_ms=NOW)["accounts"]["a"]["fiveHour"] == [[NOW - HOUR_MS, 3.0]]
     day.unlink()
     assert index.body(node="n", hours=2, now_ms=NOW)["accounts"] == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.floats(0, 200, allow_nan=False)), max_size=300),
+       st.integers(1, 40), st.lists(st.integers(0, 10_000), max_size=4))
+def test_thin_over_day_parts_equals_bucket_max(points, limit, cuts):
+    merged = {}
+    for t, p in points:
+        merged[t] = max(merged.get(t, -1.0), p)
+    ordered = sorted(merged.items())
+    times, pcts = [t for t, _ in ordered], [p for _, p in ordered]
+    # Cut the series into disjoint runs, as day files cut it, each with some rows outside [lo, hi).
+    bounds = sorted(set([0, len(times)] + [c % (len(times) + 1) for c in cuts]))
+    parts = [(times, pcts, a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    assert thin_parts(parts, 0, 10_000, limit) == bucket_max(ordered, 0, 10_000, limit)
+
+
+def test_a_week_is_thinned_to_500_points_keeping_the_peak(tmp_path):
+    paths = _paths(tmp_path)
+    rows = [{"t": NOW - i * 30_000, "label": "a", "fiveHour": {"pct": float(i % 97), "resetsAt": None},
+             "sevenDay": None} for i in range(8 * 2880)]
+    rows[5000]["fiveHour"]["pct"] = 150.0
+    append_rows(paths, rows, fsync=False)
+    body = HistoryIndex(paths).body(node="n", hours=192, now_ms=NOW)
+    series = body["accounts"]["a"]["fiveHour"]
+    assert len(series) == 500 and [NOW - 5000 * 30_000, 150.0] in series
+    assert body == read_history_body(paths, node="n", hours=192, now_ms=NOW)
