@@ -27,7 +27,8 @@ def test_random_kill9_points_keep_exactly_one_event_per_edge(tmp_path: Path) -> 
     # Threshold alerts across the same kills: one per window cycle, none lost.
     assert result["alert_duplicates"] == 0 and result["alerts_lost"] == 0, summary
     assert result["alerts_wrong_threshold"] == 0, summary
-    assert result["alert_cycles_proven"] >= 2 and result["alerts"] >= result["alert_cycles_proven"], summary
+    # The final phase proves at least one rejected cycle, so its alert must be there.
+    assert result["alert_cycles_proven"] >= 1 and result["alerts"] >= result["alert_cycles_proven"], summary
     # The run exercised edges at all, and the final clean phase saw both kinds.
     assert result["real_edges_proven"] >= 2 and result["events"] >= 2, summary
     assert result["statuses"][-1] == "ok", summary
