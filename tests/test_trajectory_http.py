@@ -251,8 +251,14 @@ def test_restart_and_kill9_fire_nothing_again(node, tmp_path):
 
 def test_disabled_node_has_the_disabled_trajectory(tmp_path):
     from tests.support.home import clean_env
-    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
+    env = dict(clean_env(tmp_path), SVC_ALERT_THRESHOLDS="0,abc,80,80,,101")
+    mon = start_monitor(env, ["--no-probe"])
     try:
+        # Bad thresholds: one clear log line each, never a traceback.
+        err = mon.stderr_text()
+        for item in ("'0'", "'abc'", "'101'", "repeats 80", "empty item"):
+            assert item in err, (item, err)
+        assert "Traceback" not in err
         assert mon.get_json("/api/trajectory") == (200, {"available": False, "node": mon.get_json("/healthz")[1]["node"]})
         with SSEClient(mon.port, "/api/trajectory/stream") as client:
             event = client.next_event()
