@@ -24,10 +24,13 @@ from .history import HOUR_MS, MAX_POINTS, MAX_ROW_LINE, _day_files, check_hours,
 from .paths import Paths
 
 Series = Tuple[List[int], List[float]]
+Part = Tuple[List[int], List[float], int, int, Optional[List[float]]]
+# A bucket of a week's 500 is ~46 probes at 30 s: block maxima of 8 let max() touch a third of them.
+BLOCK = 8
 
 
 class _DayFile:
-    __slots__ = ("identity", "head", "offset", "series", "sorted")
+    __slots__ = ("identity", "head", "offset", "series", "sorted", "blocks")
 
     def __init__(self) -> None:
         self.identity: Tuple[int, int] = (-1, -1)
@@ -35,6 +38,8 @@ class _DayFile:
         self.offset = 0
         self.series: Dict[Tuple[str, str], Series] = {}
         self.sorted = True
+        # Per series, the max of each BLOCK consecutive pcts (the last block may be partial).
+        self.blocks: Dict[Tuple[str, str], List[float]] = {}
 
     def add(self, row: Dict[str, Any]) -> None:
         t = row["t"]
@@ -54,7 +59,18 @@ class _DayFile:
                 pairs = sorted(zip(times, pcts))
                 self.series[key] = ([t for t, _ in pairs], [p for _, p in pairs])
             self.sorted = True
+            self.blocks.clear()
         return self.series
+
+    def block_maxima(self, key: Tuple[str, str]) -> List[float]:
+        """The block maxima of one (sorted) series, brought up to date with its growth."""
+        pcts = self.series[key][1]
+        blocks = self.blocks.setdefault(key, [])
+        # Only the last (partial) block and the blocks after it can have changed.
+        first = max(0, len(blocks) - 1)
+        del blocks[first:]
+        blocks.extend(max(pcts[i:i + BLOCK]) for i in range(first * BLOCK, len(pcts), BLOCK))
+        return blocks
 
 
 class HistoryIndex:
@@ -100,7 +116,7 @@ class HistoryIndex:
         end = _time.now_ms() if now_ms is None else int(now_ms)
         start = end - check_hours(hours) * HOUR_MS
         first, last = day_key(start), day_key(end)
-        parts: Dict[Tuple[str, str], List[Tuple[List[int], List[float], int, int]]] = {}
+        parts: Dict[Tuple[str, str], List[Part]] = {}
         with self._lock:
             wanted = sorted((d, p) for d, p in _day_files(self.paths) if first <= d <= last)
             for day in [d for d in self._days if not first <= d <= last]:
@@ -115,7 +131,7 @@ class HistoryIndex:
                     hi = bisect.bisect_right(times, end)
                     if hi > lo:
                         # Day files are disjoint in time and taken in order: no copy, no merge.
-                        parts.setdefault(key, []).append((times, pcts, lo, hi))
+                        parts.setdefault(key, []).append((times, pcts, lo, hi, entry.block_maxima(key)))
         accounts: Dict[str, Dict[str, List[List[Any]]]] = {}
         for (label, field), series in sorted(parts.items()):
             account = accounts.setdefault(label, {f: [] for f in WINDOW_FIELDS})
@@ -123,19 +139,40 @@ class HistoryIndex:
         return {"node": node, "from": start, "to": end, "accounts": accounts}
 
 
-def thin_parts(parts: List[Tuple[List[int], List[float], int, int]], start: int, end: int,
-               limit: int = MAX_POINTS) -> List[List[Any]]:
-    """thin() of the concatenation of parts[i] = (times, pcts, lo, hi), oldest part first."""
-    if sum(hi - lo for _, _, lo, hi in parts) <= limit:
+def _peak(pcts: List[float], blocks: Optional[List[float]], lo: int, hi: int) -> Tuple[float, int]:
+    """(max of pcts[lo:hi], index of its first occurrence), using the block maxima when given."""
+    first, last = -(-lo // BLOCK), hi // BLOCK  # the whole blocks inside [lo, hi)
+    if blocks is None or last - first < 2:
+        peak = max(pcts[lo:hi])
+        return peak, pcts.index(peak, lo, hi)
+    head, tail = first * BLOCK, last * BLOCK
+    peak = max(blocks[first:last])
+    if lo < head:
+        peak = max(peak, max(pcts[lo:head]))
+    if tail < hi:
+        peak = max(peak, max(pcts[tail:hi]))
+    # The earliest occurrence: the head, then the first block holding it, then the tail.
+    if lo < head and peak in pcts[lo:head]:
+        return peak, pcts.index(peak, lo, head)
+    if peak in blocks[first:last]:
+        block = blocks.index(peak, first, last)
+        return peak, pcts.index(peak, block * BLOCK, block * BLOCK + BLOCK)
+    return peak, pcts.index(peak, tail, hi)
+
+
+def thin_parts(parts: List[Part], start: int, end: int, limit: int = MAX_POINTS) -> List[List[Any]]:
+    """thin() of the concatenation of parts[i] = (times, pcts, lo, hi, block maxima or None),
+    oldest part first."""
+    if sum(hi - lo for _, _, lo, hi, _ in parts) <= limit:
         times: List[int] = []
         pcts: List[float] = []
-        for part_times, part_pcts, lo, hi in parts:
+        for part_times, part_pcts, lo, hi, _ in parts:
             times.extend(part_times[lo:hi])
             pcts.extend(part_pcts[lo:hi])
         return thin(times, pcts, start, end, limit)
     width = max(1, end - start + 1)
     kept: Dict[int, List[Any]] = {}
-    for times, pcts, lo, hi in parts:
+    for times, pcts, lo, hi, blocks in parts:
         # Only the slots this part can reach: from its first time's slot to its last's.
         first = min(limit - 1, (times[lo] - start) * limit // width)
         last = min(limit - 1, (times[hi - 1] - start) * limit // width)
@@ -143,10 +180,10 @@ def thin_parts(parts: List[Tuple[List[int], List[float], int, int]], start: int,
             bound = start + -(-(slot + 1) * width // limit)
             upper = bisect.bisect_left(times, bound, lo, hi) if slot < limit - 1 else hi
             if upper > lo:
-                peak = max(pcts[lo:upper])
+                peak, where = _peak(pcts, blocks, lo, upper)
                 best = kept.get(slot)
                 if best is None or peak > best[1]:  # an earlier part wins a tie: the earliest of equals
-                    kept[slot] = [times[pcts.index(peak, lo, upper)], peak]
+                    kept[slot] = [times[where], peak]
             lo = upper
     return [kept[slot] for slot in sorted(kept)]
 

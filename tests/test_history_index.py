@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcposture.history import DAY_MS, HOUR_MS, append_rows, read_history_body
-from svcposture.historyindex import HistoryIndex, thin, thin_parts
+from svcposture.historyindex import BLOCK, HistoryIndex, thin, thin_parts
 from svcposture.history import bucket_max
 from svcposture.paths import Paths
 
@@ -81,7 +81,8 @@ def test_damaged_files_replaced_and_truncated_files_are_read_again(tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 10_000), st.floats(0, 200, allow_nan=False)), max_size=300),
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.one_of(st.floats(0, 200, allow_nan=False),
+                                                            st.sampled_from([1.0, 2.0, 3.0]))), max_size=300),
        st.integers(1, 40), st.lists(st.integers(0, 10_000), max_size=4))
 def test_thin_over_day_parts_equals_bucket_max(points, limit, cuts):
     merged = {}
@@ -91,8 +92,12 @@ def test_thin_over_day_parts_equals_bucket_max(points, limit, cuts):
     times, pcts = [t for t, _ in ordered], [p for _, p in ordered]
     # Cut the series into disjoint runs, as day files cut it, each with some rows outside [lo, hi).
     bounds = sorted(set([0, len(times)] + [c % (len(times) + 1) for c in cuts]))
-    parts = [(times, pcts, a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-    assert thin_parts(parts, 0, 10_000, limit) == bucket_max(ordered, 0, 10_000, limit)
+    expected = bucket_max(ordered, 0, 10_000, limit)
+    parts = [(times, pcts, a, b, None) for a, b in zip(bounds, bounds[1:]) if b > a]
+    assert thin_parts(parts, 0, 10_000, limit) == expected
+    # With block maxima (as the index keeps them), the same answer.
+    blocks = [max(pcts[i:i + BLOCK]) for i in range(0, len(pcts), BLOCK)]
+    assert thin_parts([p[:4] + (blocks,) for p in parts], 0, 10_000, limit) == expected
 
 
 def test_a_week_is_thinned_to_500_points_keeping_the_peak(tmp_path):
@@ -101,7 +106,14 @@ def test_a_week_is_thinned_to_500_points_keeping_the_peak(tmp_path):
              "sevenDay": None} for i in range(8 * 2880)]
     rows[5000]["fiveHour"]["pct"] = 150.0
     append_rows(paths, rows, fsync=False)
-    body = HistoryIndex(paths).body(node="n", hours=192, now_ms=NOW)
+    index = HistoryIndex(paths)
+    body = index.body(node="n", hours=192, now_ms=NOW)
     series = body["accounts"]["a"]["fiveHour"]
     assert len(series) == 500 and [NOW - 5000 * 30_000, 150.0] in series
     assert body == read_history_body(paths, node="n", hours=192, now_ms=NOW)
+    # Today's file grows (its block maxima with it): still the library's answer.
+    later = NOW + 3 * 3_600_000
+    append_rows(paths, [{"t": NOW + i * 30_000, "label": "a", "fiveHour": {"pct": float(i % 13) * 9, "resetsAt": None},
+                         "sevenDay": None} for i in range(1, 360)], fsync=False)
+    assert index.body(node="n", hours=192, now_ms=later) == read_history_body(paths, node="n", hours=192, now_ms=later)
+    assert index.body(node="n", hours=7, now_ms=later) == read_history_body(paths, node="n", hours=7, now_ms=later)
