@@ -2,7 +2,8 @@
 """The full crash test: 100 random kill -9 points in a monitor whose active account
 flips between ok and rejected every second (short probe interval, TTL and floor
 via SVC_* env vars). Prints the figures: answered probes, real edges, events,
-duplicates, lost, and how many kills landed between an edge's emit and advance.
+duplicates, lost, and how many kills landed between an edge's emit and advance; and the
+threshold alerts of the same run (one per 5-hour window cycle that reached 90 %: duplicates, lost).
 
 The last stdout line is the bench_all JSON {"figures": [...]}. --quick runs 15.
 """
@@ -39,7 +40,9 @@ def main() -> int:
         if key != "statuses":
             print("%-32s %s" % (key, value))
     print("seed %d%s" % (seed, "; kept %s" % workdir if args.keep else ""))
-    ok = result["consistent"] and result["duplicates"] == 0 and result["lost"] == 0 and result["tracebacks"] == 0
+    alerts_ok = result["alert_duplicates"] == 0 and result["alerts_lost"] == 0 and result["alerts_wrong_threshold"] == 0
+    ok = (result["consistent"] and result["duplicates"] == 0 and result["lost"] == 0 and result["tracebacks"] == 0
+          and alerts_ok)
     figures = [
         {"figure": "crash: kill -9 points", "value": kills, "unit": "", "baseline": None, "ratio": None,
          "target": None, "ok": None},
@@ -52,6 +55,13 @@ def main() -> int:
          "target": "0", "ok": result["lost"] == 0},
         {"figure": "crash: events for the non-active sibling", "value": result["sibling_events"], "unit": "",
          "baseline": None, "ratio": None, "target": "0", "ok": result["sibling_events"] == 0},
+        {"figure": "crash: window cycles proven >= 90% / threshold alerts logged",
+         "value": "%d / %d" % (result["alert_cycles_proven"], result["alerts"]), "unit": "", "baseline": None,
+         "ratio": None, "target": None, "ok": None},
+        {"figure": "crash: duplicate threshold alerts", "value": result["alert_duplicates"], "unit": "",
+         "baseline": None, "ratio": None, "target": "0", "ok": result["alert_duplicates"] == 0},
+        {"figure": "crash: lost threshold alerts", "value": result["alerts_lost"], "unit": "", "baseline": None,
+         "ratio": None, "target": "0", "ok": result["alerts_lost"] == 0},
         {"figure": "crash: kills between emit and advance", "value": result["kills_between_emit_and_advance"],
          "unit": "", "baseline": None, "ratio": None, "target": None, "ok": None},
     ]

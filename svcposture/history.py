@@ -139,13 +139,15 @@ def day_path(paths: Paths, ms: int) -> Path:
     return paths.history_dir / ("%s.jsonl" % day_key(ms))
 
 
-def append_rows(paths: Paths, rows: Iterable[Mapping[str, Any]]) -> List[Path]:
+def append_rows(paths: Paths, rows: Iterable[Mapping[str, Any]], *, fsync: bool = True) -> List[Path]:
     """Append rows, all of one day's file in ONE locked write; returns the files written.
 
     The rows of one probe share their `t`, so they land in one file with one
     write: a reader sees the whole probe or none of it. A row that is not a
     row (see parse_row) raises ValueError before anything is written; a
     failed write raises HistoryError and leaves the file without those rows.
+    `fsync=False` skips the flush to disk: a crash may then lose the newest
+    rows, never tear one.
     """
     by_day: Dict[str, List[str]] = {}
     for row in rows:
@@ -158,7 +160,7 @@ def append_rows(paths: Paths, rows: Iterable[Mapping[str, Any]]) -> List[Path]:
     for day, lines in sorted(by_day.items()):
         path = paths.history_dir / ("%s.jsonl" % day)
         try:
-            append_lines(path, lines)
+            append_lines(path, lines, fsync)
         except OSError as exc:
             raise HistoryError(exc.errno, "cannot append to %s: %s" % (path, exc.strerror or exc)) from None
         written.append(path)

@@ -110,6 +110,10 @@ class Paths:
         return self.svc_dir / "account-status-latch.json"
 
     @property
+    def alert_latch(self) -> Path:
+        return self.svc_dir / "alert-latch.json"
+
+    @property
     def run_dir(self) -> Path:
         return self.svc_dir / "run"
 

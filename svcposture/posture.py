@@ -309,6 +309,9 @@ class PostureService:
         self.probe_runs = 0
         self.probe_errors = 0
         self.last_success_ms: Optional[int] = None
+        # Called as observer(summary, status_edge_or_None) with every fresh result,
+        # after the latch and before any waiter or subscriber sees it.
+        self.observers: List[Any] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -434,10 +437,16 @@ class PostureService:
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
             summary = derive_summary(report, self.node, _time.now_ms())
+            edge = None
             try:
-                self._handle(summary)
+                edge = self._handle(summary)
             except Exception:  # noqa: BLE001 - the result is still served and published
                 log.exception("handling the probe result failed")
+            for observer in list(self.observers):
+                try:
+                    observer(summary, edge)
+                except Exception:  # noqa: BLE001 - an observer never costs the result
+                    log.exception("a probe-result observer failed")
         finally:
             with self._lock:
                 # A probe cut short by stop() answers its waiters but is neither
@@ -453,26 +462,28 @@ class PostureService:
             flight.summary = summary
             flight.done.set()
 
-    def _handle(self, summary: Dict[str, Any]) -> None:
+    def _handle(self, summary: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """Count the probe and feed the latch; returns the status edge emitted, if any."""
         self.probe_runs += 1
         if summary.get("available") is not True:
-            return
+            return None
         if summary.get("status") == "error":
             # Node-level failure or the active account's own probe failed.
             self.probe_errors += 1
         else:
             self.last_success_ms = summary["probedAt"]
         if is_node_error(summary):
-            return
+            return None
         active = summary.get("active")
         if active is None:
-            return
+            return None
         try:
-            self.latch.observe(active["label"], active["email"], summary["status"], active["bindingWindow"])
+            return self.latch.observe(active["label"], active["email"], summary["status"], active["bindingWindow"])
         except EventLogError:
             log.error("could not append account.status.changed; the edge is retried on the next probe")
         except OSError:
             log.error("could not advance the account status latch; retried on the next probe")
+        return None
 
     # ------------------------------------------------------------ views
 

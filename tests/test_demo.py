@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.home import REPO, clean_env
 from tests.support.monitor import start_monitor
+from tests.support.waiting import wait_until
 from svcposture.monitor import demo
 
 
@@ -109,6 +110,10 @@ def test_real_monitor_against_the_simulated_provider_emits_edges():
         node.remove()
 
 
+def _acct(body, label):
+    return next(a for a in body["accounts"] if a["label"] == label)
+
+
 def test_demo_command_smoke(tmp_path):
     env = clean_env(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "demo", "--port", "0"], env=env,
@@ -136,6 +141,18 @@ def test_demo_command_smoke(tmp_path):
         assert body["available"] is True and body["node"] == "demo-node"
         assert [a["label"] for a in body["accounts"]] == ["acct1", "acct2", "acct3"]
         assert body["active"]["label"] == "acct1"
+
+        def trajectory():
+            with opener.open(url + "/api/trajectory", timeout=20) as resp:
+                traj = json.loads(resp.read())
+            beats = [a["label"] for a in traj.get("accounts", [])
+                     if a["fiveHour"] and (a["fiveHour"]["forecast"] or {}).get("beforeReset")]
+            thresholds = [e for e in traj.get("alerts", [])
+                          if e["attributes"]["event.name"] == "account.quota.threshold"]
+            return traj if beats and thresholds else None
+        # Within three minutes of the start: a forecast that beats its reset, and a threshold alert.
+        traj = wait_until(trajectory, timeout=180, interval=1.0, message="a forecast before reset and an alert")
+        assert _acct(traj, "acct2")["fiveHour"]["forecast"]["ratePctPerHour"] > 0
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
         assert not home.exists()

@@ -60,8 +60,8 @@ def test_rows_of_a_probe_come_from_the_summary():
 def test_append_is_one_locked_write_owner_only(node, monkeypatch):
     writes = []
     real = history.append_lines
-    monkeypatch.setattr(history, "append_lines", lambda path, lines: (writes.append(list(lines)),
-                                                                      real(path, lines)))
+    monkeypatch.setattr(history, "append_lines", lambda path, lines, *fsync: (writes.append(list(lines)),
+                                                                              real(path, lines, *fsync)))
     rows = [row(NOW, "a"), row(NOW, "b", five=None)]
     assert append_rows(node, rows) == [day_file(node, NOW)]
     assert len(writes) == 1 and len(writes[0]) == 2

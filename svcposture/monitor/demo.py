@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -18,7 +19,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from .._files import ensure_dir, write_json_atomic, write_text_atomic
 from ..paths import Paths
@@ -61,11 +62,36 @@ def account_state(label: str, elapsed_s: float, started: float) -> Dict[str, Any
         seven = 0.41 + 0.04 * t / CYCLE_S
         return {"status": status, "claim": "five_hour", "5h": (five, status, reset_5h),
                 "7d": (seven, "allowed", seven_reset)}
+    hours = elapsed_s / 3600.0
     if label == "acct2":
-        return {"status": "allowed", "claim": "five_hour", "5h": (0.12 + 0.1 * t / CYCLE_S, "allowed", started + 4 * 3600),
-                "7d": (0.33, "allowed", seven_reset - 86400)}
+        # Climbing 30 %/h, from 40 % at the start: the wall (in 2 h) beats the reset (in 3 h).
+        return {"status": "allowed", "claim": "five_hour", "5h": (0.40 + 0.30 * hours, "allowed", started + 3 * 3600),
+                "7d": (0.33 + 0.002 * hours, "allowed", seven_reset - 86400)}
+    # Near its weekly limit and steady: about 91 % when the week resets.
     return {"status": "allowed_warning", "claim": "seven_day", "5h": (0.30, "allowed", started + 2 * 3600),
             "7d": (0.91, "allowed_warning", seven_reset + 86400)}
+
+
+def seed_rows(started: float, hours: float = 25.0, step_s: float = 60.0) -> List[Dict[str, Any]]:
+    """History rows of the simulated accounts for the `hours` before `started`.
+
+    The demo begins as if its accounts had been probed for a day already, so
+    that the forecasts (which need 10 min of a 5 h window, 2 h of a 7 d one)
+    are there from the first probe instead of after an hour.
+    """
+    rows: List[Dict[str, Any]] = []
+    elapsed = -hours * 3600.0
+    while elapsed < 0:
+        t_ms = int((started + elapsed) * 1000)
+        for suffix, _, _ in DEMO_ACCOUNTS:
+            state = account_state(suffix.lower(), elapsed, started)
+            row: Dict[str, Any] = {"t": t_ms, "label": suffix.lower()}
+            for field, short in (("fiveHour", "5h"), ("sevenDay", "7d")):
+                fraction, _, reset = state[short]
+                row[field] = {"pct": math.floor(max(0.0, fraction) * 1000 + 0.5) / 10.0, "resetsAt": int(reset) * 1000}
+            rows.append(row)
+        elapsed += step_s
+    return rows
 
 
 class _ProviderHTTPServer(ThreadingHTTPServer):
@@ -162,7 +188,8 @@ class SimulatedProvider:
 class DemoNode:
     """A temporary node home with three accounts, pointed at a simulated provider."""
 
-    def __init__(self, provider_url: str, base_environ: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, provider_url: str, base_environ: Optional[Mapping[str, str]] = None,
+                 started: Optional[float] = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="svc-demo-"))
         self.home = self.root / "home"
         ensure_dir(self.home)
@@ -175,6 +202,9 @@ class DemoNode:
         self.environ: Dict[str, str] = environ
         self.paths = Paths(self.home, environ=environ)
         self._write_files()
+        if started is not None:
+            from ..history import append_rows
+            append_rows(self.paths, seed_rows(started), fsync=False)
 
     def _write_files(self) -> None:
         write_json_atomic(self.paths.node_json, {"svc": {"host": {"name": DEMO_NODE}}})
@@ -198,7 +228,9 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
         description=("Run the monitor against a simulated provider with three demo accounts in a "
                      "temporary home, all on 127.0.0.1. The active account goes ok -> degraded -> "
                      "rejected -> ok every three minutes, so the dashboard, the exhausted banner, "
-                     "the SSE stream and the account.status.changed events all happen for real. "
+                     "the SSE stream and the account.status.changed events all happen for real; "
+                     "acct2 climbs towards a wall before its reset (the forecast) and threshold "
+                     "alerts fire within the first minute. "
                      "Ctrl-C stops it and removes the temporary home."))
     parser.add_argument("--port", default="7400",
                         help="dashboard port on 127.0.0.1 (default 7400; 0 picks a free one; "
@@ -216,7 +248,7 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
     stop_event = threading.Event()
     install_stop_signals(stop_event)
     provider = SimulatedProvider().start()
-    node = DemoNode(provider.url)
+    node = DemoNode(provider.url, started=provider.started)
     try:
         if port == 7400 and not _port_free(port):
             print("svc-monitor demo: port 7400 is busy; using a free port instead", file=sys.stderr)

@@ -100,6 +100,38 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
     return "\n".join(lines) + "\n"
 
 
+def render_trajectory_metrics(figures: Mapping[str, Any]) -> str:
+    """The trajectory families of /metrics (DESIGN §10), appended to render_metrics' text.
+
+    `figures` is TrajectoryService.metrics(): `windows`, a list of (account,
+    window, forecast), and `alerts`, the alert counts by kind.
+    """
+    rate: Samples = []
+    at_reset: Samples = []
+    wall: Samples = []
+    for account, window, forecast in figures.get("windows") or []:
+        labels = '{account="%s",window="%s"}' % (_label(account), _label(window))
+        rate.append((labels, forecast.get("ratePctPerHour")))
+        at_reset.append((labels, forecast.get("pctAtReset")))
+        stamp = forecast.get("wallAt")
+        if isinstance(stamp, str):
+            try:
+                wall.append((labels, parse_iso_ms(stamp) / 1000.0))
+            except ValueError:
+                pass
+    lines: List[str] = []
+    _family(lines, "svc_account_burn_rate_percent_per_hour", "gauge",
+            "Least-squares burn rate of a window over its lookback, percent per hour.", rate)
+    _family(lines, "svc_account_forecast_pct_at_reset", "gauge",
+            "Forecast utilization of a window when it resets, percent (may exceed 100).", at_reset)
+    _family(lines, "svc_account_forecast_wall_timestamp_seconds", "gauge",
+            "When a window is forecast to reach 100 percent, Unix seconds (only while a wall is forecast).", wall)
+    alerts = figures.get("alerts") or {}
+    _family(lines, "svc_alerts_total", "counter", "Quota alerts emitted since start, by kind.",
+            [('{kind="%s"}' % kind, alerts.get(kind, 0)) for kind in ("threshold", "forecast")])
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------ openapi
 
 def _ref(name: str) -> Dict[str, str]:
@@ -317,15 +349,90 @@ def fleet_paths() -> Dict[str, Any]:
     }
 
 
+def _forecast_schema() -> Dict[str, Any]:
+    return {"oneOf": [{"type": "null"}, {
+        "type": "object", "additionalProperties": False,
+        "required": ["ratePctPerHour", "wallAt", "beforeReset", "pctAtReset", "samples"],
+        "properties": {
+            "ratePctPerHour": {"type": "number", "minimum": 0, "description": "Least-squares slope, floored at 0."},
+            "wallAt": {"type": ["string", "null"], "format": "date-time",
+                       "description": "When pct reaches 100 at this rate; null when the rate is 0."},
+            "beforeReset": {"type": "boolean"},
+            "pctAtReset": {"type": ["number", "null"], "description": "May exceed 100; null without resetsAt."},
+            "samples": {"type": "integer", "minimum": 3}}}]}
+
+
+def _trajectory_schemas() -> Dict[str, Any]:
+    """The schemas of the trajectory routes, kept apart from the contract's."""
+    window = {"oneOf": [{"type": "null"}, {
+        "type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "forecast"],
+        "properties": {"pct": {"type": ["number", "null"]},
+                       "resetsAt": {"type": ["string", "null"], "format": "date-time"},
+                       "forecast": _ref("Forecast")}}]}
+    account = {"type": "object", "additionalProperties": False,
+               "required": ["label", "email", "active", "fiveHour", "sevenDay"],
+               "properties": {"label": {"type": "string"}, "email": {"type": ["string", "null"]},
+                              "active": {"type": "boolean"}, "fiveHour": _ref("TrajectoryWindow"),
+                              "sevenDay": _ref("TrajectoryWindow")}}
+    alert = {"type": "object", "required": ["v", "id", "ts", "attributes"],
+             "description": "An account.quota.threshold or account.quota.forecast event (v2 envelope).",
+             "properties": {"v": {"const": 2}, "id": {"type": "string"}, "ts": {"type": "string"},
+                            "attributes": {"type": "object"}}}
+    trajectory = {"type": "object", "additionalProperties": False,
+                  "required": ["node", "generatedAt", "probedAt", "accounts", "alerts"],
+                  "properties": {"node": {"type": "string"}, "generatedAt": {"type": "string", "format": "date-time"},
+                                 "probedAt": {"type": ["integer", "null"], "description": "null before the first probe."},
+                                 "accounts": {"type": "array", "items": _ref("TrajectoryAccount")},
+                                 "alerts": {"type": "array", "maxItems": 20, "items": _ref("Alert"),
+                                            "description": "The newest 20 alert events, newest first."}}}
+    point = {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "number"}], "minItems": 2, "maxItems": 2}
+    series = {"type": "array", "maxItems": 500, "items": point}
+    history = {"type": "object", "additionalProperties": False, "required": ["node", "from", "to", "accounts"],
+               "properties": {"node": {"type": "string"}, "from": {"type": "integer"}, "to": {"type": "integer"},
+                              "accounts": {"type": "object", "additionalProperties": {
+                                  "type": "object", "required": ["fiveHour", "sevenDay"],
+                                  "properties": {"fiveHour": series, "sevenDay": series}}}}}
+    return {"Forecast": _forecast_schema(), "TrajectoryWindow": window, "TrajectoryAccount": account,
+            "Alert": alert, "Trajectory": trajectory, "History": history}
+
+
+def _trajectory_paths() -> Dict[str, Any]:
+    """The three trajectory routes, kept apart from the contract's."""
+    body = {"oneOf": [_ref("Trajectory"), _ref("Disabled")]}
+    return {
+        "/api/trajectory": _get_op(
+            "getTrajectory", "Forecast per account and window, and the newest alerts (rebuilt once per probe).",
+            {"200": {"description": "The trajectory body, or exactly {available:false,node} when disabled.",
+                     "content": {JSON_TYPE: {"schema": body}}}}),
+        "/api/history": _get_op(
+            "getHistory", "Utilization history per account and window, at most 500 points per series.",
+            {"200": _json_response("The history of the last `hours` hours, oldest first.", "History"),
+             "400": _json_response("`hours` is not one integer from 1 to 192.", "Error"),
+             "500": _json_response("The history could not be read.", "Error")},
+            parameters=[{"name": "hours", "in": "query", "required": False,
+                         "schema": {"type": "integer", "minimum": 1, "maximum": 192, "default": 24}}]),
+        "/api/trajectory/stream": _get_op(
+            "streamTrajectory", "Server-sent events: trajectory bodies and alerts.",
+            {"200": {"description": ("`retry: 5000`, then `event: trajectory` frames (the /api/trajectory body) "
+                                     "on connect and after every probe, and one `event: alert` frame per alert "
+                                     "(one alert event as data) as it is emitted; `: keepalive` comments."),
+                     "content": {"text/event-stream": {
+                         "schema": {"type": "string"},
+                         "x-events": {"trajectory": body, "alert": _ref("Alert")}}}},
+             "503": _json_response("Too many subscribers.", "Error",
+                                   {"Retry-After": {"schema": {"type": "integer"}}})}),
+    }
+
+
 def openapi_document() -> Dict[str, Any]:
     """The OpenAPI 3.1 document of every route and schema (served at /api/openapi.json)."""
     return {
         "openapi": "3.1.0",
         "info": {"title": "svc-monitor", "version": __version__,
                  "description": "Read-only, token-free account posture of one node."},
-        "paths": _paths(),
+        "paths": dict(_paths(), **_trajectory_paths()),
         "components": {
-            "schemas": _schemas(),
+            "schemas": dict(_schemas(), **_trajectory_schemas()),
             "responses": {
                 "Forbidden": _json_response("Forced-refresh guard (or SVC_MONITOR_READ_GUARD) refused the request.",
                                             "Forbidden"),

@@ -1,4 +1,4 @@
-"""The fast lane: cached plain reads of /api/accounts answered from one selector thread.
+"""The fast lane: cached plain reads of /api/accounts (and /api/trajectory) answered from one selector thread.
 
 Every accepted connection starts here. Whatever the lane does not answer
 itself is handed, with the bytes already read and the answers not yet sent, to
@@ -65,6 +65,9 @@ class _Conn:
 
 
 _FAST_TARGET = b"/api/accounts"
+_FAST_LINE = b"GET " + _FAST_TARGET + b" HTTP/1.1"
+# The trajectory body is built once per probe, so its reads are as cheap.
+_TRAJECTORY_LINE = b"GET /api/trajectory HTTP/1.1"
 
 
 class FastLane:
@@ -73,7 +76,7 @@ class FastLane:
     A thread per connection makes 32 busy connections fight over the GIL after
     every recv and send; one selector loop answering from prebuilt bytes does
     not. Anything that is not a well-formed `GET /api/accounts HTTP/1.1` with a
-    fresh cached posture (streams, forced refreshes, other routes, odd or
+    fresh cached posture (or `GET /api/trajectory HTTP/1.1`, built once per probe) (streams, forced refreshes, other routes, odd or
     oversized requests, a slow reader) is handed, with the bytes already read
     and any answers not yet sent, to the ordinary threaded handler, which
     applies every rule of the surface. The fast lane therefore only ever
@@ -210,7 +213,8 @@ class FastLane:
         """The response to one request head, or (None, _) to hand it off."""
         server = self.server
         line, _, fields = head.partition(b"\r\n")
-        if line != b"GET " + _FAST_TARGET + b" HTTP/1.1" or server.read_guard or server.stopping.is_set():
+        trajectory = line == _TRAJECTORY_LINE
+        if (line != _FAST_LINE and not trajectory) or server.read_guard or server.stopping.is_set():
             return None, False
         close = False
         count = 0
@@ -229,6 +233,9 @@ class FastLane:
                     return None, False
             elif lower == b"transfer-encoding" or (lower == b"content-length" and value.strip(b" \t") != b"0"):
                 return None, False
+        if trajectory:
+            response = server.trajectory_response(b"Connection: close\r\n" if close else b"")
+            return response, close
         fresh = getattr(server.service, "fresh_summary", None)
         summary = fresh() if fresh is not None else None
         if summary is None:

@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .._version import __version__
-from . import sse
+from . import sse, trajectory_routes
 from .assets import PAGE_HEADERS
-from .exposition import METRICS_TYPE, render_metrics
+from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
 from .fastlane import closed_reader, replay_reader
 from .fleet import fleet_cache
 from .trust import GUARD_MESSAGES
@@ -223,6 +223,8 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return self._accounts(query)
         if path == "/api/accounts/stream":
             return self._stream()
+        if path in trajectory_routes.ROUTES:
+            return trajectory_routes.answer(self, path, query)
         if path == "/healthz":
             # probeIntervalS: a posture older than twice it is stale (DESIGN §14).
             return self._send_json(200, {"ok": True, "node": server.node, "version": __version__,
@@ -272,7 +274,7 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return self._error(500, "The posture could not be read.")
         self._send(200, JSON_TYPE, self.server.posture_bytes(body), JSON_HEADERS)
 
-    def _stream(self) -> None:
+    def _stream(self, pump: Any = sse.pump) -> None:
         server = self.server
         if self.command == "HEAD":
             return self._send(200, "text/event-stream", b"", b"Cache-Control: no-cache\r\n")
@@ -280,7 +282,7 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return self._error(503, "Too many stream subscribers; retry later.", b"Retry-After: 5\r\n")
         try:
             self.close_connection = True
-            sse.pump(self.wfile.write, server)
+            pump(self.wfile.write, server)
         finally:
             server.release_stream()
 
@@ -292,6 +294,8 @@ class MonitorHandler(BaseHTTPRequestHandler):
             log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
             figures = {}
         text = render_metrics(figures, subscribers=server.stream_count, subscribers_max=server.max_streams)
+        if server.trajectory is not None:
+            text += render_trajectory_metrics(server.trajectory.metrics())
         self._send(200, METRICS_TYPE, text.encode("utf-8"), b"Cache-Control: no-store\r\n")
 
 

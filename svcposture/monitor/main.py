@@ -120,7 +120,27 @@ def _posture_service(paths: Paths, environ: Mapping[str, str], probe_enabled: bo
         log.warning("latch could not be loaded: %s", _one_line(exc))
     service = PostureService(paths, node=node, log=event_log, latch=latch, environ=environ,
                              probe_enabled=probe_enabled)
+    service.trajectory = _trajectory_service(paths, environ, node, event_log, service)
     return node, event_log, service
+
+
+def _trajectory_service(paths: Paths, environ: Mapping[str, str], node: str, event_log: Any, service: Any) -> Any:
+    """History, forecasts, alerts and the notify hook, fed by every fresh probe result."""
+    from ..notify import Notifier
+    from ..trajectory import TrajectoryService
+
+    notifier = Notifier.from_environ(environ)
+    if notifier is not None:
+        notifier.start()
+    trajectory = TrajectoryService(paths, node=node, event_log=event_log, environ=environ, notifier=notifier)
+    try:
+        trajectory.load()
+    except OSError as exc:
+        log.warning("history could not be loaded: %s", _one_line(exc))
+    if not service.probe_enabled:
+        trajectory.observe({"available": False, "node": node})
+    service.observers.append(trajectory.observe)
+    return trajectory
 
 
 def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log: Any, service: Any,
@@ -186,6 +206,7 @@ def _announce(paths: Paths, server: MonitorServer, probe_enabled: bool) -> None:
 def _stop_all(paths: Paths, server: MonitorServer, service: Any, serving: bool, started: List[Any]) -> None:
     server.stopping.set()
     service.broadcast.close()  # wakes every stream so it can end
+    service.trajectory.broadcast.close()
     if serving:
         server.shutdown()
     server.server_close()
@@ -194,6 +215,7 @@ def _stop_all(paths: Paths, server: MonitorServer, service: Any, serving: bool, 
             part.stop()
         except Exception as exc:
             log.warning("stopping %s failed: %s", type(part).__name__, _one_line(exc))
+    service.trajectory.stop()
     _remove_monitor_json(paths.monitor_json)
 
 
@@ -269,6 +291,7 @@ def _build_parser() -> argparse.ArgumentParser:
                "       svc-monitor {init,hud,statusline,demo} [-h] [ARGS...]"),
         description=("Serve this node's model-provider account posture: the dashboard at /, "
                      "GET /api/accounts[?refresh=true], the SSE stream /api/accounts/stream, "
+                     "/api/trajectory (forecasts and alerts), /api/trajectory/stream, /api/history?hours=H, "
                      "/metrics, /api/openapi.json and /healthz. Read-only and token-free."),
         epilog=("subcommands:\n"
                 "  svc-monitor init [--host-name NAME] [--accounts N] [--json]   make this host a node\n"
@@ -279,7 +302,8 @@ def _build_parser() -> argparse.ArgumentParser:
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
                 "  SVC_MONITOR_TRUSTED_HOSTS (name, name:port, name:*), SVC_MONITOR_TRUSTED_ORIGINS,\n"
                 "  SVC_MONITOR_MAX_STREAMS (1024), SVC_SSE_KEEPALIVE_S (15), SVC_ACCOUNTS_PROBE=0,\n"
-                "  SVC_ACCOUNTS_ENV, SVC_POSTURE_TTL_S, SVC_PROBE_INTERVAL_S, SVC_REFRESH_FLOOR_S.\n"
+                "  SVC_ACCOUNTS_ENV, SVC_POSTURE_TTL_S, SVC_PROBE_INTERVAL_S, SVC_REFRESH_FLOOR_S,\n"
+                "  SVC_HISTORY_DAYS (8), SVC_ALERT_THRESHOLDS (80,90), SVC_ALERT_CMD (notify hook).\n"
                 "A forced refresh needs the X-Svc-Refresh header, a trusted Host and a trusted Origin\n"
                 "(when one is sent); otherwise it gets 403 and spends no probe."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -355,10 +379,12 @@ class _OwningServer(MonitorServer):
     def server_close(self) -> None:
         self.stopping.set()
         self.service.broadcast.close()  # wakes every stream so it can end
+        self.service.trajectory.broadcast.close()
         try:
             super().server_close()
         finally:
             self.service.stop()
+            self.service.trajectory.stop()
 
 
 def start_server(home: Union[str, "os.PathLike[str]", None] = None, *, bind: str = DEFAULT_BIND, port: int = 0,

@@ -89,6 +89,10 @@ class MonitorServer(ThreadingHTTPServer):
         self.trust = TrustPolicy(host, self.server_port, node, extra_hosts=self._trusted_hosts_env,
                                  extra_origins=self._trusted_origins_env)
         self.openapi_body = dumps(openapi_document())
+        self.trajectory = getattr(service, "trajectory", None)
+        self.history_index: Any = None
+        self._trajectory_cache: Tuple[Any, bytes] = (None, b"")
+        self._index_page(getattr(service, "interval_s", None))
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls getfqdn(), a reverse DNS lookup that can
@@ -184,6 +188,38 @@ class MonitorServer(ThreadingHTTPServer):
         # One tuple assignment is atomic: readers see the old pair or the new one.
         self._cached_read = (key, response)
         return response
+
+    def _index_page(self, interval_s: Any) -> None:
+        # The page greys out a value older than twice the probe interval; it
+        # learns the interval here, so the contract's bodies stay as they are.
+        page = self.static.get("/")
+        if page is not None and isinstance(interval_s, (int, float)):
+            self.static["/"] = (page[0].replace(b'content="300" data-svc="probe-interval"',
+                                                b'content="%g" data-svc="probe-interval"' % interval_s), page[1])
+
+    def trajectory_response(self, conn: bytes) -> Optional[bytes]:
+        """The whole response to GET /api/trajectory from the body of the last probe."""
+        trajectory = self.trajectory
+        if trajectory is None:
+            return None
+        body = trajectory.body()
+        key = (id(body), self.date_header(), conn)
+        cached = self._trajectory_cache
+        if cached[0] == key:
+            return cached[1]
+        data = dumps(body)
+        response = b"HTTP/1.1 200 OK\r\nServer: svc-monitor\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n%s" % (
+            key[1], JSON_TYPE.encode("ascii"), len(data), conn, JSON_HEADERS, data)
+        self._trajectory_cache = (key, response)
+        return response
+
+    def history_body(self, hours: int) -> Dict[str, Any]:
+        from ..historyindex import HistoryIndex
+
+        with self._body_lock:
+            if self.history_index is None:
+                self.history_index = HistoryIndex(self.service.paths)
+        return self.history_index.body(node=self.node, hours=hours)
 
     def acquire_stream(self) -> bool:
         with self._streams_lock:

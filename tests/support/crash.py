@@ -53,6 +53,9 @@ class FrameWatcher(threading.Thread):
         super().__init__(daemon=True)
         self.monitor = monitor
         self.frames: List[Tuple[int, str]] = []
+        # (handle, resetsAt) of each 5-hour window a handled probe saw at >= 90 %:
+        # its threshold alert must be in the log.
+        self.highs: Set[Tuple[str, str]] = set()
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -80,6 +83,10 @@ class FrameWatcher(threading.Thread):
                     continue
                 if isinstance(body, dict) and isinstance(body.get("probedAt"), int):
                     self.frames.append((body["probedAt"], str(body.get("status"))))
+                    for account in body.get("accounts") or []:
+                        five = account.get("fiveHour") or {}
+                        if isinstance(five.get("pct"), (int, float)) and five["pct"] >= 90 and five.get("resetsAt"):
+                            self.highs.add((account["label"], five["resetsAt"]))
 
     def stop(self) -> None:
         self.stopped.set()
@@ -161,6 +168,7 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
             record["end"] = time.monotonic()
             watcher.stop()
             record["frames"] = list(watcher.frames)
+            record["highs"] = set(watcher.highs)
             if "Traceback" in monitor.stderr_text():
                 tracebacks += 1
             instances.append(record)
@@ -229,7 +237,9 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
     n = len(statuses)
     lost = 0 if n in reachable else max(0, min(reachable) - n)
     extra = 0 if n in reachable else max(0, n - max(reachable))
+    alert_figures = _alert_figures(home, set().union(*(inst["highs"] for inst in instances)))
     return {
+        **alert_figures,
         "kills": kills, "seconds": round(elapsed, 1), "answered_probes": len(served),
         "orphan_answers": len(served) - len(live),
         "proven_handled_probes": len(definite), "ambiguous_probes": len(observations) - len(definite),
@@ -240,6 +250,32 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
         "kills_between_emit_and_advance": emit_advance_gaps, "tracebacks": tracebacks,
         "final_exit": instances[-1].get("exit"), "sibling_events": other_events, "statuses": statuses,
     }
+
+
+def _alert_figures(home: Path, proven_highs: Set[Tuple[str, str]]) -> Dict[str, Any]:
+    """Threshold alerts against the window cycles handled probes proved to be >= 90 %.
+
+    A flip account's 5-hour window jumps from 40 % to 102 %, so each cycle it
+    is rejected in owes exactly one alert, at 90 (80 marked fired with it),
+    whatever number of rejected phases and kills the cycle saw.
+    """
+    alerts = []
+    events_dir = home / "svc" / "events"
+    for path in sorted(events_dir.glob("*.jsonl")) if events_dir.is_dir() else []:
+        for raw in path.read_bytes().split(b"\n"):
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and (event.get("attributes") or {}).get("event.name") == "account.quota.threshold":
+                alerts.append(event["attributes"])
+    keys = [(a.get("account.handle"), a.get("ratelimit.window"), a.get("ratelimit.threshold"),
+             a.get("ratelimit.resets_at")) for a in alerts]
+    fired = {(handle, resets) for handle, window, threshold, resets in keys if window == "five_hour"}
+    return {"alerts": len(alerts), "alert_cycles_proven": len(proven_highs),
+            "alert_duplicates": len(keys) - len(set(keys)),
+            "alerts_lost": len(proven_highs - fired),
+            "alerts_wrong_threshold": sum(1 for k in keys if k[2] != 90 or k[1] != "five_hour")}
 
 
 def _iso_ms(text: str) -> int:

@@ -60,6 +60,7 @@ from svcposture.monitor.provider_wire import (UNIFIED, error_body, message_body,
 
 MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop", "redirect", "raw", "flip")
 ANY = "*"  # set_usage(ANY, ...) answers the usage probe of every token
+FLIP_CYCLE = 4  # flips per 5-hour window cycle of a flip account
 PREFIX = UNIFIED
 
 
@@ -126,11 +127,14 @@ class _Account:
         }
 
 
-def flip_state(status: str, now: float) -> Dict[str, Any]:
-    """The wire state of a flip account answering `status` ("ok" or "rejected")."""
+def flip_state(status: str, now: float, reset_5h: Optional[float] = None) -> Dict[str, Any]:
+    """The wire state of a flip account answering `status` ("ok" or "rejected").
+
+    `reset_5h` (default an hour from now) is the 5-hour window's reset: the
+    provider gives flip accounts one that stays put for a whole flip cycle."""
     window = "rejected" if status == "rejected" else "allowed"
     return {"status": window, "claim": "five_hour",
-            "5h": ("1.02" if status == "rejected" else "0.40", window, now + 3600),
+            "5h": ("1.02" if status == "rejected" else "0.40", window, now + 3600 if reset_5h is None else reset_5h),
             "7d": ("0.30", "allowed", now + 86400)}
 
 
@@ -219,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         now = time.time()
         if flipped is not None:
-            state = flip_state(flipped, now)
+            state = flip_state(flipped, now, self.server.owner.flip_reset())
         else:
             state = account.state(now)
         status = reply_status(state["status"], account.http_status)
@@ -266,6 +270,7 @@ class ProviderServer:
         self.served: List[Tuple[float, float, str, str]] = []
         self.flip_period = flip_period
         self.flip_started = time.monotonic()
+        self.flip_reset_base = float(int(time.time()) + 3600)
         self.frozen: Optional[str] = None
         self._script = script
         self._script_mtime: Optional[Tuple[int, int, int]] = None
@@ -371,6 +376,13 @@ class ProviderServer:
     def _leave(self) -> None:
         with self._lock:
             self._in_flight -= 1
+
+    def flip_reset(self) -> float:
+        """The 5-hour reset (epoch s) flip accounts answer now: it moves on, by far
+        more than the 120 s that tell two cycles apart, every FLIP_CYCLE flips, so
+        each cycle holds two rejected phases (the second must alert nothing)."""
+        cycle = int((time.monotonic() - self.flip_started) / (self.flip_period * FLIP_CYCLE))
+        return self.flip_reset_base + cycle * 1000.0
 
     def _flip_status(self, account: _Account) -> str:
         if self.frozen is not None:

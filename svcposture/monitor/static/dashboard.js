@@ -1,14 +1,39 @@
-// svc-monitor dashboard: live from /api/accounts/stream, no build step, no CDN.
+// svc-monitor dashboard: live from /api/accounts/stream and /api/trajectory/stream,
+// no build step, no CDN, SVG drawn by hand.
 // Everything is written with textContent: emails and labels are never parsed as HTML.
 (function () {
   "use strict";
-  var STREAM = "/api/accounts/stream";
-  var last = null;          // newest body shown
-  var source = null;        // current EventSource
-  var reconnectTimer = null;
+  var SVG = "http://www.w3.org/2000/svg";
+  var HOUR = 3600000;
+  var WINDOWS = [
+    // field, short name, bar id, sparkline span
+    { field: "fiveHour", name: "5h", bar: "5h", span: 24 * HOUR },
+    { field: "sevenDay", name: "7d", bar: "7d", span: 7 * 24 * HOUR }
+  ];
+  var last = null;          // newest posture body shown
+  var traj = null;          // newest trajectory body
+  var history = { fiveHour: {}, sevenDay: {} };  // label -> [[t, pct], ...]
+  var historyFetched = 0;
+  var alertsSeen = {};
+  var sources = {};
+  var reconnectTimers = {};
+  var probeIntervalMs = 300000;
 
   function $(id) { return document.getElementById(id); }
   function text(id, value) { $(id).textContent = value == null ? "" : String(value); }
+  function el(tag, cls, content) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (content != null) node.textContent = String(content);
+    return node;
+  }
+  function svgEl(tag, attrs) {
+    var node = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    return node;
+  }
+
+  // ------------------------------------------------------------ formatting
 
   function fmtPct(p) { return typeof p === "number" ? (Math.round(p * 10) / 10) + "%" : "—"; }
   function fmtDuration(ms) {
@@ -20,16 +45,54 @@
     if (m > 0) return m + "m " + sec + "s";
     return sec + "s";
   }
+  function fmtShort(ms) {
+    // "1h12m", "38 min": the forecast sentence's words.
+    var m = Math.max(0, Math.round(ms / 60000));
+    if (m < 60) return m + " min";
+    var h = Math.floor(m / 60), d = Math.floor(h / 24);
+    if (d > 0) return d + "d" + (h % 24) + "h";
+    return h + "h" + (m % 60 < 10 ? "0" : "") + (m % 60) + "m";
+  }
+  function localClock(t) {
+    var date = new Date(t);
+    var hm = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    if (t - Date.now() > 20 * HOUR) {
+      return date.toLocaleDateString([], { weekday: "short" }) + " " + hm;
+    }
+    return hm;
+  }
   function countdown(iso) {
     if (!iso) return "";
     var t = Date.parse(iso);
-    return isNaN(t) ? "" : "resets in " + fmtDuration(t - Date.now());
+    return isNaN(t) ? "" : "resets in " + fmtDuration(t - Date.now()) + " (" + localClock(t) + ")";
   }
   function windowText(w) {
     if (!w) return "—";
     var c = countdown(w.resetsAt);
     return fmtPct(w.pct) + (c ? " · " + c : "");
   }
+  function isStale(probedAt) {
+    return typeof probedAt === "number" && Date.now() - probedAt > 2 * probeIntervalMs;
+  }
+
+  function forecastSentence(w) {
+    var f = w && w.forecast;
+    if (!f) return { text: "Not enough recent samples for a forecast yet.", alarm: false };
+    var wall = f.wallAt ? Date.parse(f.wallAt) : NaN;
+    var reset = w.resetsAt ? Date.parse(w.resetsAt) : NaN;
+    if (f.beforeReset && !isNaN(wall)) {
+      var toWall = wall - Date.now();
+      var head = toWall <= 0 ? "at 100% now" : "at this rate 100% in " + fmtShort(toWall);
+      return { text: head + (isNaN(reset) ? "" : ", " + fmtShort(reset - wall) + " before reset"), alarm: true };
+    }
+    if (typeof f.pctAtReset === "number") {
+      return { text: "about " + Math.round(f.pctAtReset) + "% at reset (" + f.ratePctPerHour + "%/h)", alarm: false };
+    }
+    if (!isNaN(wall)) return { text: "at this rate 100% in " + fmtShort(wall - Date.now()), alarm: false };
+    return { text: "steady: not climbing", alarm: false };
+  }
+
+  // ------------------------------------------------------------ footer and banner (the contract's)
 
   function setBar(key, w) {
     var fill = $("bar-" + key + "-fill");
@@ -49,7 +112,7 @@
     setBar("7d", null);
     $("banner").hidden = true;
     $("node-error").hidden = true;
-    $("accounts-body").textContent = "";
+    $("cards").textContent = "";
     text("meta", "");
   }
 
@@ -59,11 +122,9 @@
     if (!body || body.available !== true) {
       clearDisplay();
       $("unavailable").hidden = false;
-      $("accounts").hidden = true;
       return;
     }
     $("unavailable").hidden = true;
-    $("accounts").hidden = false;
     var active = body.active;
     var status = body.status || "unknown";
     text("footer-label", active ? active.label : "no active account");
@@ -86,7 +147,6 @@
     } else {
       banner.hidden = true;
     }
-
     var nodeErr = $("node-error");
     if (body.error) {
       nodeErr.textContent = "Probe failed (" + body.error.kind + "): " + (body.error.message || "");
@@ -94,63 +154,262 @@
     } else {
       nodeErr.hidden = true;
     }
-
-    var tbody = $("accounts-body");
-    tbody.textContent = "";
-    (body.accounts || []).forEach(function (a) {
-      var tr = document.createElement("tr");
-      if (a.active) tr.className = "active";
-      tr.setAttribute("data-label", a.label);
-      var err = a.error ? a.error.kind + (a.error.message ? ": " + a.error.message : "") : "";
-      var st = a.bindingStatus || a.overallStatus || "";
-      [a.label + (a.active ? " (active)" : ""), a.email || "", st, windowText(a.fiveHour),
-       windowText(a.sevenDay), a.bindingWindow || "", err].forEach(function (v) {
-        var td = document.createElement("td");
-        td.textContent = v;
-        tr.appendChild(td);
-      });
-      tbody.appendChild(tr);
-    });
-    var probed = typeof body.probedAt === "number" ? new Date(body.probedAt) : null;
-    text("meta", (probed ? "probed " + fmtDuration(Date.now() - body.probedAt) + " ago (" +
-      probed.toISOString() + ")" : "") + (body.cached ? " · cached" : " · fresh"));
+    renderCards();
+    tick();
   }
 
+  // ------------------------------------------------------------ cards
+
+  function trajWindow(label, field) {
+    if (!traj || !traj.accounts) return null;
+    for (var i = 0; i < traj.accounts.length; i++) {
+      if (traj.accounts[i].label === label) return traj.accounts[i][field];
+    }
+    return null;
+  }
+
+  function renderCards() {
+    var box = $("cards");
+    box.textContent = "";
+    if (!last || last.available !== true) return;
+    (last.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
+  }
+
+  function card(a) {
+    var node = el("article", "card" + (a.active ? " active" : ""));
+    node.setAttribute("data-label", a.label);
+    var head = el("div", "card-head");
+    head.appendChild(el("span", "card-label", a.label));
+    if (a.active) head.appendChild(el("span", "badge", "active"));
+    var st = a.error ? "error" : ({ allowed: "ok", allowed_warning: "degraded", rejected: "rejected" }[a.bindingStatus] || "unknown");
+    head.appendChild(el("span", "pill pill-" + st, st));
+    head.appendChild(el("span", "card-email", a.email || ""));
+    node.appendChild(head);
+    if (a.error) node.appendChild(el("p", "card-error", a.error.kind + (a.error.message ? ": " + a.error.message : "")));
+    WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
+    var stale = el("p", "stale-note", "");
+    stale.hidden = true;
+    node.appendChild(stale);
+    return node;
+  }
+
+  function windowBlock(a, spec) {
+    var w = a[spec.field];
+    var tw = trajWindow(a.label, spec.field);
+    var block = el("div", "win");
+    block.setAttribute("data-window", spec.field);
+    var head = el("div", "win-head");
+    head.appendChild(el("span", "win-name", spec.name));
+    head.appendChild(el("span", "win-pct", w ? fmtPct(w.pct) : "—"));
+    var reset = el("span", "win-reset", w ? countdown(w.resetsAt) : "");
+    reset.setAttribute("data-resets-at", w && w.resetsAt ? w.resetsAt : "");
+    head.appendChild(reset);
+    block.appendChild(head);
+    var bar = el("div", "bar");
+    var fill = el("div", "fill" + (w && w.status ? " " + w.status : ""));
+    fill.style.width = (w && typeof w.pct === "number" ? Math.max(0, Math.min(100, w.pct)) : 0) + "%";
+    bar.appendChild(fill);
+    block.appendChild(bar);
+    block.appendChild(sparkline(a.label, spec, w, tw));
+    var sentence = forecastSentence(tw);
+    block.appendChild(el("p", "sentence" + (sentence.alarm ? " alarm" : ""), w ? sentence.text : ""));
+    return block;
+  }
+
+  function sparkline(label, spec, w, tw) {
+    var width = 300, height = 56, now = Date.now();
+    var x0 = now - spec.span, x1 = now + spec.span / 4;
+    var points = (history[spec.field][label] || []).filter(function (p) { return p[0] >= x0 && p[0] <= now + 60000; });
+    var top = 100;
+    points.forEach(function (p) { if (p[1] > top) top = p[1]; });
+    function x(t) { return ((Math.max(x0, Math.min(x1, t)) - x0) / (x1 - x0) * width).toFixed(1); }
+    function y(p) { return (height - 2 - Math.max(0, p) / top * (height - 4)).toFixed(1); }
+    var svg = svgEl("svg", { "class": "spark", viewBox: "0 0 " + width + " " + height, preserveAspectRatio: "none",
+                             role: "img", "aria-label": spec.name + " utilization, last " + (spec.span / HOUR) + " h" });
+    svg.appendChild(svgEl("line", { "class": "spark-wall", x1: 0, x2: width, y1: y(100), y2: y(100) }));
+    svg.appendChild(svgEl("line", { "class": "spark-now", x1: x(now), x2: x(now), y1: 0, y2: height }));
+    if (points.length) {
+      var d = points.map(function (p, i) { return (i ? "L" : "M") + x(p[0]) + " " + y(p[1]); }).join(" ");
+      svg.appendChild(svgEl("path", { "class": "spark-line", d: d }));
+    }
+    var resetAt = w && w.resetsAt ? Date.parse(w.resetsAt) : NaN;
+    if (!isNaN(resetAt) && resetAt <= x1) {
+      svg.appendChild(svgEl("line", { "class": "spark-reset", x1: x(resetAt), x2: x(resetAt), y1: 0, y2: height }));
+    }
+    var f = tw && tw.forecast;
+    if (f && w && typeof w.pct === "number") {
+      // Dashed: from now at the current pct, at the forecast rate, to the wall
+      // (or the reset, or the chart's edge, whichever comes first).
+      var end = x1;
+      if (!isNaN(resetAt)) end = Math.min(end, resetAt);
+      var wall = f.wallAt ? Date.parse(f.wallAt) : NaN;
+      if (!isNaN(wall)) end = Math.min(end, Math.max(now, wall));
+      var endPct = w.pct + f.ratePctPerHour * Math.max(0, end - now) / HOUR;
+      svg.appendChild(svgEl("path", { "class": "spark-forecast" + (f.beforeReset ? " alarm" : ""),
+                                      d: "M" + x(now) + " " + y(w.pct) + " L" + x(end) + " " + y(Math.min(endPct, top)) }));
+    }
+    return svg;
+  }
+
+  // ------------------------------------------------------------ alerts
+
+  function alertText(ev) {
+    var a = ev.attributes || {};
+    var win = a["ratelimit.window"] === "seven_day" ? "7d" : "5h";
+    if (a["event.name"] === "account.quota.forecast") {
+      return a["account.handle"] + " " + win + ": forecast to reach 100% at " +
+        localClock(Date.parse(a["ratelimit.wall_at"])) + ", before its reset";
+    }
+    return a["account.handle"] + " " + win + " reached " + a["ratelimit.threshold"] + "% (" + fmtPct(a["ratelimit.pct"]) + ")";
+  }
+
+  function renderAlerts(list) {
+    var box = $("alerts");
+    box.textContent = "";
+    (list || []).forEach(function (ev) {
+      var kind = ev.attributes && ev.attributes["event.name"] === "account.quota.forecast" ? "forecast" : "threshold";
+      var li = el("li", "kind-" + kind);
+      li.setAttribute("data-id", ev.id || "");
+      var ts = Date.parse(ev.ts);
+      li.appendChild(el("span", "when", isNaN(ts) ? "" : new Date(ts).toLocaleString([], { weekday: "short", hour: "2-digit", minute: "2-digit" })));
+      li.appendChild(el("span", "what", alertText(ev)));
+      box.appendChild(li);
+    });
+    $("alerts-empty").hidden = box.childNodes.length > 0;
+  }
+
+  function notify(ev) {
+    if (!window.Notification || Notification.permission !== "granted") return;
+    if (localStorage.getItem("svc-notify") !== "1") return;
+    try { new Notification("svc-monitor: quota alert", { body: alertText(ev), tag: ev.id }); } catch (e) { /* ignored */ }
+  }
+
+  function onAlert(ev) {
+    if (!ev || !ev.id || alertsSeen[ev.id]) return;
+    alertsSeen[ev.id] = true;
+    var list = (traj && traj.alerts) ? traj.alerts.slice() : [];
+    if (!list.some(function (x) { return x.id === ev.id; })) list.unshift(ev);
+    if (traj) traj.alerts = list.slice(0, 20);
+    renderAlerts(list.slice(0, 20));
+    notify(ev);
+  }
+
+  function setupNotify() {
+    var btn = $("notify");
+    function show() {
+      var on = window.Notification && Notification.permission === "granted" && localStorage.getItem("svc-notify") === "1";
+      btn.textContent = on ? "Notifying" : "Notify me";
+      btn.className = on ? "on" : "";
+      btn.disabled = !window.Notification;
+    }
+    btn.addEventListener("click", function () {
+      if (localStorage.getItem("svc-notify") === "1") {
+        localStorage.removeItem("svc-notify");
+        return show();
+      }
+      Notification.requestPermission().then(function (p) {
+        if (p === "granted") localStorage.setItem("svc-notify", "1");
+        show();
+      });
+    });
+    show();
+  }
+
+  // ------------------------------------------------------------ trajectory and history
+
+  function renderTrajectory(body) {
+    if (!body || body.available === false) { traj = null; renderCards(); return; }
+    traj = body;
+    (body.alerts || []).forEach(function (ev) { alertsSeen[ev.id] = true; });
+    renderAlerts(body.alerts);
+    if (typeof body.probedAt === "number") {
+      (body.accounts || []).forEach(function (a) {
+        WINDOWS.forEach(function (spec) {
+          var w = a[spec.field];
+          if (!w || typeof w.pct !== "number") return;
+          var series = history[spec.field][a.label] || (history[spec.field][a.label] = []);
+          if (!series.length || series[series.length - 1][0] < body.probedAt) series.push([body.probedAt, w.pct]);
+        });
+      });
+    }
+    renderCards();
+    tick();
+    if (Date.now() - historyFetched > 60000) loadHistory();
+  }
+
+  function loadHistory() {
+    historyFetched = Date.now();
+    WINDOWS.forEach(function (spec) {
+      fetch("/api/history?hours=" + spec.span / HOUR, { cache: "no-store" })
+        .then(function (r) { return r.json(); })
+        .then(function (body) {
+          var byLabel = {};
+          Object.keys(body.accounts || {}).forEach(function (label) { byLabel[label] = body.accounts[label][spec.field] || []; });
+          history[spec.field] = byLabel;
+          renderCards();
+          tick();
+        })
+        .catch(function () {});
+    });
+  }
+
+  // ------------------------------------------------------------ the clock
+
   function tick() {
-    // Countdowns and "probed ago" move every second without a new frame.
-    if (last && last.available === true) {
-      var a = last.active;
-      text("bar-5h-text", a && a.fiveHour ? windowText(a.fiveHour) : "");
-      text("bar-7d-text", a && a.sevenDay ? windowText(a.sevenDay) : "");
-      if (typeof last.probedAt === "number") {
-        text("meta", "probed " + fmtDuration(Date.now() - last.probedAt) + " ago (" +
-          new Date(last.probedAt).toISOString() + ")" + (last.cached ? " · cached" : " · fresh"));
+    // Countdowns, ages and staleness move every second without a new frame.
+    if (!last || last.available !== true) return;
+    var a = last.active;
+    text("bar-5h-text", a && a.fiveHour ? windowText(a.fiveHour) : "");
+    text("bar-7d-text", a && a.sevenDay ? windowText(a.sevenDay) : "");
+    var stale = isStale(last.probedAt);
+    $("footer").className = "footer" + (stale ? " stale" : "");
+    var age = typeof last.probedAt === "number" ? fmtDuration(Date.now() - last.probedAt) : "";
+    text("meta", (age ? "probed " + age + " ago (" + new Date(last.probedAt).toLocaleTimeString() + ")" : "") +
+      (stale ? " · STALE: no fresh probe for over twice the probe interval" : (last.cached ? " · cached" : " · fresh")));
+    var cards = $("cards").childNodes;
+    for (var i = 0; i < cards.length; i++) {
+      var node = cards[i];
+      node.className = node.className.replace(/ stale/g, "") + (stale ? " stale" : "");
+      var note = node.querySelector(".stale-note");
+      note.hidden = !stale;
+      note.textContent = stale ? "stale: last probed " + age + " ago" : "";
+      var resets = node.querySelectorAll(".win-reset");
+      for (var j = 0; j < resets.length; j++) {
+        var iso = resets[j].getAttribute("data-resets-at");
+        resets[j].textContent = iso ? countdown(iso) : "";
       }
     }
   }
 
+  // ------------------------------------------------------------ streams
+
   function setConn(state) {
-    var el = $("conn");
-    el.textContent = state;
-    el.className = "conn conn-" + state;
+    var node = $("conn");
+    node.textContent = state;
+    node.className = "conn conn-" + state;
   }
 
-  function connect() {
-    if (reconnectTimer) { clearTimeout(reconnectTimer); reconnectTimer = null; }
-    if (source) source.close();
-    setConn("connecting");
-    source = new EventSource(STREAM);
-    source.addEventListener("open", function () { setConn("live"); });
-    source.addEventListener("account", function (ev) {
-      setConn("live");
-      try { render(JSON.parse(ev.data)); } catch (e) { text("message", "Bad frame from the stream."); }
+  function connect(path, handlers, showState) {
+    if (reconnectTimers[path]) { clearTimeout(reconnectTimers[path]); reconnectTimers[path] = null; }
+    if (sources[path]) sources[path].close();
+    if (showState) setConn("connecting");
+    var source = new EventSource(path);
+    sources[path] = source;
+    source.addEventListener("open", function () { if (showState) setConn("live"); });
+    Object.keys(handlers).forEach(function (name) {
+      source.addEventListener(name, function (ev) {
+        if (showState) setConn("live");
+        var data;
+        try { data = JSON.parse(ev.data); } catch (e) { text("message", "Bad frame from the stream."); return; }
+        handlers[name](data);
+      });
     });
     source.addEventListener("error", function () {
-      setConn("reconnecting");
+      if (showState) setConn("reconnecting");
       // The browser retries by itself after `retry:`; when it gives up (the
       // stream ended with an error status) start a fresh one.
-      if (source.readyState === EventSource.CLOSED && !reconnectTimer) {
-        reconnectTimer = setTimeout(connect, 5000);
+      if (source.readyState === EventSource.CLOSED && !reconnectTimers[path]) {
+        reconnectTimers[path] = setTimeout(function () { connect(path, handlers, showState); }, 5000);
       }
     });
   }
@@ -174,12 +433,18 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    var meta = document.querySelector('meta[name="svc-probe-interval"]');
+    var seconds = meta ? parseFloat(meta.getAttribute("content")) : NaN;
+    if (seconds > 0) probeIntervalMs = seconds * 1000;
     $("refresh").addEventListener("click", forceRefresh);
+    setupNotify();
     fetch("/api/accounts", { cache: "no-store" })
       .then(function (r) { return r.json(); })
       .then(function (body) { if (!last) render(body); })
       .catch(function () {});
-    connect();
+    loadHistory();
+    connect("/api/accounts/stream", { account: render }, true);
+    connect("/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false);
     setInterval(tick, 1000);
   });
 })();

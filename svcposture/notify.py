@@ -1,0 +1,143 @@
+"""The operator's notify hook, $SVC_ALERT_CMD (DESIGN §10).
+
+Each alert (and each account.status.changed edge) is queued; one worker
+thread runs `/bin/sh -c "$SVC_ALERT_CMD"` per event, one at a time, with the
+event as one JSON line on stdin and the token-free environment of the probe
+child. A hook gets 10 s; then its whole process group is killed. Its output
+goes to /dev/null (a hook that floods stdout cannot fill
+memory or block). The queue holds 100 events; beyond that the oldest is
+dropped with one log line. Nothing here ever blocks a probe or a reply.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any, Deque, Dict, Mapping, Optional
+
+log = logging.getLogger("svcposture.notify")
+
+DEFAULT_TIMEOUT_S = 10.0
+QUEUE_LIMIT = 100
+
+
+class Notifier:
+    """Runs the hook for each submitted event, in order, off the caller's thread."""
+
+    def __init__(self, command: str, environ: Mapping[str, str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 limit: int = QUEUE_LIMIT) -> None:
+        from ._spawn import child_env
+
+        self.command = command
+        self.env = child_env(environ)
+        self.timeout_s = timeout_s
+        self.limit = limit
+        self._queue: Deque[Dict[str, Any]] = collections.deque()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread: Optional[threading.Thread] = None
+        self.runs = 0
+        self.failures = 0
+        self.dropped = 0
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Optional["Notifier"]:
+        command = environ.get("SVC_ALERT_CMD", "")
+        return cls(command, environ) if command.strip() else None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="svc-alert-hook", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def submit(self, event: Mapping[str, Any]) -> None:
+        """Queue one event; never blocks. Overflow drops the oldest queued event."""
+        with self._cond:
+            if len(self._queue) >= self.limit:
+                self._queue.popleft()
+                self.dropped += 1
+                log.warning("alert hook queue full (%d); dropped the oldest event", self.limit)
+            self._queue.append(dict(event))
+            self._cond.notify()
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._queue and not self._busy
+
+    _busy = False
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopped or bool(self._queue))
+                if self._stopped:
+                    return
+                event = self._queue.popleft()
+                self._busy = True
+            try:
+                self._run_one(event)
+            except Exception as exc:  # noqa: BLE001 - the worker must survive anything
+                self.failures += 1
+                log.warning("alert hook failed: %s", type(exc).__name__)
+            finally:
+                with self._cond:
+                    self._busy = False
+
+    def _run_one(self, event: Mapping[str, Any]) -> None:
+        import subprocess
+
+        name = str(event.get("attributes", {}).get("event.name", "event"))
+        data = (json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+        self.runs += 1
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env,
+                                    start_new_session=True, close_fds=True)
+        except OSError as exc:
+            self.failures += 1
+            log.warning("alert hook could not start for %s: %s", name, exc.strerror or exc)
+            return
+        deadline = time.monotonic() + self.timeout_s
+        feeder = threading.Thread(target=_feed, args=(proc, data), daemon=True)
+        feeder.start()
+        try:
+            code = proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.wait()
+            self.failures += 1
+            log.warning("alert hook for %s ran over %.0f s; its process group was killed", name, self.timeout_s)
+            return
+        finally:
+            feeder.join(1.0)
+        # A hook that left children behind in its group does not keep them.
+        _kill_group(proc.pid)
+        if code != 0:
+            self.failures += 1
+            log.warning("alert hook for %s exited with status %d", name, code)
+
+
+def _feed(proc: Any, data: bytes) -> None:
+    # A hook that reads nothing closes its stdin (or never reads): a broken pipe
+    # or a full pipe must not hold the worker, so the write is its own thread.
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except OSError:
+        pass
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

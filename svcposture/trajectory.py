@@ -1,0 +1,219 @@
+"""Where each account is heading (DESIGN §10): the service behind /api/trajectory.
+
+After every probe whose result is fresh (periodic or forced, never a replay)
+the posture service hands the summary here. This module then
+
+1. appends the probe's history rows (one locked append per probe);
+2. keeps the recent points of every window in memory (24 h: the longest
+   lookback), loaded from the history files at start;
+3. computes each window's forecast over its current cycle (forecast.py);
+4. lets the alert latch emit threshold and forecast alerts (alerts.py) and
+   queues them, with any account.status.changed edge, for the notify hook;
+5. builds the /api/trajectory body once and publishes it to the stream.
+
+Reads are served from that one body; nothing is recomputed per request.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+
+from . import _time
+from ._env import env_number
+from ._names import CLAIM_OF_FIELD, WINDOW_FIELDS
+from .alerts import AlertLatch, parse_thresholds, recent_alerts
+from .broadcast import Broadcast
+from .events import EventLog
+from .forecast import LOOKBACK_MS, forecast
+from .history import (DEFAULT_DAYS, HistoryError, append_rows, day_key, prune, read_rows, rows_from_summary)
+from .paths import Paths
+
+log = logging.getLogger("svcposture.trajectory")
+
+RECENT_ALERTS = 20
+# The longest forecast lookback (the 7-day window's 24 h) bounds what is kept.
+KEEP_MS = max(LOOKBACK_MS.values())
+_CYCLE_TOLERANCE_MS = 120_000
+
+Point = Tuple[int, float, Optional[int]]  # (t ms, pct, resetsAt ms or None)
+
+
+def _resets_ms(window: Mapping[str, Any]) -> Optional[int]:
+    value = window.get("resetsAt")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return _time.parse_iso_ms(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _same_cycle(a: Optional[int], b: Optional[int]) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) <= _CYCLE_TOLERANCE_MS
+
+
+def window_view(window: Any, points: Any, now_ms: int, field: str) -> Optional[Dict[str, Any]]:
+    """`{"pct", "resetsAt", "forecast"}` of one summary window, or None (pure)."""
+    if not isinstance(window, Mapping):
+        return None
+    pct = window.get("pct")
+    resets_iso = window.get("resetsAt") if isinstance(window.get("resetsAt"), str) else None
+    result = None
+    if isinstance(pct, (int, float)) and not isinstance(pct, bool):
+        resets = _resets_ms(window)
+        cycle = [(t, p) for t, p, r in points if _same_cycle(r, resets)]
+        result = forecast(cycle, now_ms=now_ms, resets_at_ms=resets, window=field)
+    return {"pct": pct if isinstance(pct, (int, float)) else None, "resetsAt": resets_iso, "forecast": result}
+
+
+class TrajectoryService:
+    """History writer, forecasts, alerts and the /api/trajectory body of one node."""
+
+    def __init__(self, paths: Paths, *, node: str, event_log: EventLog,
+                 environ: Optional[Mapping[str, str]] = None, notifier: Any = None) -> None:
+        environ = paths.environ if environ is None else environ
+        self.paths = paths
+        self.node = node
+        self.event_log = event_log
+        self.days = int(env_number(environ, "SVC_HISTORY_DAYS", DEFAULT_DAYS, low=1, high=3650, kind=int))
+        thresholds, problems = parse_thresholds(environ.get("SVC_ALERT_THRESHOLDS"))
+        for problem in problems:
+            log.warning("%s", problem)
+        self.thresholds = thresholds
+        self.alerts = AlertLatch(paths.alert_latch, event_log, node, thresholds)
+        self.notifier = notifier
+        self.broadcast = Broadcast()
+        self._lock = threading.Lock()
+        self._series: Dict[Tuple[str, str], Deque[Point]] = {}
+        self._recent: Deque[Dict[str, Any]] = collections.deque(maxlen=RECENT_ALERTS)
+        self._pruned_day = ""
+        self._body: Dict[str, Any] = {}
+        self.alert_counts = {"threshold": 0, "forecast": 0}
+        self.history_errors = 0
+
+    # ------------------------------------------------------------ start
+
+    def load(self) -> None:
+        """Prune, load the last 24 h of history and the recent alerts; reconcile the latch."""
+        now = _time.now_ms()
+        self._prune(now)
+        try:
+            self.alerts.load()
+        except OSError as exc:
+            log.warning("alert latch could not be loaded: %s", exc)
+        rows = list(read_rows(self.paths, start_ms=now - KEEP_MS, end_ms=now))
+        rows.reverse()  # oldest first
+        for row in rows:
+            self._remember(row)
+        for event in reversed(recent_alerts(self.event_log, RECENT_ALERTS)):
+            self._recent.appendleft(event)
+        with self._lock:
+            self._body = self._build(None, None, [])
+
+    def _prune(self, now: int) -> None:
+        day = day_key(now)
+        if day == self._pruned_day:
+            return
+        self._pruned_day = day
+        try:
+            removed = prune(self.paths, self.days, now)
+        except OSError as exc:
+            log.warning("history prune failed: %s", exc.strerror or exc)
+            return
+        if removed:
+            log.info("history: removed %d day file(s) older than %d days", len(removed), self.days)
+
+    # ------------------------------------------------------------ per probe
+
+    def observe(self, summary: Mapping[str, Any], edge: Optional[Mapping[str, Any]] = None) -> None:
+        """Handle one fresh probe result (and the status edge it emitted, if any)."""
+        if edge is not None and self.notifier is not None:
+            self.notifier.submit(edge)
+        if summary.get("available") is not True:
+            with self._lock:
+                self._body = {"available": False, "node": self.node}
+            self.broadcast.publish(self._body)
+            return
+        probed_at = summary.get("probedAt")
+        now = probed_at if isinstance(probed_at, int) and not isinstance(probed_at, bool) else _time.now_ms()
+        self._prune(_time.now_ms())
+        rows = rows_from_summary(summary)
+        if rows:
+            try:
+                # History is a chart, not a ledger: no fsync per probe (DESIGN §10 sets
+                # no durability); a crash may lose the newest rows, never tear one.
+                append_rows(self.paths, rows, fsync=False)
+            except (HistoryError, ValueError) as exc:
+                self.history_errors += 1
+                log.warning("history append failed: %s", exc)
+        for row in rows:
+            self._remember(row)
+        accounts = self._accounts(summary, now)
+        fired = self.alerts.observe(accounts, now)
+        for event in fired:
+            kind = "forecast" if event["attributes"]["event.name"].endswith("forecast") else "threshold"
+            self.alert_counts[kind] += 1
+            self._recent.appendleft(event)
+            if self.notifier is not None:
+                self.notifier.submit(event)
+        with self._lock:
+            self._body = self._build(now, accounts, fired)
+            body = self._body
+        self.broadcast.publish(body)
+
+    def _remember(self, row: Mapping[str, Any]) -> None:
+        t = row["t"]
+        for field in WINDOW_FIELDS:
+            window = row.get(field)
+            if not isinstance(window, Mapping):
+                continue
+            series = self._series.setdefault((row["label"], field), collections.deque())
+            series.append((t, float(window["pct"]), _resets_ms(window)))
+            newest = max(series[-1][0], series[0][0])
+            while series and series[0][0] < newest - KEEP_MS:
+                series.popleft()
+
+    def _accounts(self, summary: Mapping[str, Any], now: int) -> List[Dict[str, Any]]:
+        out = []
+        for account in summary.get("accounts") or []:
+            label = account.get("label")
+            view: Dict[str, Any] = {"label": label, "email": account.get("email"), "active": account.get("active") is True}
+            for field in WINDOW_FIELDS:
+                points = self._series.get((label, field), ())
+                view[field] = window_view(account.get(field), points, now, field)
+            out.append(view)
+        return out
+
+    def _build(self, probed_at: Optional[int], accounts: Optional[List[Dict[str, Any]]],
+               fired: List[Dict[str, Any]]) -> Dict[str, Any]:
+        return {"node": self.node, "generatedAt": _time.iso_now(), "probedAt": probed_at,
+                "accounts": accounts or [], "alerts": list(self._recent)}
+
+    # ------------------------------------------------------------ reads
+
+    def body(self) -> Dict[str, Any]:
+        with self._lock:
+            return self._body
+
+    def metrics(self) -> Dict[str, Any]:
+        """Per account and window: rate, pct at reset, wall (seconds); alert counts."""
+        body = self.body()
+        windows = []
+        for account in body.get("accounts") or []:
+            for field in WINDOW_FIELDS:
+                view = account.get(field)
+                fc = view.get("forecast") if isinstance(view, Mapping) else None
+                if isinstance(fc, Mapping):
+                    windows.append((account["label"], CLAIM_OF_FIELD[field], fc))
+        return {"windows": windows, "alerts": dict(self.alert_counts)}
+
+    def stop(self) -> None:
+        self.broadcast.close()
+        if self.notifier is not None:
+            self.notifier.stop()

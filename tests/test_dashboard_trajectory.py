@@ -1,0 +1,106 @@
+"""The dashboard's trajectory view in a real headless Chromium against a real monitor:
+account cards, sparklines, the forecast sentence, a live alert, staleness, the
+unavailable explanation, and no horizontal scroll from 360 to 1440 px."""
+from __future__ import annotations
+
+import re
+import time
+
+from tests.support.history import HOUR_MS, climb_rows, write_rows
+from tests.support.home import canary, clean_env, node_env
+from tests.support.monitor import start_monitor
+from tests.support.provider import ProviderServer
+from tests.test_dashboard import _wait, browser  # noqa: F401 - the Chromium fixture
+
+TOK1 = canary("dtraj1")
+TOK2 = canary("dtraj2")
+
+
+def _no_horizontal_scroll(driver) -> bool:
+    return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path):  # noqa: F811
+    now = int(time.time() * 1000)
+    reset_5h = (now + HOUR_MS) // 1000 * 1000
+    write_rows(tmp_path, climb_rows("acct1", now - 30 * 60_000, now - 60_000, step_ms=60_000, pct0=40.0, rate=60.0,
+                                    resets_ms=reset_5h))
+    with ProviderServer() as provider:
+        provider.set_account(TOK1, five_hour=(0.72, "allowed"), seven_day=(0.30, "allowed"), reset_5h=reset_5h / 1000)
+        provider.set_account(TOK2, five_hour=(0.05, "allowed"), seven_day=(0.10, "allowed"))
+        env = node_env(tmp_path, provider.url, [("ACCT1", TOK1, "ada@example.com"), ("ACCT2", TOK2, "bob@example.com")],
+                       active="ACCT1", extra={"SVC_PROBE_INTERVAL_S": "0.5", "SVC_POSTURE_TTL_S": "0.5",
+                                              "SVC_REFRESH_FLOOR_S": "0.05"})
+        mon = start_monitor(env)
+        try:
+            browser.set_window_size(360, 900)
+            browser.get(mon.url + "/")
+            css = lambda sel: browser.find_elements("css selector", sel)  # noqa: E731
+            _wait(browser, lambda: len(css(".card[data-label]")) == 2, what="a card per account")
+            assert [c.get_attribute("data-label") for c in css(".card[data-label]")] == ["acct1", "acct2"]
+            assert "active" in css('.card[data-label="acct1"]')[0].get_attribute("class")
+            five = '.card[data-label="acct1"] .win[data-window="fiveHour"] '
+            _wait(browser, lambda: "at this rate 100% in" in css(five + ".sentence")[0].text, what="forecast sentence")
+            sentence = css(five + ".sentence")[0]
+            assert "before reset" in sentence.text and "alarm" in sentence.get_attribute("class")
+            _wait(browser, lambda: len(re.findall(r"[ML]", css(five + ".spark-line")[0].get_attribute("d"))) >= 10,
+                  what="a sparkline path with the seeded points")
+            assert css(five + ".spark-forecast")[0].get_attribute("d").startswith("M")
+            assert css(five + ".spark-reset")
+            # The local clock time sits beside each countdown.
+            assert re.search(r"resets in .+ \(\d", browser.find_element("id", "bar-5h-text").text)
+            assert _no_horizontal_scroll(browser)
+            # acct1 is active and its wall is within the hour: the forecast alert is listed.
+            _wait(browser, lambda: any("forecast to reach 100%" in li.text for li in css("#alerts li.kind-forecast")),
+                  what="the forecast alert")
+            assert not any("reached 80%" in li.text for li in css("#alerts li"))
+
+            provider.set_account(TOK1, five_hour=(0.85, "allowed_warning"), seven_day=(0.30, "allowed"),
+                                 reset_5h=reset_5h / 1000)
+            _wait(browser, lambda: any("acct1 5h reached 80%" in li.text for li in css("#alerts li")),
+                  what="the threshold alert, live")
+            assert not browser.find_element("id", "alerts-empty").is_displayed()
+            for width in (360, 768, 1280, 1440):
+                browser.set_window_size(width, 900)
+                _wait(browser, lambda: browser.execute_script("return window.innerWidth") <= width, what="resize")
+                assert _no_horizontal_scroll(browser), width
+            assert "CANARY" not in browser.page_source
+        finally:
+            mon.stop()
+
+
+def test_a_value_older_than_two_probe_intervals_is_greyed_with_its_age(browser, tmp_path):  # noqa: F811
+    with ProviderServer() as provider:
+        provider.set_account(TOK1, five_hour=(0.30, "allowed"))
+        env = node_env(tmp_path, provider.url, [("ACCT1", TOK1, "ada@example.com")], active="ACCT1",
+                       extra={"SVC_PROBE_INTERVAL_S": "1", "SVC_POSTURE_TTL_S": "1", "SVC_REFRESH_FLOOR_S": "0.05",
+                              "SVC_PROBE_DEADLINE_S": "120", "SVC_PROBE_TIMEOUT_S": "120"})
+        mon = start_monitor(env)
+        try:
+            browser.set_window_size(1280, 900)
+            browser.get(mon.url + "/")
+            card = lambda: browser.find_element("css selector", '.card[data-label="acct1"]')  # noqa: E731
+            _wait(browser, lambda: card().is_displayed(), what="the card")
+            assert "stale" not in card().get_attribute("class")
+            # The provider stops answering: the probe hangs, the value the page has ages.
+            provider.set_account(TOK1, five_hour=(0.30, "allowed"), mode="slow", delay=120)
+            _wait(browser, lambda: "stale" in card().get_attribute("class"), timeout=30, what="greyed card")
+            note = card().find_element("css selector", ".stale-note")
+            assert note.is_displayed() and re.search(r"stale: last probed \d+s ago", note.text)
+            assert "stale" in browser.find_element("id", "footer").get_attribute("class")
+            assert "STALE" in browser.find_element("id", "meta").text
+        finally:
+            mon.stop()
+
+
+def test_unavailable_says_why_and_how_to_fix_it(browser, tmp_path):  # noqa: F811
+    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
+    try:
+        browser.get(mon.url + "/")
+        box = lambda: browser.find_element("id", "unavailable")  # noqa: E731
+        _wait(browser, lambda: box().is_displayed(), what="the explanation")
+        assert "accounts env file" in box().text and "svc-monitor init" in box().text
+        assert browser.find_element("id", "fleet-link").get_attribute("href").endswith("/fleet")
+        assert not browser.find_elements("css selector", ".card")
+    finally:
+        mon.stop()
