@@ -1,8 +1,9 @@
 """The parent side of a probe: start the token-scoped child, bound it, read its answer.
 
-The parent (the monitor, the doctor, the library) only `stat`s the accounts
-env file, never reads it, and starts a child through `/bin/sh`, which sources
-the file and `exec`s `python -m <this module> headers|usage|check --json --child`.
+The parent (the monitor, the doctor, the library) opens the accounts env
+file once without reading it, checks that descriptor (fstat), and starts a
+child through `/bin/sh` with it, which sources `/dev/fd/N` and `exec`s
+`python -m <this module> headers|usage|check --json --child --env-fd N`.
 The child inherits no token variable, so only the file decides; it is killed
 at the sweep deadline. What comes back is token-free JSON (DESIGN §2).
 

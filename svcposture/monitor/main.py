@@ -246,6 +246,8 @@ def _build_parser() -> argparse.ArgumentParser:
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
                 "  SVC_MONITOR_TRUSTED_HOSTS (name, name:port, name:*), SVC_MONITOR_TRUSTED_ORIGINS,\n"
                 "  SVC_MONITOR_MAX_STREAMS (1024), SVC_SSE_KEEPALIVE_S (15), SVC_ACCOUNTS_PROBE=0,\n"
+                "  SVC_MONITOR_REQUEST_TIMEOUT_S (10: a request must arrive in full within it),\n"
+                "  SVC_MONITOR_MAX_CONNECTIONS (4096, at most the descriptor limit less 64),\n"
                 "  SVC_ACCOUNTS_ENV, SVC_POSTURE_TTL_S, SVC_PROBE_INTERVAL_S, SVC_REFRESH_FLOOR_S.\n"
                 "A forced refresh needs the X-Svc-Refresh header, a trusted Host and a trusted Origin\n"
                 "(when one is sent); otherwise it gets 403 and spends no probe."),
