@@ -9,8 +9,6 @@ failure, are part of the message.
 """
 from __future__ import annotations
 
-import errno
-import os
 import resource
 import socket
 import time
@@ -20,6 +18,7 @@ import pytest
 
 from tests.support.home import clean_env
 from tests.support.monitor import Monitor, http_get
+from tests.support.tricklers import Tricklers, proc_figures, raise_own_limit, start_under_limit
 
 TRICKLERS = 1100
 HOSTILE = 60             # of them send 16 KB header chunks instead of one byte
@@ -31,114 +30,28 @@ MAX_RSS_MB = 100.0
 MAX_CPU_SHARE = 0.5      # a spin on EMFILE is a whole core
 
 
-def _proc_figures(pid: int) -> Dict[str, float]:
-    with open("/proc/%d/stat" % pid) as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    with open("/proc/%d/status" % pid) as fh:
-        rss_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
-    return {"cpu_s": (int(fields[11]) + int(fields[12])) / ticks, "rss_mb": rss_kb / 1024.0,
-            "fds": float(len(os.listdir("/proc/%d/fd" % pid)))}
-
-
-class Tricklers:
-    """TRICKLERS non-blocking client sockets, each sending its request a little at a time."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.socks: List[socket.socket] = []
-        self.born: Dict[int, float] = {}
-        self.connects = 0
-        self.closed_by_monitor = 0
-        self.longest_life = 0.0
-
-    def _connect(self) -> socket.socket:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setblocking(False)
-        sock.connect_ex(("127.0.0.1", self.port))
-        self.born[id(sock)] = time.monotonic()
-        self.connects += 1
-        return sock
-
-    def fill(self) -> None:
-        while len(self.socks) < TRICKLERS:
-            self.socks.append(self._connect())
-
-    def tick(self) -> None:
-        """One byte (or one 16 KB chunk) on every socket; replace the ones the monitor closed."""
-        for i, sock in enumerate(self.socks):
-            chunk = (b"X-Big-%d: " % i + b"h" * 16384) if i < HOSTILE else b"G"
-            try:
-                gone = self._closed(sock)
-                if not gone:
-                    sock.send(chunk)
-            except BlockingIOError:
-                gone = False
-            except OSError as exc:
-                gone = exc.errno not in (errno.ENOTCONN, errno.EINPROGRESS)
-            if gone:
-                life = time.monotonic() - self.born.pop(id(sock), time.monotonic())
-                self.longest_life = max(self.longest_life, life)
-                self.closed_by_monitor += 1
-                sock.close()
-                self.socks[i] = self._connect()
-
-    @staticmethod
-    def _closed(sock: socket.socket) -> bool:
-        try:
-            while True:
-                data = sock.recv(65536)  # a 431 reply, or the end of the stream
-                if not data:
-                    return True
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError as exc:
-            return exc.errno not in (errno.ENOTCONN,)
-
-    def close(self) -> None:
-        for sock in self.socks:
-            sock.close()
-
-
 @pytest.fixture
 def many_descriptors():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = TRICKLERS + 512
-    if hard != resource.RLIM_INFINITY and hard < need:
-        pytest.fail("this test needs %d descriptors; the hard limit is %d" % (need, hard))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
-    yield soft, hard
+    try:
+        soft, hard = raise_own_limit(TRICKLERS + 512)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
-def _start_under_ulimit(env: Dict[str, str], limits) -> Monitor:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # The child inherits the limit at fork: lower ours for the start only.
-    resource.setrlimit(resource.RLIMIT_NOFILE, (MONITOR_NOFILE, hard))
-    try:
-        mon = Monitor(env, ["--no-probe"]).start(wait=False)
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    try:
-        mon.wait_ready(30)
-    except BaseException:
-        mon.stop(check=False)
-        raise
-    return mon
 
 
 def test_1100_tricklers_under_ulimit_1024(home, many_descriptors):
     env = dict(clean_env(home), SVC_ACCOUNTS_PROBE="0", SVC_QUOTA_SAMPLER="0",
                SVC_MONITOR_REQUEST_TIMEOUT_S=str(REQUEST_TIMEOUT_S))
-    mon = _start_under_ulimit(env, many_descriptors)
+    mon = start_under_limit(env, ["--no-probe"], MONITOR_NOFILE)
     with open("/proc/%d/limits" % mon.pid) as fh:
         assert any(line.startswith("Max open files") and line.split()[3] == str(MONITOR_NOFILE) for line in fh)
-    clients = Tricklers(mon.port)
+    clients = Tricklers(mon.port, TRICKLERS, HOSTILE)
     samples: List[Dict[str, float]] = []
     latencies: List[float] = []
     try:
         clients.fill()
-        start = _proc_figures(mon.pid)
+        start = proc_figures(mon.pid)
         began = time.monotonic()
         next_tick = began
         while time.monotonic() - began < RUN_S:
@@ -149,7 +62,7 @@ def test_1100_tricklers_under_ulimit_1024(home, many_descriptors):
             status, _, _ = http_get(mon.url, "/healthz", timeout=HEALTHZ_DEADLINE_S)
             latencies.append(time.monotonic() - t0)
             assert status == 200
-            samples.append(_proc_figures(mon.pid))
+            samples.append(proc_figures(mon.pid))
             time.sleep(0.2)
         end = samples[-1]
         cpu_share = (end["cpu_s"] - start["cpu_s"]) / (time.monotonic() - began)
@@ -178,22 +91,16 @@ def test_out_of_descriptors_pauses_accepts_instead_of_spinning(home, many_descri
     before the lane can shed: accept fails with EMFILE, and the monitor pauses,
     sheds its oldest idle connections and keeps serving, without spinning."""
     env = dict(clean_env(home), SVC_ACCOUNTS_PROBE="0", SVC_QUOTA_SAMPLER="0")
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (40, hard))
-    try:
-        mon = Monitor(env, ["--no-probe"]).start(wait=False)
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    mon = start_under_limit(env, ["--no-probe"], 40)
     socks: List[socket.socket] = []
     try:
-        mon.wait_ready(30)
         socks = [socket.create_connection(("127.0.0.1", mon.port), timeout=10) for _ in range(200)]
-        before, began = _proc_figures(mon.pid), time.monotonic()
+        before, began = proc_figures(mon.pid), time.monotonic()
         statuses = []
         for _ in range(5):
             statuses.append(http_get(mon.url, "/healthz", timeout=HEALTHZ_DEADLINE_S)[0])
             time.sleep(0.5)
-        after = _proc_figures(mon.pid)
+        after = proc_figures(mon.pid)
         cpu_share = (after["cpu_s"] - before["cpu_s"]) / (time.monotonic() - began)
         figures = "CPU %.0f%% of one core, %d descriptors (limit 40)" % (100 * cpu_share, after["fds"])
         print("\nout of descriptors: " + figures)
