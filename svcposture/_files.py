@@ -96,29 +96,35 @@ def check_private_dir(path: PathLike, created: Union[bool, PathLike, None] = Non
     reason.
     """
     euid = os.geteuid()
-    p = Path(os.path.abspath(str(path)))
+    p = os.path.abspath(os.fspath(path))
     if created is True:
-        top: Optional[Path] = p
+        top: Optional[str] = p
     elif created:
-        top = Path(os.path.abspath(os.fspath(created)))  # type: ignore[arg-type]
+        top = os.path.abspath(os.fspath(created))  # type: ignore[arg-type]
     else:
         top = None
-    for directory in (p,) + tuple(p.parents):
+    directory = p
+    while True:
         try:
-            st = os.stat(str(directory))
+            st = os.stat(directory)
         except FileNotFoundError:
             if directory == p:
                 raise UnsafePathError(p, "it does not exist") from None
-            continue
+            st = None
         except OSError:
-            continue  # not searchable: then nobody reached p through it either
-        reason = _unsafe_reason(st, euid)
-        ours = top is not None and (directory == top or top in directory.parents)
-        if reason is not None and ours and stat.S_ISDIR(st.st_mode) and st.st_uid == euid:
-            os.chmod(str(directory), DIR_MODE)
-            reason = None
-        if reason is not None:
-            raise UnsafePathError(directory, reason)
+            st = None  # not searchable: then nobody reached p through it either
+        if st is not None:
+            reason = _unsafe_reason(st, euid)
+            ours = top is not None and (directory == top or directory.startswith(top.rstrip(os.sep) + os.sep))
+            if reason is not None and ours and stat.S_ISDIR(st.st_mode) and st.st_uid == euid:
+                os.chmod(directory, DIR_MODE)
+                reason = None
+            if reason is not None:
+                raise UnsafePathError(directory, reason)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return
+        directory = parent
 
 
 def unsafe_dir_reason(path: PathLike) -> Optional[str]:
@@ -328,7 +334,12 @@ def _append(p: Path, data: bytes, fsync: bool) -> None:
     # to, through the same descriptor (O_APPEND still sends every write to the end).
     # The directory is checked on every append, not only when it is created:
     # one that others may write lets them swap the log between two appends.
-    ensure_dir(p.parent)
+    try:
+        check_private_dir(p.parent)
+    except UnsafePathError:
+        if os.path.isdir(str(p.parent)):
+            raise
+        ensure_dir(p.parent)  # absent: created (and checked) now
     fd = open_nofollow(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
