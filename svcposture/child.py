@@ -38,14 +38,14 @@ def sweep_deadline_s(environ: Mapping[str, str]) -> float:
     return env_number(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
 
 
-def main(subcommand: str, environ: Mapping[str, str]) -> Dict[str, Any]:
+def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None) -> Dict[str, Any]:
     """The child's report for `headers`, `usage`, `login` or `check`; never raises."""
     try:
         if subcommand == "usage":
             return usage(environ)
         if subcommand == "login":
             return login(environ)
-        return headers(environ, check_only=(subcommand == "check"))
+        return headers(environ, check_only=(subcommand == "check"), env_fd=env_fd)
     except Exception:  # noqa: BLE001 - never a traceback, it could quote a token
         return {"error": error("internal")}
 
@@ -64,15 +64,21 @@ def _sweep_budget(environ: Mapping[str, str], started: float) -> float:
     return deadline - margin - (time.monotonic() - started)
 
 
-def headers(environ: Mapping[str, str], check_only: bool = False) -> Dict[str, Any]:
-    """Probe every usable entry of $SVC_ACCOUNTS_ENV (or only list them, `check_only`)."""
+def _env_text(env_fd: Optional[int]) -> str:
+    """The accounts env file's text, read from the descriptor the parent checked
+    and the shell sourced (pread: the shell may have moved its offset)."""
+    if env_fd is None:
+        raise OSError("no accounts env file descriptor")
+    return os.pread(env_fd, MAX_ENV_FILE_BYTES + 1, 0).decode("utf-8", "replace")
+
+
+def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Optional[int] = None) -> Dict[str, Any]:
+    """Probe every usable entry of the accounts env file (or only list them, `check_only`)."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
     started = time.monotonic()
-    path = environ.get("SVC_ACCOUNTS_ENV") or ""
     try:
-        with open(path, "rb") as fh:
-            text = fh.read(MAX_ENV_FILE_BYTES + 1).decode("utf-8", "replace")
+        text = _env_text(env_fd)
     except OSError:
         return {"error": error("config", MESSAGES["config"][1])}
     entries, unusable = entries_from_env(text, environ)

@@ -36,7 +36,10 @@ MESSAGES: Dict[str, Tuple[str, ...]] = {
                "The login credentials file is not valid JSON of the expected shape.",
                "The login credentials file cannot be read.",
                "No login credentials file was found.",
-               "The accounts env file is owned by another user; it is not sourced."),
+               "The accounts env file is owned by another user; it is not sourced.",
+               "The accounts env file's directory is not private (another user could swap the file); "
+               "it is not sourced.",
+               "The accounts env file is a symbolic link; it is not sourced."),
     "internal": ("The probe child failed without a result.",
                  "The probe child printed no valid result.",
                  "The probe child could not be started.",

@@ -1,8 +1,9 @@
 """The parent side of a probe: start the token-scoped child, bound it, read its answer.
 
-The parent (the monitor, the doctor, the library) only `stat`s the accounts
-env file, never reads it, and starts a child through `/bin/sh`, which sources
-the file and `exec`s `python -m <this module> headers|usage|login|check --json --child`.
+The parent (the monitor, the doctor, the library) opens the accounts env
+file once without reading it, checks that descriptor (fstat), and starts a
+child through `/bin/sh` with it, which sources `/dev/fd/N` and `exec`s
+`python -m <this module> headers|usage|login|check --json --child --env-fd N`.
 The child inherits no token variable, so only the file decides; it is killed
 at the sweep deadline. What comes back is token-free JSON (DESIGN §2).
 
@@ -13,6 +14,7 @@ monitor would see.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ._files import unsafe_dir_reason
 from ._spawn import PACKAGE, child_env
 from .accounts import MAX_ENV_FILE_BYTES
 from .child import sweep_deadline_s
@@ -33,18 +36,8 @@ from .paths import HomeError, Paths, home_of
 MAX_CHILD_OUTPUT = 4 * 1024 * 1024
 
 
-def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[str, Any]]]:
-    """('missing'|'empty'|'ready'|'error', error) from `stat` alone; the file is never opened.
-
-    The permission check comes first: an empty file that others may write is
-    still refused, since it is about to be sourced as shell.
-    """
-    try:
-        st = os.stat(str(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return "missing", None
-    except OSError:
-        return "error", error("config", MESSAGES["config"][1])
+def _state_of(st: os.stat_result) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """('empty'|'ready'|'error', error) of the accounts env file's stat."""
     if not stat.S_ISREG(st.st_mode):
         return "error", error("config", MESSAGES["config"][2])
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
@@ -52,8 +45,6 @@ def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[s
     # Whoever owns the file can run code as this user through it.
     if st.st_uid not in (os.geteuid(), 0):
         return "error", error("config", MESSAGES["config"][7])
-    if not os.access(str(path), os.R_OK):
-        return "error", error("config", MESSAGES["config"][1])
     if st.st_size == 0:
         return "empty", None
     if st.st_size > MAX_ENV_FILE_BYTES:
@@ -61,15 +52,78 @@ def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[s
     return "ready", None
 
 
-def child_command(subcommand: str, sourced: bool) -> List[str]:
-    """The child's argv: through /bin/sh sourcing $SVC_ACCOUNTS_ENV when `sourced`.
+def _directory_problem(path: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
+    # Another user who may write the directory can swap the file for their own
+    # at any moment; no check of the file itself helps then.
+    if unsafe_dir_reason(os.path.dirname(os.path.abspath(str(path)))) is not None:
+        return error("config", MESSAGES["config"][8])
+    return None
 
-    `--child` is on the command line, where the sourced file cannot change it.
+
+def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[str, Any]]]:
+    """('missing'|'empty'|'ready'|'error', error) from `stat` alone; the file is not opened.
+
+    The permission check comes first: an empty file that others may write is
+    still refused, since it is about to be sourced as shell. A probe does not
+    rely on this answer: open_env_file checks the descriptor it sources.
+    """
+    try:
+        st = os.stat(str(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing", None
+    except OSError:
+        return "error", error("config", MESSAGES["config"][1])
+    problem = _directory_problem(path)
+    if problem is not None:
+        return "error", problem
+    state, problem = _state_of(st)
+    if state != "error" and not os.access(str(path), os.R_OK):
+        return "error", error("config", MESSAGES["config"][1])
+    return state, problem
+
+
+def open_env_file(path: "os.PathLike[str] | str") -> Tuple[str, Any]:
+    """The accounts env file opened once for the child to source: ('ready', fd),
+    ('missing'|'empty', None) or ('error', the error).
+
+    Checking a path and then letting /bin/sh open the path again leaves a
+    window in which the file can be swapped; so the descriptor itself is
+    checked (fstat: regular file, owner, mode, size) and the child sources
+    /dev/fd/N, never the path. The parent never reads from it. O_NOFOLLOW
+    refuses a planted symlink; O_NONBLOCK keeps a FIFO from blocking the open.
+    """
+    problem = _directory_problem(path)
+    try:
+        fd = os.open(str(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing", None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "error", error("config", MESSAGES["config"][9])
+        return "error", error("config", MESSAGES["config"][1])
+    try:
+        state, found = ("error", problem) if problem is not None else _state_of(os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    if state != "ready":
+        os.close(fd)
+        return state, found
+    return "ready", fd
+
+
+def child_command(subcommand: str, env_fd: Optional[int] = None) -> List[str]:
+    """The child's argv: through /bin/sh sourcing the accounts env file when
+    `env_fd` (the descriptor open_env_file checked) is given.
+
+    The shell sources /dev/fd/N, never the path, and the Python child reads
+    the labels from that descriptor too. `--child` and `--env-fd` are on the
+    command line, where the sourced file cannot change them.
     """
     module = PACKAGE + ".probe"
-    if sourced:
-        script = ('set -a; . "$SVC_ACCOUNTS_ENV"; set +a; exec "$PYTHON" -m %s %s --json --child'
-                  % (module, subcommand))
+    if env_fd is not None:
+        script = ('set -a; . /dev/fd/%d; set +a; exec "$PYTHON" -m %s %s --json --child --env-fd %d'
+                  % (env_fd, module, subcommand, env_fd))
         return ["/bin/sh", "-c", script]
     return [sys.executable or "python3", "-m", module, subcommand, "--json", "--child"]
 
@@ -138,10 +192,13 @@ def _last_json_object(out: bytes) -> Optional[Dict[str, Any]]:
 
 
 def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Optional[Path] = None,
-              deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
+              env_fd: Optional[int] = None, deadline_s: Optional[float] = None,
+              cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
     """Run one probe child and return its JSON object.
 
-    With `accounts_env`, the child is started through /bin/sh sourcing that file.
+    With `env_fd` (from open_env_file; the caller closes it), the child is
+    started through /bin/sh sourcing that descriptor; `accounts_env`, the
+    file's path, is exported to it as $SVC_ACCOUNTS_ENV for information only.
     Always returns a dict: a child that crashes, times out or prints no JSON
     gives `{"error": {...}}` in the fixed vocabulary. Nothing the child wrote to
     stderr is read, and stdout is used only through its last JSON line. Setting
@@ -156,9 +213,10 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     if accounts_env is not None:
         extra["SVC_ACCOUNTS_ENV"] = str(accounts_env)
     try:
-        proc = subprocess.Popen(child_command(subcommand, accounts_env is not None), env=child_env(environ, **extra),
+        proc = subprocess.Popen(child_command(subcommand, env_fd), env=child_env(environ, **extra),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, cwd="/", close_fds=True,
+                                pass_fds=(env_fd,) if env_fd is not None else (),
                                 start_new_session=True)
     except OSError:
         return {"error": error("internal", MESSAGES["internal"][2])}
@@ -192,14 +250,21 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
 
 # ---------------------------------------------------------------- the three probes
 
-def _env_file(paths: Paths) -> Tuple[str, Any]:
-    """The node's accounts env file from `stat` alone: ('ready', its absolute path),
-    ('missing' or 'empty', None) or ('error', the error)."""
+def _sweep(subcommand: str, paths: Paths, environ: Mapping[str, str], deadline_s: Optional[float],
+           cancel: Optional[threading.Event]) -> Tuple[str, Dict[str, Any]]:
+    """(state, result) of one child over the node's accounts env file: the
+    file's state ('missing', 'empty', 'error' or 'ready') and, when ready, the child's report."""
     path = paths.accounts_env
-    state, problem = env_file_state(path)
-    if state == "ready":
-        return state, Path(os.path.abspath(str(path)))
-    return state, problem
+    state, found = open_env_file(path)
+    if state == "error":
+        return state, {"error": found}
+    if state != "ready":
+        return state, {}
+    try:
+        return state, run_child(subcommand, environ, accounts_env=Path(os.path.abspath(str(path))), env_fd=found,
+                                deadline_s=deadline_s, cancel=cancel)
+    finally:
+        os.close(found)
 
 
 def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
@@ -210,25 +275,19 @@ def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
     error) or the child's report `{"available": True, "accounts": [...], ...}`.
     """
     environ = paths.environ if environ is None else environ
-    state, found = _env_file(paths)
-    if state == "error":
-        return {"error": found}
-    if state != "ready":
-        return {"available": False}
-    return run_child("headers", environ, accounts_env=found, deadline_s=deadline_s, cancel=cancel)
+    state, result = _sweep("headers", paths, environ, deadline_s, cancel)
+    return result if state in ("ready", "error") else {"available": False}
 
 
 def run_check(paths: Paths, environ: Optional[Mapping[str, str]] = None,
               deadline_s: Optional[float] = None) -> Dict[str, Any]:
     """The doctor's view, no network: usable entries, active label, duplicate active tokens."""
     environ = paths.environ if environ is None else environ
-    state, found = _env_file(paths)
-    if state == "error":
-        return {"error": found}
-    if state != "ready":
-        return {"available": False, "file": state, "usable": [], "unusable": [], "active": None,
-                "duplicateActive": []}
-    return run_child("check", environ, accounts_env=found, deadline_s=deadline_s)
+    state, result = _sweep("check", paths, environ, deadline_s, None)
+    if state in ("ready", "error"):
+        return result
+    return {"available": False, "file": state, "usable": [], "unusable": [], "active": None,
+            "duplicateActive": []}
 
 
 def run_login(paths: Paths, environ: Optional[Mapping[str, str]] = None,
@@ -305,6 +364,8 @@ def _parser() -> Any:
     # Set by the parent on the child's command line, where the sourced file cannot
     # change it: the child probes with the tokens of its own environment.
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    # The descriptor of the accounts env file the parent checked; the child reads it, never the path.
+    parser.add_argument("--env-fd", type=int, default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -321,7 +382,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     if args.child:
         from . import child
-        result = child.main(args.subcommand, environ)
+        result = child.main(args.subcommand, environ, env_fd=args.env_fd)
     else:
         runner = {"headers": run_headers, "check": run_check, "usage": run_usage,
                   "login": run_login}[args.subcommand]

@@ -16,6 +16,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Dict, Mapping, Optional
 
 from . import _time
+from ._names import WINDOW_CLAIMS, WINDOW_STATUSES
 from ._text import WORD_RE, loads_bounded
 from ._version import __version__
 from .errors import MESSAGES, error
@@ -77,6 +78,21 @@ def _word(raw: Optional[str]) -> Optional[str]:
     return value
 
 
+def _status(raw: Optional[str]) -> Optional[str]:
+    """A status header's value, which must be one of WINDOW_STATUSES.
+
+    A shape check alone would let a lower-case word through, and a provider
+    (or anyone on the path of an http:// provider URL) that echoes the bearer
+    token as the status would have it shown on the API and the stream.
+    """
+    if raw is None:
+        return None
+    value = raw.strip()
+    if value not in WINDOW_STATUSES:
+        raise ValueError("not a status word")
+    return value
+
+
 def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]]:
     """The `anthropic-ratelimit-unified-*` headers (lower-case keys) to a token-free view.
 
@@ -89,7 +105,7 @@ def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]
     if not unified:
         return None
     view: Dict[str, Any] = {
-        "overallStatus": _word(unified.get("status")),
+        "overallStatus": _status(unified.get("status")),
         "representativeClaim": _word(unified.get("representative-claim")),
     }
     for short, field in _HEADER_WINDOWS:
@@ -102,7 +118,7 @@ def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]
         view[field] = {
             "pct": pct_from_fraction(util) if util is not None else None,
             "resetsAt": iso_from_reset(reset) if reset is not None else None,
-            "status": _word(status),
+            "status": _status(status),
         }
     return view
 

@@ -56,6 +56,7 @@ fragments = st.sampled_from([
     b'{"svc":{"host":{"name":', b'"roster":', b'{"pid":', b'"url":"javascript:x"', b'{"version":1,"accounts":',
     b'{"kind":"svc.cluster.bundle","version":1,"shared":{', b'"svc.cluster.livenessAnchorIssue":', b"99999",
     b'"\\u0000"', b"[[[[[[[[", b"export X=1", b"PASTE_TOKEN_HERE",
+    b"9" * 5000, b'"\\ud800"', b'"\\udc80x"', b'"svc.tracker.bot.worker.\\udfff":',
 ])
 garbage = st.one_of(st.binary(max_size=200), st.lists(fragments, max_size=25).map(b"".join))
 

@@ -242,9 +242,27 @@ HOSTILE = [
     ("shared not object", lambda t: _write(t, b'{"kind": "svc.cluster.bundle", "version": 1, "shared": []}'), "shared must be"),
     ("colliding keys", lambda t: _bundle(t, {"svc.tracker.bot.worker.a": "1", "svc.tracker.bot.worker.a.b": "2"}),
      "collide"),
+    ("huge integer", lambda t: _write(t, _raw_bundle(b'"svc.tracker.bot.worker.expiresAt": ' + b"9" * 5000)),
+     "number"),
+    ("huge integer version", lambda t: _write(t, b'{"kind": "svc.cluster.bundle", "version": 1' + b"0" * 6000
+                                             + b', "shared": {}}'), "number"),
+    ("integer past 2^53", lambda t: _bundle(t, {"svc.tracker.bot.worker.expiresAt": 2 ** 64}), "value"),
+    ("lone surrogate value", lambda t: _write(t, _raw_bundle(b'"svc.tracker.bot.worker.accessToken": "\\ud800"')),
+     "Unicode"),
+    ("lone low surrogate in an array", lambda t: _write(t, _raw_bundle(
+        b'"svc.tracker.bot.worker.scopes": ["ok", "x\\udc80y"]')), "Unicode"),
+    ("reversed surrogate pair", lambda t: _write(t, _raw_bundle(
+        b'"svc.tracker.bot.worker.accessToken": "\\ude00\\ud83d"')), "Unicode"),
+    ("lone surrogate key", lambda t: _write(t, _raw_bundle(b'"svc.tracker.bot.worker.\\ud800": "v"')), "Unicode"),
+    ("lone surrogate createdBy", lambda t: _write(t, b'{"kind": "svc.cluster.bundle", "version": 1, '
+                                                 b'"createdBy": "\\udfff", "shared": {}}'), "Unicode"),
     ("directory", lambda t: t, "directory"),
     ("missing file", lambda t: t / "nope.json", "no such file"),
 ]
+
+
+def _raw_bundle(shared_members: bytes) -> bytes:
+    return b'{"kind": "svc.cluster.bundle", "version": 1, "shared": {' + shared_members + b"}}"
 
 
 def _write(tmp_path: Path, data: bytes) -> Path:
@@ -256,7 +274,10 @@ def _write(tmp_path: Path, data: bytes) -> Path:
 # Each of these also runs through the real CLI; the rest are checked in-process (same code path
 # up to the parse) to keep the suite fast.
 VIA_CLI = {"per-node host name", "per-node personal token", "not json", "wrong kind", "version 2",
-           "version true", "huge", "very deep nesting", "duplicate key", "extra field", "missing file"}
+           "version true", "huge", "very deep nesting", "duplicate key", "extra field", "missing file",
+           "huge integer", "huge integer version", "integer past 2^53", "lone surrogate value",
+           "lone low surrogate in an array", "reversed surrogate pair", "lone surrogate key",
+           "lone surrogate createdBy"}
 
 
 @pytest.mark.parametrize("label,make,phrase", HOSTILE, ids=[h[0] for h in HOSTILE])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 
 import pytest
@@ -409,8 +410,10 @@ def test_canaries_appear_nowhere(make_node, provider, caplog):
     assert [e["attributes"]["account.status"] for e in node.status_events()] == ["rejected", "ok"]
 
 
-def test_monitor_process_never_opens_the_env_file(home, env, provider):
-    """The parent only stats the file: an audit hook in a real process sees no open() of it."""
+def test_monitor_process_opens_the_env_file_only_as_a_descriptor_for_the_child(home, env, provider):
+    """The parent opens the file once, read-only and without following a link, as a
+    raw descriptor handed to the child (never a file object it could read from);
+    an audit hook in a real process sees every open of it."""
     import subprocess
     import sys
 
@@ -426,7 +429,7 @@ target = os.environ["SVC_ACCOUNTS_ENV"]
 opened = []
 def hook(event, args):
     if event == "open" and args and str(args[0]) == target:
-        opened.append(event)
+        opened.append([args[1], args[2]])
 sys.addaudithook(hook)
 from svcposture.events import EventLog
 from svcposture.latch import Latch
@@ -440,12 +443,16 @@ svc = PostureService(paths, node="n", log=log, latch=latch, environ=os.environ)
 svc.start()
 body = svc.read(refresh=True)
 svc.stop()
-print(json.dumps({"opened": len(opened), "status": body["status"], "active": body["active"]["label"]}))
+print(json.dumps({"opened": opened, "status": body["status"], "active": body["active"]["label"]}))
 """
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result == {"opened": 0, "status": "ok", "active": "a"}
+    assert result["status"] == "ok" and result["active"] == "a"
+    assert len(result["opened"]) >= 1
+    for mode, flags in result["opened"]:
+        # os.open (no file-object mode), read-only, no symlink followed.
+        assert mode is None and flags & os.O_ACCMODE == os.O_RDONLY and flags & os.O_NOFOLLOW
     assert_no_canary([out.stdout, out.stderr], [a])
 
 

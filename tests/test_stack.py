@@ -288,9 +288,11 @@ def test_service_unit_files_are_well_formed():
     assert "-m svcposture monitor" in unit["Service"]["ExecStart"]
     assert "127.0.0.1" in unit["Service"]["ExecStart"]
     assert unit["Install"]["WantedBy"] == "default.target"
+    assert int(unit["Service"]["LimitNOFILE"]) >= 4096  # systemd's default soft limit is 1024
     with open(str(REPO / "scripts" / "com.svc.monitor.plist"), "rb") as fh:
         plist = plistlib.load(fh)
     assert plist["Label"] == "com.svc.monitor"
     assert plist["ProgramArguments"][1:4] == ["-m", "svcposture", "monitor"]
     assert "127.0.0.1" in plist["ProgramArguments"]
     assert plist["RunAtLoad"] is True
+    assert plist["SoftResourceLimits"]["NumberOfFiles"] >= 4096  # launchd's default is 256

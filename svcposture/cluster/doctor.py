@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .. import config
-from .._files import CorruptFileError
+from .._files import CorruptFileError, unsafe_dir_reason
 from .._spawn import PACKAGE, child_env, module_command
 from .._text import printable
 from .._time import now_ms
@@ -352,6 +352,32 @@ def _check_event_log(paths: Paths) -> Dict[str, str]:
     return _check_result("event-log", PASS, "%s is writable" % paths.events_dir)
 
 
+def _node_dirs(paths: Paths) -> List[Path]:
+    dirs = [paths.config_dir, paths.accounts_env.parent, paths.svc_dir, paths.events_dir, paths.run_dir,
+            paths.logs_dir, paths.history_dir]
+    unique: List[Path] = []
+    for directory in dirs:
+        if directory not in unique:
+            unique.append(directory)
+    return unique
+
+
+def _check_directories(paths: Paths) -> Dict[str, str]:
+    """Every directory of the node that exists: owned by this user (or root), not
+    writable by group or others, nor any directory above it. Nothing is changed."""
+    name = "directories"
+    present = [d for d in _node_dirs(paths) if os.path.lexists(str(d))]
+    problems = [reason for reason in (unsafe_dir_reason(d) for d in present) if reason]
+    if problems:
+        # One reason per directory, duplicates (a shared unsafe ancestor) once.
+        unique = list(dict.fromkeys(problems))
+        return _check_result(name, FAIL, "; ".join(unique))
+    if not present:
+        return _check_result(name, INFO, "none of the node's directories exist yet")
+    return _check_result(name, PASS, "%d director%s private: %s" % (
+        len(present), "y" if len(present) == 1 else "ies", ", ".join(str(d) for d in present)))
+
+
 def _check_latch(paths: Paths) -> Dict[str, str]:
     try:
         data = read_latch(paths.latch)
@@ -379,6 +405,7 @@ def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         _check_accounts_env(paths),
         _check_event_log(paths),
         _check_latch(paths),
+        _check_directories(paths),
     ]
     return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
 
@@ -402,7 +429,7 @@ def add_commands(sub: Any) -> None:
         "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
-                    "accounts-env, event-log, latch. Each is PASS, INFO, WARN or FAIL.\n"
+                    "accounts-env, event-log, latch, directories. Each is PASS, INFO, WARN or FAIL.\n"
                     "Exit 1 when any check FAILs.")
     p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")
     p.set_defaults(func=cmd_doctor)

@@ -132,10 +132,29 @@ def cmd_bundle_export(ns: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- bundle parsing
 
+# JSON's exact integers (IEEE doubles): a bundle value beyond them is no id, epoch or count.
+MAX_BUNDLE_INT = 2 ** 53
+
+
+def _encodable(text: str) -> bool:
+    # A lone surrogate ("\ud800") survives json.loads but not UTF-8 encoding, so
+    # it would fail only when the value is written, after the checks passed.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def valid_value(value: Any) -> bool:
-    """A value a bundle may carry: a string, finite number, boolean, or an array of those."""
-    if isinstance(value, bool) or isinstance(value, str) or isinstance(value, int):
+    """A value a bundle may carry: a UTF-8-encodable string, a finite number (an
+    integer within +-2^53), a boolean, or an array of those."""
+    if isinstance(value, bool):
         return True
+    if isinstance(value, str):
+        return _encodable(value)
+    if isinstance(value, int):
+        return -MAX_BUNDLE_INT <= value <= MAX_BUNDLE_INT
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, list):
@@ -209,10 +228,16 @@ def parse_bundle(raw: bytes) -> Dict[str, Any]:
         raise BundleError("not JSON (line %d column %d: %s)" % (exc.lineno, exc.colno, exc.msg)) from None
     except RecursionError:
         raise BundleError("nested more than %d levels deep" % MAX_BUNDLE_DEPTH) from None
+    except BundleError:
+        raise  # a duplicate key, found by the hook
+    except ValueError:
+        # Python 3.11+ refuses integer literals past its digit limit (4300).
+        raise BundleError("holds a number too long to be a value") from None
     if not isinstance(data, dict):
         raise BundleError("top level must be a JSON object")
     if _depth(data) > MAX_BUNDLE_DEPTH:
         raise BundleError("nested more than %d levels deep" % MAX_BUNDLE_DEPTH)
+    _check_text(data)
     if data.get("kind") != BUNDLE_KIND:
         raise BundleError("kind is %s, expected %r" % (
             printable(json.dumps(data.get("kind")))[:80], BUNDLE_KIND))
@@ -231,6 +256,22 @@ def parse_bundle(raw: bytes) -> Dict[str, Any]:
         raise BundleError("shared must be an object of {dotted key: value}")
     _check_shared(shared)
     return data
+
+
+def _check_text(data: Dict[str, Any]) -> None:
+    """Every key and string at every depth encodes as UTF-8 (the depth is already bounded)."""
+    stack_: List[Any] = [data]
+    while stack_:
+        node = stack_.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not _encodable(key):
+                    raise BundleError("a key is not valid Unicode (a lone surrogate)")
+                stack_.append(value)
+        elif isinstance(node, list):
+            stack_.extend(node)
+        elif isinstance(node, str) and not _encodable(node):
+            raise BundleError("a string is not valid Unicode (a lone surrogate)")
 
 
 def _check_shared(shared: Dict[str, Any]) -> None:

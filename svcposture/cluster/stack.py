@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from .._env import InvalidSetting, parse_port
-from .._files import ensure_dir, lock_file, write_bytes_atomic, write_json_atomic
+from .._files import ensure_dir, lock_file, open_nofollow, write_bytes_atomic, write_json_atomic
 from .._spawn import PACKAGE, child_env, module_command
 from .._time import iso_now
 from ..config import ConfigError, load_layer
@@ -226,7 +226,10 @@ def start(paths: Paths, monitor_args: Sequence[str], timeout: float) -> Dict[str
     # it unset it), and the cloud token that login shells carry is not its business.
     env = child_env(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    log_fd = os.open(str(log_path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        log_fd = open_nofollow(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StackError("cannot open %s: %s" % (log_path, exc.strerror or exc)) from None
     try:
         offset = os.fstat(log_fd).st_size
         os.write(log_fd, ("--- svc-stack start %s ---\n" % iso_now()).encode("utf-8"))

@@ -14,18 +14,24 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
-from .wire import MAX_HEADER_LINE, MAX_HEADERS, TOKEN_BYTES_RE
+from .wire import MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, TOKEN_BYTES_RE
 
 if TYPE_CHECKING:
     from .server import MonitorServer
 
 
 class _ReplayRaw(io.RawIOBase):
-    """A socket's byte stream with bytes already read off it put back in front."""
+    """A socket's byte stream with bytes already read off it put back in front.
 
-    def __init__(self, prefix: bytes, sock: socket.socket) -> None:
+    While `deadline` (a time.monotonic() instant) is set, no read waits past
+    it: a per-recv timeout restarts on every byte, so a client sending one
+    byte a second would otherwise never time out.
+    """
+
+    def __init__(self, prefix: bytes, sock: Any) -> None:
         self._prefix = prefix
         self._sock = sock
+        self.deadline: Optional[float] = None
 
     def readable(self) -> bool:
         return True
@@ -36,6 +42,11 @@ class _ReplayRaw(io.RawIOBase):
             buffer[:n] = self._prefix[:n]
             self._prefix = self._prefix[n:]
             return n
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("the request did not arrive in time")
+            self._sock.settimeout(left)
         return self._sock.recv_into(buffer)
 
 
@@ -44,9 +55,11 @@ class _ClosedSocket:
         return 0
 
 
-def replay_reader(prefix: bytes, sock: Any, buffer_size: int) -> io.BufferedReader:
-    """A reader of `sock` that first yields `prefix`, the bytes the lane already read off it."""
-    return io.BufferedReader(_ReplayRaw(prefix, sock), buffer_size)
+def replay_reader(prefix: bytes, sock: Any, buffer_size: int) -> Tuple[io.BufferedReader, _ReplayRaw]:
+    """A reader of `sock` that first yields `prefix`, the bytes the lane already
+    read off it, and its raw stream (whose `deadline` bounds every read)."""
+    raw = _ReplayRaw(prefix, sock)
+    return io.BufferedReader(raw, buffer_size), raw
 
 
 def closed_reader() -> io.BufferedReader:
@@ -55,13 +68,20 @@ def closed_reader() -> io.BufferedReader:
 
 
 class _Conn:
-    __slots__ = ("sock", "address", "inbox", "last")
+    """One connection waiting in the lane. `since` is when its current wait
+    began: when it went idle, or the first byte of the request now arriving."""
+
+    __slots__ = ("sock", "address", "inbox", "since")
 
     def __init__(self, sock: socket.socket, address: Any) -> None:
         self.sock = sock
         self.address = address
         self.inbox = b""
-        self.last = time.monotonic()
+        self.since = time.monotonic()
+
+    def shed_order(self) -> Tuple[bool, float]:
+        # Idle keep-alive connections go first, then requests still arriving; oldest first.
+        return (bool(self.inbox), self.since)
 
 
 _FAST_TARGET = b"/api/accounts"
@@ -92,6 +112,8 @@ class FastLane:
         self._incoming: List[_Conn] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._shed_requested = 0
+        self._next_expiry = 0.0
         self.thread = threading.Thread(target=self._loop, name="svc-monitor-fast-lane", daemon=True)
         self.thread.start()
 
@@ -107,6 +129,17 @@ class FastLane:
         with self._lock:
             self._closed = True
         self._wake()
+
+    def request_shed(self, count: int) -> None:
+        """Ask the lane to close `count` of its oldest idle connections (the accept
+        loop ran out of descriptors); the lane thread does it on its next turn."""
+        with self._lock:
+            self._shed_requested = max(self._shed_requested, count)
+        self._wake()
+
+    @property
+    def held(self) -> int:
+        return max(0, len(self.selector.get_map()) - 1)  # less the wake-up socket
         self.thread.join(5.0)
 
     def _wake(self) -> None:
@@ -122,18 +155,20 @@ class FastLane:
                 with self._lock:
                     closed = self._closed
                     incoming, self._incoming = self._incoming, []
+                    shed, self._shed_requested = self._shed_requested, 0
                 if closed:
                     for conn in incoming:
-                        conn.sock.close()
+                        self._close_socket(conn.sock)
                     break
+                self._make_room(len(incoming), shed)
                 for conn in incoming:
                     try:
                         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    except OSError:
-                        pass
-                    conn.sock.setblocking(False)
-                    self.selector.register(conn.sock, selectors.EVENT_READ, conn)
-                for key, _ in self.selector.select(timeout=1.0):
+                        conn.sock.setblocking(False)
+                        self.selector.register(conn.sock, selectors.EVENT_READ, conn)
+                    except (OSError, ValueError):
+                        self._close_socket(conn.sock)
+                for key, _ in self.selector.select(timeout=min(1.0, server.request_timeout_s / 4)):
                     if key.data is None:
                         try:
                             self._wake_r.recv(4096)
@@ -141,7 +176,11 @@ class FastLane:
                             pass
                         continue
                     self._readable(key.data)
-                self._expire(time.monotonic() - server.request_timeout_s)
+                now = time.monotonic()
+                if now >= self._next_expiry:
+                    # A sweep of every connection, a few times per timeout, not per wake-up.
+                    self._next_expiry = now + min(0.25, server.request_timeout_s / 8)
+                    self._expire(now - server.request_timeout_s)
         finally:
             for key in list(self.selector.get_map().values()):
                 if key.data is not None:
@@ -151,47 +190,69 @@ class FastLane:
             self._wake_w.close()
 
     def _expire(self, cutoff: float) -> None:
-        # An idle keep-alive connection, or a request trickling in (slowloris),
-        # is closed after the read timeout, as the threaded handler would.
+        # An idle keep-alive connection, or a request whose first byte came
+        # longer ago than the read timeout, is closed: the clock starts at the
+        # first byte and never restarts, so trickling bytes (slowloris) buy nothing.
         for key in list(self.selector.get_map().values()):
             conn = key.data
-            if conn is not None and conn.last < cutoff:
+            if conn is not None and conn.since < cutoff:
                 self._drop(conn)
+
+    def _make_room(self, arriving: int, shed: int) -> None:
+        """Close the oldest idle connections so that the connections held stay
+        within the server's cap once `arriving` more join (and `shed` at least)."""
+        over = self.server.connections_held(self.held + arriving) - self.server.max_connections
+        count = max(over, shed)
+        if count <= 0:
+            return
+        conns = sorted((key.data for key in self.selector.get_map().values() if key.data is not None),
+                       key=_Conn.shed_order)
+        for conn in conns[:count]:
+            self._drop(conn)
 
     def _drop(self, conn: _Conn) -> None:
         try:
             self.selector.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
+        self._close_socket(conn.sock)
+
+    @staticmethod
+    def _close_socket(sock: socket.socket) -> None:
         try:
-            conn.sock.close()
+            sock.close()
         except OSError:
             pass
 
     def _readable(self, conn: _Conn) -> None:
         try:
-            data = conn.sock.recv(65536)
+            # Never more than one byte past the cap on a request head: what a
+            # connection can make the lane hold is bounded.
+            data = conn.sock.recv(MAX_REQUEST_HEAD + 1 - len(conn.inbox))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             return self._drop(conn)
         if not data:
             return self._drop(conn)
-        conn.last = time.monotonic()
+        if not conn.inbox:
+            conn.since = time.monotonic()  # the first byte of a request starts its clock
         inbox = conn.inbox + data
         answers: List[bytes] = []
         close_after = False
         while inbox:
             end = inbox.find(b"\r\n\r\n")
             if end < 0:
-                if len(inbox) > MAX_HEADER_LINE or b"\n\n" in inbox:
-                    return self._hand_off(conn, inbox, answers)  # oversized or bare-LF framing
+                if len(inbox) > MAX_REQUEST_HEAD or b"\n\n" in inbox:
+                    # Oversized (the handler answers 431 from what is here) or bare-LF framing.
+                    return self._hand_off(conn, inbox, answers)
                 break
             answer, close_after = self._answer(inbox[:end])
             if answer is None:
                 return self._hand_off(conn, inbox, answers)
             answers.append(answer)
             inbox = inbox[end + 4:]
+            conn.since = time.monotonic()  # idle from now, or the next pipelined request's clock
             if close_after:
                 break
         conn.inbox = inbox

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -19,7 +20,7 @@ from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
 from .fastlane import closed_reader, replay_reader
 from .fleet import fleet_cache
 from .trust import GUARD_MESSAGES
-from .wire import (ERROR_CODES, JSON_HEADERS, JSON_TYPE, MAX_HEADER_LINE, MAX_HEADERS, REASONS,
+from .wire import (ERROR_CODES, JSON_HEADERS, JSON_TYPE, MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS,
                    REQUEST_READ_TIMEOUT_S, TOKEN_BYTES_RE, TOKEN_RE, dumps)
 
 if TYPE_CHECKING:
@@ -66,20 +67,32 @@ class MonitorHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         # Slowloris: a request (or the next one on a kept-alive connection)
-        # must arrive within the read timeout, 10 s unless configured.
+        # must arrive in full within the read timeout, 10 s unless configured,
+        # however its bytes trickle in (the reader's deadline, set per request).
         self.timeout = self.server.request_timeout_s
         super().setup()
         handoff = self.server.take_handoff(self.request)
-        if handoff is not None:
-            unsent, unread, close = handoff
-            if unread:
-                self.rfile = replay_reader(unread, self.connection, self.rbufsize
-                                           if self.rbufsize > 0 else io.DEFAULT_BUFFER_SIZE)
-            if unsent:
-                self.wfile.write(unsent)
-            if close:
-                # The fast lane answered a `Connection: close` request: nothing follows.
-                self.rfile = closed_reader()
+        unsent, unread, close = handoff if handoff is not None else (b"", b"", False)
+        self.rfile.close()  # the stdlib's reader; the socket stays open
+        self.rfile, self._raw = replay_reader(unread, self.connection, self.rbufsize
+                                              if self.rbufsize > 0 else io.DEFAULT_BUFFER_SIZE)
+        if unsent:
+            self.wfile.write(unsent)
+        if close:
+            # The fast lane answered a `Connection: close` request: nothing follows.
+            self.rfile = closed_reader()
+
+    def handle_one_request(self) -> None:
+        self._raw.deadline = time.monotonic() + self.server.request_timeout_s
+        super().handle_one_request()
+
+    def _request_read(self) -> None:
+        """The request head is in: responses (a stream included) are not bound by its deadline."""
+        self._raw.deadline = None
+        try:
+            self.connection.settimeout(self.timeout)
+        except OSError:
+            pass
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # per-request logging would dominate the hot path
@@ -93,6 +106,7 @@ class MonitorHandler(BaseHTTPRequestHandler):
         fields = self._read_fields()
         if fields is None:
             return False
+        self._request_read()
         self.headers = RequestHeaders(fields)  # type: ignore[assignment]
         conntype = (self.headers.get("Connection") or "").lower()
         if conntype == "close":
@@ -133,14 +147,19 @@ class MonitorHandler(BaseHTTPRequestHandler):
         """The header fields by lower-cased name; None once an error reply is sent."""
         fields: Dict[str, List[str]] = {}
         count = 0
+        total = 0
         readline = self.rfile.readline
         token = TOKEN_BYTES_RE.match
         while True:
-            line = readline(MAX_HEADER_LINE + 1)
+            line = readline(min(MAX_HEADER_LINE, MAX_REQUEST_HEAD - total) + 1)
             if line == b"\r\n" or line == b"\n" or not line:
                 break
+            total += len(line)
             if len(line) > MAX_HEADER_LINE:
                 self.send_error(431, "Header line too long.")
+                return None
+            if total > MAX_REQUEST_HEAD:
+                self.send_error(431, "Header fields too large.")
                 return None
             count += 1
             if count > MAX_HEADERS:

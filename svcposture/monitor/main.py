@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._env import InvalidSetting, parse_port
-from .._files import ensure_dir, read_json, write_json_atomic
+from .._files import ensure_dir, open_nofollow, read_json, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
 from ..paths import Paths
@@ -69,8 +69,15 @@ def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: in
     (unless `liveness` is False: the demo node is no cluster member).
     Returns when `stop_event` is set (the caller maps SIGTERM/SIGINT to it)."""
     stop_event = stop_event or threading.Event()
-    instance_fd = _claim_node(paths)
-    if instance_fd == -2:
+    lock_path = paths.run_dir / "monitor.instance.lock"
+    try:
+        instance_fd = _claim_node(lock_path)
+    except OSError as exc:
+        # Running unguarded would let a second monitor on this HOME log every edge twice.
+        print("svc-monitor: cannot take the one-monitor-per-node lock %s: %s; not starting"
+              % (lock_path, exc.strerror or exc), file=sys.stderr)
+        return 1
+    if instance_fd < 0:
         print("svc-monitor: another monitor is already running for %s (see %s); stop it first"
               % (paths.home, paths.monitor_json), file=sys.stderr)
         return 1
@@ -78,29 +85,28 @@ def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: in
         return _run_claimed(paths, environ, bind=bind, port=port, probe_enabled=probe_enabled,
                             stop_event=stop_event, on_ready=on_ready, liveness=liveness)
     finally:
-        if instance_fd >= 0:
-            os.close(instance_fd)
+        os.close(instance_fd)
 
 
-def _claim_node(paths: Paths) -> int:
+def _claim_node(lock_path: Path) -> int:
     """One monitor per node HOME: two would each emit the same status edge.
 
-    Returns the fd holding the lock, -2 when another process holds it, and -1
-    when the lock cannot be taken at all (the monitor then runs unguarded).
-    The kernel drops the lock when the process dies, even by SIGKILL.
+    Returns the fd holding the lock, or -1 when another process holds it;
+    raises OSError when the lock cannot be taken at all. The lock file is
+    opened without following a symlink (open_nofollow), so a link planted
+    there cannot make the monitor create a file elsewhere. The kernel drops the lock when the
+    process dies, even by SIGKILL.
     """
-    try:
-        ensure_dir(paths.run_dir)
-        fd = os.open(str(paths.run_dir / "monitor.instance.lock"),
-                     os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-    except OSError as exc:
-        log.warning("cannot take the one-monitor-per-node lock: %s", exc.strerror or exc)
-        return -1
+    ensure_dir(lock_path.parent)
+    fd = open_nofollow(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return -1
     except OSError:
         os.close(fd)
-        return -2
+        raise
     return fd
 
 
@@ -302,6 +308,8 @@ def _build_parser() -> argparse.ArgumentParser:
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
                 "  SVC_MONITOR_TRUSTED_HOSTS (name, name:port, name:*), SVC_MONITOR_TRUSTED_ORIGINS,\n"
                 "  SVC_MONITOR_MAX_STREAMS (1024), SVC_SSE_KEEPALIVE_S (15), SVC_ACCOUNTS_PROBE=0,\n"
+                "  SVC_MONITOR_REQUEST_TIMEOUT_S (10: a request must arrive in full within it),\n"
+                "  SVC_MONITOR_MAX_CONNECTIONS (4096, at most the descriptor limit less 64),\n"
                 "  SVC_ACCOUNTS_ENV, SVC_POSTURE_TTL_S, SVC_PROBE_INTERVAL_S, SVC_REFRESH_FLOOR_S,\n"
                 "  SVC_HISTORY_DAYS (8), SVC_ALERT_THRESHOLDS (80,90), SVC_ALERT_CMD (notify hook).\n"
                 "A forced refresh needs the X-Svc-Refresh header, a trusted Host and a trusted Origin\n"

@@ -13,6 +13,7 @@ and the cached posture read is the hot path.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -40,6 +41,24 @@ log = logging.getLogger("svcposture.monitor")
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 7400
 DEFAULT_MAX_STREAMS = 1024
+DEFAULT_MAX_CONNECTIONS = 4096
+# Descriptors kept free of client connections: the listening socket, the
+# selector, log and state files, probe-child pipes, the stdlib's own.
+FD_RESERVE = 64
+# How long accepts pause when the process is out of descriptors: long enough
+# not to spin on EMFILE, short enough that the backlog waits only briefly.
+ACCEPT_PAUSE_S = 0.1
+_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def descriptor_limit() -> int:
+    """The soft RLIMIT_NOFILE, or a large number when it cannot be read."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 1 << 20
+    return soft if soft > 0 else 1 << 20
 
 
 class MonitorServer(ThreadingHTTPServer):
@@ -66,6 +85,15 @@ class MonitorServer(ThreadingHTTPServer):
         self.read_guard = environ.get("SVC_MONITOR_READ_GUARD", "") == "1"
         self.request_timeout_s = env_number(environ, "SVC_MONITOR_REQUEST_TIMEOUT_S", REQUEST_READ_TIMEOUT_S,
                                             low=0.1, high=300.0, strict=True)
+        # Connections held at once (waiting in the fast lane or served by a
+        # thread), at most the descriptor limit less a reserve: past it the
+        # oldest idle connections are closed, and accept never runs dry.
+        configured = env_number(environ, "SVC_MONITOR_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS,
+                                low=16, high=1000000, kind=int, strict=True)
+        self.max_connections = max(16, min(configured, descriptor_limit() - FD_RESERVE))
+        self._threaded: Dict[int, bool] = {}
+        self._threaded_lock = threading.Lock()
+        self._out_of_descriptors = False
         self._trusted_hosts_env = environ.get("SVC_MONITOR_TRUSTED_HOSTS", "")
         self._trusted_origins_env = environ.get("SVC_MONITOR_TRUSTED_ORIGINS", "")
         self.started_at = iso_now()
@@ -120,7 +148,43 @@ class MonitorServer(ThreadingHTTPServer):
         """Give a connection from the fast lane to a handler thread of its own."""
         with self._handoffs_lock:
             self._handoffs[id(sock)] = (unsent, unread, close)
+        with self._threaded_lock:
+            self._threaded[id(sock)] = True
         ThreadingHTTPServer.process_request(self, sock, address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._threaded_lock:
+            self._threaded.pop(id(request), None)
+        super().shutdown_request(request)
+
+    def connections_held(self, in_lane: int) -> int:
+        """Client connections held: `in_lane` waiting in the fast lane plus those on threads."""
+        return in_lane + len(self._threaded)
+
+    def get_request(self) -> Tuple[Any, Any]:
+        try:
+            request = self.socket.accept()
+        except OSError as exc:
+            if exc.errno in _OUT_OF_DESCRIPTORS:
+                self._pause_accepts(exc)
+            raise  # socketserver drops this one attempt
+        if self._out_of_descriptors:
+            self._out_of_descriptors = False
+            log.info("accepting connections again")
+        return request
+
+    def _pause_accepts(self, exc: OSError) -> None:
+        # The listening socket stays readable while the backlog is full, so
+        # retrying at once would spin. Free descriptors and wait a moment.
+        if not self._out_of_descriptors:
+            self._out_of_descriptors = True
+            log.warning("out of file descriptors (%s) with %d connections held; closing the oldest idle "
+                        "ones and pausing accepts", errno.errorcode.get(exc.errno or 0, exc.errno),
+                        self.connections_held(self.fast_lane.held if self.fast_lane else 0))
+        lane = self.fast_lane
+        if lane is not None:
+            lane.request_shed(16)
+        self.stopping.wait(ACCEPT_PAUSE_S)
 
     def take_handoff(self, sock: Any) -> Optional[Tuple[bytes, bytes, bool]]:
         with self._handoffs_lock:

@@ -19,6 +19,10 @@ JSON_HEADERS = b"Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
 REQUEST_READ_TIMEOUT_S = 10.0
 MAX_HEADERS = 100
 MAX_HEADER_LINE = 65536
+# All header fields of one request together. Bounds what a connection can
+# make the monitor hold (a hundred 64 KB lines would be 6.4 MB each); browsers
+# send a few KB, and a bigger block gets 431.
+MAX_REQUEST_HEAD = 32 * 1024
 
 TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 TOKEN_BYTES_RE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
