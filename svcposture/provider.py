@@ -16,7 +16,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Dict, Mapping, Optional
 
 from . import _time
-from ._names import WINDOW_CLAIMS, WINDOW_STATUSES
+from ._names import WINDOW_STATUSES
 from ._text import WORD_RE, loads_bounded
 from ._version import __version__
 from .errors import MESSAGES, error
