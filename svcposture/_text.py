@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+
+# typing costs more to import than this module; `svc-monitor statusline`
+# imports it on every render of the agent's status line.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")

@@ -5,16 +5,20 @@ imports those modules lazily so that `--help` of one family stays fast.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import Callable, List, Optional, Sequence
 
-from ._files import CorruptFileError
-from .config import ConfigError
+# typing, argparse and the config layers are imported where they are used:
+# `svc-monitor statusline` runs on every render of the agent's status line and
+# must cost little more than the interpreter's own start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, List, Optional, Sequence
 
 
 def _run(prog: str, func: Callable[[], int]) -> int:
+    from ._files import CorruptFileError
+    from .config import ConfigError
     try:
         return func()
     except ConfigError as exc:
@@ -42,6 +46,12 @@ def _run(prog: str, func: Callable[[], int]) -> int:
 
 
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["statusline"]:
+        # Straight there: it handles every error itself and always exits 0.
+        from .monitor import statusline
+        return statusline.main(args[1:])
+
     def go() -> int:
         from .monitor import main as monitor
         return monitor.main(argv)
@@ -50,6 +60,8 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
+        import argparse
+
         from .cluster import commands
         parser = argparse.ArgumentParser(
             prog="svc-cluster",

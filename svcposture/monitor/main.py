@@ -236,7 +236,8 @@ def _build_parser() -> argparse.ArgumentParser:
                      "/metrics, /api/openapi.json and /healthz. Read-only and token-free."),
         epilog=("subcommands:\n"
                 "  svc-monitor hud [--url URL] [--once]   one-line terminal HUD fed by the stream\n"
-                "  svc-monitor demo [--port PORT]         simulated provider + 3 demo accounts + a real monitor\n\n"
+                "  svc-monitor demo [--port PORT]         simulated provider + 3 demo accounts + a real monitor\n"
+                "  svc-monitor statusline [--url URL] [--no-color]   one line for the coding agent's status line\n\n"
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
                 "  SVC_MONITOR_TRUSTED_HOSTS (name, name:port, name:*), SVC_MONITOR_TRUSTED_ORIGINS,\n"
                 "  SVC_MONITOR_MAX_STREAMS (1024), SVC_SSE_KEEPALIVE_S (15), SVC_ACCOUNTS_PROBE=0,\n"
@@ -278,6 +279,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "hud":
         from . import hud
         return hud.main(args_list[1:])
+    if args_list and args_list[0] == "statusline":
+        from . import statusline
+        return statusline.main(args_list[1:])
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
         from . import demo
