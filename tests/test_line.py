@@ -292,3 +292,35 @@ def test_any_input_gives_one_short_plain_line(b: Any, t: Any, p: Any, colour: bo
     assert _plain(_inner(hud)) and len(_inner(hud)) <= line.MAX_HUD_CHARS, repr(hud)
     local = line.local_line(p, colour=colour, now=NOW)
     assert local is None or (_plain(_inner(local)) and _inner(local).endswith("(local)")), repr(local)
+
+
+@FUZZ
+@given(ms=st.integers(-62_135_596_800_000, 253_402_300_799_999))
+def test_the_fast_timestamp_path_agrees_with_the_package_parser(ms: int) -> None:
+    from svcposture._time import iso_from_ms, parse_iso_ms
+    text = iso_from_ms(ms)
+    assert line.canonical_ms(text) == parse_iso_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", [
+    "2027-02-29T00:00:00.000Z", "2027-13-01T00:00:00.000Z", "2027-00-10T00:00:00.000Z", "2027-01-32T00:00:00.000Z",
+    "2027-01-01T24:00:00.000Z", "2027-01-01T00:60:00.000Z", "2027-01-01T00:00:60.000Z", "0000-01-01T00:00:00.000Z",
+    "2027-01-01T00:00:00.000+", "+027-01-01T00:00:00.000Z", "2027-0١-01T00:00:00.000Z", "2027-01-01 00:00:00.000Z",
+    " 027-01-01T00:00:00.000Z",
+])
+def test_the_fast_timestamp_path_refuses_what_is_not_canonical(text: str) -> None:
+    from svcposture._time import parse_iso_ms
+    assert line.canonical_ms(text) is None
+    try:
+        expected = parse_iso_ms(text)
+    except ValueError:
+        expected = None
+    assert line._instant_ms(text) == expected
+
+
+def test_leap_days_and_far_dates():
+    assert line.canonical_ms("2024-02-29T12:00:00.000Z") == 1_709_208_000_000
+    assert line.canonical_ms("1970-01-01T00:00:00.000Z") == 0
+    assert line.canonical_ms("1969-12-31T23:59:59.999Z") == -1
+    assert line.canonical_ms("2000-02-29T00:00:00.000Z") == 951_782_400_000
+    assert line.canonical_ms("1900-02-29T00:00:00.000Z") is None

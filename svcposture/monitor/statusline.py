@@ -4,9 +4,12 @@ The agent runs the command on every render, so it asks the local monitor (a
 plain cached read, never the provider) and gives up after a fixed budget:
 
 1. the agent's statusLine JSON from stdin, when there is any (at most 64 KB,
-   at most 100 ms of waiting; anything unparseable is ignored);
+   waited for until 100 ms after the process started; anything unparseable
+   is ignored);
 2. GET /api/accounts, then GET /api/trajectory for the forecast (a 404 or
-   any failure means no forecast), on one deadline 250 ms after the start;
+   any failure means no forecast), on one deadline 250 ms after the process
+   started ($SVC_STATUSLINE_BUDGET_MS; at least 100 ms after the imports, on
+   a machine slow to start);
 3. one line out: the monitor's answer, else the payload's own `rate_limits`
    marked `(local)`, else `svc: monitor not running`.
 
@@ -32,8 +35,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-BUDGET_S = 0.25          # from the start of the command to the last byte asked of the monitor
-STDIN_BUDGET_S = 0.10    # of which waiting for the agent to close stdin may take this much
+# The budget counts from the start of the process (interpreter start-up included,
+# where /proc says when that was): what the agent waits for is the whole command.
+# $SVC_STATUSLINE_BUDGET_MS changes it, e.g. for a monitor behind a remote proxy.
+DEFAULT_BUDGET_MS = 250  # until the last byte asked of the monitor
+STDIN_SHARE = 0.4        # of which waiting for the agent to close stdin may take this much
+# However slow the start on a loaded machine, a monitor that is up still gets
+# this long after the imports before the fallback is printed.
+MIN_MONITOR_S = 0.10
+MIN_STDIN_S = 0.02
 MAX_PAYLOAD = 64 * 1024
 MAX_BODY = 1024 * 1024
 MAX_HEAD = 16 * 1024
@@ -49,7 +59,7 @@ beats the reset, and the sibling with headroom when the status is not ok, e.g.
   acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2
 
 It asks the local monitor (a cached read; it never calls the provider) within
-250 ms. When the monitor does not answer, it prints the agent's own
+250 ms of its start ($SVC_STATUSLINE_BUDGET_MS changes that). When the monitor does not answer, it prints the agent's own
 rate_limits from the statusLine JSON on stdin, marked (local); with neither,
 `svc: monitor not running`. It always exits 0 and prints exactly one line.
 
@@ -343,6 +353,14 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optio
     return url, no_color, False, None
 
 
+def budget_ms(environ: "Mapping[str, str]") -> int:
+    """$SVC_STATUSLINE_BUDGET_MS (10 to 60000), else 250; junk means the default."""
+    raw = environ.get("SVC_STATUSLINE_BUDGET_MS", "")
+    if raw.isdigit() and raw.isascii() and len(raw) <= 6 and 10 <= int(raw) <= 60000:
+        return int(raw)
+    return DEFAULT_BUDGET_MS
+
+
 def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, started: float) -> bytes:
     """Everything but the write: the bytes to print."""
     url, no_color, wants_help, error = parse_args(argv)
@@ -351,9 +369,11 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     if error is not None:
         return printable(error).encode("utf-8") + b"\n"
     colour = not no_color and "NO_COLOR" not in environ
-    payload = read_payload(stdin_fd, started + STDIN_BUDGET_S) if stdin_fd >= 0 else None
+    budget_s = budget_ms(environ) / 1000.0
+    stdin_deadline = max(started + STDIN_SHARE * budget_s, time.monotonic() + MIN_STDIN_S)
+    payload = read_payload(stdin_fd, stdin_deadline) if stdin_fd >= 0 else None
     target = parse_url(url or monitor_url(environ))
-    deadline = started + BUDGET_S
+    deadline = max(started + budget_s, time.monotonic() + MIN_MONITOR_S)
     body = get_json(target, "/api/accounts", deadline) if target is not None else None
     if not is_posture(body):
         body = None
@@ -375,8 +395,21 @@ def _write(data: bytes) -> None:
         data = data[written:]
 
 
+def process_age_s() -> float:
+    """How long ago this process started (Linux /proc); 0.0 where that cannot be told."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            stat = fh.read(4096)
+        # Field 22, starttime in clock ticks since boot; the name before it may hold spaces.
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError, IndexError):
+        return 0.0
+    return age if 0.0 <= age < 10.0 else 0.0
+
+
 def main(argv: "Optional[Sequence[str]]" = None) -> int:
-    started = time.monotonic()
+    started = time.monotonic() - process_age_s()
     try:
         stdin_fd = sys.stdin.fileno() if sys.stdin is not None else -1
     except (AttributeError, OSError, ValueError):
