@@ -161,17 +161,23 @@ def test_hundred_renders_cost_the_provider_nothing(mon):
 def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
     set_state(mon, "allowed", (0.614, "allowed"))
     cmd = [sys.executable, "-m", "svcposture", "monitor", "statusline", "--url", mon.url]
-    env = dict(mon.env, SVC_STATUSLINE_BUDGET_MS="1000")  # stdin gets 40 % of it
-    # A pipe the agent never closes: the command reads what it can, then answers anyway.
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        proc.stdin.write(b'{"rate_limits": ')
-        proc.stdin.flush()
-        out, err = proc.stdout.read(), proc.stderr.read()
-        assert proc.wait(20) is not None
-    finally:
-        proc.stdin.close()
-    assert checked(proc.returncode, out, err).startswith("\x1b[32macct1 5h 61% ")
+    env = dict(mon.env, SVC_STATUSLINE_BUDGET_MS="1000")
+
+    def never_closed(url: str) -> str:
+        """A pipe the agent never closes: the command answers anyway."""
+        proc = subprocess.Popen(cmd[:-1] + [url], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            proc.stdin.write(b'{"rate_limits": ')
+            proc.stdin.flush()
+            out, err = proc.stdout.read(), proc.stderr.read()
+            proc.wait(20)
+        finally:
+            proc.stdin.close()
+        return checked(proc.returncode, out, err)
+
+    assert never_closed(mon.url).startswith("\x1b[32macct1 5h 61% ")   # stdin is not even read
+    assert never_closed(dead_url()) == "svc: monitor not running"      # read until the deadline, half a payload
     # A terminal on stdin (the command run by hand): not read at all.
     master, slave = pty.openpty()
     try:

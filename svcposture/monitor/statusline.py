@@ -3,13 +3,13 @@
 The agent runs the command on every render, so it asks the local monitor (a
 plain cached read, never the provider) and gives up after a fixed budget:
 
-1. the agent's statusLine JSON from stdin, when there is any (at most 64 KB,
-   waited for until 100 ms after the process started; anything unparseable
-   is ignored);
-2. GET /api/accounts, then GET /api/trajectory for the forecast (a 404 or
+1. GET /api/accounts, then GET /api/trajectory for the forecast (a 404 or
    any failure means no forecast), on one deadline 250 ms after the process
    started ($SVC_STATUSLINE_BUDGET_MS; at least 100 ms after the imports, on
    a machine slow to start);
+2. only when the monitor gave no numbers: the agent's statusLine JSON from
+   stdin (at most 64 KB, until the same deadline; anything unparseable is
+   ignored, and a terminal is not read);
 3. one line out: the monitor's answer, else the payload's own `rate_limits`
    marked `(local)`, else `svc: monitor not running`.
 
@@ -38,10 +38,10 @@ if TYPE_CHECKING:
 # The budget counts from the start of the process (interpreter start-up included,
 # where /proc says when that was): what the agent waits for is the whole command.
 # $SVC_STATUSLINE_BUDGET_MS changes it, e.g. for a monitor behind a remote proxy.
-DEFAULT_BUDGET_MS = 250  # until the last byte asked of the monitor
-STDIN_SHARE = 0.4        # of which waiting for the agent to close stdin may take this much
+DEFAULT_BUDGET_MS = 250
 # However slow the start on a loaded machine, a monitor that is up still gets
-# this long after the imports before the fallback is printed.
+# this long after the imports, and stdin this long after the monitor, before
+# the fallback is printed.
 MIN_MONITOR_S = 0.10
 MIN_STDIN_S = 0.02
 MAX_PAYLOAD = 64 * 1024
@@ -369,17 +369,20 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     if error is not None:
         return printable(error).encode("utf-8") + b"\n"
     colour = not no_color and "NO_COLOR" not in environ
-    budget_s = budget_ms(environ) / 1000.0
-    stdin_deadline = max(started + STDIN_SHARE * budget_s, time.monotonic() + MIN_STDIN_S)
-    payload = read_payload(stdin_fd, stdin_deadline) if stdin_fd >= 0 else None
+    deadline = max(started + budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
     target = parse_url(url or monitor_url(environ))
-    deadline = max(started + budget_s, time.monotonic() + MIN_MONITOR_S)
     body = get_json(target, "/api/accounts", deadline) if target is not None else None
     if not is_posture(body):
         body = None
     trajectory = None
-    if body is not None and body.get("available") is True and isinstance(body.get("active"), dict):
-        trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
+    payload = None
+    if body is not None and body.get("available") is True:
+        if isinstance(body.get("active"), dict):
+            trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
+    elif stdin_fd >= 0:
+        # Only a line without the monitor's numbers needs the agent's own. By now the
+        # agent has had the whole wait to write them, so they are normally in the pipe.
+        payload = read_payload(stdin_fd, max(deadline, time.monotonic() + MIN_STDIN_S))
     return render(body, trajectory, payload, colour=colour, now=int(time.time() * 1000),
                   stale_ms=line.stale_after_ms(environ))
 
