@@ -7,8 +7,8 @@ Against a real monitor subprocess (its cache warm) and the provider test server:
   median and p95 of each. Two shapes of the command: the installed console
   script (`svc-monitor statusline`: the interpreter imports svcposture.cli and
   calls monitor_main) and `python -m svcposture monitor statusline`;
-- the same with `-S` on both sides (no site module), which is what an
-  interpreter whose site-packages loads nothing at start looks like;
+- the same on an interpreter whose start loads nothing from site-packages (a
+  fresh venv of this one; else `-S` on both sides), as on a clean machine;
 - a render against a monitor that accepts and never answers: it must still
   return (the 250 ms budget) with the payload's own numbers, marked (local);
 - provider calls (header probes and usage polls) per 1,000 renders, four at
@@ -99,6 +99,18 @@ def ratio_figure(name: str, ours: List[float], base: List[float], label: str) ->
     ]
 
 
+def bare_interpreter(work: Path) -> Tuple[List[str], str]:
+    """An interpreter whose start loads nothing from site-packages: a fresh venv of
+    this one (this machine's own site-packages may run .pth code at every start),
+    else this one with -S."""
+    venv = work / "venv"
+    done = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True)
+    python = venv / "bin" / "python"
+    if done.returncode == 0 and python.exists():
+        return [str(python)], "empty venv"
+    return [sys.executable, "-S"], "no site module"
+
+
 def provider_calls(provider: ProviderServer) -> int:
     return provider.message_calls() + provider.usage_calls()
 
@@ -131,7 +143,8 @@ def main() -> int:
             child.pop("PYTHONDONTWRITEBYTECODE", None)
             console = [py, "-c", CONSOLE_SCRIPT, "statusline", "--url", monitor.url]
             module = [py, "-m", "svcposture", "monitor", "statusline", "--url", monitor.url]
-            no_site = [py, "-S", "-c", CONSOLE_SCRIPT, "statusline", "--url", monitor.url]
+            bare, bare_label = bare_interpreter(work)
+            no_site = bare + ["-c", CONSOLE_SCRIPT, "statusline", "--url", monitor.url]
             for cmd in (console, module, no_site):
                 timed(cmd, child, payload())  # warms the bytecode cache
             expect = b"acct1 5h 10% "
@@ -140,9 +153,9 @@ def main() -> int:
             figures += ratio_figure("statusline render (console script), monitor up", ours, base, "python -c pass")
             ours, base = alternate(module, [py, "-c", "pass"], child, rounds, expect)
             figures += ratio_figure("statusline render (python -m), monitor up", ours, base, "python -c pass")
-            ours, base = alternate(no_site, [py, "-S", "-c", "pass"], child, rounds, expect)
-            figures += ratio_figure("statusline render, no site module, monitor up", ours, base,
-                                    "python -S -c pass")
+            ours, base = alternate(no_site, bare + ["-c", "pass"], child, rounds, expect)
+            figures += ratio_figure("statusline render, %s, monitor up" % bare_label, ours, base,
+                                    "the same, -c pass")
 
             with RawServer({"/api/accounts": HANG}) as hung:
                 hung_cmd = [py, "-c", CONSOLE_SCRIPT, "statusline", "--url", hung.url]

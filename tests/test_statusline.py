@@ -309,6 +309,7 @@ GARBAGE = {
     "not-json": http_reply(200, b"<html>hello</html>"),
     "not-a-posture": http_reply(200, {"error": "nope"}),
     "a-list": http_reply(200, [1, 2, 3]),
+    "available-is-1": http_reply(200, {"available": 1, "node": "n", "status": "ok"}),
     "http-500": http_reply(500, _posture()),
     "http-404": http_reply(404, {"error": "not_found"}),
     "closed": b"",

@@ -100,21 +100,21 @@ def iter_sse(lines: Iterator[bytes], comments: bool = False
     event, data, last_id, retry = "", [], None, None  # type: str, List[str], Optional[str], Optional[int]
     first = True
     for raw in lines:
-        line = raw.decode("utf-8", "replace")
+        text = raw.decode("utf-8", "replace")
         if first:
-            line = line.lstrip("\ufeff")
+            text = text.lstrip("\ufeff")
             first = False
-        line = line.rstrip("\r\n")
-        if line == "":
+        text = text.rstrip("\r\n")
+        if text == "":
             if data:
                 yield (event or "message", "\n".join(data), last_id, retry)
             event, data = "", []
             continue
-        if line.startswith(":"):
+        if text.startswith(":"):
             if comments:
-                yield ("", line[1:].strip(), last_id, retry)
+                yield ("", text[1:].strip(), last_id, retry)
             continue
-        field, colon, value = line.partition(":")
+        field, colon, value = text.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
         if field == "event":

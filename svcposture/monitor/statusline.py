@@ -327,7 +327,7 @@ def render(body: "Any", trajectory: "Any", payload: "Any", *, colour: bool, now:
 
 def is_posture(body: "Any") -> bool:
     """A posture body or the disabled body; anything else is as good as no answer."""
-    return isinstance(body, dict) and body.get("available") in (True, False)
+    return isinstance(body, dict) and isinstance(body.get("available"), bool)
 
 
 def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str]]":
