@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from tests.support.waiting import wait_until
 
 ACCOUNTS = [("ACCT1", "tok-sl-1", "one@example.com"), ("ACCT2", "tok-sl-2", "two@example.com")]
 CONSOLE_SCRIPT = "import sys; from svcposture.cli import monitor_main; sys.exit(monitor_main())"
+EXPECT = b"acct1 5h 10% "  # the monitor's line for the provider's default account
 RATIO_TARGET = 2.5
 HUNG_EXTRA_MS = 300.0
 
@@ -115,6 +115,63 @@ def provider_calls(provider: ProviderServer) -> int:
     return provider.message_calls() + provider.usage_calls()
 
 
+def render_times(url: str, child: Dict[str, str], work: Path, rounds: int) -> List[Dict[str, object]]:
+    """The three shapes of a render with the monitor up, each against its own `-c pass`."""
+    py = sys.executable
+    console = [py, "-c", CONSOLE_SCRIPT, "statusline", "--url", url]
+    module = [py, "-m", "svcposture", "monitor", "statusline", "--url", url]
+    bare, bare_label = bare_interpreter(work)
+    no_site = bare + ["-c", CONSOLE_SCRIPT, "statusline", "--url", url]
+    for cmd in (console, module, no_site):
+        timed(cmd, child, payload())  # warms the bytecode cache
+    figures: List[Dict[str, object]] = []
+    ours, base = alternate(console, [py, "-c", "pass"], child, rounds, EXPECT)
+    figures += ratio_figure("statusline render (console script), monitor up", ours, base, "python -c pass")
+    ours, base = alternate(module, [py, "-c", "pass"], child, rounds, EXPECT)
+    figures += ratio_figure("statusline render (python -m), monitor up", ours, base, "python -c pass")
+    ours, base = alternate(no_site, bare + ["-c", "pass"], child, rounds, EXPECT)
+    figures += ratio_figure("statusline render, %s, monitor up" % bare_label, ours, base, "the same, -c pass")
+    return figures
+
+
+def hung_time(child: Dict[str, str], rounds: int) -> Dict[str, object]:
+    """A render against a monitor that accepts and never answers."""
+    py = sys.executable
+    with RawServer({"/api/accounts": HANG}) as hung:
+        cmd = [py, "-c", CONSOLE_SCRIPT, "statusline", "--url", hung.url]
+        ours, base = alternate(cmd, [py, "-c", "pass"], child, rounds, b"(local)")
+    extra = p95(ours) - statistics.median(base)
+    return {"figure": "statusline render, monitor hung (p95)", "value": round(p95(ours), 1), "unit": "ms",
+            "baseline": round(statistics.median(base), 1), "baseline_label": "python -c pass", "ratio": None,
+            "target": "< baseline + %g ms" % HUNG_EXTRA_MS, "ok": extra < HUNG_EXTRA_MS}
+
+
+def counted_renders(url: str, child: Dict[str, str], provider: ProviderServer,
+                    renders: int) -> Tuple[List[Dict[str, object]], Tuple[int, int, int]]:
+    """Provider calls spent by `renders` renders, four at a time; (figures, (answered, fallback, wrong))."""
+    console = [sys.executable, "-c", CONSOLE_SCRIPT, "statusline", "--url", url]
+    before = provider_calls(provider)
+    data = payload()
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda _: timed(console, child, data)[1], range(renders)))
+    spent = provider_calls(provider) - before
+    answered = sum(1 for out in outs if EXPECT in out)
+    fallback = sum(1 for out in outs if b"(local)" in out)
+    wrong = renders - answered - fallback
+    per_1000 = spent * 1000.0 / renders
+    figures: List[Dict[str, object]] = [
+        {"figure": "provider calls per 1,000 statusline renders", "value": per_1000, "unit": "",
+         "baseline": 1000, "baseline_label": "a statusline that polls the provider",
+         "ratio": round(per_1000 / 1000, 4), "target": "0", "ok": spent == 0 and wrong == 0},
+        # Four renders at once on a loaded machine: one that misses the default
+        # budget prints the agent's own numbers, as designed; none may print anything else.
+        {"figure": "renders answered by the monitor (4 at a time)", "value": answered, "unit": "",
+         "baseline": renders, "baseline_label": "renders", "ratio": round(answered / renders, 3),
+         "target": "the rest (local), none wrong", "ok": wrong == 0},
+    ]
+    return figures, (answered, fallback, wrong)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="40 timed rounds per shape and 200 counted renders")
@@ -128,7 +185,6 @@ def main() -> int:
     home = work / "home"
     home.mkdir(mode=0o700)
     set_host_name(home, "statusline-node")
-    py = sys.executable
     with ProviderServer() as provider:
         for _, token, _ in ACCOUNTS:
             provider.set_account(token)
@@ -141,51 +197,10 @@ def main() -> int:
             wait_until(lambda: monitor.get_json("/api/accounts")[1].get("status") == "ok", 30, message="posture")
             child = dict(env, PYTHONPYCACHEPREFIX=str(work / "pycache"))
             child.pop("PYTHONDONTWRITEBYTECODE", None)
-            console = [py, "-c", CONSOLE_SCRIPT, "statusline", "--url", monitor.url]
-            module = [py, "-m", "svcposture", "monitor", "statusline", "--url", monitor.url]
-            bare, bare_label = bare_interpreter(work)
-            no_site = bare + ["-c", CONSOLE_SCRIPT, "statusline", "--url", monitor.url]
-            for cmd in (console, module, no_site):
-                timed(cmd, child, payload())  # warms the bytecode cache
-            expect = b"acct1 5h 10% "
-            figures: List[Dict[str, object]] = []
-            ours, base = alternate(console, [py, "-c", "pass"], child, rounds, expect)
-            figures += ratio_figure("statusline render (console script), monitor up", ours, base, "python -c pass")
-            ours, base = alternate(module, [py, "-c", "pass"], child, rounds, expect)
-            figures += ratio_figure("statusline render (python -m), monitor up", ours, base, "python -c pass")
-            ours, base = alternate(no_site, bare + ["-c", "pass"], child, rounds, expect)
-            figures += ratio_figure("statusline render, %s, monitor up" % bare_label, ours, base,
-                                    "the same, -c pass")
-
-            with RawServer({"/api/accounts": HANG}) as hung:
-                hung_cmd = [py, "-c", CONSOLE_SCRIPT, "statusline", "--url", hung.url]
-                hung_ms, hung_base = alternate(hung_cmd, [py, "-c", "pass"], child, max(10, rounds // 5),
-                                               b"(local)")
-            extra = p95(hung_ms) - statistics.median(hung_base)
-            figures.append({"figure": "statusline render, monitor hung (p95)", "value": round(p95(hung_ms), 1),
-                            "unit": "ms", "baseline": round(statistics.median(hung_base), 1),
-                            "baseline_label": "python -c pass", "ratio": None,
-                            "target": "< baseline + %g ms" % HUNG_EXTRA_MS, "ok": extra < HUNG_EXTRA_MS})
-
-            time.sleep(0.2)
-            before = provider_calls(provider)
-            data = payload()
-            with ThreadPoolExecutor(4) as pool:
-                outs = list(pool.map(lambda _: timed(console, child, data)[1], range(renders)))
-            spent = provider_calls(provider) - before
-            answered = sum(1 for out in outs if expect in out)
-            fallback = sum(1 for out in outs if b"(local)" in out)
-            wrong = renders - answered - fallback
-            per_1000 = spent * 1000.0 / renders
-            figures.append({"figure": "provider calls per 1,000 statusline renders", "value": per_1000, "unit": "",
-                            "baseline": 1000, "baseline_label": "a statusline that polls the provider",
-                            "ratio": round(per_1000 / 1000, 4), "target": "0", "ok": spent == 0 and wrong == 0})
-            # Four renders at once on a loaded machine: one that misses the default
-            # budget prints the agent's own numbers, as designed; none may print anything else.
-            figures.append({"figure": "renders answered by the monitor (4 at a time)", "value": answered,
-                            "unit": "", "baseline": renders, "baseline_label": "renders",
-                            "ratio": round(answered / renders, 3), "target": "the rest (local), none wrong",
-                            "ok": wrong == 0})
+            figures = render_times(monitor.url, child, work, rounds)
+            figures.append(hung_time(child, max(10, rounds // 5)))
+            counted, (answered, fallback, wrong) = counted_renders(monitor.url, child, provider, renders)
+            figures += counted
         finally:
             code = monitor.stop()
     for fig in figures:
