@@ -6,23 +6,40 @@ operator's screen, so C0, DEL and C1 controls never pass through.
 """
 from __future__ import annotations
 
-import json
-import re
-from typing import Any
+# `re` and `json` are not imported here: they would cost `svc-monitor
+# statusline` more than the rest of a render, and it needs neither. The
+# patterns below are compiled on first use (PEP 562), JSON is read with the
+# C scanner json itself uses, and typing is for the checker only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")
 
 # The shapes of the few words the package copies from a report it did not
 # build itself (the probe child's JSON, a history row). Anything else is
 # dropped, never escaped: a whitelist cannot be talked around.
 EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
-# Unanchored: finds the address in an env file's inline comment.
-EMAIL_RE = re.compile(EMAIL)
-# A provider status or claim word (`allowed_warning`, `five_hour`).
-WORD_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-# An account label: the env file suffix in lower case.
-LABEL_RE = re.compile(r"^[a-z0-9_]{1,64}$")
+_PATTERNS = {
+    "CONTROL_RE": r"[\x00-\x1f\x7f-\x9f]",
+    # Unanchored: finds the address in an env file's inline comment.
+    "EMAIL_RE": EMAIL,
+    # A provider status or claim word (`allowed_warning`, `five_hour`).
+    "WORD_RE": r"^[a-z][a-z0-9_]{0,39}$",
+    # An account label: the env file suffix in lower case.
+    "LABEL_RE": r"^[a-z0-9_]{1,64}$",
+}
+
+
+def __getattr__(name: str) -> Any:
+    pattern = _PATTERNS.get(name)
+    if pattern is None:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    import re
+
+    compiled = re.compile(pattern)
+    globals()[name] = compiled  # the next access is a plain attribute
+    return compiled
 
 
 def printable(text: Any) -> str:
@@ -31,7 +48,8 @@ def printable(text: Any) -> str:
 
 
 def has_control(text: str) -> bool:
-    return CONTROL_RE.search(text) is not None
+    # Each control becomes a `?`, so the text changes exactly when it holds one.
+    return text.translate(_CONTROLS) != text
 
 
 def loads_bounded(raw: bytes, limit: int) -> Any:
@@ -40,11 +58,57 @@ def loads_bounded(raw: bytes, limit: int) -> Any:
     Callers read `limit + 1` bytes so that an oversized reply is told apart
     from one that fits exactly. RecursionError (deep nesting) and the int
     digit limit both surface as ValueError, so one except clause covers every
-    hostile input.
+    hostile input. What it accepts and returns is exactly json.loads's.
     """
     if len(raw) > limit:
         raise ValueError("larger than %d bytes" % limit)
     try:
-        return json.loads(raw.decode("utf-8"))
+        return _json_loads()(raw.decode("utf-8"))
     except RecursionError:
         raise ValueError("nested too deeply") from None
+
+
+_LOADS: "Optional[Callable[[str], Any]]" = None
+_WHITESPACE = " \t\n\r"  # json's own: nothing else may surround a document
+_CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
+
+
+class _Settings:
+    """json.JSONDecoder()'s defaults, as the C scanner reads them."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = _CONSTANTS.__getitem__
+    memo: "dict" = {}
+
+
+def _json_loads() -> "Callable[[str], Any]":
+    global _LOADS
+    if _LOADS is None:
+        try:
+            from _json import make_scanner
+        except ImportError:  # an interpreter without the C accelerator
+            import json
+            _LOADS = json.loads
+        else:
+            _LOADS = _scanner_loads(make_scanner(_Settings()))
+    return _LOADS
+
+
+def _scanner_loads(scan_once: Any) -> "Callable[[str], Any]":
+    def loads(text: str) -> Any:
+        start = len(text) - len(text.lstrip(_WHITESPACE))
+        try:
+            value, end = scan_once(text, start)
+        except (StopIteration, SystemError, ValueError):
+            # Malformed: json.loads says how. The C scanner reports errors through
+            # json.decoder, which only json itself imports, so the verdict is its.
+            import json
+            return json.loads(text)
+        if text[end:].lstrip(_WHITESPACE):
+            raise ValueError("extra data at position %d" % end)
+        return value
+    return loads

@@ -5,17 +5,21 @@ imports those modules lazily so that `--help` of one family stays fast.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import Callable, List, Optional, Sequence
 
-from ._files import CorruptFileError
-from .config import ConfigError
-from .paths import HomeError, home_of
+# typing, argparse and the config layers are imported where they are used:
+# `svc-monitor statusline` runs on every render of the agent's status line and
+# must cost little more than the interpreter's own start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, List, Optional, Sequence
 
 
 def _run(prog: str, func: Callable[[], int]) -> int:
+    from ._files import CorruptFileError
+    from .config import ConfigError
+    from .paths import HomeError, home_of
     try:
         # Before anything runs: with an empty or relative HOME every node path
         # would land outside any home (`~/svc` as `/svc`).
@@ -49,6 +53,20 @@ def _run(prog: str, func: Callable[[], int]) -> int:
 
 
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["statusline"]:
+        # Straight there, past _run's imports: it handles every other error
+        # itself and exits 0, but a HOME that would put node paths outside any
+        # home is refused like everywhere else.
+        from .paths import HomeError, home_of
+        try:
+            home_of(os.environ)
+        except HomeError as exc:
+            print("svc-monitor: error: %s" % exc, file=sys.stderr)
+            return 2
+        from .monitor import statusline
+        return statusline.main(args[1:])
+
     def go() -> int:
         from .monitor import main as monitor
         return monitor.main(argv)
@@ -57,6 +75,8 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
+        import argparse
+
         from .cluster import commands
         parser = argparse.ArgumentParser(
             prog="svc-cluster",

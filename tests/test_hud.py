@@ -14,6 +14,7 @@ import pytest
 from tests.support.home import canary, clean_env, node_env
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
+from tests.support.rawserver import RawServer, http_reply
 from svcposture.monitor import hud
 
 TOK1 = canary("hud1")
@@ -30,22 +31,32 @@ BODY = {
 }
 
 
-def test_format_line_rejected_names_the_sibling():
+@pytest.fixture
+def utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_format_line_rejected_names_the_sibling(utc):
     line = hud.format_line(BODY, colour=False, now=NOW)
-    assert line == ("svc n1 | acct1 <a@x.io> | REJECTED | 5h 101.5% (2h30m) | 7d 40% (3d0h) | "
+    assert line == ("svc n1 | acct1 <a@x.io> | REJECTED | 5h 101.5% (2h30m, 10:30) | 7d 40% (3d0h, Mon 08:00) | "
                     "EXHAUSTED -> switch to acct2 <b@x.io>")
     painted = hud.format_line(BODY, colour=True, now=NOW)
     assert painted.startswith("\x1b[1;31m") and painted.endswith("\x1b[0m")
 
 
 def test_format_line_edge_cases():
-    assert hud.format_line({"available": False, "node": "n"}) == "svc n: posture unavailable"
+    assert hud.format_line({"available": False, "node": "n"}).startswith(
+        "svc n: posture unavailable: no usable account in the accounts env file")
     no_sib = dict(BODY, siblingWithHeadroom=None)
     assert hud.format_line(no_sib, now=NOW).endswith("EXHAUSTED, no sibling with headroom")
     err = dict(BODY, status="error", active=None, error={"kind": "transport", "message": "m"})
     assert hud.format_line(err, now=NOW) == "svc n1 | no active account | ERROR | error: transport"
     odd = dict(BODY, status="ok", active=dict(BODY["active"], fiveHour=None, sevenDay={"pct": "x", "resetsAt": "bad"}))
-    assert hud.format_line(odd, now=NOW) == "svc n1 | acct1 <a@x.io> | OK | 5h — | 7d —"
+    assert hud.format_line(odd, now=NOW) == "svc n1 | acct1 <a@x.io> | OK | 5h -- | 7d --"
     for junk in (None, [], "x", 3):
         assert hud.format_line(junk) == "svc: no posture"
 
@@ -59,6 +70,10 @@ def test_iter_sse_follows_whatwg_rules():
     assert events[1] == ("message", "no-event", "7", 5000)
     assert events[2] == ("message", "", "7", 5000)  # `data` with no colon is an empty data line
     assert len(events) == 3
+    # With comments: each comment comes out in place, as ("", text, ...), for the HUD's redraw clock.
+    with_comments = list(hud.iter_sse(iter(raw), comments=True))
+    assert with_comments[0] == ("", "comment", None, 5000)
+    assert [e for e in with_comments if e[0]] == events
 
 
 def test_use_colour_rules():
@@ -94,6 +109,8 @@ def test_once_plain_when_not_a_tty(mon):
     assert out.count("\n") == 1 and "\x1b" not in out
     assert out.startswith("svc ") and "acct1 <h@example.com> | OK | 5h 50% (" in out
     assert "CANARY" not in out
+    # This monitor has no /api/trajectory yet: no forecast, and no error for it.
+    assert "->" not in out.split("OK", 1)[1] and proc.stderr == b""
 
 
 def test_once_finds_the_url_in_monitor_json(mon):
@@ -192,3 +209,79 @@ def test_once_against_something_that_is_not_a_monitor(tmp_path):
     finally:
         other.stop()
     assert proc.returncode == 1 and b"answered HTTP 404" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+def _iso(ms):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".000Z"
+
+
+def test_once_shows_the_forecast_from_the_trajectory(tmp_path):
+    now = int(time.time() * 1000)
+    five = {"pct": 85.0, "resetsAt": _iso(now + 3 * 3600_000), "status": "allowed_warning"}
+    posture = dict(BODY, probedAt=now, status="degraded",
+                   active=dict(BODY["active"], fiveHour=five, sevenDay=None))
+    trajectory = {"node": "n1", "generatedAt": _iso(now), "probedAt": now, "alerts": [], "accounts": [
+        {"label": "acct1", "email": "a@x.io", "active": True, "sevenDay": None,
+         "fiveHour": {"pct": 85.0, "resetsAt": five["resetsAt"],
+                      "forecast": {"ratePctPerHour": 12.0, "wallAt": _iso(now + 72 * 60_000 + 30_000),
+                                   "beforeReset": True, "pctAtReset": 121.0, "samples": 9}}}]}
+    with RawServer({"/api/accounts": http_reply(200, posture),
+                    "/api/trajectory": http_reply(200, trajectory)}) as server:
+        proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", server.url],
+                              env=clean_env(tmp_path), capture_output=True, timeout=30)
+        assert server.requests == ["/api/accounts", "/api/trajectory"]
+    assert proc.returncode == 0, proc.stderr
+    assert "| DEGRADED | 5h 85% (2h59m, " in proc.stdout.decode()
+    assert ") -> 100% in 1h12m | 7d --" in proc.stdout.decode()
+
+
+def test_once_when_the_trajectory_is_garbage_shows_no_forecast(tmp_path):
+    posture = dict(BODY, probedAt=int(time.time() * 1000))
+    for reply in (b"garbage", http_reply(200, b"{not json"), http_reply(200, [1, 2]), http_reply(500, {})):
+        with RawServer({"/api/accounts": http_reply(200, posture), "/api/trajectory": reply}) as server:
+            proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url",
+                                   server.url], env=clean_env(tmp_path), capture_output=True, timeout=30)
+        assert proc.returncode == 0 and b"REJECTED" in proc.stdout and b"-> 100%" not in proc.stdout, reply
+        assert b"Traceback" not in proc.stderr
+
+
+def test_once_unavailable_says_why(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = clean_env(home)
+    m = start_monitor(env, args=("--no-probe",))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", m.url],
+                              env=env, capture_output=True, timeout=30)
+    finally:
+        m.stop()
+    assert proc.returncode == 0
+    out = proc.stdout.decode()
+    assert "posture unavailable: no usable account in the accounts env file" in out
+    assert "svc-monitor init" in out
+
+
+def test_live_strip_redraws_at_keepalives_and_turns_stale(tmp_path):
+    with ProviderServer() as provider:
+        provider.set_account(TOK1, five_hour=(0.5, "allowed"))
+        home = tmp_path / "home"
+        home.mkdir()
+        env = node_env(home, provider.url, [("ACCT1", TOK1, "h@example.com")], active="ACCT1",
+                       extra={"SVC_SSE_KEEPALIVE_S": "1", "SVC_PROBE_INTERVAL_S": "300"})
+        m = start_monitor(env)
+        # The HUD reads its staleness limit from its own environment: twice 1 s here.
+        hud_env = dict(env, SVC_PROBE_INTERVAL_S="1")
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "hud", "--url", m.url],
+                                env=hud_env, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        try:
+            out = _read_until(master, b"STALE: probed", 30)
+            assert b"acct1 <h@example.com> | OK" in out and b"STALE: probed" in out
+            assert b"\x1b[90m" in out  # greyed
+            assert out.count(b"\r\x1b[2K") >= 2 and b"\n" not in out  # redrawn in place, no new frame needed
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            os.close(master)
+            m.stop()

@@ -9,16 +9,15 @@ import time
 from typing import Any, Callable, Dict, IO, Iterator, Mapping, Optional, Sequence, Tuple
 
 from .._files import read_json
-from .._text import printable
-from .._time import now_ms, parse_iso_ms
+from .._text import loads_bounded, printable
+from .._time import now_ms
 from ..errors import SvcpostureError
 from ..paths import Paths
+from . import line
 
 DEFAULT_URL = "http://127.0.0.1:7400"
 READ_TIMEOUT_S = 60.0  # well above the 15 s keepalive: silence this long means a dead stream
-
-_COLOURS = {"ok": "32", "degraded": "33", "rejected": "1;31", "error": "35", "unknown": "90",
-            "unavailable": "90"}
+TRAJECTORY_TIMEOUT_S = 5.0
 
 
 class HudError(SvcpostureError, OSError):
@@ -36,77 +35,12 @@ def default_url(paths: Paths) -> str:
     return DEFAULT_URL
 
 
-def duration(ms: float) -> str:
-    if ms <= 0:
-        return "now"
-    s = int(ms // 1000)
-    d, h, m = s // 86400, s % 86400 // 3600, s % 3600 // 60
-    if d:
-        return "%dd%dh" % (d, h)
-    if h:
-        return "%dh%02dm" % (h, m)
-    if m:
-        return "%dm" % m
-    return "%ds" % s
-
-
-def _window(name: str, view: Any, now: int) -> str:
-    if not isinstance(view, dict):
-        return "%s —" % name
-    pct = view.get("pct")
-    text = "%s %s" % (name, ("%g%%" % pct) if isinstance(pct, (int, float)) and not isinstance(pct, bool) else "—")
-    stamp = view.get("resetsAt")
-    if isinstance(stamp, str):
-        try:
-            text += " (%s)" % duration(parse_iso_ms(stamp) - now)
-        except ValueError:
-            pass
-    return text
-
-
-def format_line(body: Any, colour: bool = False, now: Optional[int] = None) -> str:
-    """One HUD line for a posture body (or the disabled body)."""
-    now = now_ms() if now is None else now
-    if not isinstance(body, dict):
-        return "svc: no posture"
-    node = str(body.get("node") or "?")
-    if body.get("available") is not True:
-        status, text = "unavailable", "svc %s: posture unavailable" % node
-        return _paint(text, status, colour)
-    status = str(body.get("status") or "unknown")
-    active = body.get("active") if isinstance(body.get("active"), dict) else None
-    parts = ["svc %s" % node]
-    if active:
-        who = str(active.get("label") or "?")
-        if active.get("email"):
-            who += " <%s>" % active["email"]
-        parts.append(who)
-    else:
-        parts.append("no active account")
-    parts.append(status.upper())
-    if active:
-        parts.append(_window("5h", active.get("fiveHour"), now))
-        parts.append(_window("7d", active.get("sevenDay"), now))
-    if status == "rejected":
-        sibling = body.get("siblingWithHeadroom")
-        if isinstance(sibling, dict) and sibling.get("label"):
-            parts.append("EXHAUSTED -> switch to %s%s" % (
-                sibling["label"], " <%s>" % sibling["email"] if sibling.get("email") else ""))
-        else:
-            parts.append("EXHAUSTED, no sibling with headroom")
-    error = body.get("error") or (active or {}).get("error")
-    if isinstance(error, dict) and error.get("kind"):
-        parts.append("error: %s" % error["kind"])
-    return _paint(" | ".join(parts), status, colour)
-
-
-def _paint(text: str, status: str, colour: bool) -> str:
-    # C0, DEL and C1 controls from a hostile or broken monitor must never reach the
-    # terminal: an escape sequence in a label could rewrite the operator's screen.
-    text = printable(text)
-    if not colour:
-        return text
-    return "\x1b[%sm%s\x1b[0m" % (_COLOURS.get(status, "0"), text)
+def format_line(body: Any, colour: bool = False, now: Optional[int] = None, trajectory: Any = None,
+                stale_ms: Optional[int] = None) -> str:
+    """One HUD line for a posture body (or the disabled body) and, when the monitor
+    has one, its trajectory body (the forecast); see line.hud_line."""
+    return line.hud_line(body, trajectory, colour=colour, now=now_ms() if now is None else now,
+                         stale_ms=stale_ms)
 
 
 def use_colour(stream: IO[str], environ: Mapping[str, str]) -> bool:
@@ -140,24 +74,47 @@ def fetch_once(base: str, timeout: float = 20.0) -> Dict[str, Any]:
     return body
 
 
-def iter_sse(lines: Iterator[bytes]) -> Iterator[Tuple[str, str, Optional[str], Optional[int]]]:
-    """(event, data, id, retry) per dispatched event, per the WHATWG parsing rules."""
+def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Dict[str, Any]]:
+    """The monitor's /api/trajectory body (DESIGN §10), or None: a monitor without the
+    route (404), an error or anything that is not a JSON object means no forecast."""
+    import http.client
+    try:
+        with _open(base.rstrip("/") + "/api/trajectory", timeout) as resp:
+            raw = resp.read(MAX_TRAJECTORY + 1)
+        body = loads_bounded(raw, MAX_TRAJECTORY)
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _wants_trajectory(body: Mapping[str, Any]) -> bool:
+    return body.get("available") is True and isinstance(body.get("active"), dict)
+
+
+def iter_sse(lines: Iterator[bytes], comments: bool = False
+             ) -> Iterator[Tuple[str, str, Optional[str], Optional[int]]]:
+    """(event, data, id, retry) per dispatched event, per the WHATWG parsing rules.
+
+    With `comments`, each comment line also comes out, as ("", text, id, retry):
+    the keepalives are the HUD's clock for re-drawing countdowns."""
     event, data, last_id, retry = "", [], None, None  # type: str, List[str], Optional[str], Optional[int]
     first = True
     for raw in lines:
-        line = raw.decode("utf-8", "replace")
+        text = raw.decode("utf-8", "replace")
         if first:
-            line = line.lstrip("\ufeff")
+            text = text.lstrip("\ufeff")
             first = False
-        line = line.rstrip("\r\n")
-        if line == "":
+        text = text.rstrip("\r\n")
+        if text == "":
             if data:
                 yield (event or "message", "\n".join(data), last_id, retry)
             event, data = "", []
             continue
-        if line.startswith(":"):
+        if text.startswith(":"):
+            if comments:
+                yield ("", text[1:].strip(), last_id, retry)
             continue
-        field, colon, value = line.partition(":")
+        field, colon, value = text.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
         if field == "event":
@@ -172,11 +129,15 @@ def iter_sse(lines: Iterator[bytes]) -> Iterator[Tuple[str, str, Optional[str], 
                 retry = int(value)
 
 
-def stream_bodies(base: str) -> Iterator[Dict[str, Any]]:
+def stream_bodies(base: str) -> Iterator[Optional[Dict[str, Any]]]:
+    """Each `account` body of the stream, and None for each keepalive comment."""
     resp = _open(base.rstrip("/") + "/api/accounts/stream", READ_TIMEOUT_S, {"Accept": "text/event-stream"})
     with resp:
         # Bounded lines: a broken server cannot grow one line without end.
-        for event, data, _id, _retry in iter_sse(iter(lambda: resp.readline(MAX_SSE_LINE), b"")):
+        for event, data, _id, _retry in iter_sse(iter(lambda: resp.readline(MAX_SSE_LINE), b""), comments=True):
+            if event == "":
+                yield None
+                continue
             if event != "account":
                 continue
             try:
@@ -188,29 +149,43 @@ def stream_bodies(base: str) -> Iterator[Dict[str, Any]]:
 
 
 MAX_SSE_LINE = 1024 * 1024
+MAX_TRAJECTORY = 4 * 1024 * 1024
 
 
-def run(base: str, out: IO[str], colour: bool, tty: bool,
+def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int] = None,
         sleep: Callable[[float], None] = time.sleep) -> int:
+    """Draw the strip from the stream until interrupted, reconnecting with backoff.
+
+    On a terminal the line is also re-drawn at every keepalive, so countdowns
+    move and an old probe turns stale even when no frame comes; piped output
+    gets one line per change of what a frame says."""
     import http.client
     backoff = 1.0
     shown = ""
     while True:
+        body: Optional[Dict[str, Any]] = None
+        trajectory: Optional[Dict[str, Any]] = None
         try:
-            for body in stream_bodies(base):
-                backoff = 1.0
-                line = format_line(body, colour)
+            for item in stream_bodies(base):
+                if item is None:
+                    if body is None or not tty:
+                        continue
+                else:
+                    backoff = 1.0
+                    body = item
+                    trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
+                text = format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms)
                 if tty:
-                    out.write("\r\x1b[2K" + line)
-                elif line != shown:
-                    out.write(line + "\n")
-                shown = line
+                    out.write("\r\x1b[2K" + text)
+                elif text != shown:
+                    out.write(text + "\n")
+                shown = text
                 out.flush()
         except (OSError, ValueError, http.client.HTTPException) as exc:
             message = printable("svc: monitor unreachable at %s (%s); retrying"
                                 % (base, getattr(exc, "reason", exc)))
             if tty:
-                out.write("\r\x1b[2K" + _paint(message, "unknown", colour))
+                out.write("\r\x1b[2K" + line.paint(message, "unknown", colour))
             elif message != shown:
                 out.write(message + "\n")
             shown = message
@@ -223,8 +198,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="svc-monitor hud",
         description=("One terminal line with this node's account posture (active account, status, "
-                     "5h/7d utilization with reset countdowns, exhausted banner), updated in place "
-                     "from the monitor's SSE stream. Colour is off when stdout is not a TTY or NO_COLOR is set."))
+                     "5h/7d utilization with reset countdowns and local reset times, the wall forecast "
+                     "when it beats the reset, exhausted banner), updated in place from the monitor's SSE "
+                     "stream. A probe older than twice $SVC_PROBE_INTERVAL_S (default 300 s) is shown "
+                     "as stale with its age. Colour is off when stdout is not a TTY or NO_COLOR is set."))
     parser.add_argument("--url", default=None,
                         help="monitor base URL (default: the url in ~/svc/run/monitor.json, else %s)" % DEFAULT_URL)
     parser.add_argument("--once", action="store_true", help="print one line from a plain read and exit")
@@ -236,16 +213,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = sys.stdout
     tty = hasattr(out, "isatty") and out.isatty()
     colour = use_colour(out, os.environ)
+    stale_ms = line.stale_after_ms(os.environ)
     if args.once:
         try:
             body = fetch_once(base)
         except HudError as exc:
             print(printable("svc-monitor hud: %s" % exc), file=sys.stderr)
             return 1
-        out.write(format_line(body, colour) + "\n")
+        trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
+        out.write(format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms) + "\n")
         return 0
     try:
-        return run(base, out, colour, tty)
+        return run(base, out, colour, tty, stale_ms)
     except KeyboardInterrupt:
         if tty:
             out.write("\n")

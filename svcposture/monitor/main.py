@@ -352,6 +352,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "init":
         from . import nodeinit
         return nodeinit.main(args_list[1:])
+    if args_list and args_list[0] == "statusline":
+        from . import statusline
+        return statusline.main(args_list[1:])
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
         from . import demo

@@ -1,0 +1,386 @@
+"""One line of posture text: the HUD strip and the agent's status line, from one formatter.
+
+Both take the posture body (/api/accounts) and, when the monitor has one, the
+trajectory body (/api/trajectory, DESIGN §10) and return one line of text
+with no control character in it. The pieces are shared: a window's pct and
+time to reset, the wall forecast when it beats the reset, the sibling with
+headroom, the staleness of an old probe (§14) and the status colours. The
+HUD spells things out (node, email, local clock time of each reset); the
+status line is the compact form of §15.
+
+Pure: the caller passes `now` (epoch ms) and the staleness limit, and
+decides about colour. Only the local clock time reads the process's time zone.
+"""
+from __future__ import annotations
+
+import time
+
+from .._names import NODE_STATUSES
+from .._text import printable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+DEFAULT_PROBE_INTERVAL_S = 300.0
+# A value older than this many probe intervals is shown as stale (DESIGN §14).
+STALE_INTERVALS = 2
+MISSING = "--"
+NOT_RUNNING = "svc: monitor not running"
+UNAVAILABLE_WHY = ("no usable account in the accounts env file, or probing is off "
+                   "(svc-monitor init creates the file)")
+# A status line has room for one short line; a hostile monitor must not fill the agent's screen.
+MAX_STATUS_CHARS = 160
+MAX_HUD_CHARS = 400
+MAX_LABEL_CHARS = 32
+
+COLOURS = {"ok": "32", "degraded": "33", "rejected": "1;31", "error": "35", "unknown": "90",
+           "unavailable": "90", "stale": "90"}
+_WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
+
+
+# ---------------------------------------------------------------- small pieces
+
+def duration(ms: float) -> str:
+    """`2h30m`, `3d6h`, `48m`, `59s`, or `now` when the instant has passed."""
+    if ms <= 0:
+        return "now"
+    s = int(ms // 1000)
+    d, h, m = s // 86400, s % 86400 // 3600, s % 3600 // 60
+    if d:
+        return "%dd%dh" % (d, h)
+    if h:
+        return "%dh%02dm" % (h, m)
+    if m:
+        return "%dm" % m
+    return "%ds" % s
+
+
+def local_clock(at_ms: int, now_ms: int) -> str:
+    """The local wall-clock time of an instant: `14:30` within a day, else `Mon 14:30`."""
+    try:
+        stamp = time.localtime(at_ms / 1000.0)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return time.strftime("%H:%M" if 0 <= at_ms - now_ms < 86_400_000 else "%a %H:%M", stamp)
+
+
+def probe_interval_s(environ: "Mapping[str, str]") -> float:
+    """$SVC_PROBE_INTERVAL_S as the monitor reads it, else 300; junk means the default.
+
+    The reader cannot ask the monitor for its interval, so it reads the same
+    variable from its own environment; both normally come from the node's
+    service environment, and the default is the monitor's default."""
+    raw = environ.get("SVC_PROBE_INTERVAL_S", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_PROBE_INTERVAL_S
+    if not (0 < value < 1e9):  # also rejects NaN
+        return DEFAULT_PROBE_INTERVAL_S
+    return value
+
+
+def stale_after_ms(environ: "Mapping[str, str]") -> int:
+    return int(STALE_INTERVALS * probe_interval_s(environ) * 1000)
+
+
+def paint(text: str, status: str, colour: bool) -> str:
+    # C0, DEL and C1 controls from a hostile or broken monitor must never reach the
+    # terminal: an escape sequence in a label could rewrite the operator's screen.
+    text = printable(text)
+    if not colour:
+        return text
+    return "\x1b[%sm%s\x1b[0m" % (COLOURS.get(status, "0"), text)
+
+
+def _number(value: "Any") -> "Optional[float]":
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def _instant_ms(value: "Any") -> "Optional[int]":
+    """Epoch ms of an ISO-8601 string; None for anything else."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    fast = canonical_ms(value)
+    if fast is not None:
+        return fast
+    # Any other spelling goes through the package's full parser. Imported here:
+    # datetime and strptime would cost a status line render more than its HTTP.
+    from .._time import parse_iso_ms
+    try:
+        return parse_iso_ms(value)
+    except ValueError:
+        return None
+
+
+_DIGITS = frozenset("0123456789")
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def canonical_ms(text: str) -> "Optional[int]":
+    """Epoch ms of the package's own timestamp form `YYYY-MM-DDTHH:MM:SS.mmmZ` (every
+    body the monitor serves), by arithmetic; None for any other text."""
+    if len(text) != 24 or text[4] != "-" or text[7] != "-" or text[10] != "T" or text[13] != ":" \
+            or text[16] != ":" or text[19] != "." or text[23] != "Z":
+        return None
+    fields = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19], text[20:23])
+    if not all(_DIGITS.issuperset(f) for f in fields):
+        return None
+    year, month, day, hour, minute, second, milli = (int(f) for f in fields)
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not (1 <= year and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60):
+        return None
+    if not 1 <= day <= _MONTH_DAYS[month - 1] + (1 if month == 2 and leap else 0):
+        return None
+    # Days from the civil date (H. Hinnant's algorithm), epoch 1970-01-01.
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    days = era * 146097 + doe - 719468
+    return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli
+
+
+def _word(value: "Any", limit: int = MAX_LABEL_CHARS) -> str:
+    text = printable(value) if isinstance(value, str) else "?"
+    return text if len(text) <= limit else text[:limit - 1] + "~"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- the body, read defensively
+
+def _window(view: "Any") -> "Optional[Tuple[Optional[float], Optional[int]]]":
+    """(pct, resetsAt ms) of a `{pct, resetsAt, status}` window, None when there is none."""
+    if not isinstance(view, dict):
+        return None
+    return _number(view.get("pct")), _instant_ms(view.get("resetsAt"))
+
+
+def forecast_walls(trajectory: "Any", label: "Any") -> "Dict[str, int]":
+    """{"fiveHour"|"sevenDay": wallAt ms} of the windows of account `label` whose
+    forecast beats the reset (§10 `beforeReset`); empty without a usable body."""
+    if not isinstance(trajectory, dict) or not isinstance(label, str):
+        return {}
+    accounts = trajectory.get("accounts")
+    if not isinstance(accounts, list):
+        return {}
+    for entry in accounts[:256]:
+        if isinstance(entry, dict) and entry.get("label") == label:
+            break
+    else:
+        return {}
+    walls: "Dict[str, int]" = {}
+    for _short, field in _WINDOWS:
+        view = entry.get(field)
+        cast = view.get("forecast") if isinstance(view, dict) else None
+        if not isinstance(cast, dict) or cast.get("beforeReset") is not True:
+            continue
+        wall = _instant_ms(cast.get("wallAt"))
+        if wall is not None:
+            walls[field] = wall
+    return walls
+
+
+def stale_age(body: "Mapping[str, Any]", now: int, limit_ms: int) -> "Optional[int]":
+    """How old the probe behind `body` is, when that is more than `limit_ms`; else None."""
+    probed = _number(body.get("probedAt"))
+    if probed is None:
+        return None
+    age = now - int(probed)
+    return age if age > limit_ms else None
+
+
+def _sibling(body: "Mapping[str, Any]") -> "Optional[Dict[str, Any]]":
+    sibling = body.get("siblingWithHeadroom")
+    if isinstance(sibling, dict) and isinstance(sibling.get("label"), str) and sibling["label"]:
+        return sibling
+    return None
+
+
+def _error_kind(body: "Mapping[str, Any]", active: "Optional[Mapping[str, Any]]") -> "Optional[str]":
+    error = body.get("error") or (active or {}).get("error")
+    if isinstance(error, dict) and isinstance(error.get("kind"), str):
+        return _word(error["kind"], 16)
+    return None
+
+
+def _parts(body: "Any") -> "Tuple[str, str, Optional[Dict[str, Any]]]":
+    """(node, status, active) of a posture body; status `unavailable` for the disabled body."""
+    node = _word(body.get("node") or "?", 64)
+    if body.get("available") is not True:
+        return node, "unavailable", None
+    status = body.get("status")
+    status = status if isinstance(status, str) and status in NODE_STATUSES else "unknown"
+    active = body.get("active") if isinstance(body.get("active"), dict) else None
+    return node, status, active
+
+
+def _pct_text(pct: "Optional[float]", precise: bool) -> str:
+    if pct is None:
+        return MISSING
+    if abs(pct) >= 10000:
+        return "%s9999%%" % ("-" if pct < 0 else ">")
+    # The status line floors to a whole percent: 99.6 must not read as the limit.
+    return ("%g%%" % pct) if precise else ("%d%%" % int(pct // 1))
+
+
+# ---------------------------------------------------------------- the HUD strip
+
+def _hud_window(short: str, view: "Any", wall: "Optional[int]", now: int) -> str:
+    parsed = _window(view)
+    if parsed is None:
+        return "%s %s" % (short, MISSING)
+    pct, resets = parsed
+    text = "%s %s" % (short, _pct_text(pct, precise=True))
+    if resets is not None:
+        clock = local_clock(resets, now)
+        text += " (%s%s)" % (duration(resets - now), ", " + clock if clock else "")
+    if wall is not None and (resets is None or wall < resets):
+        text += " -> 100%% %s" % ("now" if wall <= now else "in " + duration(wall - now))
+    return text
+
+
+def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now: "Optional[int]" = None,
+             stale_ms: "Optional[int]" = None) -> str:
+    """The HUD strip: `svc NODE | LABEL <EMAIL> | STATUS | 5h PCT (LEFT, CLOCK) | 7d ... | ...`."""
+    now = int(time.time() * 1000) if now is None else now
+    stale_ms = int(STALE_INTERVALS * DEFAULT_PROBE_INTERVAL_S * 1000) if stale_ms is None else stale_ms
+    if not isinstance(body, dict):
+        return "svc: no posture"
+    node, status, active = _parts(body)
+    if status == "unavailable":
+        return paint(_clip("svc %s: posture unavailable: %s" % (node, UNAVAILABLE_WHY), MAX_HUD_CHARS),
+                     status, colour)
+    parts = ["svc %s" % node]
+    if active:
+        who = _word(active.get("label"))
+        if isinstance(active.get("email"), str) and active["email"]:
+            who += " <%s>" % _word(active["email"], 96)
+        parts.append(who)
+    else:
+        parts.append("no active account")
+    parts.append(status.upper())
+    if active:
+        walls = forecast_walls(trajectory, active.get("label"))
+        for short, field in _WINDOWS:
+            parts.append(_hud_window(short, active.get(field), walls.get(field), now))
+    if status == "rejected":
+        sibling = _sibling(body)
+        if sibling:
+            email = sibling.get("email")
+            parts.append("EXHAUSTED -> switch to %s%s" % (
+                _word(sibling["label"]), " <%s>" % _word(email, 96) if isinstance(email, str) and email else ""))
+        else:
+            parts.append("EXHAUSTED, no sibling with headroom")
+    kind = _error_kind(body, active)
+    if kind:
+        parts.append("error: %s" % kind)
+    age = stale_age(body, now, stale_ms)
+    if age is not None:
+        parts.append("STALE: probed %s ago" % duration(age))
+    return paint(_clip(" | ".join(parts), MAX_HUD_CHARS), "stale" if age is not None else status, colour)
+
+
+# ---------------------------------------------------------------- the agent's status line
+
+def _status_window(short: str, view: "Any", now: int) -> str:
+    parsed = _window(view)
+    if parsed is None:
+        return "%s %s" % (short, MISSING)
+    pct, resets = parsed
+    text = "%s %s" % (short, _pct_text(pct, precise=False))
+    return text + (" " + duration(resets - now) if resets is not None else "")
+
+
+def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now: "Optional[int]" = None,
+                stale_ms: "Optional[int]" = None) -> str:
+    """DESIGN §15: `acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2`."""
+    now = int(time.time() * 1000) if now is None else now
+    stale_ms = int(STALE_INTERVALS * DEFAULT_PROBE_INTERVAL_S * 1000) if stale_ms is None else stale_ms
+    if not isinstance(body, dict):
+        return NOT_RUNNING
+    _node, status, active = _parts(body)
+    if status == "unavailable":
+        return paint("svc: no usable account (svc-monitor init)", status, colour)
+    parts: "List[str]" = []
+    if active:
+        windows = [_status_window(short, active.get(field), now) for short, field in _WINDOWS]
+        parts.append("%s %s" % (_word(active.get("label")), windows[0]))
+        parts.append(windows[1])
+        walls = forecast_walls(trajectory, active.get("label"))
+        beating = [wall for field, wall in walls.items()
+                   if _beats_reset(wall, active.get(field))]
+        if beating:
+            wall = min(beating)
+            parts.append("100%% %s!" % ("now" if wall <= now else "in " + duration(wall - now)))
+    elif status == "error":
+        # A node-level error: the sensor is broken, no account is known.
+        kind = _error_kind(body, None)
+        parts.append("svc: probe error" + (" (%s)" % kind if kind else ""))
+    else:
+        parts.append("svc: no active account")
+    if active and status in ("rejected", "error"):
+        kind = _error_kind(body, active) if status == "error" else None
+        parts.append(status + (" (%s)" % kind if kind else ""))
+    if status != "ok":
+        sibling = _sibling(body)
+        if sibling:
+            parts.append("next %s" % _word(sibling["label"]))
+        elif status == "rejected":
+            parts.append("no sibling with headroom")
+    age = stale_age(body, now, stale_ms)
+    if age is not None:
+        parts.append("stale %s" % duration(age))
+    return paint(_clip(" | ".join(parts), MAX_STATUS_CHARS), "stale" if age is not None else status, colour)
+
+
+def _beats_reset(wall: int, view: "Any") -> bool:
+    parsed = _window(view)
+    return parsed is None or parsed[1] is None or wall < parsed[1]
+
+
+def local_line(payload: "Any", *, colour: bool = False, now: "Optional[int]" = None) -> "Optional[str]":
+    """The agent's own `rate_limits` (stdin payload) as a status line marked `(local)`;
+    None when the payload carries no readable window.
+
+    `rate_limits.five_hour` / `.seven_day` are `{used_percentage, resets_at}`,
+    `resets_at` in epoch seconds (an ISO string is accepted too)."""
+    now = int(time.time() * 1000) if now is None else now
+    limits = payload.get("rate_limits") if isinstance(payload, dict) else None
+    if not isinstance(limits, dict):
+        return None
+    parts: "List[str]" = []
+    worst = -1.0
+    for short, key in (("5h", "five_hour"), ("7d", "seven_day")):
+        window = limits.get(key)
+        if not isinstance(window, dict):
+            continue
+        pct = _number(window.get("used_percentage"))
+        resets = _local_reset_ms(window.get("resets_at"))
+        if pct is None and resets is None:
+            continue
+        worst = max(worst, pct if pct is not None else -1.0)
+        view = {"pct": pct, "resetsAt": None}
+        text = _status_window(short, view, now)
+        parts.append(text + (" " + duration(resets - now) if resets is not None else ""))
+    if not parts:
+        return None
+    status = "rejected" if worst >= 100 else "degraded" if worst >= 80 else "ok"
+    return paint(_clip(" | ".join(parts) + " (local)", MAX_STATUS_CHARS), status, colour)
+
+
+def _local_reset_ms(value: "Any") -> "Optional[int]":
+    seconds = _number(value)
+    if seconds is not None:
+        return int(seconds * 1000) if abs(seconds) < 1e11 else None
+    return _instant_ms(value)

@@ -1,0 +1,425 @@
+"""svc-monitor statusline: this node's posture in the coding agent's own status line (DESIGN §15).
+
+The agent runs the command on every render, so it asks the local monitor (a
+plain cached read, never the provider) and gives up after a fixed budget:
+
+1. GET /api/accounts, then GET /api/trajectory for the forecast (a 404 or
+   any failure means no forecast), on one deadline 250 ms after the process
+   started ($SVC_STATUSLINE_BUDGET_MS; at least 100 ms after the imports, on
+   a machine slow to start);
+2. only when the monitor gave no numbers: the agent's statusLine JSON from
+   stdin (at most 64 KB, until the same deadline; anything unparseable is
+   ignored, and a terminal is not read);
+3. one line out: the monitor's answer, else the payload's own `rate_limits`
+   marked `(local)`, else `svc: monitor not running`.
+
+It always exits 0 and prints exactly one line, whatever happens: a status
+line must never break the agent. Only the standard library's socket layer
+is used, so a render costs little more than the interpreter's start.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# The C socket module, not `socket`: the wrapper's enums and selectors would
+# cost several times the rest of a render's imports, and a loopback GET needs
+# none of them. (An https monitor URL loads `socket` and `ssl` when used.)
+import _socket
+
+from .._text import loads_bounded, printable
+from . import line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+# The budget counts from the start of the process (interpreter start-up included,
+# where /proc says when that was): what the agent waits for is the whole command.
+# $SVC_STATUSLINE_BUDGET_MS changes it, e.g. for a monitor behind a remote proxy.
+DEFAULT_BUDGET_MS = 250
+# However slow the start on a loaded machine, a monitor that is up still gets
+# this long after the imports, and stdin this long after the monitor, before
+# the fallback is printed.
+MIN_MONITOR_S = 0.10
+MIN_STDIN_S = 0.02
+MAX_PAYLOAD = 64 * 1024
+MAX_BODY = 1024 * 1024
+MAX_HEAD = 16 * 1024
+DEFAULT_URL = "http://127.0.0.1:7400"
+
+HELP = """\
+usage: svc-monitor statusline [--url URL] [--no-color]
+
+Print one line for the coding agent's status line: the active account, its
+5h and 7d utilization with the time to each reset, the wall forecast when it
+beats the reset, and the sibling with headroom when the status is not ok, e.g.
+
+  acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2
+
+It asks the local monitor (a cached read; it never calls the provider) within
+250 ms of its start ($SVC_STATUSLINE_BUDGET_MS changes that). When the monitor does not answer, it prints the agent's own
+rate_limits from the statusLine JSON on stdin, marked (local); with neither,
+`svc: monitor not running`. It always exits 0 and prints exactly one line.
+
+options:
+  --url URL     monitor base URL (default: the url in ~/svc/run/monitor.json,
+                else http://127.0.0.1:7400)
+  --no-color    no ANSI colours (also when NO_COLOR is set)
+  -h, --help    show this help
+
+agent setting (e.g. ~/.claude/settings.json):
+  {"statusLine": {"type": "command", "command": "svc-monitor statusline"}}
+"""
+
+
+class _Target:
+    """Where the monitor is: scheme, host, port, Host header and path prefix."""
+
+    __slots__ = ("scheme", "host", "port", "netloc", "prefix")
+
+    def __init__(self, scheme: str, host: str, port: int, netloc: str, prefix: str) -> None:
+        self.scheme, self.host, self.port, self.netloc, self.prefix = scheme, host, port, netloc, prefix
+
+
+def parse_url(url: "Any") -> "Optional[_Target]":
+    """A monitor base URL (`http[s]://host[:port][/prefix]`, IPv6 in brackets); None when
+    it is not one. Parsed by hand: urllib.parse would double the import cost of a render."""
+    if not isinstance(url, str) or len(url) > 2048 or printable(url) != url or " " in url \
+            or "?" in url or "#" in url:
+        return None
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return None
+    scheme = scheme.lower()
+    netloc, slash, path = rest.partition("/")
+    if not netloc or "@" in netloc:
+        return None
+    if netloc.startswith("["):
+        host, bracket, tail = netloc[1:].partition("]")
+        if not bracket or not host or ":" not in host or (tail and not tail.startswith(":")):
+            return None
+        port_text = tail[1:]
+    else:
+        host, _, port_text = netloc.partition(":")
+        if not host or ":" in port_text:
+            return None
+    if port_text:
+        if not (port_text.isdigit() and port_text.isascii() and len(port_text) <= 5) \
+                or not 0 < int(port_text) < 65536:
+            return None
+        port = int(port_text)
+    else:
+        port = 443 if scheme == "https" else 80
+    if not host.isascii():
+        return None
+    return _Target(scheme, host, port, netloc, (slash + path).rstrip("/"))
+
+
+def monitor_url(environ: "Mapping[str, str]") -> str:
+    """The url in ~/svc/run/monitor.json (paths.Paths.monitor_json), else the default.
+
+    The path is built here rather than through Paths: importing pathlib would
+    cost more than the rest of a render. A HOME that is unset, empty or
+    relative names no node, so the default is used."""
+    home = environ.get("HOME", "")
+    if not home or not os.path.isabs(home):
+        return DEFAULT_URL
+    try:
+        with open(os.path.join(home, "svc", "run", "monitor.json"), "rb") as fh:
+            record = loads_bounded(fh.read(MAX_PAYLOAD + 1), MAX_PAYLOAD)
+    except (OSError, ValueError):
+        return DEFAULT_URL
+    url = record.get("url") if isinstance(record, dict) else None
+    return url if parse_url(url) is not None else DEFAULT_URL
+
+
+# ---------------------------------------------------------------- stdin
+
+def read_payload(fd: int, deadline: float) -> "Any":
+    """The agent's statusLine JSON from `fd`, or None: a terminal, nothing sent, more than
+    64 KB, not closed by the deadline, not UTF-8 JSON."""
+    import select
+    try:
+        if os.isatty(fd):
+            return None
+    except OSError:
+        return None
+    chunks: "List[bytes]" = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+        except (OSError, ValueError):
+            return None
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_PAYLOAD:
+            return None
+        chunks.append(chunk)
+    try:
+        return loads_bounded(b"".join(chunks), MAX_PAYLOAD)
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- the monitor, over a plain socket
+
+def _connect(host: str, port: int, deadline: float) -> "Any":
+    """A connected stream socket to host:port, trying each address until the deadline."""
+    # A bytes host skips the idna codec's import; parse_url admits ASCII hosts only.
+    infos = _socket.getaddrinfo(host.encode("ascii"), port, 0, _socket.SOCK_STREAM)
+    error: "Optional[OSError]" = None
+    for family, kind, proto, _name, address in infos:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(left)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error or _socket.timeout("statusline budget spent")
+
+
+def _connect_tls(target: _Target, deadline: float) -> "Any":
+    import socket
+    import ssl
+    sock = socket.create_connection((target.host, target.port), timeout=max(deadline - time.monotonic(), 0.001))
+    try:
+        return ssl.create_default_context().wrap_socket(sock, server_hostname=target.host)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def get_json(target: _Target, path: str, deadline: float) -> "Any":
+    """GET `path` from the monitor before `deadline`: the JSON body of a 200, else None."""
+    if deadline - time.monotonic() <= 0:
+        return None
+    request = ("GET %s%s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n"
+               "User-Agent: svc-monitor-statusline\r\nConnection: close\r\n\r\n"
+               % (target.prefix, path, target.netloc)).encode("ascii", "replace")
+    try:
+        sock = _connect_tls(target, deadline) if target.scheme == "https" else \
+            _connect(target.host, target.port, deadline)
+    except (OSError, ValueError, UnicodeError):
+        return None
+    try:
+        sock.sendall(request)
+        status, headers, body = read_reply(sock, deadline)
+    except (OSError, ValueError, UnicodeError):
+        return None
+    finally:
+        sock.close()
+    if status != 200:
+        return None
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        try:
+            body = dechunk(body)
+        except ValueError:
+            return None
+    try:
+        return loads_bounded(body, MAX_BODY)
+    except ValueError:
+        return None
+
+
+def _recv(sock: "Any", deadline: float) -> bytes:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _socket.timeout("statusline budget spent")
+    sock.settimeout(left)
+    return sock.recv(65536)
+
+
+def read_reply(sock: "Any", deadline: float) -> "Tuple[int, Dict[str, str], bytes]":
+    """(status, {lower name: value}, body) of one HTTP/1.x reply; ValueError when it is
+    not one or is larger than the limits, socket.timeout past the deadline."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        if len(buf) > MAX_HEAD:
+            raise ValueError("reply head too large")
+        chunk = _recv(sock, deadline)
+        if not chunk:
+            raise ValueError("closed before the reply head")
+        buf += chunk
+    head, _, body = buf.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD:
+        raise ValueError("reply head too large")
+    lines = head.decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    code = rest[:3]
+    if not version.startswith("HTTP/1.") or not (code.isdigit() and code.isascii()):
+        raise ValueError("not an HTTP reply")
+    headers: "Dict[str, str]" = {}
+    for raw in lines[1:]:
+        name, _, value = raw.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length: "Optional[int]" = None
+    if "content-length" in headers and headers.get("transfer-encoding") is None:
+        text = headers["content-length"]
+        if not (text.isdigit() and text.isascii()) or len(text) > 12:
+            raise ValueError("bad Content-Length")
+        length = int(text)
+        if length > MAX_BODY:
+            raise ValueError("reply too large")
+    while length is None or len(body) < length:
+        chunk = _recv(sock, deadline)
+        if not chunk:
+            if length is not None:
+                raise ValueError("reply cut short")
+            break
+        body += chunk
+        if len(body) > MAX_BODY + MAX_HEAD:
+            raise ValueError("reply too large")
+    return int(code), headers, body if length is None else body[:length]
+
+
+def dechunk(data: bytes) -> bytes:
+    """The payload of a complete chunked body; ValueError when it is not one."""
+    out: "List[bytes]" = []
+    pos = 0
+    while True:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            raise ValueError("truncated chunk size")
+        size_text = data[pos:end].split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise ValueError("bad chunk size") from None
+        if size < 0 or len(size_text) > 8:
+            raise ValueError("bad chunk size")
+        if size == 0:
+            return b"".join(out)
+        start = end + 2
+        if len(data) < start + size + 2:
+            raise ValueError("truncated chunk")
+        out.append(data[start:start + size])
+        pos = start + size + 2
+
+
+# ---------------------------------------------------------------- the line
+
+def render(body: "Any", trajectory: "Any", payload: "Any", *, colour: bool, now: int, stale_ms: int) -> bytes:
+    """The one line (UTF-8, ending in a newline) for what the monitor and stdin gave."""
+    if isinstance(body, dict) and body.get("available") is True:
+        text = line.status_line(body, trajectory, colour=colour, now=now, stale_ms=stale_ms)
+    else:
+        text = line.local_line(payload, colour=colour, now=now)
+        if text is None:
+            text = (line.status_line(body, colour=colour, now=now) if isinstance(body, dict)
+                    else line.NOT_RUNNING)
+    return text.encode("utf-8", "replace") + b"\n"
+
+
+def is_posture(body: "Any") -> bool:
+    """A posture body or the disabled body; anything else is as good as no answer."""
+    return isinstance(body, dict) and isinstance(body.get("available"), bool)
+
+
+def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str]]":
+    """(url, no_color, help, error) of the command line."""
+    url: "Optional[str]" = None
+    no_color = False
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            return url, no_color, True, None
+        if arg == "--no-color":
+            no_color = True
+        elif arg == "--url" and args:
+            url = args.pop(0)
+        elif arg.startswith("--url="):
+            url = arg[len("--url="):]
+        else:
+            return url, no_color, False, "svc: statusline: bad argument %r (see svc-monitor statusline --help)" \
+                % arg[:40]
+    if url is not None and parse_url(url) is None:
+        return url, no_color, False, "svc: statusline: --url must be http[s]://host[:port]"
+    return url, no_color, False, None
+
+
+def budget_ms(environ: "Mapping[str, str]") -> int:
+    """$SVC_STATUSLINE_BUDGET_MS (10 to 60000), else 250; junk means the default."""
+    raw = environ.get("SVC_STATUSLINE_BUDGET_MS", "")
+    if raw.isdigit() and raw.isascii() and len(raw) <= 6 and 10 <= int(raw) <= 60000:
+        return int(raw)
+    return DEFAULT_BUDGET_MS
+
+
+def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, started: float) -> bytes:
+    """Everything but the write: the bytes to print."""
+    url, no_color, wants_help, error = parse_args(argv)
+    if wants_help:
+        return HELP.encode("utf-8")
+    if error is not None:
+        return printable(error).encode("utf-8") + b"\n"
+    colour = not no_color and "NO_COLOR" not in environ
+    deadline = max(started + budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
+    target = parse_url(url or monitor_url(environ))
+    body = get_json(target, "/api/accounts", deadline) if target is not None else None
+    if not is_posture(body):
+        body = None
+    trajectory = None
+    payload = None
+    if body is not None and body.get("available") is True:
+        if isinstance(body.get("active"), dict):
+            trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
+    elif stdin_fd >= 0:
+        # Only a line without the monitor's numbers needs the agent's own. By now the
+        # agent has had the whole wait to write them, so they are normally in the pipe.
+        payload = read_payload(stdin_fd, max(deadline, time.monotonic() + MIN_STDIN_S))
+    return render(body, trajectory, payload, colour=colour, now=int(time.time() * 1000),
+                  stale_ms=line.stale_after_ms(environ))
+
+
+def _write(data: bytes) -> None:
+    while data:
+        try:
+            written = os.write(1, data)
+        except InterruptedError:
+            continue
+        except OSError:
+            return  # the agent stopped listening; nothing to tell it
+        data = data[written:]
+
+
+def process_age_s() -> float:
+    """How long ago this process started (Linux /proc); 0.0 where that cannot be told."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            stat = fh.read(4096)
+        # Field 22, starttime in clock ticks since boot; the name before it may hold spaces.
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError, IndexError):
+        return 0.0
+    return age if 0.0 <= age < 10.0 else 0.0
+
+
+def main(argv: "Optional[Sequence[str]]" = None) -> int:
+    started = time.monotonic() - process_age_s()
+    try:
+        stdin_fd = sys.stdin.fileno() if sys.stdin is not None else -1
+    except (AttributeError, OSError, ValueError):
+        stdin_fd = -1
+    try:
+        out = run(sys.argv[1:] if argv is None else argv, os.environ, stdin_fd, started)
+    except BaseException:  # noqa: BLE001 - a status line must never show a traceback
+        out = line.NOT_RUNNING.encode("ascii") + b"\n"
+    _write(out)
+    return 0
