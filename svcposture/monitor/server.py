@@ -31,6 +31,7 @@ from .assets import load_static
 from .exposition import openapi_document
 from .fastlane import FastLane
 from .handler import MonitorHandler
+from .hangup import HangupWatch
 from .sse import DEFAULT_KEEPALIVE_S, FrameCache
 from .trust import TrustPolicy
 from .wire import JSON_HEADERS, JSON_TYPE, REQUEST_READ_TIMEOUT_S, dumps
@@ -73,6 +74,8 @@ class MonitorServer(ThreadingHTTPServer):
         self._streams = 0
         self._streams_lock = threading.Lock()
         self.frames = FrameCache()
+        # A stream whose client hung up ends (and frees its slot) at once, not at its next write.
+        self.hangups = HangupWatch(service.broadcast.wake)
         self._body_lock = threading.Lock()
         self._body_key: Any = None
         self._cached_read: Tuple[Any, bytes] = (None, b"")
@@ -126,6 +129,7 @@ class MonitorServer(ThreadingHTTPServer):
         lane, self.fast_lane = self.fast_lane, None
         if lane is not None:
             lane.close()
+        self.hangups.close()
         super().server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
