@@ -15,5 +15,5 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 
-"$PY" -m pip install -q --disable-pip-version-check -e . pytest hypothesis selenium
+"$PY" -m pip install -q --disable-pip-version-check -e . pytest hypothesis selenium schemathesis
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"
