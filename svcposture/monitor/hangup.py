@@ -13,7 +13,7 @@ from __future__ import annotations
 import selectors
 import socket
 import threading
-from typing import Callable, Optional
+from typing import Callable
 
 _DISCARD_BYTES = 65536
 
@@ -23,12 +23,17 @@ class HangupWatch:
     batch of hang-ups (to wake the threads that wait on them)."""
 
     def __init__(self, on_hangup: Callable[[], None]) -> None:
+        # Started at once, so that the process holds the same threads and fds
+        # before its first stream as after its last one.
         self._on_hangup = on_hangup
         self._lock = threading.Lock()
-        self._selector: Optional[selectors.BaseSelector] = None
-        self._wake_r: Optional[socket.socket] = None
-        self._wake_w: Optional[socket.socket] = None
         self._closed = False
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        threading.Thread(target=self._run, name="svc-stream-hangups", daemon=True).start()
 
     def watch(self, sock: socket.socket) -> threading.Event:
         """An Event set once the peer of `sock` hangs up; unwatch() before closing `sock`."""
@@ -36,20 +41,16 @@ class HangupWatch:
         with self._lock:
             if self._closed:
                 return gone
-            if self._selector is None:
-                self._start()
-            assert self._selector is not None and self._wake_w is not None
             try:
                 self._selector.register(sock, selectors.EVENT_READ, gone)
             except (KeyError, ValueError, OSError):
                 return gone  # already watched or already closed: the write path still notices
-            wake = self._wake_w
-        _poke(wake)  # a select()-based selector only sees new sockets on its next call
+        _poke(self._wake_w)  # a select()-based selector only sees new sockets on its next call
         return gone
 
     def unwatch(self, sock: socket.socket) -> None:
         with self._lock:
-            if self._selector is None:
+            if self._closed:
                 return
             try:
                 self._selector.unregister(sock)
@@ -59,21 +60,10 @@ class HangupWatch:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            wake = self._wake_w
-        if wake is not None:
-            _poke(wake)
-
-    def _start(self) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        threading.Thread(target=self._run, name="svc-stream-hangups", daemon=True).start()
+        _poke(self._wake_w)
 
     def _run(self) -> None:
         selector = self._selector
-        assert selector is not None and self._wake_r is not None
         while True:
             ready = selector.select()
             hung_up = 0
@@ -91,12 +81,14 @@ class HangupWatch:
                         key.data.set()
                         hung_up += 1
             if hung_up:
-                self._on_hangup()
+                try:
+                    self._on_hangup()
+                except Exception:  # the streams still end at their next write
+                    pass
         with self._lock:
             selector.close()
-            for sock in (self._wake_r, self._wake_w):
-                if sock is not None:
-                    sock.close()
+            self._wake_r.close()
+            self._wake_w.close()
 
 
 def _peer_gone(sock: socket.socket) -> bool:

@@ -74,8 +74,6 @@ class MonitorServer(ThreadingHTTPServer):
         self._streams = 0
         self._streams_lock = threading.Lock()
         self.frames = FrameCache()
-        # A stream whose client hung up ends (and frees its slot) at once, not at its next write.
-        self.hangups = HangupWatch(service.broadcast.wake)
         self._body_lock = threading.Lock()
         self._body_key: Any = None
         self._cached_read: Tuple[Any, bytes] = (None, b"")
@@ -86,6 +84,8 @@ class MonitorServer(ThreadingHTTPServer):
         self._handoffs: Dict[int, Tuple[bytes, bytes, bool]] = {}
         self._handoffs_lock = threading.Lock()
         self.fast_lane: Optional[FastLane] = None  # server_close may run inside a failed bind
+        # A stream whose client hung up ends (and frees its slot) at once, not at its next write.
+        self.hangups = HangupWatch(self._wake_streams)
         super().__init__(address, MonitorHandler)
         self.fast_lane = FastLane(self)
         # Built after bind so that `--port 0` trusts the port actually bound.
@@ -120,6 +120,10 @@ class MonitorServer(ThreadingHTTPServer):
         with self._handoffs_lock:
             self._handoffs[id(sock)] = (unsent, unread, close)
         ThreadingHTTPServer.process_request(self, sock, address)
+
+    def _wake_streams(self) -> None:
+        """Wake every stream waiting for a frame, so that those whose client hung up end."""
+        self.service.broadcast.wake()
 
     def take_handoff(self, sock: Any) -> Optional[Tuple[bytes, bytes, bool]]:
         with self._handoffs_lock:
