@@ -25,5 +25,5 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   fi
 fi
 
-"$PY" -m pip install -q --disable-pip-version-check -e . pytest hypothesis selenium
+"$PY" -m pip install -q --disable-pip-version-check -e . pytest hypothesis selenium schemathesis
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"

@@ -6,9 +6,11 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
+import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Collection, Iterable, Iterator, List, Optional, Union
 
 from .errors import SvcpostureError
 
@@ -18,6 +20,11 @@ PathLike = Union[str, "os.PathLike[str]"]
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 _BLOCK = 64 * 1024
+# The temp file of an atomic write: `.<target name>.<12 hex>.tmp` beside the target.
+_TEMP_NAME_RE = re.compile(r"\A\.(?P<target>.+)\.[0-9a-f]{12}\.tmp\Z", re.S)
+# A write takes milliseconds; a temp file this old was left by a process that was
+# killed between creating and replacing it. Younger ones may belong to a live write.
+STALE_TEMP_AGE_S = 3600.0
 
 
 class CorruptFileError(SvcpostureError, ValueError):
@@ -200,7 +207,7 @@ def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> No
     """
     target = Path(path)
     directory = ensure_dir(target.parent)
-    tmp = directory / (".%s.%s.tmp" % (target.name, os.urandom(6).hex()))
+    tmp = directory / (".%s.%s.tmp" % (target.name, os.urandom(6).hex()))  # see _TEMP_NAME_RE
     fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     try:
         os.fchmod(fd, mode)
@@ -258,6 +265,36 @@ def write_text_atomic(path: PathLike, text: str, mode: int = FILE_MODE) -> None:
 def write_json_atomic(path: PathLike, obj: Any, mode: int = FILE_MODE) -> None:
     text = json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
     write_text_atomic(path, text, mode)
+
+
+def remove_stale_temps(directory: PathLike, *, targets: Optional[Collection[str]] = None,
+                       max_age_s: float = STALE_TEMP_AGE_S, now: Optional[float] = None) -> List[Path]:
+    """Delete the temp files of atomic writes in `directory` that were last
+    modified more than `max_age_s` ago (a writer killed before its os.replace);
+    returns what was removed.
+
+    Only regular files named like our temp files are touched, and with `targets`
+    only those of the named target files (for directories shared with others,
+    such as HOME). A missing or unreadable directory removes nothing."""
+    cutoff = (time.time() if now is None else now) - max_age_s
+    removed: List[Path] = []
+    try:
+        entries = list(os.scandir(str(directory)))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMP_NAME_RE.match(entry.name)
+        if match is None or (targets is not None and match.group("target") not in targets):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_mtime >= cutoff:
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
 
 
 def _unlink_quietly(path: Path) -> None:

@@ -35,14 +35,21 @@ class Broadcast:
         with self._cond:
             return self._seq, self._body
 
-    def wait(self, after_seq: int, timeout: float) -> Optional[Tuple[int, Dict[str, Any]]]:
-        """(seq, body) newer than `after_seq`, or None on timeout or close."""
+    def wait(self, after_seq: int, timeout: float,
+             cancel: Optional[threading.Event] = None) -> Optional[Tuple[int, Dict[str, Any]]]:
+        """(seq, body) newer than `after_seq`, or None on timeout, on close, or once
+        `cancel` is set and wake() has been called."""
         with self._cond:
-            self._cond.wait_for(lambda: self.closed or (self._seq > after_seq and self._body is not None),
-                                timeout=timeout)
+            self._cond.wait_for(lambda: self.closed or (cancel is not None and cancel.is_set())
+                                or (self._seq > after_seq and self._body is not None), timeout=timeout)
             if self.closed or self._seq <= after_seq or self._body is None:
                 return None
             return self._seq, self._body
+
+    def wake(self) -> None:
+        """Let every waiter re-check its `cancel` event."""
+        with self._cond:
+            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

@@ -207,3 +207,83 @@ def test_sync_without_checkout(env, home):
     done = cli(env, "cluster", "sync")
     assert done.returncode == 1 and "not found" in done.stderr
     assert_clean(done)
+
+
+# ---------------------------------------------------------------- revocation: sync owns svc.tracker.bot.*
+
+def _bots(home: Path):
+    return json.loads((_cfg(home) / "cluster-secrets.json").read_text())
+
+
+def test_a_bot_key_revoked_at_the_source_disappears_and_nothing_else_moves(env, home, tmp_path):
+    _, seed, _ = make_cluster_repo(tmp_path, home, files={"secrets/cluster-bots.json": _enc(BOTS)})
+    # Keys sync does not own: the anchor, a PER-NODE value someone keeps here, a sibling of bot.
+    write_json(_cfg(home) / "cluster-secrets.json", {
+        "svc": {"cluster": {"livenessAnchorIssue": "OPS-3"}, "host": {"name": "node-a"},
+                "tracker": {"teamKey": "ENG", "bot": {"legacy": {"accessToken": "CANARY-legacy-token"}}}}})
+    stub = _stub(tmp_path)
+    first = cli(_env(env, stub), "cluster", "sync", "--json")
+    assert first.returncode == 0, first.stderr
+    # A hand-written key under the owned subtree that the source never held goes too.
+    assert json.loads(first.stdout)["bots"]["removed"] == ["svc.tracker.bot.legacy.accessToken"]
+    assert _bots(home)["svc"]["tracker"]["bot"] == {
+        "orchestrator": {"accessToken": CANARY_ORCH, "refreshToken": "CANARY-orch-refresh"},
+        "worker": {"accessToken": CANARY_WORKER}}
+
+    # The worker token is revoked and the refresh token dropped at the source.
+    revoked = {"svc": {"tracker": {"bot": {"orchestrator": {"accessToken": CANARY_ORCH + "-rotated"}}}}}
+    push_from_seed(seed, {"secrets/cluster-bots.json": _enc(revoked)}, "revoke the worker token")
+    done = cli(_env(env, stub), "cluster", "sync", "--json")
+    assert done.returncode == 0, done.stderr
+    assert_clean(done, *SECRETS, CANARY_ORCH + "-rotated", "CANARY-legacy-token")
+    report = json.loads(done.stdout)["bots"]
+    assert report["removed"] == ["svc.tracker.bot.orchestrator.refreshToken", "svc.tracker.bot.worker.accessToken"]
+    assert report["changed"] == ["svc.tracker.bot.orchestrator.accessToken"]
+    assert _bots(home) == {"svc": {"cluster": {"livenessAnchorIssue": "OPS-3"}, "host": {"name": "node-a"},
+                                   "tracker": {"teamKey": "ENG", "bot": {
+                                       "orchestrator": {"accessToken": CANARY_ORCH + "-rotated"}}}}}
+    assert mode(_cfg(home) / "cluster-secrets.json") == 0o600
+
+    # Every bot key revoked: the subtree goes, each removal named in the text report, no value shown.
+    push_from_seed(seed, {"secrets/cluster-bots.json": _enc({"comment": "no bots"})}, "revoke all")
+    text = cli(_env(env, stub), "cluster", "sync")
+    assert text.returncode == 0, text.stderr
+    assert_clean(text, *SECRETS, CANARY_ORCH + "-rotated")
+    assert "removed svc.tracker.bot.orchestrator.accessToken" in text.stdout
+    assert _bots(home) == {"svc": {"cluster": {"livenessAnchorIssue": "OPS-3"}, "host": {"name": "node-a"},
+                                   "tracker": {"teamKey": "ENG"}}}
+
+    # A bots file removed from the repo is not a revocation signal: nothing is touched.
+    git(seed, "rm", "-q", "secrets/cluster-bots.json")
+    git(seed, "commit", "-q", "-m", "drop the bots file")
+    git(seed, "push", "-q")
+    write_json(_cfg(home) / "cluster-secrets.json", {"svc": {"tracker": {"bot": {"worker": {"accessToken": "x"}}}}})
+    before = (_cfg(home) / "cluster-secrets.json").read_bytes()
+    done = cli(_env(env, stub), "cluster", "sync", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["bots"]["status"] == "absent"
+    assert (_cfg(home) / "cluster-secrets.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("existing", [
+    {"svc": {"tracker": "not an object"}},
+    {"svc": "not an object"},
+], ids=["tracker-not-object", "svc-not-object"])
+def test_a_local_file_of_the_wrong_shape_is_refused_not_overwritten(env, home, tmp_path, existing):
+    make_cluster_repo(tmp_path, home, files={"secrets/cluster-bots.json": _enc(BOTS)})
+    write_json(_cfg(home) / "cluster-secrets.json", existing)
+    before = snapshot(_cfg(home))
+    done = cli(_env(env, _stub(tmp_path)), "cluster", "sync", "--no-pull")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "not an object" in done.stderr and "Traceback" not in done.stderr
+    assert_clean(done, *SECRETS)
+    assert snapshot(_cfg(home)) == before
+
+
+def test_a_bot_subtree_that_is_a_bare_value_is_replaced(env, home, tmp_path):
+    make_cluster_repo(tmp_path, home, files={"secrets/cluster-bots.json": _enc(BOTS)})
+    write_json(_cfg(home) / "cluster-secrets.json", {"svc": {"tracker": {"bot": "CANARY-bare-value"}}})
+    done = cli(_env(env, _stub(tmp_path)), "cluster", "sync", "--no-pull", "--json")
+    assert done.returncode == 0, done.stderr
+    assert_clean(done, *SECRETS, "CANARY-bare-value")
+    assert json.loads(done.stdout)["bots"]["removed"] == ["svc.tracker.bot"]
+    assert _bots(home)["svc"]["tracker"]["bot"]["worker"] == {"accessToken": CANARY_WORKER}

@@ -35,7 +35,7 @@ def test_live_stale_missing_by_each_hosts_own_interval(tmp_path, srv):
     beat(srv, "c", 200, interval_ms=120000)       # < 2 x 120 s: live by its own interval
     beat(srv, "stranger", 1)                      # not in the roster: not listed
     code, report = run_json(node_env(home, tracker_url=srv.url), "status", "--json")
-    assert code == 0
+    assert code == 3  # b is stale and d missing
     assert report["source"] == "tracker" and report["anchor"] == "OPS-1" and "error" not in report
     rows = {h["host"]: h for h in report["hosts"]}
     assert list(rows) == ["a", "b", "c", "d"]
@@ -64,9 +64,38 @@ def test_text_output(tmp_path, srv):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     beat(srv, "a", 1, quota={"five_hour_pct": 12.5})
     proc = run_cluster(node_env(home, tracker_url=srv.url), "status")
-    assert proc.returncode == 0
+    assert proc.returncode == 3  # b has no heartbeat
     assert "anchor: OPS-1" in proc.stdout
     assert "live" in proc.stdout and "missing" in proc.stdout and "5h 12.5%" in proc.stdout
+
+
+@pytest.mark.parametrize("ages,expected", [((1, 5), 0), ((1, 500), 3), ((1, None), 3), ((None, None), 3)])
+def test_exit_code_is_0_only_when_every_host_is_live(tmp_path, srv, ages, expected):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    for host, age in zip(("a", "b"), ages):
+        if age is not None:
+            beat(srv, host, age)
+    for args in (("status", "--json"), ("status",)):
+        proc = run_cluster(node_env(home, tracker_url=srv.url), *args)
+        assert proc.returncode == expected, (ages, args, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
+def test_exit_code_under_loki_every_host_live_is_0(tmp_path):
+    home = make_node(tmp_path, "a", ["a", "b"], anchor=None)
+    with LokiServer() as loki:
+        loki.set_counts({"a": 3, "b": 1})
+        env = node_env(home, SVC_LIVENESS_READ_SOURCE="loki", SVC_LOKI_URL=loki.url)
+        code, report = run_json(env, "status", "--json")
+        assert code == 0 and {h["state"] for h in report["hosts"]} == {"live"}
+
+
+def test_help_documents_the_exit_codes(tmp_path, srv):
+    home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
+    proc = run_cluster(node_env(home, tracker_url=srv.url), "status", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "0 when every host is live, 3 when any is stale or missing" in text and "1 when liveness is unknown" in text
 
 
 @pytest.mark.parametrize("case", ["no-anchor", "not-found", "unreachable", "no-token", "refused"])
@@ -121,7 +150,7 @@ def test_loki_source(tmp_path):
         loki.set_counts({"a": 17, "b": 0, "zed": 3})
         env = node_env(home, interval_ms=120000, SVC_LIVENESS_READ_SOURCE="loki", SVC_LOKI_URL=loki.url + "/")
         code, report = run_json(env, "status", "--json")
-        assert code == 0 and report["source"] == "loki"
+        assert code == 3 and report["source"] == "loki"  # b and c are missing
         assert report["hosts"] == [{"host": "a", "state": "live", "ageS": None, "quota": None, "account": None},
                                    {"host": "b", "state": "missing", "ageS": None, "quota": None, "account": None},
                                    {"host": "c", "state": "missing", "ageS": None, "quota": None, "account": None}]

@@ -21,12 +21,25 @@ from tests.support.waiting import wait_until
 
 def test_short_soak_leaks_nothing() -> None:
     duration = float(os.environ.get("SVC_SOAK_S", "12"))
-    result = run_soak(duration, warmup=min(4.0, duration / 3))
+    # The load really runs: readers, stream churn, 40+ streams at once and periodic
+    # probes. These are conditions the run waits for (past `duration` if the
+    # machine is slow), never rates it must reach in a fixed time.
+    result = run_soak(duration, warmup=min(4.0, duration / 3), min_probes=4, min_reads=100, min_sessions=50,
+                      min_thread_rise=40)
     summary = {k: v for k, v in result.items() if k != "samples"}
     assert verdict(result) == [], summary
-    # The load really ran: readers, stream churn and periodic probes.
-    assert result["reads"] > 100 and result["sse_sessions"] > 50 and result["probes"] >= 4, summary
-    assert result["threads_peak"] > result["threads_before"] + 40, summary
+    assert result["reads"] >= 100 and result["sse_sessions"] >= 50 and result["probes"] >= 4, summary
+    assert result["threads_peak"] >= result["threads_before"] + 40, summary
+
+
+def test_missing_work_is_reported_by_the_verdict() -> None:
+    result = {"rss_growth_pct": 1.0, "threads_before": 5, "threads_after": 5, "threads_peak": 20, "fds_before": 4,
+              "fds_after": 4, "read_errors": 0, "sse_sessions_without_frame": 0, "monitor_alive": True,
+              "exit_code": 0, "tracebacks": 0, "probes": 3, "reads": 500, "sse_sessions": 60, "load_s": 132.0,
+              "minimums": {"probes": 4, "reads": 100, "sse_sessions": 50, "thread_rise": 40}}
+    assert verdict(result) == ["only 3 probes (waited for 4) in 132 s", "only 15 thread_rise (waited for 40) in 132 s"]
+    result.update(probes=4, threads_peak=45)
+    assert verdict(result) == []
 
 
 class ScriptedStream:

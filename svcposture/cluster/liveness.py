@@ -518,7 +518,17 @@ def cmd_status(ns: argparse.Namespace) -> int:
             print("warning: %s" % report["warning"], file=sys.stderr)
         if report.get("error"):
             print("svc-cluster status: %s" % report["error"], file=sys.stderr)
-    return 1 if report.get("error") else 0
+    return status_exit_code(report)
+
+
+def status_exit_code(report: Dict[str, Any]) -> int:
+    """1 when liveness is unknown, 3 when any roster host is stale or missing, else 0
+    (an empty roster has no host that is not live)."""
+    if report.get("error"):
+        return 1
+    if any(row.get("state") != "live" for row in report.get("hosts", [])):
+        return 3
+    return 0
 
 
 def add_commands(sub: Any) -> None:
@@ -541,7 +551,9 @@ def add_commands(sub: Any) -> None:
                     "  live     heartbeat at most two of the host's publish intervals old\n"
                     "  stale    older than that\n"
                     "  missing  no heartbeat on the anchor (or no Loki lines in the window)\n"
-                    "  unknown  the anchor is unset or unreadable: exit 1\n\n"
+                    "  unknown  the anchor is unset or unreadable\n\n"
+                    "Exit status: 0 when every host is live, 3 when any is stale or missing,\n"
+                    "1 when liveness is unknown (anchor unset, tracker or Loki unreadable).\n\n"
                     "The interval is EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS (120000).")
     p.add_argument("--json", action="store_true", help="print {source, anchor, hosts[]} as JSON")
     p.set_defaults(func=cmd_status)

@@ -11,11 +11,11 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from .._files import write_json_atomic
+from .._files import exclusive_lock, write_json_atomic
 from .._text import loads_bounded
-from ..config import CLOUD_TOKEN_KEY, ConfigError, flatten, load_layer, split_key, write_layer
+from ..config import CLOUD_TOKEN_KEY, ConfigError, flatten, get_dotted, load_layer, split_key
 from ..paths import Paths
 from ._common import ClusterError, guarded, is_secret_key, print_json
 from .cloudenv import project_cloud_env
@@ -23,6 +23,9 @@ from .mirror import valid_value
 from .roster import ClusterRepoError, git, git_timeout, require_checkout
 
 BOTS_FILE = "secrets/cluster-bots.json"
+# The subtree of cluster-secrets.json that sync owns: after a sync it holds exactly
+# the bot keys of the decrypted bots file, so a key revoked there goes away here.
+BOTS_SUBTREE = "svc.tracker.bot"
 CLOUD_FILE = "secrets/cluster-cloud.json"
 MAX_DECRYPTED_BYTES = 1024 * 1024
 
@@ -114,18 +117,69 @@ def cmd_sync(ns: argparse.Namespace) -> int:
 
 
 def _merge_bots(paths: Paths, bots: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """Merge the decrypted svc.tracker.bot.* tokens into cluster-secrets.json."""
+    """Make the svc.tracker.bot.* subtree of cluster-secrets.json equal the decrypted
+    bots file's tokens; every other key of the file is left as it is."""
     if bots is None:
+        # No bots file in the repo is not a revocation: nothing to own, nothing touched.
         return {"status": "absent", "file": BOTS_FILE}
     flat = flatten(bots)
     tokens = {k: v for k, v in flat.items()
               if is_secret_key(k) and _plain_key(k) and v is not None and valid_value(v)}
     # Names of other entries are decrypted content too: only their number is reported.
     ignored = len([k for k in flat if k not in tokens])
-    changes = write_layer(paths.cluster_secrets, tokens) if tokens else {}
+    changed, removed = replace_subtree(paths.cluster_secrets, BOTS_SUBTREE, tokens)
     return {"status": "merged" if tokens else "empty", "file": BOTS_FILE,
-            "keys": sorted(tokens), "changed": sorted(changes), "ignoredKeyCount": ignored,
+            "keys": sorted(tokens), "changed": changed, "removed": removed, "ignoredKeyCount": ignored,
             "target": str(paths.cluster_secrets)}
+
+
+def replace_subtree(path: Path, subtree: str, leaves: Dict[str, Any]) -> Tuple[List[str], List[str]]:
+    """Set the object at dotted `subtree` of a config file to exactly `leaves`
+    ({dotted key under subtree: value}), atomically and under the file's lock.
+
+    Returns (keys added or changed, keys removed), names only. With no leaves the
+    subtree is deleted; objects above it are kept. A corrupt file raises ConfigError
+    and is left as it was."""
+    with exclusive_lock(path):
+        data = load_layer(path)
+        current = get_dotted(data, subtree)
+        old = flatten(current, subtree) if isinstance(current, dict) else (
+            {} if current is None else {subtree: current})
+        changed = sorted(k for k, v in leaves.items() if k not in old or type(old[k]) is not type(v) or old[k] != v)
+        removed = sorted(k for k in old if k not in leaves)
+        if changed or removed:
+            _set_subtree(data, subtree, _nest(leaves, subtree))
+            write_json_atomic(path, data)
+    return changed, removed
+
+
+def _nest(leaves: Dict[str, Any], subtree: str) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for key, value in leaves.items():
+        node = out
+        parts = split_key(key)[len(split_key(subtree)):]
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _set_subtree(data: Dict[str, Any], subtree: str, value: Dict[str, Any]) -> None:
+    *parents, last = split_key(subtree)
+    node = data
+    for part in parents:
+        child = node.get(part)
+        if child is None:
+            if not value:
+                return  # nothing there to delete
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError("cannot set %s: %s is not an object" % (subtree, part))
+        node = child
+    if value:
+        node[last] = value
+    else:
+        node.pop(last, None)
 
 
 def _write_cloud(paths: Paths, cloud: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -150,11 +204,13 @@ def _print_sync(report: Dict[str, Any]) -> None:
     if b["status"] == "absent":
         print("  bots:  %s not in the cluster repo; cluster-secrets.json left as it was" % BOTS_FILE)
     else:
-        print("  bots:  %d token key(s) merged into %s (%d changed)%s" % (
-            len(b["keys"]), b["target"], len(b["changed"]),
+        print("  bots:  %d token key(s) in %s (%d changed, %d removed)%s" % (
+            len(b["keys"]), b["target"], len(b["changed"]), len(b["removed"]),
             "; ignored %d entr%s outside svc.tracker.bot.*" % (
                 b["ignoredKeyCount"], "y" if b["ignoredKeyCount"] == 1 else "ies")
             if b["ignoredKeyCount"] else ""))
+    for key in b.get("removed", []):
+        print("  bots:  removed %s (no longer in %s)" % (key, BOTS_FILE))
     c = report["cloud"]
     if c["status"] == "absent":
         print("  cloud: %s not in the cluster repo; cluster-cloud.json left as it was" % CLOUD_FILE)
@@ -172,8 +228,9 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("sync", help="pull the cluster repo, decrypt its secrets, project the cloud env",
                        description="git pull --ff-only in the cluster repo; decrypt secrets/cluster-bots.json "
                                    "and secrets/cluster-cloud.json with $SVC_DECRYPT_CMD (default `sops "
-                                   "--decrypt`, the file path is appended); merge the bot tokens into "
-                                   "cluster-secrets.json; write cluster-cloud.json (0600); then run the "
+                                   "--decrypt`, the file path is appended); make the svc.tracker.bot.* keys of "
+                                   "cluster-secrets.json exactly the bots file's (a key revoked there is "
+                                   "removed here, reported by name; every other key is kept); write cluster-cloud.json (0600); then run the "
                                    "cloud-env projection. If anything fails before the writes, no file is "
                                    "touched; decrypted content and the tool's output are never shown.")
     p.add_argument("--no-pull", action="store_true", help="use the checkout as it is (offline)")

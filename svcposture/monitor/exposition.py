@@ -220,6 +220,27 @@ def _text_response(description: str, ctype: str) -> Dict[str, Any]:
     return {"description": description, "content": {ctype: {"schema": {"type": "string"}}}}
 
 
+def sse_event_schema(event: str, data_schema: Dict[str, Any], description: str) -> Dict[str, Any]:
+    """One event type of a text/event-stream: its `event` name, a numeric `id`, and
+    `data` carrying one line of JSON that `data_schema` describes."""
+    return {"type": "object", "description": description, "required": ["event", "data"],
+            "properties": {"event": {"const": event},
+                           "id": {"type": "string", "pattern": "^[0-9]+$"},
+                           "retry": {"type": "integer"},
+                           "data": {"type": "string", "contentMediaType": JSON_TYPE, "contentSchema": data_schema}}}
+
+
+def sse_response(description: str, events: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """A 200 answer that is an event stream; `events` are sse_event_schema()s, one per event type.
+
+    In OpenAPI 3.1 the `schema` of text/event-stream describes one event as parsed
+    by an EventSource ({event, id, retry, data}); schemathesis validates every
+    event of the stream against it, and the JSON in `data` against contentSchema."""
+    one = events[0] if len(events) == 1 else {"oneOf": list(events)}
+    return {"description": description, "headers": {"Cache-Control": {"schema": {"const": "no-cache"}}},
+            "content": {"text/event-stream": {"schema": one}}}
+
+
 _COMMON = {
     "405": {"$ref": "#/components/responses/MethodNotAllowed"},
     "414": {"$ref": "#/components/responses/TooLarge"},
@@ -245,9 +266,10 @@ def _accounts_op(body_schema: Dict[str, Any]) -> Dict[str, Any]:
                      "single-flight apply) and needs the X-Svc-Refresh header, a trusted Host and, "
                      "when present, a trusted Origin; otherwise 403 and no probe is spent."),
         parameters=[
-            {"name": "refresh", "in": "query", "required": False,
-             "schema": {"type": "string", "enum": ["true"]},
-             "description": "`true` forces a fresh probe; any other value is a plain read."},
+            {"name": "refresh", "in": "query", "required": False, "schema": {"type": "string"},
+             "examples": {"force": {"value": "true"}, "plain": {"value": "false"}},
+             "description": ("Exactly `true` forces a fresh probe; any other value, like an absent "
+                             "parameter, is a plain read.")},
             {"name": "X-Svc-Refresh", "in": "header", "required": False, "schema": {"type": "string"},
              "description": "Required (any value, even empty) with refresh=true."}])
 
@@ -264,9 +286,10 @@ def _paths() -> Dict[str, Any]:
         "/api/accounts": _accounts_op(body_schema),
         "/api/accounts/stream": _get_op(
             "streamAccounts", "Server-sent events: the current posture, then one frame per refresh.",
-            {"200": {"description": ("`retry: 5000`, then frames `event: account`, `id: <seq>`, `data: <posture body>`; "
-                                     "`: keepalive` comments every SVC_SSE_KEEPALIVE_S seconds."),
-                     "content": {"text/event-stream": {"schema": {"type": "string"}, "x-data-schema": body_schema}}},
+            {"200": sse_response(
+                "`retry: 5000`, then `account` events; `: keepalive` comments every SVC_SSE_KEEPALIVE_S seconds.",
+                [sse_event_schema("account", body_schema,
+                                  "The posture body a plain read returns: on connect, then after every probe.")]),
              "503": _json_response("Too many subscribers.", "Error",
                                    {"Retry-After": {"schema": {"type": "integer"}}})}),
         "/api/openapi.json": _get_op("openapi", "This document.",

@@ -299,10 +299,12 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return self._send(200, "text/event-stream", b"", b"Cache-Control: no-cache\r\n")
         if not server.acquire_stream():
             return self._error(503, "Too many stream subscribers; retry later.", b"Retry-After: 5\r\n")
+        gone = server.hangups.watch(self.connection)
         try:
             self.close_connection = True
-            pump(self.wfile.write, server)
+            pump(self.wfile.write, server, gone)
         finally:
+            server.hangups.unwatch(self.connection)
             server.release_stream()
 
     def _metrics(self) -> None:

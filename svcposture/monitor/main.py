@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._env import InvalidSetting, parse_port
-from .._files import ensure_dir, open_nofollow, read_json, write_json_atomic
+from .._files import ensure_dir, open_nofollow, read_json, remove_stale_temps, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
 from ..paths import Paths
@@ -108,6 +108,24 @@ def _claim_node(lock_path: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _remove_crash_leftovers(paths: Paths) -> None:
+    """Temp files of atomic writes killed before their rename, older than an hour,
+    in every directory the package writes into (HOME and the cluster checkout only
+    for the files it writes there). Runs under the one-monitor lock, once per start."""
+    places: List[Tuple[Path, Optional[Sequence[str]]]] = [
+        (paths.config_dir, None), (paths.svc_dir, None), (paths.run_dir, None),
+        (paths.home, (paths.zshenv.name,))]
+    try:
+        from ..config import cluster_repo_path
+        places.append((cluster_repo_path(paths), ("cluster.json",)))
+    except Exception as exc:  # a corrupt config is reported by whoever reads it
+        log.debug("cluster checkout not swept: %s", _one_line(exc))
+    removed = [path for directory, targets in places for path in remove_stale_temps(directory, targets=targets)]
+    if removed:
+        log.info("removed %d temp file(s) left by interrupted writes: %s", len(removed),
+                 ", ".join(str(p) for p in removed)[:1000])
 
 
 def _posture_service(paths: Paths, environ: Mapping[str, str], probe_enabled: bool) -> Tuple[str, Any, Any]:
@@ -228,6 +246,7 @@ def _stop_all(paths: Paths, server: MonitorServer, service: Any, serving: bool, 
 def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
                  stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]],
                  liveness: bool) -> int:
+    _remove_crash_leftovers(paths)
     node, event_log, service = _posture_service(paths, environ, probe_enabled)
     try:
         server = MonitorServer((bind, port), service, node=node, environ=environ)

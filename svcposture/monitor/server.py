@@ -32,6 +32,7 @@ from .assets import load_static
 from .exposition import openapi_document
 from .fastlane import FastLane
 from .handler import MonitorHandler
+from .hangup import HangupWatch
 from .sse import DEFAULT_KEEPALIVE_S, FrameCache
 from .trust import TrustPolicy
 from .wire import JSON_HEADERS, JSON_TYPE, REQUEST_READ_TIMEOUT_S, dumps
@@ -111,6 +112,8 @@ class MonitorServer(ThreadingHTTPServer):
         self._handoffs: Dict[int, Tuple[bytes, bytes, bool]] = {}
         self._handoffs_lock = threading.Lock()
         self.fast_lane: Optional[FastLane] = None  # server_close may run inside a failed bind
+        # A stream whose client hung up ends (and frees its slot) at once, not at its next write.
+        self.hangups = HangupWatch(self._wake_streams)
         super().__init__(address, MonitorHandler)
         self.fast_lane = FastLane(self)
         # Built after bind so that `--port 0` trusts the port actually bound.
@@ -186,6 +189,13 @@ class MonitorServer(ThreadingHTTPServer):
             lane.request_shed(16)
         self.stopping.wait(ACCEPT_PAUSE_S)
 
+    def _wake_streams(self) -> None:
+        """Wake every stream waiting for a frame, so that those whose client hung up end."""
+        self.service.broadcast.wake()
+        trajectory = getattr(self, "trajectory", None)
+        if trajectory is not None:
+            trajectory.broadcast.wake()
+
     def take_handoff(self, sock: Any) -> Optional[Tuple[bytes, bytes, bool]]:
         with self._handoffs_lock:
             return self._handoffs.pop(id(sock), None)
@@ -194,6 +204,7 @@ class MonitorServer(ThreadingHTTPServer):
         lane, self.fast_lane = self.fast_lane, None
         if lane is not None:
             lane.close()
+        self.hangups.close()
         super().server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Tuple
 
 from .wire import dumps
 
@@ -58,9 +58,10 @@ class FrameCache:
         return frame
 
 
-def pump(write: Callable[[bytes], Any], server: MonitorServer) -> None:
+def pump(write: Callable[[bytes], Any], server: MonitorServer,
+         gone: Optional[threading.Event] = None) -> None:
     """Write one whole stream: head, on-connect frame, then pushed frames until
-    the server stops or the client goes (the write raises)."""
+    the server stops or the client goes (`gone` is set, or a write raises)."""
     broadcast = server.service.broadcast
     write(stream_head(server.date_header()))
     after, _ = broadcast.latest()
@@ -75,8 +76,8 @@ def pump(write: Callable[[bytes], Any], server: MonitorServer) -> None:
     sent = frame_identity(body)
     keepalive = server.keepalive_s
     while True:
-        item = broadcast.wait(after, keepalive)
-        if server.stopping.is_set() or broadcast.closed:
+        item = broadcast.wait(after, keepalive, gone)
+        if server.stopping.is_set() or broadcast.closed or (gone is not None and gone.is_set()):
             return
         if item is None:
             write(KEEPALIVE)

@@ -10,6 +10,7 @@ alert emitted while it is open.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Set
 
 from urllib.parse import unquote
@@ -87,7 +88,8 @@ def _alert_ids(body: Any) -> Set[str]:
     return {a.get("id") for a in alerts or [] if isinstance(a, dict) and isinstance(a.get("id"), str)}
 
 
-def pump(write: Callable[[bytes], Any], server: "MonitorServer") -> None:
+def pump(write: Callable[[bytes], Any], server: "MonitorServer",
+         gone: Optional[threading.Event] = None) -> None:
     """One whole trajectory stream: head, the current body, then alerts and bodies as they come.
 
     Every published body carries the newest alerts, so a subscriber that was
@@ -104,8 +106,8 @@ def pump(write: Callable[[bytes], Any], server: "MonitorServer") -> None:
     write(trajectory_frame(after, dumps(body)))
     sent = _alert_ids(body)
     while True:
-        item = broadcast.wait(after, server.keepalive_s)
-        if server.stopping.is_set() or broadcast.closed:
+        item = broadcast.wait(after, server.keepalive_s, gone)
+        if server.stopping.is_set() or broadcast.closed or (gone is not None and gone.is_set()):
             return
         if item is None:
             write(KEEPALIVE)
