@@ -408,7 +408,10 @@ def _trajectory_schemas() -> Dict[str, Any]:
                                  "accounts": {"type": "array", "items": _ref("TrajectoryAccount")},
                                  "alerts": {"type": "array", "maxItems": 20, "items": _ref("Alert"),
                                             "description": "The newest 20 alert events, newest first."}}}
-    point = {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "number"}], "minItems": 2, "maxItems": 2}
+    # [t, pct]: epoch ms and percent. Plain `items` rather than prefixItems,
+    # which some 3.1 tooling still reads with the older array-form meaning.
+    point = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
+             "description": "[t (epoch ms), pct]"}
     series = {"type": "array", "maxItems": 500, "items": point}
     history = {"type": "object", "additionalProperties": False, "required": ["node", "from", "to", "accounts"],
                "properties": {"node": {"type": "string"}, "from": {"type": "integer"}, "to": {"type": "integer"},
@@ -436,12 +439,12 @@ def _trajectory_paths() -> Dict[str, Any]:
                          "schema": {"type": "integer", "minimum": 1, "maximum": 192, "default": 24}}]),
         "/api/trajectory/stream": _get_op(
             "streamTrajectory", "Server-sent events: trajectory bodies and alerts.",
-            {"200": {"description": ("`retry: 5000`, then `event: trajectory` frames (the /api/trajectory body) "
-                                     "on connect and after every probe, and one `event: alert` frame per alert "
-                                     "(one alert event as data) as it is emitted; `: keepalive` comments."),
-                     "content": {"text/event-stream": {
-                         "schema": {"type": "string"},
-                         "x-events": {"trajectory": body, "alert": _ref("Alert")}}}},
+            {"200": sse_response(
+                "`retry: 5000`, then `event: trajectory` frames (the /api/trajectory body) on connect and "
+                "after every probe, and one `event: alert` frame per alert (one alert event as data) as it "
+                "is emitted; `: keepalive` comments.",
+                [sse_event_schema("trajectory", body, "The /api/trajectory body."),
+                 sse_event_schema("alert", _ref("Alert"), "One alert event (v2 envelope).")]),
              "503": _json_response("Too many subscribers.", "Error",
                                    {"Retry-After": {"schema": {"type": "integer"}}})}),
     }
