@@ -9,9 +9,12 @@ must reach a monitor that is up get a generous SVC_STATUSLINE_BUDGET_MS
 (SLOW), so a loaded machine cannot turn them into the fallback; runs that
 must give up use the default budget against a monitor that never answers.
 
-The monitor on this branch has no /api/trajectory route (DESIGN §10 is built
-elsewhere), so the real-monitor tests cover the no-forecast path; the forecast
-path runs against a scripted server serving the §10 body.
+The real monitor here serves /api/trajectory, but its history is a few forced
+probes seconds apart, too little for a forecast (§10 wants 10 min of points),
+so these tests cover the no-forecast path through the real route. The forecast
+through a real monitor, with seeded history, is tests/test_line_forecast.py;
+the scripted server here serves §10 bodies a real monitor would not (hung,
+404, junk, disabled).
 """
 from __future__ import annotations
 
@@ -115,8 +118,10 @@ def test_ok_line_from_the_real_monitor(mon):
     set_state(mon, "allowed", (0.614, "allowed"))
     out = run(mon.env, "--url", mon.url, stdin=agent_payload(five_pct=3, seven_pct=3))
     assert re.match(r"^\x1b\[32macct1 5h 61% 1h0[12]m \| 7d 41% 3d6h\x1b\[0m$", out), out
-    # The monitor wins over the agent's own numbers, and no forecast without /api/trajectory.
+    # The monitor wins over the agent's own numbers; its trajectory has no forecast yet, so none is shown.
     assert "(local)" not in out and "100%" not in out
+    code, trajectory = mon.get_json("/api/trajectory")
+    assert code == 200 and trajectory["accounts"][0]["fiveHour"]["forecast"] is None, trajectory
 
 
 def test_degraded_names_the_sibling(mon):
@@ -358,7 +363,8 @@ def _trajectory(wall_in_ms: int, label: str = "acct1") -> Dict[str, Any]:
 
 
 def test_forecast_from_a_trajectory_body(tmp_path):
-    """The §10 body as the trajectory route will serve it (a scripted server until that route exists)."""
+    """The §10 body as the trajectory route serves it, from a scripted server (the real route:
+    tests/test_line_forecast.py)."""
     env = dict(clean_env(tmp_path), **SLOW)
     with RawServer({"/api/accounts": http_reply(200, _posture()),
                     "/api/trajectory": http_reply(200, _trajectory(48 * 60_000 + 40_000))}) as server:
