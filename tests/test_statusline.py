@@ -409,15 +409,23 @@ def test_help_and_bad_arguments(tmp_path):
     assert top.returncode == 0 and b"svc-monitor statusline [--url URL] [--no-color]" in top.stdout
 
 
-@pytest.mark.parametrize("home", ["", "relative/home", None])
-def test_a_home_that_names_no_node(tmp_path, home):
+def test_an_unset_home_falls_back_to_the_account_home(tmp_path):
     env = clean_env(tmp_path)
-    if home is None:
-        env.pop("HOME")
-    else:
-        env["HOME"] = home
+    env.pop("HOME")
     assert LOCAL.match(run(env, "--url", dead_url(), "--no-color", stdin=agent_payload()))
-    assert not Path(tmp_path / "relative").exists()
+
+
+@pytest.mark.parametrize("home", ["", "relative/home"])
+def test_a_home_that_names_no_node_is_refused_like_every_command(tmp_path, home):
+    # DESIGN §16 wins over §15's "always exits 0" here: a HOME that would put
+    # node paths outside any home is refused by every command, with one line.
+    env = clean_env(tmp_path)
+    env["HOME"] = home
+    proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "statusline", "--url", dead_url()],
+                          env=env, input=agent_payload(), capture_output=True, timeout=20, cwd=str(tmp_path))
+    assert proc.returncode == 2 and proc.stdout == b"", proc
+    assert proc.stderr.count(b"\n") == 1 and b"HOME" in proc.stderr and b"Traceback" not in proc.stderr
+    assert not (tmp_path / "relative").exists()
 
 
 def test_monitor_url_and_parse_url():
