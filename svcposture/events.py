@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from ._env import InvalidSetting
-from ._files import append_line, ensure_dir, iter_lines_reverse
+from ._dirs import ensure_dir
+from ._files import append_line, iter_lines_reverse
 from ._names import EDGE_STATUSES
 from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
 from ._version import __version__

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ._files import unsafe_dir_reason
+from ._dirs import unsafe_dir_reason
 from ._spawn import PACKAGE, child_env
 from .accounts import MAX_ENV_FILE_BYTES
 from .child import sweep_deadline_s

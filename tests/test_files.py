@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcposture import _files
-from svcposture._files import (CorruptFileError, append_line, ensure_dir, iter_lines_reverse, move_aside,
+from svcposture._dirs import ensure_dir
+from svcposture._files import (CorruptFileError, append_line, iter_lines_reverse, move_aside,
                                read_json, tail_lines, write_json_atomic, write_text_atomic)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from svcposture import _files
+from svcposture import _dirs, _files
 from svcposture.paths import Paths
 from tests.support.home import REPO, accounts_path, clean_env, monitor_env, status_events, write_accounts
 from tests.support.monitor import start_monitor
@@ -70,7 +70,7 @@ def test_appends_refuse_a_planted_link(home, tmp_path, where):
     link = _month_log(paths) if where == "event-log" else _day_history(paths)
     target = _outside(tmp_path, where)
     _plant(link, target)
-    with pytest.raises(_files.UnsafePathError) as caught:
+    with pytest.raises(_dirs.UnsafePathError) as caught:
         _files.append_line(link, '{"event": 1}')
     assert str(caught.value) == "refusing to use %s: it is a symbolic link" % link
     with pytest.raises(OSError):
@@ -84,7 +84,7 @@ def test_lock_files_refuse_a_planted_link_and_create_nothing(home, tmp_path, rel
     target = tmp_path / "outside" / "created-by-the-link"
     target.parent.mkdir()
     _plant(link, target)
-    with pytest.raises(_files.UnsafePathError):
+    with pytest.raises(_dirs.UnsafePathError):
         with _files.lock_file(link):
             pass
     assert not target.exists()
@@ -107,7 +107,7 @@ def test_appends_refuse_what_is_not_a_regular_file(home, kind):
 def test_a_directory_the_package_creates_is_private_even_under_umask_0(home):
     old = os.umask(0)
     try:
-        _files.ensure_dir(home / "svc" / "events")
+        _dirs.ensure_dir(home / "svc" / "events")
     finally:
         os.umask(old)
     for directory in (home / "svc", home / "svc" / "events"):
@@ -119,8 +119,8 @@ def test_an_existing_directory_writable_by_others_is_refused_not_tightened(home,
     loose = home / rel
     loose.mkdir(parents=True)
     os.chmod(str(loose), 0o777)
-    with pytest.raises(_files.UnsafePathError) as caught:
-        _files.ensure_dir(home / rel / "sub")
+    with pytest.raises(_dirs.UnsafePathError) as caught:
+        _dirs.ensure_dir(home / rel / "sub")
     assert str(caught.value).startswith("refusing to use %s: it is writable by group or others (mode 0777)" % loose)
     assert stat.S_IMODE(loose.stat().st_mode) == 0o777  # the user's directory is theirs to fix
     assert not (home / rel / "sub").exists()
@@ -132,8 +132,8 @@ def test_a_directory_owned_by_another_user_is_refused(home):
     theirs = home / "svc"
     theirs.mkdir(mode=0o700)
     os.chown(str(theirs), 4242, 4242)
-    with pytest.raises(_files.UnsafePathError) as caught:
-        _files.ensure_dir(theirs / "events")
+    with pytest.raises(_dirs.UnsafePathError) as caught:
+        _dirs.ensure_dir(theirs / "events")
     assert "owned by uid 4242" in str(caught.value)
 
 

@@ -8,7 +8,7 @@ import pytest
 from tests.support.cli import run_cluster, run_inproc, run_json
 from tests.support.home import BEARER, CANARY, make_node, node_env
 from tests.support.loki import LokiServer, first_query
-from svcposture.cluster import liveness
+from svcposture.cluster import liveness, loki
 from svcposture._time import iso_from_ms
 from tests.support.tracker import TrackerServer
 
@@ -158,9 +158,9 @@ def test_loki_source(tmp_path):
 
 
 def test_loki_window_follows_the_interval():
-    assert liveness.loki_query(120000) == 'sum by (host) (count_over_time({host=~".+"}[240s]))'
-    assert liveness.loki_query(1500) == 'sum by (host) (count_over_time({host=~".+"}[3s]))'
-    assert liveness.loki_query(100) == 'sum by (host) (count_over_time({host=~".+"}[1s]))'
+    assert loki.loki_query(120000) == 'sum by (host) (count_over_time({host=~".+"}[240s]))'
+    assert loki.loki_query(1500) == 'sum by (host) (count_over_time({host=~".+"}[3s]))'
+    assert loki.loki_query(100) == 'sum by (host) (count_over_time({host=~".+"}[1s]))'
 
 
 @pytest.mark.parametrize("mode", ["error", "garbage", "http500", "wrong_shape", "bad_value", "matrix", "unset"])
@@ -192,8 +192,8 @@ def test_peer_quota_is_whitelisted_and_names_are_printable(tmp_path, srv, monkey
     assert "\x1b" not in out and "evil?[2Jname" in out
 
 
-@pytest.mark.parametrize("url,kind", [("http://127.0.0.1:9", liveness.LokiUnreachableError),
-                                      ("file:///etc/passwd", liveness.LokiConfigError)])
+@pytest.mark.parametrize("url,kind", [("http://127.0.0.1:9", loki.LokiUnreachableError),
+                                      ("file:///etc/passwd", loki.LokiConfigError)])
 def test_loki_unreachable_and_bad_url(url, kind):
     with pytest.raises(kind):
-        liveness.loki_live_hosts(url, 120000, timeout=2)
+        loki.loki_live_hosts(url, 120000, timeout=2)

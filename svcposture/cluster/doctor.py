@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .. import config
-from .._files import CorruptFileError, unsafe_dir_reason
+from .._dirs import unsafe_dir_reason
+from .._files import CorruptFileError
 from .._spawn import PACKAGE, child_env, module_command
 from .._text import printable
 from .._time import now_ms

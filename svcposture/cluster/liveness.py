@@ -1,4 +1,4 @@
-"""Cluster liveness: settings, the heartbeat publisher, peer status, the Loki read, and `set-anchor`/`status`.
+"""Cluster liveness: settings, the heartbeat publisher, peer status, and `set-anchor`/`status`.
 
 Every host upserts one attachment `svc://heartbeat/<host>` onto the shared anchor
 issue. The anchor is read once, when the publisher is armed at monitor start,
@@ -20,15 +20,15 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from .. import config
 from .._env import env_number
-from .._text import has_control, loads_bounded, printable
+from .._text import has_control, printable
 from .._time import iso_from_ms, now_ms, parse_iso_ms
 from .._version import __version__
-from ..errors import SvcpostureError
 from ..events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, event_name, quota_block
 from ..paths import Paths
 from . import tracker
 from ._common import print_json, valid_ticket
 from .heartbeat_account import peer_account, unlisted_rows
+from .loki import LOKI_URL_ENV, LokiError, loki_live_hosts
 
 LOGGER_NAME = "svcposture.liveness"
 INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
@@ -37,28 +37,9 @@ DEFAULT_INTERVAL_MS = 120000
 MIN_INTERVAL_MS = 100
 MAX_INTERVAL_MS = 24 * 3600 * 1000
 READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
-LOKI_URL_ENV = "SVC_LOKI_URL"
 HEARTBEAT_PREFIX = tracker.HEARTBEAT_URL_PREFIX
 # How far back the publisher looks for the newest quota sample; older means none.
 QUOTA_SCAN_LIMIT = 5000
-LOKI_TIMEOUT_S = 10.0
-MAX_LOKI_REPLY_BYTES = 8 * 1024 * 1024
-
-
-class LokiError(SvcpostureError):
-    """Base of every Loki failure; each concern below also subclasses a builtin."""
-
-
-class LokiConfigError(LokiError, ValueError):
-    """SVC_LOKI_URL is not an http(s) URL."""
-
-
-class LokiUnreachableError(LokiError, ConnectionError):
-    """No answer from Loki: connection refused, timeout."""
-
-
-class LokiResponseError(LokiError, ValueError):
-    """Loki answered, but not with a successful instant-vector query result."""
 
 
 # ---------------------------------------------------------------- settings
@@ -350,78 +331,6 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
         rows.append({"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
                      "ageS": round(age_ms / 1000.0, 1), "quota": quota, "account": account})
     return rows
-
-
-# ---------------------------------------------------------------- Loki read
-
-def loki_query(interval_ms: int) -> str:
-    window_s = max(1, int(math.ceil(2 * interval_ms / 1000.0)))
-    return 'sum by (host) (count_over_time({host=~".+"}[%ds]))' % window_s
-
-
-def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEOUT_S) -> List[str]:
-    """Hosts with at least one log line in the last two publish intervals."""
-    if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
-        raise LokiConfigError("%s must be an http(s) URL" % LOKI_URL_ENV)
-    url = base_url.rstrip("/") + "/loki/api/v1/query?" + urllib.parse.urlencode({"query": loki_query(interval_ms)})
-    status, raw = _loki_get(url, timeout)
-    if len(raw) > MAX_LOKI_REPLY_BYTES:
-        raise LokiResponseError("Loki reply larger than %d bytes" % MAX_LOKI_REPLY_BYTES)
-    try:
-        reply = loads_bounded(raw, MAX_LOKI_REPLY_BYTES)
-    except ValueError:
-        raise LokiResponseError("Loki reply is not JSON (HTTP %d)" % status) from None
-    return _live_hosts_from_reply(reply, status)
-
-
-def _loki_get(url: str, timeout: float) -> Tuple[int, bytes]:
-    """(HTTP status, at most MAX_LOKI_REPLY_BYTES + 1 bytes of the body); an error status is still read."""
-    import urllib.error
-    import urllib.request
-    host = urllib.parse.urlsplit(url).hostname or ""
-    handlers = [urllib.request.ProxyHandler({})] if host in ("127.0.0.1", "localhost", "::1") else []
-    request = urllib.request.Request(url, headers={"Accept": "application/json",
-                                                   "User-Agent": "svcposture/%s" % __version__})
-    status = 0
-    try:
-        try:
-            response = urllib.request.build_opener(*handlers).open(request, timeout=timeout)
-        except urllib.error.HTTPError as exc:
-            response = exc
-        with response:
-            status = response.getcode() or 0
-            raw = response.read(MAX_LOKI_REPLY_BYTES + 1)
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or type(exc).__name__
-        raise LokiUnreachableError("cannot reach Loki: %s" % str(reason)[:200]) from None
-    return status, raw
-
-
-def _live_hosts_from_reply(reply: Any, status: int) -> List[str]:
-    if not isinstance(reply, dict):
-        raise LokiResponseError("Loki reply is not a JSON object (HTTP %d)" % status)
-    if reply.get("status") != "success" or status >= 300:
-        error = reply.get("error")
-        detail = tracker.CONTROL_RUN_RE.sub(" ", error)[:200] if isinstance(error, str) else "no detail"
-        raise LokiResponseError("Loki query failed (HTTP %d): %s" % (status, detail))
-    data = reply.get("data")
-    result = data.get("result") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(result, list):
-        raise LokiResponseError("Loki reply is not an instant vector")
-    live: List[str] = []
-    for sample in result:
-        metric = sample.get("metric") if isinstance(sample, dict) else None
-        value = sample.get("value") if isinstance(sample, dict) else None
-        name = metric.get("host") if isinstance(metric, dict) else None
-        if not isinstance(name, str) or not isinstance(value, list) or len(value) != 2:
-            raise LokiResponseError("Loki reply has a malformed sample")
-        try:
-            count = float(value[1])
-        except (TypeError, ValueError):
-            raise LokiResponseError("Loki reply has a non-numeric sample value") from None
-        if count > 0:
-            live.append(name)
-    return live
 
 
 # ---------------------------------------------------------------- status

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from .._env import InvalidSetting, parse_port
-from .._files import ensure_dir, lock_file, open_nofollow, write_bytes_atomic, write_json_atomic
+from .._dirs import ensure_dir
+from .._files import lock_file, open_nofollow, write_bytes_atomic, write_json_atomic
 from .._spawn import PACKAGE, child_env, module_command
 from .._time import iso_now
 from ..config import ConfigError, load_layer

@@ -21,7 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from .._files import ensure_dir, write_json_atomic, write_text_atomic
+from .._dirs import ensure_dir
+from .._files import write_json_atomic, write_text_atomic
 from ..paths import Paths
 from .provider_wire import error_body, message_body, reply_status, unified_headers, usage_body, usage_window
 
@@ -39,7 +40,7 @@ DEMO_ENV = {
     "SVC_PROBE_INTERVAL_S": "10",
     "SVC_POSTURE_TTL_S": "10",
     "SVC_REFRESH_FLOOR_S": "3",
-    "SVC_QUOTA_POLL_INTERVAL_S": "60",
+    "SVC_QUOTA_POLL_INTERVAL_S": "180",  # the floor: a lower value would only log a warning
     "SVC_PROBE_DEADLINE_S": "20",
 }
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._env import InvalidSetting, parse_port
-from .._files import ensure_dir, open_nofollow, read_json, remove_stale_temps, write_json_atomic
+from .._dirs import ensure_dir
+from .._files import open_nofollow, read_json, remove_stale_temps, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
 from ..paths import Paths

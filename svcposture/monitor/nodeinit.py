@@ -16,7 +16,8 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .._env import InvalidSetting, parse_port
-from .._files import create_new_atomic, ensure_dir
+from .._dirs import ensure_dir
+from .._files import create_new_atomic
 from .._text import printable
 from ..accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, PLACEHOLDER
 from ..cluster._common import HOST_RE

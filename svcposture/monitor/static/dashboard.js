@@ -64,7 +64,10 @@
   function countdown(iso) {
     if (!iso) return "";
     var t = Date.parse(iso);
-    return isNaN(t) ? "" : "resets in " + fmtDuration(t - Date.now()) + " (" + localClock(t) + ")";
+    if (isNaN(t)) return "";
+    var left = t - Date.now();
+    // A window past its reset, not yet re-probed, "resets now", not "in now".
+    return (left > 0 ? "resets in " + fmtDuration(left) : "resets now") + " (" + localClock(t) + ")";
   }
   function windowText(w) {
     if (!w) return "—";
