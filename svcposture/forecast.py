@@ -72,11 +72,15 @@ def forecast(points: Iterable[Sequence[float]], *, now_ms: int, resets_at_ms: Op
         raise InvalidSetting("window must be five_hour, seven_day, fiveHour or sevenDay, not %r" % (window,))
     used, times, pcts, mean_t = _in_lookback(points, now_ms - LOOKBACK_MS[claim], now_ms)
     n = len(used)
-    if n < MIN_POINTS or max(times) - min(times) < MIN_SPAN_MS[claim]:
+    if n < MIN_POINTS:
+        return None
+    t0 = max(times)
+    if t0 - min(times) < MIN_SPAN_MS[claim]:
         return None
     rate = _one_decimal(max(0.0, _slope_per_hour(times, pcts, mean_t)))
     # The newest point (the higher pct on a tie, whatever the order given).
-    t0, pct0 = max(used)
+    at = times.index(t0)
+    pct0 = pcts[at] if times.count(t0) == 1 else max(p for t, p in used if t == t0)
     if pct0 >= 100.0:
         wall_ms: "Optional[float]" = t0
     elif rate > 0.0:
@@ -123,6 +127,6 @@ def _slope_per_hour(times: Sequence[float], pcts: Sequence[float], mean_t: float
     points and the result is the same for every permutation; centring the
     times on their mean keeps epoch-sized numbers out of the products.
     """
-    xs = [t - mean_t for t in times]
+    xs = list(map(mean_t.__rsub__, times))  # t - mean_t, without a Python-level loop
     # The span check guarantees two distinct times, so the divisor is positive.
     return math.fsum(map(operator.mul, xs, pcts)) * _HOUR_MS / math.fsum(map(operator.mul, xs, xs))

@@ -1,14 +1,11 @@
 """The dashboard at /: static checks, then a real headless Chromium."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
-import time
 
 import pytest
 
+from tests.support.browser import chromium, wait_for
 from tests.support.home import canary, node_env
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
@@ -16,8 +13,6 @@ from svcposture.monitor import assets as server_mod
 
 TOK1 = canary("dash1")
 TOK2 = canary("dash2")
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 def test_assets_ship_inside_the_package():
@@ -49,54 +44,10 @@ def test_page_headers(tmp_path):
         m.stop()
 
 
-def _chromium_or_skip():
-    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
-        try:
-            import selenium  # noqa: F401
-            return
-        except ImportError:
-            missing = "selenium"
-    else:
-        missing = "chromium/chromedriver"
-    if os.environ.get("CI"):
-        pytest.fail("%s missing under CI (scripts/run_tests.sh installs it)" % missing)
-    pytest.skip("%s not installed" % missing)
-
-
 @pytest.fixture
 def browser():
-    _chromium_or_skip()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="svc-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                 "--user-data-dir=" + profile, "--window-size=1200,800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
+    with chromium(1200, 800) as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def _wait(driver, predicate, timeout=20.0, what=""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as exc:  # element not there yet
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for %s (%r); footer: %r" % (
-        what, last, driver.find_element("id", "footer").text))
 
 
 def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path):
@@ -109,11 +60,11 @@ def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path)
         try:
             by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
             browser.get(mon.url + "/")
-            _wait(browser, lambda: by_id("footer-label").text == "acct1", what="active account")
+            wait_for(lambda: by_id("footer-label").text == "acct1", what="active account")
             assert by_id("footer-email").text == "ada@example.com"
             assert by_id("footer-status").text.lower() == "ok"
             assert "pill-ok" in by_id("footer-status").get_attribute("class")
-            _wait(browser, lambda: by_id("conn").text == "live", what="stream live")
+            wait_for(lambda: by_id("conn").text == "live", what="stream live")
             assert by_id("bar-5h-fill").get_attribute("style").replace(" ", "") == "width:42%;"
             assert by_id("bar-5h-text").text.startswith("42% · resets in ")
             assert by_id("bar-7d-text").text.startswith("10% · resets in ")
@@ -122,8 +73,8 @@ def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path)
 
             provider.set_account(TOK1, status="rejected", five_hour=(1.0, "rejected"))
             by_id("refresh").click()
-            _wait(browser, lambda: by_id("footer-status").text.lower() == "rejected", what="rejected pill")
-            _wait(browser, lambda: by_id("banner").is_displayed(), what="exhausted banner")
+            wait_for(lambda: by_id("footer-status").text.lower() == "rejected", what="rejected pill")
+            wait_for(lambda: by_id("banner").is_displayed(), what="exhausted banner")
             banner = by_id("banner").text
             assert "acct1 is exhausted" in banner and "acct2" in banner and "bob@example.com" in banner
             assert by_id("bar-5h-fill").get_attribute("style").replace(" ", "") == "width:100%;"
@@ -133,8 +84,8 @@ def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path)
             provider.set_account(TOK1, five_hour=(0.07, "allowed"))
             status, _, _ = mon.get("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"})
             assert status == 200
-            _wait(browser, lambda: by_id("footer-status").text.lower() == "ok", what="pushed ok")
-            _wait(browser, lambda: not by_id("banner").is_displayed(), what="banner gone")
+            wait_for(lambda: by_id("footer-status").text.lower() == "ok", what="pushed ok")
+            wait_for(lambda: not by_id("banner").is_displayed(), what="banner gone")
             assert browser.execute_script("return window.__sameDocument;") == "yes"
             page = browser.page_source
             assert "CANARY" not in page
@@ -148,7 +99,7 @@ def test_unavailable_clears_the_display(browser, tmp_path):
     try:
         browser.get(mon.url + "/")
         by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
-        _wait(browser, lambda: by_id("unavailable").is_displayed(), what="unavailable note")
+        wait_for(lambda: by_id("unavailable").is_displayed(), what="unavailable note")
         assert by_id("footer-status").text.lower() == "unavailable"
         assert by_id("footer-label").text == "—" and by_id("footer-email").text == ""
         assert not by_id("banner").is_displayed()

@@ -10,34 +10,20 @@
 from __future__ import annotations
 
 import json
-import socket
-import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional, Tuple
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Dict, List, Optional
+
+from tests.support.httpserver import StandInServer
 
 MODES = ("normal", "error", "garbage", "http500", "wrong_shape", "bad_value", "matrix")
 
 
-class _LokiHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: Tuple[str, int], owner: "LokiServer") -> None:
-        self.owner = owner
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], (ConnectionError, BrokenPipeError, socket.timeout)):
-            return
-        super().handle_error(request, client_address)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _LokiHTTPServer
+    server: StandInServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
@@ -91,7 +77,7 @@ class LokiServer:
         self.counts: Dict[str, int] = {}
         self.mode = "normal"
         self.queries: List[str] = []
-        self._httpd = _LokiHTTPServer((host, port), self)
+        self._httpd = StandInServer((host, port), self, _Handler)
 
     @property
     def url(self) -> str:

@@ -52,8 +52,10 @@ import socket
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Dict, List, Optional, Tuple
+
+from tests.support.httpserver import StandInServer
 
 from svcposture.monitor.provider_wire import (UNIFIED, error_body, message_body, reply_status,
                                               unified_headers)
@@ -138,25 +140,9 @@ def flip_state(status: str, now: float, reset_5h: Optional[float] = None) -> Dic
             "7d": ("0.30", "allowed", now + 86400)}
 
 
-class _ProviderHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 256
-
-    def __init__(self, address: Tuple[str, int], owner: "ProviderServer") -> None:
-        self.owner = owner
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, BrokenPipeError, socket.timeout)):
-            return
-        super().handle_error(request, client_address)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _ProviderHTTPServer
+    server: StandInServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
@@ -274,7 +260,7 @@ class ProviderServer:
         self.frozen: Optional[str] = None
         self._script = script
         self._script_mtime: Optional[Tuple[int, int, int]] = None
-        self._httpd = _ProviderHTTPServer((host, port), self)
+        self._httpd = StandInServer((host, port), self, _Handler)
         self.port = self._httpd.server_address[1]
         self.url = "http://%s:%d" % (host, self.port)
         self._thread: Optional[threading.Thread] = None

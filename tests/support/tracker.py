@@ -26,12 +26,13 @@ import base64
 import json
 import re
 import socket
-import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from tests.support.httpserver import StandInServer
 
 # Linear's page sizes: 50 when `first` is not given, 250 at most.
 DEFAULT_PAGE = 50
@@ -58,25 +59,9 @@ class _Issue:
         self.raw_nodes: List[Dict[str, Any]] = []
 
 
-class _TrackerHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, address: Tuple[str, int], owner: "TrackerServer") -> None:
-        self.owner = owner
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, BrokenPipeError, socket.timeout)):
-            return
-        super().handle_error(request, client_address)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _TrackerHTTPServer
+    server: StandInServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
@@ -321,7 +306,7 @@ class TrackerServer:
         self.latency_s = 0.0
         # pageInfo.hasNextPage is always true: a cursor loop that never ends.
         self.endless_pages = False
-        self._httpd = _TrackerHTTPServer((host, port), self)
+        self._httpd = StandInServer((host, port), self, _Handler)
         self._thread: Optional[threading.Thread] = None
 
     @property
