@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def _run(prog: str, func: Callable[[], int]) -> int:
     from ._files import CorruptFileError
     from .config import ConfigError
-    from .paths import HomeError, home_of
+    from ._home import HomeError, home_of
     try:
         # Before anything runs: with an empty or relative HOME every node path
         # would land outside any home (`~/svc` as `/svc`).
@@ -58,7 +58,7 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
         # Straight there, past _run's imports: it handles every other error
         # itself and exits 0, but a HOME that would put node paths outside any
         # home is refused like everywhere else.
-        from .paths import HomeError, home_of
+        from ._home import HomeError, home_of
         try:
             home_of(os.environ)
         except HomeError as exc:

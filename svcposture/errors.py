@@ -8,7 +8,10 @@ sentences below, never raw stderr or any text the child did not build itself.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+# typing only for annotations: the status line imports this on every render.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Tuple
 
 
 class SvcpostureError(Exception):
@@ -67,6 +70,8 @@ def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]
     """
     if value is None:
         return None
+    from collections.abc import Mapping  # not at import: see the typing note above
+
     if not isinstance(value, Mapping):
         value = {}
     kind = value.get("kind")
