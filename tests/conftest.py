@@ -27,3 +27,12 @@ def env(home: Path) -> Dict[str, str]:
 def paths(home: Path):
     from svcposture.paths import Paths
     return Paths(home, environ={"HOME": str(home)})
+
+
+@pytest.fixture
+def browser():
+    """A headless chromium WebDriver (1200x800) for the dashboard's tests."""
+    from tests.support.browser import chromium
+
+    with chromium(1200, 800) as driver:
+        yield driver

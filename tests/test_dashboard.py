@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import re
 
-import pytest
 
-from tests.support.browser import chromium, wait_for
+from tests.support.browser import wait_for
 from tests.support.home import canary, node_env
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
@@ -42,12 +41,6 @@ def test_page_headers(tmp_path):
         assert b'src="/static/dashboard.js"' in body
     finally:
         m.stop()
-
-
-@pytest.fixture
-def browser():
-    with chromium(1200, 800) as driver:
-        yield driver
 
 
 def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path):

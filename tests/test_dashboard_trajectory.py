@@ -10,7 +10,7 @@ from tests.support.history import HOUR_MS, climb_rows, write_rows
 from tests.support.home import canary, clean_env, node_env
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
-from tests.test_dashboard import _wait, browser  # noqa: F401 - the Chromium fixture
+from tests.support.browser import wait_for
 
 TOK1 = canary("dtraj1")
 TOK2 = canary("dtraj2")
@@ -36,14 +36,14 @@ def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path):
             browser.set_window_size(360, 900)
             browser.get(mon.url + "/")
             css = lambda sel: browser.find_elements("css selector", sel)  # noqa: E731
-            _wait(browser, lambda: len(css(".card[data-label]")) == 2, what="a card per account")
+            wait_for(lambda: len(css(".card[data-label]")) == 2, what="a card per account")
             assert [c.get_attribute("data-label") for c in css(".card[data-label]")] == ["acct1", "acct2"]
             assert "active" in css('.card[data-label="acct1"]')[0].get_attribute("class")
             five = '.card[data-label="acct1"] .win[data-window="fiveHour"] '
-            _wait(browser, lambda: "at this rate 100% in" in css(five + ".sentence")[0].text, what="forecast sentence")
+            wait_for(lambda: "at this rate 100% in" in css(five + ".sentence")[0].text, what="forecast sentence")
             sentence = css(five + ".sentence")[0]
             assert "before reset" in sentence.text and "alarm" in sentence.get_attribute("class")
-            _wait(browser, lambda: len(re.findall(r"[ML]", css(five + ".spark-line")[0].get_attribute("d"))) >= 10,
+            wait_for(lambda: len(re.findall(r"[ML]", css(five + ".spark-line")[0].get_attribute("d"))) >= 10,
                   what="a sparkline path with the seeded points")
             assert css(five + ".spark-forecast")[0].get_attribute("d").startswith("M")
             assert css(five + ".spark-reset")
@@ -51,18 +51,18 @@ def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path):
             assert re.search(r"resets in .+ \(\d", browser.find_element("id", "bar-5h-text").text)
             assert _no_horizontal_scroll(browser)
             # acct1 is active and its wall is within the hour: the forecast alert is listed.
-            _wait(browser, lambda: any("forecast to reach 100%" in li.text for li in css("#alerts li.kind-forecast")),
+            wait_for(lambda: any("forecast to reach 100%" in li.text for li in css("#alerts li.kind-forecast")),
                   what="the forecast alert")
             assert not any("reached 80%" in li.text for li in css("#alerts li"))
 
             provider.set_account(TOK1, five_hour=(0.85, "allowed_warning"), seven_day=(0.30, "allowed"),
                                  reset_5h=reset_5h / 1000)
-            _wait(browser, lambda: any("acct1 5h reached 80%" in li.text for li in css("#alerts li")),
+            wait_for(lambda: any("acct1 5h reached 80%" in li.text for li in css("#alerts li")),
                   what="the threshold alert, live")
             assert not browser.find_element("id", "alerts-empty").is_displayed()
             for width in (360, 768, 1280, 1440):
                 browser.set_window_size(width, 900)
-                _wait(browser, lambda: browser.execute_script("return window.innerWidth") <= width, what="resize")
+                wait_for(lambda: browser.execute_script("return window.innerWidth") <= width, what="resize")
                 assert _no_horizontal_scroll(browser), width
             assert "CANARY" not in browser.page_source
         finally:
@@ -80,11 +80,11 @@ def test_a_value_older_than_two_probe_intervals_is_greyed_with_its_age(browser, 
             browser.set_window_size(1280, 900)
             browser.get(mon.url + "/")
             card = lambda: browser.find_element("css selector", '.card[data-label="acct1"]')  # noqa: E731
-            _wait(browser, lambda: card().is_displayed(), what="the card")
+            wait_for(lambda: card().is_displayed(), what="the card")
             assert "stale" not in card().get_attribute("class")
             # The provider stops answering: the probe hangs, the value the page has ages.
             provider.set_account(TOK1, five_hour=(0.30, "allowed"), mode="slow", delay=120)
-            _wait(browser, lambda: "stale" in card().get_attribute("class"), timeout=30, what="greyed card")
+            wait_for(lambda: "stale" in card().get_attribute("class"), timeout=30, what="greyed card")
             note = card().find_element("css selector", ".stale-note")
             assert note.is_displayed() and re.search(r"stale: last probed \d+s ago", note.text)
             assert "stale" in browser.find_element("id", "footer").get_attribute("class")
@@ -98,7 +98,7 @@ def test_unavailable_says_why_and_how_to_fix_it(browser, tmp_path):  # noqa: F81
     try:
         browser.get(mon.url + "/")
         box = lambda: browser.find_element("id", "unavailable")  # noqa: E731
-        _wait(browser, lambda: box().is_displayed(), what="the explanation")
+        wait_for(lambda: box().is_displayed(), what="the explanation")
         assert "accounts env file" in box().text and "svc-monitor init" in box().text
         assert browser.find_element("id", "fleet-link").get_attribute("href").endswith("/fleet")
         assert not browser.find_elements("css selector", ".card")

@@ -3,7 +3,6 @@ command, every directory the package creates is 0700, the monitor's start-up
 line names the accounts env file, and the demo tells how to point the HUD at it."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -19,7 +18,7 @@ import svcposture
 from svcposture.monitor.main import accounts_env_note
 from svcposture.paths import HomeError, Paths
 from tests.support.cli import assert_clean, cli
-from tests.support.home import REPO, clean_env
+from tests.support.home import clean_env
 from tests.support.monitor import start_monitor
 from tests.support.waiting import wait_until
 

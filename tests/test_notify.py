@@ -5,7 +5,6 @@ import json
 import logging
 import os
 import time
-from pathlib import Path
 
 from svcposture.notify import Notifier
 from tests.support.waiting import wait_until

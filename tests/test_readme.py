@@ -36,12 +36,10 @@ import datetime
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
