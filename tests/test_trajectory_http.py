@@ -103,7 +103,9 @@ def test_trajectory_body_forecasts_the_climb(node):
 def test_alerts_are_logged_once_and_listed_newest_first(node):
     mon, home = node["mon"], node["home"]
     wait_until(lambda: len(_events(home)) >= 2, message="the forecast and threshold alerts")
-    time.sleep(1.0)  # several more probes: none may repeat an alert
+    # Two more probes after the alerts: none may repeat one.
+    seen = {_trajectory(mon).get("probedAt")}
+    wait_until(lambda: seen.add(_trajectory(mon).get("probedAt")) or len(seen) >= 3, message="two more probes")
     events = _events(home)
     kinds = sorted((e["attributes"]["event.name"], e["attributes"]["account.handle"]) for e in events)
     assert kinds == [("account.quota.forecast", "acct1"), ("account.quota.threshold", "acct2")], kinds
