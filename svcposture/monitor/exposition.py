@@ -21,6 +21,16 @@ Samples = List[Tuple[str, Any]]
 
 # ------------------------------------------------------------------ metrics
 
+def _epoch_s(stamp: Any) -> Optional[float]:
+    """An ISO timestamp of the package's own form as epoch seconds; None when it is not one."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return parse_iso_ms(stamp) / 1000.0
+    except ValueError:
+        return None
+
+
 def _label(value: Any) -> str:
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -58,12 +68,9 @@ def _account_samples(accounts: Any) -> Tuple[Samples, Samples, Samples]:
                 continue
             labels = '{account="%s",window="%s"}' % (label, window)
             pct.append((labels, view.get("pct")))
-            stamp = view.get("resetsAt")
-            if isinstance(stamp, str):
-                try:
-                    resets.append((labels, parse_iso_ms(stamp) / 1000.0))
-                except ValueError:
-                    pass
+            seconds = _epoch_s(view.get("resetsAt"))
+            if seconds is not None:
+                resets.append((labels, seconds))
     return pct, resets, active
 
 
@@ -113,12 +120,9 @@ def render_trajectory_metrics(figures: Mapping[str, Any]) -> str:
         labels = '{account="%s",window="%s"}' % (_label(account), _label(window))
         rate.append((labels, forecast.get("ratePctPerHour")))
         at_reset.append((labels, forecast.get("pctAtReset")))
-        stamp = forecast.get("wallAt")
-        if isinstance(stamp, str):
-            try:
-                wall.append((labels, parse_iso_ms(stamp) / 1000.0))
-            except ValueError:
-                pass
+        seconds = _epoch_s(forecast.get("wallAt"))
+        if seconds is not None:
+            wall.append((labels, seconds))
     lines: List[str] = []
     _family(lines, "svc_account_burn_rate_percent_per_hour", "gauge",
             "Least-squares burn rate of a window over its lookback, percent per hour.", rate)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Tuple, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
 
 class StandInServer(ThreadingHTTPServer):
@@ -22,3 +22,17 @@ class StandInServer(ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], (ConnectionError, BrokenPipeError, socket.timeout)):
             return
         super().handle_error(request, client_address)
+
+
+def send_raw(handler: BaseHTTPRequestHandler, status: int, raw: bytes, content_type: str = "application/json",
+             headers: Optional[Dict[str, str]] = None) -> None:
+    """One whole reply, then close: what the stand-ins send, exact bytes included."""
+    handler.send_response(status)
+    handler.send_header("content-type", content_type)
+    handler.send_header("content-length", str(len(raw)))
+    handler.send_header("connection", "close")
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    handler.wfile.write(raw)
+    handler.close_connection = True

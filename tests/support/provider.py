@@ -55,7 +55,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Dict, List, Optional, Tuple
 
-from tests.support.httpserver import StandInServer
+from tests.support.httpserver import StandInServer, send_raw
 
 from svcposture.monitor.provider_wire import (UNIFIED, error_body, message_body, reply_status,
                                               unified_headers)
@@ -156,15 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
         # bytes go out verbatim: a test may need a reply of an exact size or a broken one.
         raw = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.send_header("connection", "close")
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(raw)
-        self.close_connection = True
+        send_raw(self, status, raw, headers=headers)
 
     def do_POST(self) -> None:  # noqa: N802
         owner = self.server.owner
@@ -292,18 +284,9 @@ class ProviderServer:
 
     # ------------------------------------------------------------ scripting
 
-    def set_account(self, token: str, *, status: str = "allowed",
-                    five_hour: Optional[Tuple[Any, Any]] = (0.10, "allowed"),
-                    seven_day: Optional[Tuple[Any, Any]] = (0.20, "allowed"),
-                    representative_claim: Optional[str] = "five_hour", http_status: int = 200,
-                    mode: str = "normal", delay: float = 0.0,
-                    reset_5h: Optional[float] = None, reset_7d: Optional[float] = None,
-                    raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False,
-                    rolls_over: bool = False) -> None:
-        account = _Account(status=status, five_hour=five_hour, seven_day=seven_day,
-                           representative_claim=representative_claim, http_status=http_status,
-                           mode=mode, delay=delay, reset_5h=reset_5h, reset_7d=reset_7d,
-                           raw_headers=raw_headers, inverted=inverted, rolls_over=rolls_over)
+    def set_account(self, token: str, **state: Any) -> None:
+        """Script the replies to `token`; `state` takes _Account's keyword arguments."""
+        account = _Account(**state)
         with self._lock:
             self._accounts[token] = account
 

@@ -32,7 +32,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from tests.support.httpserver import StandInServer
+from tests.support.httpserver import StandInServer, send_raw
 
 # Linear's page sizes: 50 when `first` is not given, 250 at most.
 DEFAULT_PAGE = 50
@@ -68,15 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_raw(self, status: int, raw: bytes, content_type: str = "application/json",
                   headers: Optional[Dict[str, str]] = None) -> None:
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(raw)))
-        self.send_header("connection", "close")
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(raw)
-        self.close_connection = True
+        send_raw(self, status, raw, content_type, headers)
 
     def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
         self._send_raw(status, json.dumps(body).encode("utf-8"), headers=headers)
