@@ -54,6 +54,16 @@ def _run(prog: str, func: Callable[[], int]) -> int:
 
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["guard"]:
+        # As fast as the status line: a dispatcher asks before every run.
+        from ._home import HomeError, home_of
+        try:
+            home_of(os.environ)
+        except HomeError as exc:
+            print("svc-monitor: error: %s" % exc, file=sys.stderr)
+            return 2
+        from .term import guard
+        return guard.main(args[1:])
     if args[:1] == ["statusline"]:
         # Straight there, past _run's imports: it handles every other error
         # itself and exits 0, but a HOME that would put node paths outside any

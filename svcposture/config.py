@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from ._files import CorruptFileError, exclusive_lock, read_json, write_json_atomic
+from ._reserve import RESERVE_KEY
 from .errors import SvcpostureError
 from .paths import Paths
 
@@ -112,6 +113,17 @@ CLASSIFICATION: Tuple[ConfigItem, ...] = (
                "Regenerate or copy securely; not managed by the mirror process."),
 )
 
+# The package's own settings beyond the contract's table, classified the same way.
+# `svc-cluster classify` prints them after the contract's items.
+PACKAGE_SETTINGS: Tuple[ConfigItem, ...] = (
+    ConfigItem("Human reserve (percent of every account automation leaves for people)",
+               "~/.config/svc/cluster-secrets.json key svc.posture.reservePct", SHARED,
+               "Carried by the bundle and written by join; one value per fleet, so a reserve held by "
+               "svc-monitor guard on each host holds across the fleet. Integer 0-50, default 0; "
+               "falls back to config.json.",
+               RESERVE_KEY),
+)
+
 # Layer-2 keys a bundle may carry. A key outside these can never be mirrored.
 SHARED_LAYER2_KEYS: Tuple[str, ...] = (
     BOT_ORCHESTRATOR_PREFIX + ".*",
@@ -119,6 +131,7 @@ SHARED_LAYER2_KEYS: Tuple[str, ...] = (
     ANCHOR_KEY,
     REPO_URL_KEY,
     PLUGIN_URL_KEY,
+    RESERVE_KEY,
 )
 
 

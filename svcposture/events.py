@@ -20,6 +20,8 @@ from .paths import Paths
 
 RATELIMIT_SAMPLED = "account.ratelimit.sampled"
 STATUS_CHANGED = "account.status.changed"
+ACCOUNT_SWITCHED = "account.switched"
+SWITCH_REASONS = ("manual", "best", "auto")
 
 # The eight contract keys of account.ratelimit.sampled, in contract order.
 QUOTA_KEYS = (
@@ -133,6 +135,17 @@ def status_changed(node: str, handle: str, email: Optional[str], status: str,
         attrs["account.binding_window"] = binding_window
     attrs["node.name"] = node
     return envelope(STATUS_CHANGED, node, attrs, ts_ms)
+
+
+def account_switched(node: str, provider: str, from_label: Optional[str], to_label: str, reason: str,
+                     email: Optional[str] = None, ts_ms: Optional[int] = None) -> Dict[str, Any]:
+    """`account.switched` (DESIGN §18): the accounts env file's export line now names `to_label`."""
+    if reason not in SWITCH_REASONS:
+        raise ValueError("switch.reason must be one of %s" % ", ".join(SWITCH_REASONS))
+    attrs: Dict[str, Any] = {"event.label": email or to_label, "account.from": from_label,
+                             "account.to": to_label, "account.provider": provider, "switch.reason": reason,
+                             "node.name": node}
+    return envelope(ACCOUNT_SWITCHED, node, attrs, ts_ms)
 
 
 def quota_block(event: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:

@@ -21,6 +21,7 @@ from . import _time
 from ._env import env_number
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
+from ._reserve import reserve_or_zero
 from ._text import EMAIL, LABEL_RE, WORD_RE
 from .broadcast import Broadcast
 from .errors import MESSAGES, clean_error
@@ -140,15 +141,18 @@ def node_status(active: Optional[Mapping[str, Any]]) -> str:
     return NODE_STATUS_OF.get(active.get("bindingStatus") or "", UNKNOWN)
 
 
-def sibling_with_headroom(accounts: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    best: Optional[Tuple[float, int]] = None
+def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0) -> Optional[Dict[str, Any]]:
+    """The contract's rule; with a human reserve, siblings below it come first
+    (with none, the first key is False for all and the rule is unchanged)."""
+    best: Optional[Tuple[bool, float, int]] = None
     chosen: Optional[Dict[str, Any]] = None
     for order, acct in enumerate(accounts):
         if acct["active"] or acct["error"] or acct["bindingStatus"] != ALLOWED:
             continue
         used = max((acct[f]["pct"] if acct[f] and acct[f]["pct"] is not None else 100.0) for f in WINDOW_FIELDS)
-        if best is None or (used, order) < best:
-            best, chosen = (used, order), acct
+        key = (bool(reserve_pct) and used >= 100 - reserve_pct, used, order)
+        if best is None or key < best:
+            best, chosen = key, acct
     return {"label": chosen["label"], "email": chosen["email"]} if chosen else None
 
 
@@ -158,7 +162,7 @@ def error_summary(node: str, probed_at: int, err: Any) -> Dict[str, Any]:
             "accounts": [], "siblingWithHeadroom": None, "error": clean_error(err, with_status=False)}
 
 
-def derive_summary(report: Any, node: str, probed_at: int) -> Dict[str, Any]:
+def derive_summary(report: Any, node: str, probed_at: int, reserve_pct: int = 0) -> Dict[str, Any]:
     """The posture summary from a probe report; pure and whitelist-only.
 
     Returns the disabled body, a node-level error body, or the full summary.
@@ -194,7 +198,7 @@ def derive_summary(report: Any, node: str, probed_at: int) -> Dict[str, Any]:
         "status": node_status(active),
         "active": dict(active) if active is not None else None,
         "accounts": accounts,
-        "siblingWithHeadroom": sibling_with_headroom(accounts),
+        "siblingWithHeadroom": sibling_with_headroom(accounts, reserve_pct),
     }
 
 
@@ -436,7 +440,7 @@ class PostureService:
             except Exception:  # noqa: BLE001 - a probe failure is an error posture
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
-            summary = derive_summary(report, self.node, _time.now_ms())
+            summary = derive_summary(report, self.node, _time.now_ms(), reserve_or_zero(str(self.paths.home)))
             edge = None
             try:
                 edge = self._handle(summary)

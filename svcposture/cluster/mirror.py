@@ -13,13 +13,13 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._files import write_bytes_atomic
 from .._text import has_control, printable
 from .._time import iso_now
 from ..config import (
-    ANCHOR_KEY, CLASSIFICATION, HOST_NAME_KEY, PER_NODE, PLUGIN_URL_KEY, REPO_URL_KEY, SHARED_LAYER2_KEYS,
+    ANCHOR_KEY, CLASSIFICATION, HOST_NAME_KEY, PACKAGE_SETTINGS, PER_NODE, PLUGIN_URL_KEY, REPO_URL_KEY, SHARED_LAYER2_KEYS,
     ConfigError, cluster_json_path, cluster_repo_path, flatten, get_dotted, is_shared_layer2_key, load_layer,
     node_name, set_dotted, split_key, write_layer,
 )
@@ -44,15 +44,16 @@ class BundleError(ClusterError, ValueError):
 
 # ---------------------------------------------------------------- classify
 
-def classification_rows() -> List[Dict[str, Any]]:
+def classification_rows(items: Sequence[Any] = CLASSIFICATION) -> List[Dict[str, Any]]:
     return [{"name": item.name, "location": item.location, "class": item.klass,
-             "onMirror": item.on_mirror, "layer2Key": item.layer2_key} for item in CLASSIFICATION]
+             "onMirror": item.on_mirror, "layer2Key": item.layer2_key} for item in items]
 
 
 def cmd_classify(ns: argparse.Namespace) -> int:
     rows = classification_rows()
+    settings = classification_rows(PACKAGE_SETTINGS)
     if ns.json:
-        print_json({"items": rows, "sharedLayer2Keys": list(SHARED_LAYER2_KEYS)})
+        print_json({"items": rows, "settings": settings, "sharedLayer2Keys": list(SHARED_LAYER2_KEYS)})
         return 0
     width = max(len(r["name"]) for r in rows)
     for klass in ("SHARED", PER_NODE):
@@ -62,6 +63,11 @@ def cmd_classify(ns: argparse.Namespace) -> int:
                 print("  %-*s  %s" % (width, r["name"], r["location"]))
                 print("  %-*s  -> %s" % (width, "", r["onMirror"]))
         print()
+    print("The package's own settings, classified the same way:")
+    for r in settings:
+        print("  %s  %s: %s" % (r["class"], r["layer2Key"], r["name"]))
+        print("    -> %s" % r["onMirror"])
+    print()
     print("%d items. A bundle may carry only these Layer-2 keys: %s" % (len(rows), ", ".join(SHARED_LAYER2_KEYS)))
     return 0
 

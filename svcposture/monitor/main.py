@@ -314,7 +314,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="svc-monitor",
         usage=("svc-monitor [-h] [--bind BIND] [--port PORT] [--no-probe]\n"
-               "       svc-monitor {init,hud,statusline,demo} [-h] [ARGS...]"),
+               "       svc-monitor {init,hud,statusline,guard,switch,demo} [-h] [ARGS...]"),
         description=("Serve this node's model-provider account posture: the dashboard at /, "
                      "GET /api/accounts[?refresh=true], the SSE stream /api/accounts/stream, "
                      "/api/trajectory (forecasts and alerts), /api/trajectory/stream, /api/history?hours=H, "
@@ -323,6 +323,11 @@ def _build_parser() -> argparse.ArgumentParser:
                 "  svc-monitor init [--host-name NAME] [--accounts N] [--json]   make this host a node\n"
                 "  svc-monitor hud [--url URL] [--once]   one-line terminal HUD fed by the stream\n"
                 "  svc-monitor statusline [--url URL] [--no-color]   one status line for the coding agent\n"
+                "  svc-monitor guard [--provider P] [--account LABEL] [--reserve PCT] [--wait S] [--fail-open]\n"
+                "                    [--json] [--url URL]   may automation start a run now? exit 0 go, 1 hold,\n"
+                "                                           69 unavailable (svc-monitor guard && run-agent)\n"
+                "  svc-monitor switch (--to LABEL | --best) [--provider P] [--dry-run] [--json] [--url URL]\n"
+                "                                           make another account the active one\n"
                 "  svc-monitor demo [--port PORT]         simulated provider + 3 demo accounts + a real monitor\n"
                 "Each has its own --help.\n\n"
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
@@ -331,7 +336,8 @@ def _build_parser() -> argparse.ArgumentParser:
                 "  SVC_MONITOR_REQUEST_TIMEOUT_S (10: a request must arrive in full within it),\n"
                 "  SVC_MONITOR_MAX_CONNECTIONS (4096, at most the descriptor limit less 64),\n"
                 "  SVC_ACCOUNTS_ENV, SVC_POSTURE_TTL_S, SVC_PROBE_INTERVAL_S, SVC_REFRESH_FLOOR_S,\n"
-                "  SVC_HISTORY_DAYS (8), SVC_ALERT_THRESHOLDS (80,90), SVC_ALERT_CMD (notify hook).\n"
+                "  SVC_HISTORY_DAYS (8), SVC_ALERT_THRESHOLDS (80,90), SVC_ALERT_CMD (notify hook),\n"
+                "  SVC_AUTO_SWITCH_AT (percent: switch --best when the active account reaches it; off by default).\n"
                 "A forced refresh needs the X-Svc-Refresh header, a trusted Host and a trusted Origin\n"
                 "(when one is sent); otherwise it gets 403 and spends no probe."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -375,6 +381,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "statusline":
         from . import statusline
         return statusline.main(args_list[1:])
+    if args_list and args_list[0] == "guard":
+        from ..term import guard
+        return guard.main(args_list[1:])
+    if args_list and args_list[0] == "switch":
+        from ..term import switch
+        return switch.main(args_list[1:])
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
         from . import demo

@@ -204,6 +204,13 @@ def _connect_tls(target: _Target, deadline: float) -> "Any":
         raise
 
 
+def open_socket(target: _Target, deadline: float) -> "Any":
+    """A socket connected to the monitor (TLS for https) before `deadline`; OSError otherwise."""
+    if target.scheme == "https":
+        return _connect_tls(target, deadline)
+    return _connect(target.host, target.port, deadline)
+
+
 def get_json(target: _Target, path: str, deadline: float) -> "Any":
     """GET `path` from the monitor before `deadline`: the JSON body of a 200, else None."""
     if deadline - time.monotonic() <= 0:
@@ -212,8 +219,7 @@ def get_json(target: _Target, path: str, deadline: float) -> "Any":
                "User-Agent: svc-monitor-statusline\r\nConnection: close\r\n\r\n"
                % (target.prefix, path, target.netloc)).encode("ascii", "replace")
     try:
-        sock = _connect_tls(target, deadline) if target.scheme == "https" else \
-            _connect(target.host, target.port, deadline)
+        sock = open_socket(target, deadline)
     except (OSError, ValueError, UnicodeError):
         return None
     try:

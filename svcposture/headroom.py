@@ -1,0 +1,185 @@
+"""Headroom under the human reserve: the guard's decision and the switch's choice (DESIGN §18).
+
+Pure functions over a posture body (the §4 shape, for either vendor). The
+guard imports this module on every call, so it imports nothing at run time
+beyond what the standard library has already loaded.
+"""
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+GO = "go"
+HOLD = "hold"
+UNAVAILABLE = "unavailable"
+WINDOWS = (("fiveHour", "five_hour", "5h"), ("sevenDay", "seven_day", "7d"))
+CLAIM_FIELD = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
+# Fleet spread: hosts choose among the accounts within this many points of the best.
+SPREAD_POINTS = 10.0
+
+
+def _pct(window: "Any") -> "Optional[float]":
+    if not isinstance(window, dict):
+        return None
+    pct = window.get("pct")
+    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct != pct:
+        return None
+    return float(pct)
+
+
+def resets_ms(window: "Any") -> "Optional[int]":
+    """A window's resetsAt (`YYYY-MM-DDTHH:MM:SS.mmmZ`) as epoch ms, else None."""
+    text = window.get("resetsAt") if isinstance(window, dict) else None
+    if not isinstance(text, str) or len(text) != 24 or not text.endswith("Z"):
+        return None
+    try:
+        import calendar
+        parts = (int(text[0:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
+                 int(text[17:19]))
+        millis = int(text[20:23])
+    except ValueError:
+        return None
+    if not (1 <= parts[1] <= 12 and 1 <= parts[2] <= 31 and parts[3] < 24 and parts[4] < 60 and parts[5] < 61):
+        return None
+    return calendar.timegm(parts + (0, 0, 0)) * 1000 + millis
+
+
+def _result(decision: str, reason: str, provider: str, reserve: int, account: "Optional[str]" = None,
+            window: "Optional[str]" = None, pct: "Optional[float]" = None, resets_at: "Optional[str]" = None,
+            retry_after_s: "Optional[int]" = None) -> "Dict[str, Any]":
+    return {"decision": decision, "account": account, "provider": provider, "reason": reason,
+            "window": window, "pct": pct, "reservePct": reserve, "resetsAt": resets_at,
+            "retryAfterS": retry_after_s}
+
+
+def _unavailable_reason(body: "Any", now_ms: int, stale_ms: int) -> "Optional[str]":
+    if body is None:
+        return "the monitor did not answer"
+    if not isinstance(body, dict) or body.get("available") is not True:
+        return "the posture is unavailable (no usable account, or probing is off)"
+    probed = body.get("probedAt")
+    if isinstance(probed, bool) or not isinstance(probed, int):
+        return "the posture has no probe time"
+    if now_ms - probed > stale_ms:
+        return "the posture is %d s old, older than twice the probe interval" % ((now_ms - probed) // 1000)
+    if "error" in body:
+        kind = body["error"].get("kind") if isinstance(body.get("error"), dict) else None
+        return "the probe failed (%s)" % (kind if isinstance(kind, str) else "error")
+    return None
+
+
+def find_account(body: "Mapping[str, Any]", label: "Optional[str]") -> "Optional[Dict[str, Any]]":
+    """The account named `label` in the body (None: the active one)."""
+    if label is None:
+        active = body.get("active")
+        return active if isinstance(active, dict) else None
+    for account in body.get("accounts") or []:
+        if isinstance(account, dict) and account.get("label") == label:
+            return account
+    return None
+
+
+def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", reserve: int, now_ms: int,
+                   stale_ms: int) -> "Dict[str, Any]":
+    """May automation start another run now? `go`, `hold` or `unavailable`, with the
+    account, the window that decided, its pct and reset, and the wait until that reset."""
+    reason = _unavailable_reason(body, now_ms, stale_ms)
+    if reason is not None:
+        return _result(UNAVAILABLE, reason, provider, reserve, account)
+    view = find_account(body, account)
+    if view is None:
+        why = "no account %s on this node" % account if account else "no account is active"
+        return _result(HOLD, why, provider, reserve, account)
+    label = view.get("label")
+    if view.get("error"):
+        kind = view["error"].get("kind") if isinstance(view["error"], dict) else None
+        return _result(UNAVAILABLE, "the probe of %s failed (%s)" % (label, kind or "error"), provider, reserve,
+                       label)
+    limit = 100 - reserve
+    holding = [(resets_ms(view.get(field)) or 0, claim, short, _pct(view.get(field)), view.get(field))
+               for field, claim, short in WINDOWS
+               if _pct(view.get(field)) is not None and _pct(view.get(field)) >= limit]  # type: ignore[operator]
+    if view.get("bindingStatus") == "rejected" and not holding:
+        claim = view.get("bindingWindow")
+        field = CLAIM_FIELD.get(claim) if isinstance(claim, str) else None
+        window = view.get(field) if field else None
+        short = dict((c, s) for _f, c, s in WINDOWS).get(claim or "", "the account")
+        holding = [(resets_ms(window) or 0, claim if field else None, short, _pct(window), window)]
+        why = "%s is rejected (%s)" % (label, short)
+    elif holding:
+        why = None
+    else:
+        return _go(view, provider, reserve, limit)
+    resets, claim, short, pct, window = max(holding, key=lambda h: h[0])
+    if why is None:
+        why = "%s %s at %s%%, at or above %d%% (reserve %d%%)" % (label, short, _fmt(pct), limit, reserve)
+    retry = max(0, -(-(resets - now_ms) // 1000)) if resets else None
+    return _result(HOLD, why, provider, reserve, label, claim, pct,
+                   window.get("resetsAt") if isinstance(window, dict) else None, retry)
+
+
+def _go(view: "Mapping[str, Any]", provider: str, reserve: int, limit: int) -> "Dict[str, Any]":
+    known = [(_pct(view.get(field)), claim, short, view.get(field)) for field, claim, short in WINDOWS
+             if _pct(view.get(field)) is not None]
+    label = view.get("label")
+    if not known:
+        return _result(GO, "%s: no window reported, status %s" % (label, view.get("bindingStatus")), provider,
+                       reserve, label)
+    pct, claim, short, window = max(known, key=lambda k: k[0])  # type: ignore[arg-type,return-value]
+    shown = ", ".join("%s %s%%" % (s, _fmt(p)) for p, _c, s, _w in known)
+    return _result(GO, "%s: %s, below %d%% (reserve %d%%)" % (label, shown, limit, reserve), provider, reserve,
+                   label, claim, pct, window.get("resetsAt") if isinstance(window, dict) else None)
+
+
+def _fmt(pct: "Optional[float]") -> str:
+    if pct is None:
+        return "?"
+    return ("%.1f" % pct).rstrip("0").rstrip(".")
+
+
+# ---------------------------------------------------------------- the switch's choice
+
+def headroom(view: "Mapping[str, Any]", reserve: int) -> "Optional[float]":
+    """Points left under 100 − reserve on the fuller of both windows; None when the
+    account has none (an error, rejected, a window at or past the limit, or unknown)."""
+    if view.get("error") or view.get("bindingStatus") == "rejected":
+        return None
+    used = max((_pct(view.get(field)) if _pct(view.get(field)) is not None else 100.0)
+               for field, _claim, _short in WINDOWS)
+    room = (100 - reserve) - used  # type: ignore[operator]
+    return room if room > 0 else None
+
+
+def ranked(accounts: "Iterable[Any]", reserve: int, *, exclude: "Iterable[str]" = (),
+           avoid: "Optional[Mapping[str, int]]" = None, now_ms: int = 0) -> "List[Tuple[str, float]]":
+    """(label, headroom) of every account with headroom, most first (ties in file order),
+    leaving out `exclude` and any label `avoid` holds back until a later time."""
+    skip = set(exclude)
+    avoid = avoid or {}
+    out = []
+    for order, view in enumerate(accounts):
+        if not isinstance(view, dict) or not isinstance(view.get("label"), str) or view["label"] in skip:
+            continue
+        until = avoid.get(view["label"])
+        if isinstance(until, int) and until > now_ms:
+            continue
+        room = headroom(view, reserve)
+        if room is not None:
+            out.append((order, view["label"], room))
+    out.sort(key=lambda item: (-item[2], item[0]))
+    return [(label, room) for _order, label, room in out]
+
+
+def choose(candidates: "List[Tuple[str, float]]", host: "Optional[str]" = None) -> "Optional[str]":
+    """The account to switch to: the most headroom; with `host`, the host's HRW
+    first among those within SPREAD_POINTS of the best, so a fleet that leaves
+    one exhausted account spreads over the siblings instead of stampeding."""
+    if not candidates:
+        return None
+    if host is None:
+        return candidates[0][0]
+    from .cluster.hrw import hrw_score
+    best = candidates[0][1]
+    near = [label for label, room in candidates if room >= best - SPREAD_POINTS]
+    return max(near, key=lambda label: (hrw_score(label, host), label))

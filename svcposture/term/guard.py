@@ -1,0 +1,291 @@
+"""svc-monitor guard: may automation start another run now? (DESIGN §18)
+
+    svc-monitor guard && run-agent
+
+It asks the local monitor as the status line does (a cached plain read of
+/api/accounts, never the provider), within 250 ms of its start unless
+`--wait`, and decides from the posture body alone (headroom.guard_decision):
+
+- exit 0, go;
+- exit 1, hold: the account (default: the active one) is rejected, or one of
+  its windows is at or above 100 - reserve percent;
+- exit 69 (EX_UNAVAILABLE): the monitor did not answer, its posture is
+  unavailable or failed, or it is older than twice the probe interval; with
+  `--fail-open` that is exit 0 (a gate that must never stop the work);
+- exit 2, bad usage.
+
+One reason line goes to stderr; `--json` prints the decision on stdout.
+`--wait S` follows /api/accounts/stream and exits 0 on the first frame that
+says go, else after S seconds with the last decision (1 for hold).
+
+Only the C socket layer and the status line's client are imported, so a
+decision costs little more than the interpreter's start.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import _socket
+
+from .._reserve import ReserveError, parse_reserve_text, reserve_pct
+from .._text import loads_bounded, printable
+from ..headroom import GO, HOLD, UNAVAILABLE, guard_decision
+from ..monitor import line
+from ..monitor.statusline import (DEFAULT_BUDGET_MS, MAX_BODY, MIN_MONITOR_S, get_json, monitor_url,
+                                  open_socket, parse_url, process_age_s)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+EX_UNAVAILABLE = 69
+EXIT_OF = {GO: 0, HOLD: 1, UNAVAILABLE: EX_UNAVAILABLE}
+PROVIDERS = ("claude", "codex")
+MAX_WAIT_S = 7 * 86400
+RECONNECT_S = 0.5
+
+HELP = """\
+usage: svc-monitor guard [--provider P] [--account LABEL] [--reserve PCT] [--wait S]
+                         [--fail-open] [--json] [--url URL]
+
+May automation start another run now? A gate for scripts, dispatchers and the
+coding agent's pre-run hook:
+
+  svc-monitor guard && run-agent
+
+It reads the local monitor (a cached read; it never calls the provider and
+never prints a token) within 250 ms, and exits
+  0   go
+  1   hold: the account is rejected, or a window is at or above 100 - reserve %
+  69  unavailable: no monitor, no posture, a failed probe, or a posture older
+      than twice the probe interval ($SVC_PROBE_INTERVAL_S, 300); 0 with --fail-open
+  2   bad usage
+and says why in one line on stderr.
+
+options:
+  --provider P     claude (default) or codex: whose accounts to judge
+  --account LABEL  judge this account instead of the active one
+  --reserve PCT    the human reserve for this call, 0-50 (default: the node's
+                   svc.posture.reservePct, else 0): automation holds once a
+                   window reaches 100 - PCT %
+  --wait S         follow the monitor's stream for up to S seconds; exit 0 as
+                   soon as the decision is go, else the last decision (1 for hold)
+  --fail-open      exit 0 when the monitor is unavailable (one line on stderr)
+  --json           print {decision, account, provider, reason, window, pct,
+                   reservePct, resetsAt, retryAfterS} on stdout
+  --url URL        monitor base URL (default: http://127.0.0.1:$SVC_MONITOR_PORT
+                   when set, else the url in ~/svc/run/monitor.json, else
+                   http://127.0.0.1:7400)
+  -h, --help       show this help
+"""
+
+_WITH_VALUE = ("--provider", "--account", "--reserve", "--wait", "--url")
+
+
+def parse_args(argv: "Sequence[str]") -> "Tuple[Dict[str, Any], Optional[str]]":
+    """({option: value}, error): hand-parsed, as argparse would cost more than a decision."""
+    opts: "Dict[str, Any]" = {"provider": "claude", "account": None, "reserve": None, "wait": None,
+                              "fail_open": False, "json": False, "url": None, "help": False}
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if arg in ("-h", "--help"):
+            opts["help"] = True
+            return opts, None
+        if arg in ("--fail-open", "--json"):
+            opts[arg[2:].replace("-", "_")] = True
+            continue
+        if name not in _WITH_VALUE:
+            return opts, "unknown argument %r" % printable(arg[:40])
+        if not eq:
+            if not args:
+                return opts, "%s needs a value" % name
+            value = args.pop(0)
+        opts[name[2:]] = value
+    return opts, _check(opts)
+
+
+def _check(opts: "Dict[str, Any]") -> "Optional[str]":
+    if opts["provider"] not in PROVIDERS:
+        return "--provider must be claude or codex"
+    if opts["reserve"] is not None:
+        pct = parse_reserve_text(opts["reserve"])
+        if pct is None:
+            return "--reserve must be an integer from 0 to 50"
+        opts["reserve"] = pct
+    if opts["wait"] is not None:
+        try:
+            wait = float(opts["wait"])
+        except ValueError:
+            wait = -1.0
+        if not 0 <= wait <= MAX_WAIT_S:
+            return "--wait must be a number of seconds from 0 to %d" % MAX_WAIT_S
+        opts["wait"] = wait
+    if opts["url"] is not None and parse_url(opts["url"]) is None:
+        return "--url must be http[s]://host[:port]"
+    if opts["account"] is not None and not (0 < len(opts["account"]) <= 80):
+        return "--account must be an account label"
+    return None
+
+
+def base_url(opts: "Mapping[str, Any]", environ: "Mapping[str, str]") -> str:
+    if opts["url"]:
+        return opts["url"]
+    port = environ.get("SVC_MONITOR_PORT", "")
+    if port.isdigit() and port.isascii() and 0 < int(port) < 65536:
+        return "http://127.0.0.1:%d" % int(port)
+    return monitor_url(environ)
+
+
+def posture_path(provider: str, stream: bool = False) -> str:
+    path = "/api/accounts/stream" if stream else "/api/accounts"
+    # Claude's body is the contract's, served without the parameter.
+    return path + ("?provider=%s" % provider if provider != "claude" else "")
+
+
+def decide(body: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms: int) -> "Dict[str, Any]":
+    return guard_decision(body, provider=opts["provider"], account=opts["account"], reserve=reserve,
+                          now_ms=int(time.time() * 1000), stale_ms=stale_ms)
+
+
+# ---------------------------------------------------------------- --wait: the stream
+
+def _stream_socket(target: "Any", path: str, deadline: float) -> "Any":
+    sock = open_socket(target, deadline)
+    request = ("GET %s%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n"
+               "User-Agent: svc-monitor-guard\r\n\r\n" % (target.prefix, path, target.netloc))
+    sock.sendall(request.encode("ascii", "replace"))
+    return sock
+
+
+def follow(target: "Any", path: str, deadline: float, on_body: "Any") -> None:
+    """Feed each `account` frame's body to `on_body` until it returns True, the
+    stream ends, or the deadline passes (socket.timeout)."""
+    sock = _stream_socket(target, path, deadline)
+    try:
+        buf = b""
+        head_done = False
+        event, data = "", []  # type: Tuple[str, List[str]]
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            buf += chunk
+            if len(buf) > MAX_BODY:
+                return
+            if not head_done:
+                if b"\r\n\r\n" not in buf:
+                    continue
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                if not head.startswith(b"HTTP/1.") or head[9:12] != b"200":
+                    return
+                head_done = True
+            while b"\n" in buf:
+                raw, _, buf = buf.partition(b"\n")
+                text = raw.rstrip(b"\r").decode("utf-8", "replace")
+                if text == "":
+                    if event == "account" and data and on_body("\n".join(data)):
+                        return
+                    event, data = "", []
+                elif text.startswith("event:"):
+                    event = text[6:].strip()
+                elif text.startswith("data:"):
+                    data.append(text[5:].lstrip(" "))
+    finally:
+        sock.close()
+
+
+def wait_for_go(target: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms: int) -> "Dict[str, Any]":
+    deadline = time.monotonic() + opts["wait"]
+    latest: "List[Any]" = [None]  # the newest posture body the stream sent
+
+    def on_body(text: str) -> bool:
+        try:
+            body = loads_bounded(text.encode("utf-8"), MAX_BODY)
+        except ValueError:
+            return False
+        latest[0] = body
+        return decide(body, opts, reserve, stale_ms)["decision"] == GO
+
+    while time.monotonic() < deadline:
+        try:
+            follow(target, posture_path(opts["provider"], stream=True), deadline, on_body)
+        except (OSError, ValueError, UnicodeError):
+            pass
+        result = decide(latest[0], opts, reserve, stale_ms)
+        if result["decision"] == GO:
+            return result
+        time.sleep(max(0.0, min(RECONNECT_S, deadline - time.monotonic())))
+    # Judged again at the end: a frame that was fresh when it came may have aged past the limit.
+    result = decide(latest[0], opts, reserve, stale_ms)
+    if result["decision"] == GO:
+        return result
+    return dict(result, reason="%s (waited %g s)" % (result["reason"], opts["wait"]))
+
+
+# ---------------------------------------------------------------- the command
+
+def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> "Tuple[int, bytes, bytes]":
+    """(exit status, stdout bytes, stderr bytes)."""
+    opts, error = parse_args(argv)
+    if opts["help"]:
+        return 0, HELP.encode("utf-8"), b""
+    if error is not None:
+        return 2, b"", ("svc-monitor guard: %s (see svc-monitor guard --help)\n" % error).encode("utf-8")
+    reserve = opts["reserve"]
+    if reserve is None:
+        home = environ.get("HOME", "")
+        try:
+            reserve = reserve_pct(home) if home and os.path.isabs(home) else 0
+        except ReserveError as exc:
+            return 2, b"", ("svc-monitor guard: %s\n" % printable(exc)).encode("utf-8")
+    stale_ms = line.stale_after_ms(environ)
+    target = parse_url(base_url(opts, environ))
+    if opts["wait"]:
+        result = wait_for_go(target, opts, reserve, stale_ms)
+    else:
+        deadline = max(started + DEFAULT_BUDGET_MS / 1000.0, time.monotonic() + MIN_MONITOR_S)
+        body = get_json(target, posture_path(opts["provider"]), deadline) if target is not None else None
+        result = decide(body, opts, reserve, stale_ms)
+    return report(result, opts)
+
+
+def report(result: "Dict[str, Any]", opts: "Mapping[str, Any]") -> "Tuple[int, bytes, bytes]":
+    code = EXIT_OF[result["decision"]]
+    note = ""
+    if code == EX_UNAVAILABLE and opts["fail_open"]:
+        code, note = 0, "; going ahead (--fail-open)"
+    err = "svc-monitor guard: %s: %s%s\n" % (result["decision"], printable(result["reason"]), note)
+    out = b""
+    if opts["json"]:
+        import json
+        out = (json.dumps(result, ensure_ascii=True, separators=(", ", ": ")) + "\n").encode("ascii")
+    return code, out, err.encode("utf-8", "replace")
+
+
+def _write(fd: int, data: bytes) -> None:
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+
+
+def main(argv: "Optional[Sequence[str]]" = None) -> int:
+    started = time.monotonic() - process_age_s()
+    try:
+        code, out, err = run(sys.argv[1:] if argv is None else argv, os.environ, started)
+    except KeyboardInterrupt:
+        return 130
+    _write(1, out)
+    _write(2, err)
+    return code

@@ -1,0 +1,178 @@
+"""svc-monitor switch: make another account the active one (DESIGN §18).
+
+    svc-monitor switch --to acct2
+    svc-monitor switch --best [--provider codex]
+
+Rewrites only the export line of the accounts env file (svcposture.switch)
+as one transaction with its `account.switched` event (svcposture.switching).
+`--best` judges the accounts from the local monitor's posture (a cached
+read; no provider call). The monitor's automatic switch runs this command in
+a child with `--reason auto`, handing it the posture it judged on stdin.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, Optional, Sequence
+
+from .._reserve import ReserveError, reserve_pct
+from .._text import loads_bounded, printable
+from ..headroom import choose, find_account, ranked, resets_ms
+from ..switch import CLAUDE, PROVIDERS, SwitchError
+from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
+
+EX_UNAVAILABLE = 69
+POSTURE_TIMEOUT_S = 2.0
+EMAIL_TIMEOUT_S = 0.5
+MAX_POSTURE = 1024 * 1024
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="svc-monitor switch",
+        usage="svc-monitor switch (--to LABEL | --best) [--provider P] [--dry-run] [--json] [--url URL]",
+        description=(
+            "Make another account the active one by rewriting only the export line of the accounts env file\n"
+            "(export MODEL_CODE_OAUTH_TOKEN=\"$MODEL_TOKEN_<NAME>\", or export CODEX_HOME=\"$CODEX_HOME_<NAME>\"\n"
+            "for --provider codex). Every other byte of the file is kept; no token is read into the output.\n"
+            "The write is atomic (a 0600 temporary file in the same directory, fsync, rename), follows no\n"
+            "symlink, keeps the file's mode and is refused when the file changed meanwhile. One\n"
+            "account.switched event is appended per switch; a running monitor shows the new active account\n"
+            "within 2 s. New agent sessions pick it up; running ones keep their token.\n\n"
+            "exit: 0 switched (or already active), 1 refused (unknown or unusable account, no account with\n"
+            "headroom, the file changed or is a symlink), 2 bad usage, 69 --best without a monitor posture."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--to", metavar="LABEL", help="the account to make active (acct2, codex-work, ...)")
+    which.add_argument("--best", action="store_true",
+                       help="the account with the most headroom under the reserve on both windows, "
+                            "from the local monitor's posture; none: exit 1, file untouched")
+    which.add_argument("--reconcile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--provider", choices=PROVIDERS, default=CLAUDE, help="whose accounts (default claude)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+    parser.add_argument("--json", action="store_true",
+                        help="print {switched, provider, from, to, reason, dryRun, file, eventId}")
+    parser.add_argument("--url", help="monitor base URL (default: the url in ~/svc/run/monitor.json, "
+                                      "else http://127.0.0.1:7400)")
+    # The monitor's automatic switch: reason auto, the posture it judged on stdin.
+    parser.add_argument("--reason", choices=("manual", "best", "auto"), help=argparse.SUPPRESS)
+    parser.add_argument("--posture-stdin", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
+    """The posture body: from stdin (the monitor's own), else the local monitor, else None."""
+    if ns.posture_stdin:
+        try:
+            return loads_bounded(sys.stdin.buffer.read(MAX_POSTURE + 1), MAX_POSTURE)
+        except ValueError:
+            return None
+    from ..monitor.statusline import get_json, monitor_url, parse_url
+    target = parse_url(ns.url or monitor_url(os.environ))
+    if target is None:
+        return None
+    path = "/api/accounts" + ("?provider=%s" % ns.provider if ns.provider != CLAUDE else "")
+    return get_json(target, path, time.monotonic() + timeout_s)
+
+
+def _usable_posture(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("available") is True and "error" not in body \
+        and isinstance(body.get("accounts"), list)
+
+
+def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits: Dict[str, Any]) -> str:
+    """The label `--best` switches to; SwitchError when the posture cannot tell or none has headroom."""
+    if not _usable_posture(body):
+        raise SwitchError("the local monitor's posture is unavailable; --best needs it (use --to LABEL)",
+                          EX_UNAVAILABLE)
+    auto = ns.reason == "auto"
+    active = find_account(body, None)
+    exclude = [active["label"]] if auto and active else []
+    candidates = ranked(body["accounts"], reserve, exclude=exclude, avoid=limits["avoid"] if auto else None,
+                        now_ms=int(time.time() * 1000))
+    label = choose(candidates, host=node if auto else None)
+    if label is None:
+        raise SwitchError("no account has headroom under the %d%% reserve on both windows; file untouched"
+                          % reserve)
+    return label
+
+
+def auto_check(environ: Any, to_label: str) -> Any:
+    """The automatic switch's hysteresis, checked under the switch lock."""
+    def check(vendor: Dict[str, Any]) -> None:
+        now = int(time.time() * 1000)
+        last = vendor.get("lastAutoMs")
+        gap = auto_gap_ms(environ)
+        if isinstance(last, int) and now - last < gap:
+            raise SwitchError("an automatic switch was made %d s ago; at most one per %d s per host"
+                              % ((now - last) // 1000, gap // 1000))
+        until = vendor.get("avoid", {}).get(to_label)
+        if isinstance(until, int) and until > now:
+            raise SwitchError("%s was left by an automatic switch; not before its window resets" % to_label)
+    return check
+
+
+def _avoid_until(body: Any) -> Optional[int]:
+    """When the account being left may be gone back to: its binding window's reset."""
+    active = find_account(body, None) if isinstance(body, dict) else None
+    if not active:
+        return None
+    claim = active.get("bindingWindow")
+    field = {"five_hour": "fiveHour", "seven_day": "sevenDay"}.get(claim if isinstance(claim, str) else "")
+    until = resets_ms(active.get(field)) if field else None
+    return until if until is not None else int(time.time() * 1000) + AVOID_WITHOUT_RESET_MS
+
+
+def _email_of(body: Any, label: str) -> Optional[str]:
+    view = find_account(body, label) if isinstance(body, dict) else None
+    email = view.get("email") if view else None
+    return email if isinstance(email, str) else None
+
+
+def run(ns: argparse.Namespace) -> Dict[str, Any]:
+    from ..config import node_name
+    from ..paths import Paths
+    from ..switching import auto_limits, perform, reconcile
+
+    paths = Paths(environ=os.environ)
+    node = node_name(paths)
+    if ns.reconcile:
+        return {"reconciled": reconcile(paths, node)}
+    try:
+        reserve = reserve_pct(str(paths.home))
+    except ReserveError as exc:
+        raise SwitchError(str(exc), 2) from None
+    # --to needs the posture only for the event's email: a short wait.
+    body = read_posture(ns, POSTURE_TIMEOUT_S if ns.best else EMAIL_TIMEOUT_S)
+    reason = ns.reason or ("best" if ns.best else "manual")
+    ns.reason = reason
+    to_label = pick_best(ns, body, reserve, node, auto_limits(paths, ns.provider)) if ns.best else ns.to
+    auto = reason == "auto"
+    return perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
+                   email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,
+                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label) if auto else None)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        result = run(ns)
+    except SwitchError as exc:
+        if ns.json:
+            print(json.dumps({"switched": False, "provider": ns.provider, "error": printable(exc)}))
+        print("svc-monitor switch: %s" % printable(exc), file=sys.stderr)
+        return exc.code
+    if ns.json:
+        print(json.dumps(result, ensure_ascii=False))
+    elif "reconciled" in result:
+        print("svc-monitor switch: %d interrupted switch(es) recorded" % result["reconciled"])
+    elif result.get("note"):
+        print("svc-monitor switch: %s" % result["note"])
+    else:
+        verb = "would switch" if result["dryRun"] else "switched"
+        print("svc-monitor switch: %s %s -> %s in %s" % (verb, result["from"] or "(none)", result["to"],
+                                                         printable(result["file"])))
+    return 0
