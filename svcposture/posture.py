@@ -300,6 +300,7 @@ class PostureService:
             reset_margin_s = env_number(self.environ, TEST_MARGIN_ENV, DEFAULT_MARGIN_S, low=0.0)
         self.resets = ResetSchedule(DEFAULT_MARGIN_S if reset_margin_s is None else reset_margin_s)
         self._wake = threading.Event()
+        self._reprobe = threading.Event()
         self.reset_probes = 0
         self.broadcast = Broadcast()
         self._lock = threading.Lock()
@@ -347,6 +348,9 @@ class PostureService:
         next_periodic = time.monotonic() + self.interval_s
         while not self._stop.is_set():
             self._wake.clear()  # before reading the schedule: a new result wakes the wait below
+            if self._reprobe.is_set():
+                self._probe_after_change()
+                continue
             reset_due = self._reset_due_mono()
             due = next_periodic if reset_due is None else min(next_periodic, reset_due)
             if self._wake.wait(max(0.0, due - time.monotonic())) or self._stop.is_set():
@@ -361,6 +365,23 @@ class PostureService:
                 log.exception("periodic probe failed")
             if periodic:
                 next_periodic = time.monotonic() + self.interval_s
+
+    def reprobe(self) -> None:
+        """Probe again now, past the TTL and the refresh floor: the accounts env file
+        changed, so the cached result may name an account that is no longer active."""
+        self._reprobe.set()
+        self._wake.set()
+
+    def _probe_after_change(self) -> None:
+        self._reprobe.clear()
+        with self._lock:
+            running = self._flight
+        if running is not None:
+            # It may have sourced the file before the change: wait, then probe again.
+            running.done.wait(self.deadline_s + 10)
+        with self._lock:
+            flight = self._flight or self._begin_locked()
+        flight.done.wait(self.deadline_s + 10)
 
     def _reset_due_mono(self) -> Optional[float]:
         """The monotonic time of the next reset probe, no earlier than the refresh floor allows."""

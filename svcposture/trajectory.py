@@ -23,6 +23,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 from . import _time
 from ._env import env_number
 from ._names import CLAIM_OF_FIELD, WINDOW_FIELDS
+from ._reserve import reserve_or_zero
 from .alerts import AlertLatch, parse_thresholds, recent_alerts
 from .broadcast import Broadcast
 from .events import EventLog
@@ -193,7 +194,8 @@ class TrajectoryService:
     def _build(self, probed_at: Optional[int], accounts: Optional[List[Dict[str, Any]]],
                fired: List[Dict[str, Any]]) -> Dict[str, Any]:
         return {"node": self.node, "generatedAt": _time.iso_now(), "probedAt": probed_at,
-                "accounts": accounts or [], "alerts": list(self._recent)}
+                "accounts": accounts or [], "alerts": list(self._recent),
+                "reservePct": reserve_or_zero(str(self.paths.home))}
 
     # ------------------------------------------------------------ reads
 

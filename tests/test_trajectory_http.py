@@ -84,7 +84,8 @@ def test_trajectory_body_forecasts_the_climb(node):
     mon = node["mon"]
     body = wait_until(lambda: (lambda b: b if b.get("probedAt") and b["accounts"] else None)(_trajectory(mon)),
                       message="a trajectory after the first probe")
-    assert set(body) == {"node", "generatedAt", "probedAt", "accounts", "alerts"}
+    assert set(body) == {"node", "generatedAt", "probedAt", "accounts", "alerts", "reservePct"}
+    assert body["reservePct"] == 0  # no human reserve configured
     acct1 = _account(body, "acct1")
     assert set(acct1) == {"label", "email", "active", "fiveHour", "sevenDay"}
     assert acct1["active"] is True and acct1["email"] == "ada@example.com"

@@ -411,7 +411,10 @@ def _trajectory_schemas() -> Dict[str, Any]:
                                  "probedAt": {"type": ["integer", "null"], "description": "null before the first probe."},
                                  "accounts": {"type": "array", "items": _ref("TrajectoryAccount")},
                                  "alerts": {"type": "array", "maxItems": 20, "items": _ref("Alert"),
-                                            "description": "The newest 20 alert events, newest first."}}}
+                                            "description": "The newest 20 alert events, newest first."},
+                                 "reservePct": {"type": "integer", "minimum": 0, "maximum": 50,
+                                                "description": "The human reserve (svc.posture.reservePct): "
+                                                               "automation holds from 100 - reservePct %."}}}
     # [t, pct]: epoch ms and percent. Plain `items` rather than prefixItems,
     # which some 3.1 tooling still reads with the older array-form meaning.
     point = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,

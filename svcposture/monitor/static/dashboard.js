@@ -176,6 +176,25 @@
     box.textContent = "";
     if (!last || last.available !== true) return;
     (last.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
+    drawReserveMarks();
+  }
+
+  // The human reserve (svc.posture.reservePct, carried by the trajectory body):
+  // a mark on every bar where automation stops, at 100 - reserve percent.
+  function drawReserveMarks() {
+    var reserve = traj && typeof traj.reservePct === "number" ? traj.reservePct : 0;
+    var bars = document.querySelectorAll(".bar");
+    for (var i = 0; i < bars.length; i++) {
+      var mark = bars[i].querySelector(".reserve-mark");
+      if (reserve <= 0) { if (mark) mark.parentNode.removeChild(mark); continue; }
+      if (!mark) {
+        mark = el("span", "reserve-mark");
+        mark.setAttribute("aria-hidden", "true");
+        bars[i].appendChild(mark);
+      }
+      mark.style.left = (100 - reserve) + "%";
+      mark.title = "human reserve " + reserve + "%: automation holds from " + (100 - reserve) + "%";
+    }
   }
 
   function card(a) {
