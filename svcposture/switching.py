@@ -125,11 +125,12 @@ def has_pending(paths: Paths) -> bool:
 
 def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: str, email: Optional[str] = None,
             avoid_until_ms: Optional[int] = None, dry_run: bool = False,
-            check: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+            check: Optional[Callable[[Dict[str, Any], Optional[str]], None]] = None) -> Dict[str, Any]:
     """Make `to_label` the active `provider` account; the result as the command prints it.
 
-    `check(vendor_state)` runs under the lock before anything is written and may
-    raise SwitchError (the automatic switch's hysteresis). SwitchError for an
+    `check(vendor_state, current)` runs under the lock before anything is written
+    (`current`: the label the file makes active now) and may raise SwitchError
+    (the automatic switch's hysteresis). SwitchError for an
     account that is not in the file or not usable, and for a file that cannot
     be read safely or changed under the switch; the file is then untouched.
     """
@@ -152,7 +153,7 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
             return result
         state = load_state(state_path(paths))
         if check is not None:
-            check(vendor_state(state, provider))
+            check(vendor_state(state, provider), current)
         data = rewrite_export(snap.data, provider, target.name)
         if dry_run:
             return result

@@ -175,7 +175,10 @@ def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log:
     from ..cluster import liveness
     from ..cluster.usageowner import UsageOwner
     from ..sampler import QuotaSampler
+    from ..steering import start as start_steering
 
+    # Before the first probe, so that the automatic switch judges every result.
+    started.append(start_steering(paths, environ, node, service))
     service.start()  # the first probe is under way before /healthz can answer
     started.append(service)
     sampler = QuotaSampler(paths, node=node, log=event_log, environ=environ,

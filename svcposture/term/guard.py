@@ -56,7 +56,7 @@ coding agent's pre-run hook:
   svc-monitor guard && run-agent
 
 It reads the local monitor (a cached read; it never calls the provider and
-never prints a token) within 250 ms, and exits
+never prints a token) within 250 ms ($SVC_GUARD_BUDGET_MS changes that), and exits
   0   go
   1   hold: the account is rejected, or a window is at or above 100 - reserve %
   69  unavailable: no monitor, no posture, a failed probe, or a posture older
@@ -129,6 +129,14 @@ def _check(opts: "Dict[str, Any]") -> "Optional[str]":
     if opts["account"] is not None and not (0 < len(opts["account"]) <= 80):
         return "--account must be an account label"
     return None
+
+
+def budget_ms(environ: "Mapping[str, str]") -> int:
+    """$SVC_GUARD_BUDGET_MS (10 to 60000; e.g. for a monitor behind a remote proxy), else 250."""
+    raw = environ.get("SVC_GUARD_BUDGET_MS", "")
+    if raw.isdigit() and raw.isascii() and len(raw) <= 6 and 10 <= int(raw) <= 60000:
+        return int(raw)
+    return DEFAULT_BUDGET_MS
 
 
 def base_url(opts: "Mapping[str, Any]", environ: "Mapping[str, str]") -> str:
@@ -251,7 +259,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> 
     if opts["wait"]:
         result = wait_for_go(target, opts, reserve, stale_ms)
     else:
-        deadline = max(started + DEFAULT_BUDGET_MS / 1000.0, time.monotonic() + MIN_MONITOR_S)
+        deadline = max(started + budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
         body = get_json(target, posture_path(opts["provider"]), deadline) if target is not None else None
         result = decide(body, opts, reserve, stale_ms)
     return report(result, opts)

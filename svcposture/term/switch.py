@@ -100,9 +100,13 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
     return label
 
 
-def auto_check(environ: Any, to_label: str) -> Any:
-    """The automatic switch's hysteresis, checked under the switch lock."""
-    def check(vendor: Dict[str, Any]) -> None:
+def auto_check(environ: Any, to_label: str, judged: Optional[str]) -> Any:
+    """The automatic switch's hysteresis, checked under the switch lock; `judged`
+    is the active account of the posture the choice was made on."""
+    def check(vendor: Dict[str, Any], current: Optional[str]) -> None:
+        if current != judged:
+            raise SwitchError("the posture judged (active %s) predates the file (active %s); not switching"
+                              % (judged, current))
         now = int(time.time() * 1000)
         last = vendor.get("lastAutoMs")
         gap = auto_gap_ms(environ)
@@ -124,6 +128,11 @@ def _avoid_until(body: Any) -> Optional[int]:
     field = {"five_hour": "fiveHour", "seven_day": "sevenDay"}.get(claim if isinstance(claim, str) else "")
     until = resets_ms(active.get(field)) if field else None
     return until if until is not None else int(time.time() * 1000) + AVOID_WITHOUT_RESET_MS
+
+
+def _active_label(body: Any) -> Optional[str]:
+    active = find_account(body, None) if isinstance(body, dict) else None
+    return active.get("label") if active else None
 
 
 def _email_of(body: Any, label: str) -> Optional[str]:
@@ -153,7 +162,7 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
     auto = reason == "auto"
     return perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
                    email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,
-                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label) if auto else None)
+                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label, _active_label(body)) if auto else None)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
