@@ -1,0 +1,265 @@
+"""svc-monitor guard (DESIGN §18): the gate automation asks before each run, as a real
+child against a real monitor and the stand-in provider.
+
+Every exit code (0 go, 1 hold, 69 unavailable, 0 with --fail-open, 2 bad usage),
+the --json fields, the human reserve from the node's config and from the flag,
+--wait returning on a pushed frame and timing out, and no provider call however
+often it is asked. Runs that must reach the monitor get a generous
+SVC_GUARD_BUDGET_MS, so a loaded machine cannot turn them into `unavailable`;
+how fast a decision is belongs to scripts/bench_guard.py.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+
+from tests.support.home import canary, monitor_env, set_host_name, write_json
+from tests.support.monitor import start_monitor
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
+
+TOK1 = canary("guard1")
+TOK2 = canary("guard2")
+FIELDS = {"decision", "account", "provider", "reason", "window", "pct", "reservePct", "resetsAt", "retryAfterS"}
+CLOSED_URL = "http://127.0.0.1:9"  # discard port: nothing listens
+# Probes every 5 s (a posture older than 10 s is stale); guard may take 5 s to get its answer.
+CLOCKS = {"SVC_PROBE_INTERVAL_S": "5", "SVC_POSTURE_TTL_S": "5", "SVC_REFRESH_FLOOR_S": "0.05",
+          "SVC_GUARD_BUDGET_MS": "5000"}
+
+
+def guard(env: Dict[str, str], *args: str, timeout: float = 60) -> Tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "guard", *args], env=env,
+                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+    assert "Traceback" not in err, err
+    for tok in (TOK1, TOK2):
+        assert tok not in out + err, "a token leaked"
+    # Exactly one reason line on stderr, whatever the outcome.
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    return proc.returncode, out, err
+
+
+def decision(env: Dict[str, str], *args: str) -> Tuple[int, Dict[str, Any], str]:
+    code, out, err = guard(env, "--json", *args)
+    body = json.loads(out)
+    assert set(body) == FIELDS, body
+    return code, body, err
+
+
+@pytest.fixture()
+def node(tmp_path: Path) -> Iterator[Dict[str, Any]]:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    set_host_name(home, "gate-node")
+    with ProviderServer() as provider:
+        provider.set_account(TOK1, five_hour=(0.10, "allowed"), seven_day=(0.20, "allowed"))
+        provider.set_account(TOK2, five_hour=(0.05, "allowed"), seven_day=(0.05, "allowed"))
+        env = monitor_env(home, provider.url, accounts=[("ACCT1", TOK1, "one@example.com"),
+                                                        ("ACCT2", TOK2, "two@example.com")],
+                          active="ACCT1", **CLOCKS)
+        mon = start_monitor(env)
+        try:
+            yield {"home": home, "provider": provider, "mon": mon,
+                   "env": dict(env, SVC_MONITOR_PORT=str(mon.port))}
+        finally:
+            mon.stop()
+
+
+def refresh(node: Dict[str, Any], **state: Any) -> Dict[str, Any]:
+    """Script the active account's replies, then have the monitor probe them (a forced refresh)."""
+    node["provider"].set_account(TOK1, **state)
+
+    def probed() -> Any:
+        status, body = node["mon"].get_json("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"})
+        return body if status == 200 and body.get("cached") is False else None
+    return wait_until(probed, message="a fresh probe")
+
+
+def set_reserve(home: Path, value: Any) -> None:
+    write_json(home / ".config" / "svc" / "cluster-secrets.json", {"svc": {"posture": {"reservePct": value}}})
+
+
+# ---------------------------------------------------------------- go and hold
+
+def test_go_with_every_json_field(node: Dict[str, Any]) -> None:
+    code, body, err = decision(node["env"])
+    assert code == 0
+    assert body["decision"] == "go" and body["account"] == "acct1" and body["provider"] == "claude"
+    # The fuller window is reported: 7d at 20 %.
+    assert body["window"] == "seven_day" and body["pct"] == 20.0 and body["reservePct"] == 0
+    assert body["resetsAt"].endswith("Z") and body["retryAfterS"] is None
+    assert err.startswith("svc-monitor guard: go: acct1")
+    # Without --json, nothing on stdout.
+    code, out, err = guard(node["env"])
+    assert (code, out) == (0, "") and err.startswith("svc-monitor guard: go")
+
+
+def test_hold_at_the_reserve_from_the_flag(node: Dict[str, Any]) -> None:
+    refresh(node, five_hour=(0.85, "allowed_warning"), seven_day=(0.20, "allowed"), reset_5h=time.time() + 3600)
+    code, body, err = decision(node["env"], "--reserve", "20")
+    assert code == 1 and body["decision"] == "hold"
+    assert body["window"] == "five_hour" and body["pct"] == 85.0 and body["reservePct"] == 20
+    assert 3000 < body["retryAfterS"] <= 3601, body
+    assert "80%" in body["reason"] and err.startswith("svc-monitor guard: hold: ")
+    # 85 % is below 100 - 10: go.
+    code, body, _ = decision(node["env"], "--reserve", "10")
+    assert code == 0 and body["decision"] == "go" and body["reservePct"] == 10
+    # Exactly at the limit holds.
+    code, body, _ = decision(node["env"], "--reserve", "15")
+    assert code == 1 and body["pct"] == 85.0
+
+
+def test_the_reserve_from_the_node_config_and_the_flag_overriding_it(node: Dict[str, Any]) -> None:
+    refresh(node, five_hour=(0.75, "allowed"), seven_day=(0.20, "allowed"))
+    assert decision(node["env"])[1]["decision"] == "go"
+    set_reserve(node["home"], 30)
+    code, body, _ = decision(node["env"])
+    assert (code, body["decision"], body["reservePct"]) == (1, "hold", 30)
+    code, body, _ = decision(node["env"], "--reserve", "0")
+    assert (code, body["decision"], body["reservePct"]) == (0, "go", 0)
+    # config.json is the fallback, as for every SHARED Layer-2 key.
+    (node["home"] / ".config" / "svc" / "cluster-secrets.json").unlink()
+    write_json(node["home"] / ".config" / "svc" / "config.json", {"svc": {"posture": {"reservePct": 25}}})
+    assert decision(node["env"])[1]["reservePct"] == 25
+    # A reserve the node's config cannot hold is bad usage, named with its file.
+    for bad in (51, -1, "10", True, 12.5):
+        set_reserve(node["home"], bad)
+        code, out, err = guard(node["env"])
+        assert code == 2 and out == "" and "cluster-secrets.json" in err and "reservePct" in err, (bad, err)
+
+
+def test_rejected_holds_whatever_the_pct(node: Dict[str, Any]) -> None:
+    refresh(node, status="rejected", five_hour=(0.50, "rejected"), seven_day=(0.20, "allowed"),
+            representative_claim="five_hour", reset_5h=time.time() + 600)
+    code, body, err = decision(node["env"])
+    assert code == 1 and body["decision"] == "hold" and "rejected" in body["reason"]
+    assert body["window"] == "five_hour" and 0 < body["retryAfterS"] <= 601
+    assert decision(node["env"], "--account", "acct2")[0] == 0
+
+
+def test_another_account_and_an_unknown_one(node: Dict[str, Any]) -> None:
+    code, body, _ = decision(node["env"], "--account", "acct2")
+    assert code == 0 and body["account"] == "acct2" and body["pct"] == 5.0
+    code, body, _ = decision(node["env"], "--account", "acct9")
+    assert code == 1 and body["decision"] == "hold" and "acct9" in body["reason"]
+
+
+# ---------------------------------------------------------------- unavailable
+
+def test_no_monitor_is_unavailable_and_fail_open_goes(tmp_path: Path) -> None:
+    env = monitor_env(tmp_path, "http://127.0.0.1:9")
+    code, body, err = decision(env, "--url", CLOSED_URL)
+    assert code == 69 and body["decision"] == "unavailable" and "did not answer" in body["reason"]
+    code, out, err = guard(env, "--url", CLOSED_URL, "--fail-open")
+    assert code == 0 and out == "" and "--fail-open" in err and err.startswith("svc-monitor guard: unavailable")
+
+
+def test_a_disabled_posture_a_failed_probe_and_a_stale_one_are_unavailable(node: Dict[str, Any], tmp_path: Path) -> None:
+    refresh(node, mode="auth")
+    code, body, _ = decision(node["env"])
+    assert code == 69 and "acct1" in body["reason"] and "auth" in body["reason"]
+    refresh(node, five_hour=(0.10, "allowed"), seven_day=(0.20, "allowed"))
+    # Older than twice the probe interval (as the guard reads it): unavailable.
+    probed = node["mon"].get_json("/api/accounts")[1]["probedAt"]
+    wait_until(lambda: time.time() * 1000 - probed > 200, message="the posture to age")
+    code, body, _ = decision(dict(node["env"], SVC_PROBE_INTERVAL_S="0.05"))
+    assert code == 69 and "old" in body["reason"]
+    assert decision(dict(node["env"], SVC_PROBE_INTERVAL_S="0.05"), "--fail-open")[0] == 0
+    off = start_monitor(monitor_env(tmp_path / "off", "http://127.0.0.1:9", **CLOCKS), args=("--no-probe",))
+    try:
+        code, body, _ = decision(dict(node["env"], SVC_MONITOR_PORT=str(off.port)))
+        assert code == 69 and "unavailable" in body["reason"]
+    finally:
+        off.stop()
+
+
+# ---------------------------------------------------------------- usage
+
+@pytest.mark.parametrize("args", [
+    ("--reserve", "51"), ("--reserve", "-1"), ("--reserve", "ten"), ("--reserve", "1.5"), ("--reserve",),
+    ("--wait", "-1"), ("--wait", "soon"), ("--wait", "nan"), ("--bogus",), ("--provider", "gemini"),
+    ("--url", "ftp://x"), ("extra",), ("--account", ""),
+])
+def test_bad_usage_exits_2_with_one_line(tmp_path: Path, args: Tuple[str, ...]) -> None:
+    code, out, err = guard(monitor_env(tmp_path, "http://127.0.0.1:9"), *args)
+    assert code == 2 and out == "" and err.startswith("svc-monitor guard: "), (args, err)
+
+
+def test_help_explains_itself(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "guard", "--help"],
+                          env=monitor_env(tmp_path, "http://127.0.0.1:9"), capture_output=True, timeout=30)
+    text = proc.stdout.decode()
+    assert proc.returncode == 0 and "69" in text and "--reserve" in text and "guard && run-agent" in text
+    top = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "--help"],
+                         env=monitor_env(tmp_path, "http://127.0.0.1:9"), capture_output=True, timeout=30)
+    assert "svc-monitor guard" in top.stdout.decode() and "svc-monitor switch" in top.stdout.decode()
+
+
+# ---------------------------------------------------------------- --wait
+
+def _subscribers(node: Dict[str, Any]) -> int:
+    text = node["mon"].get("/metrics")[2].decode()
+    line = next(l for l in text.splitlines() if l.startswith("svc_sse_subscribers "))
+    return int(float(line.split()[1]))
+
+
+def test_wait_returns_go_on_a_pushed_frame(node: Dict[str, Any]) -> None:
+    refresh(node, status="rejected", five_hour=(1.02, "rejected"), seven_day=(0.20, "allowed"))
+    before = _subscribers(node)
+    proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "guard", "--wait", "60", "--json"],
+                            env=node["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # It follows the stream, holding, before the account recovers.
+        wait_until(lambda: _subscribers(node) > before, 30, message="guard on the stream")
+        assert proc.poll() is None
+        refresh(node, five_hour=(0.30, "allowed"), seven_day=(0.20, "allowed"))
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert json.loads(out)["decision"] == "go" and json.loads(out)["pct"] == 30.0
+    assert err.decode().startswith("svc-monitor guard: go")
+
+
+def test_wait_times_out_with_hold(node: Dict[str, Any]) -> None:
+    refresh(node, status="rejected", five_hour=(1.02, "rejected"), seven_day=(0.20, "allowed"))
+    started = time.monotonic()
+    code, body, err = decision(node["env"], "--wait", "1.5")
+    assert time.monotonic() - started >= 1.5
+    assert code == 1 and body["decision"] == "hold" and "waited" in body["reason"]
+
+
+def test_wait_without_a_monitor_is_unavailable_at_the_end(tmp_path: Path) -> None:
+    env = monitor_env(tmp_path, "http://127.0.0.1:9")
+    code, body, _ = decision(env, "--url", CLOSED_URL, "--wait", "1")
+    assert code == 69 and body["decision"] == "unavailable"
+    assert guard(env, "--url", CLOSED_URL, "--wait", "1", "--fail-open")[0] == 0
+
+
+# ---------------------------------------------------------------- the provider's budget
+
+def test_many_guards_spend_no_provider_call(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    slow = dict(CLOCKS, SVC_PROBE_INTERVAL_S="120", SVC_POSTURE_TTL_S="120")
+    with ProviderServer() as provider:
+        provider.set_account(TOK1)
+        env = monitor_env(home, provider.url, accounts=[("ACCT1", TOK1, None)], active="ACCT1", **slow)
+        mon = start_monitor(env)
+        try:
+            env["SVC_MONITOR_PORT"] = str(mon.port)
+            wait_until(lambda: mon.get_json("/api/accounts")[1].get("probedAt"), message="the first probe")
+            calls = provider.message_calls(), provider.usage_calls()
+            codes: List[int] = [guard(env)[0] for _ in range(40)]
+            assert codes == [0] * 40
+            assert (provider.message_calls(), provider.usage_calls()) == calls
+        finally:
+            mon.stop()
