@@ -171,15 +171,30 @@ def ranked(accounts: "Iterable[Any]", reserve: int, *, exclude: "Iterable[str]" 
     return [(label, room) for _order, label, room in out]
 
 
-def choose(candidates: "List[Tuple[str, float]]", host: "Optional[str]" = None) -> "Optional[str]":
-    """The account to switch to: the most headroom; with `host`, the host's HRW
-    first among those within SPREAD_POINTS of the best, so a fleet that leaves
-    one exhausted account spreads over the siblings instead of stampeding."""
+def choose(candidates: "List[Tuple[str, float]]", host: "Optional[str]" = None,
+           roster: "Optional[Iterable[str]]" = None) -> "Optional[str]":
+    """The account to switch to: the most headroom, or, for an automatic switch
+    (`host` given), a fleet-spread pick among the accounts within SPREAD_POINTS
+    of the best, so a fleet leaving one exhausted account does not stampede
+    onto one sibling:
+
+    - with the cluster `roster` (holding `host`): the roster is ordered by HRW
+      score over the near accounts, and the host at position i takes the i-th
+      of them (by label) round-robin. Every host computes the same order, so
+      each sibling takes its fair share, give or take one host;
+    - without one: the host's HRW first among them (spread, though not evenly
+      on a small fleet: 100 hosts over 4 siblings can put 38 on one).
+    """
     if not candidates:
         return None
     if host is None:
         return candidates[0][0]
     from .cluster.hrw import hrw_score
     best = candidates[0][1]
-    near = [label for label, room in candidates if room >= best - SPREAD_POINTS]
+    near = sorted(label for label, room in candidates if room >= best - SPREAD_POINTS)
+    hosts = sorted(set(roster or ()))
+    if host in hosts:
+        ticket = "switch:" + ",".join(near)
+        order = sorted(hosts, key=lambda h: (-hrw_score(ticket, h), h))
+        return near[order.index(host) % len(near)]
     return max(near, key=lambda label: (hrw_score(label, host), label))

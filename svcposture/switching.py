@@ -42,6 +42,9 @@ AVOID_WITHOUT_RESET_MS = 60 * 60 * 1000
 # Test hook: a path; after the temporary file is written the switch waits (up to
 # 30 s) until it exists, so a test can change the env file in between.
 TEST_GATE_ENV = "_SVC_TEST_SWITCH_GATE"
+# Test hook: `STEP:SECONDS` holds the switch that long after STEP (intent, rename or
+# append), so the crash test can kill -9 it exactly there.
+TEST_PAUSE_ENV = "_SVC_TEST_SWITCH_PAUSE"
 
 
 def state_path(paths: Paths) -> Path:
@@ -161,13 +164,16 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
                    "atMs": _time.now_ms(), "avoidUntilMs": avoid_until_ms}
         vendor_state(state, provider)["pending"] = pending
         write_json_atomic(state_path(paths), state)
+        _test_pause("intent")
         try:
             replace_env_file(env_path, snap, data, before_rename=_test_gate())
         except BaseException:
             vendor_state(state, provider)["pending"] = None
             write_json_atomic(state_path(paths), state)
             raise
+        _test_pause("rename")
         event = _emit(paths, node, provider, pending)
+        _test_pause("append")
         _finish(paths, provider, pending)
         result.update(switched=True, eventId=event["id"])
         return result
@@ -247,3 +253,10 @@ def _test_gate() -> Optional[Callable[[], None]]:
         while not os.path.exists(gate) and time.monotonic() < deadline:
             time.sleep(0.01)
     return wait
+
+
+def _test_pause(step: str) -> None:
+    wanted, _, seconds = os.environ.get(TEST_PAUSE_ENV, "").partition(":")
+    if wanted == step:
+        import time
+        time.sleep(min(float(seconds or 0), 30.0))

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from .._reserve import ReserveError, reserve_pct
 from .._text import loads_bounded, printable
@@ -93,11 +93,21 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
     exclude = [active["label"]] if auto and active else []
     candidates = ranked(body["accounts"], reserve, exclude=exclude, avoid=limits["avoid"] if auto else None,
                         now_ms=int(time.time() * 1000))
-    label = choose(candidates, host=node if auto else None)
+    label = choose(candidates, host=node if auto else None, roster=_roster() if auto else None)
     if label is None:
         raise SwitchError("no account has headroom under the %d%% reserve on both windows; file untouched"
                           % reserve)
     return label
+
+
+def _roster() -> Optional[List[str]]:
+    """The cluster roster, for the fleet spread; None when there is none to read."""
+    from ..config import ConfigError, roster
+    from ..paths import Paths
+    try:
+        return roster(Paths(environ=os.environ)) or None
+    except (ConfigError, OSError):
+        return None
 
 
 def auto_check(environ: Any, to_label: str, judged: Optional[str]) -> Any:
