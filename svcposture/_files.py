@@ -73,11 +73,13 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> None:
+def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE, fsync: bool = True) -> None:
     """Temp file in the same directory, fsync, os.replace, fsync of the directory.
 
     The temp file is created with `mode` by os.open itself, so the secret is never
     readable by others, not even for an instant; fchmod then undoes any umask.
+    `fsync=False` keeps the replace atomic but not durable, for a write whose loss
+    in a power cut the next start repairs anyway.
     """
     target = Path(path)
     directory = ensure_dir(target.parent)
@@ -89,7 +91,8 @@ def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> No
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         _unlink_quietly(tmp)
@@ -100,7 +103,8 @@ def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE) -> No
     except BaseException:
         _unlink_quietly(tmp)
         raise
-    _fsync_dir(directory)
+    if fsync:
+        _fsync_dir(directory)
 
 
 @contextlib.contextmanager
@@ -132,13 +136,13 @@ def lock_file(path: PathLike) -> Iterator[None]:
         os.close(fd)
 
 
-def write_text_atomic(path: PathLike, text: str, mode: int = FILE_MODE) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"), mode)
+def write_text_atomic(path: PathLike, text: str, mode: int = FILE_MODE, fsync: bool = True) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), mode, fsync)
 
 
-def write_json_atomic(path: PathLike, obj: Any, mode: int = FILE_MODE) -> None:
+def write_json_atomic(path: PathLike, obj: Any, mode: int = FILE_MODE, fsync: bool = True) -> None:
     text = json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
-    write_text_atomic(path, text, mode)
+    write_text_atomic(path, text, mode, fsync)
 
 
 def remove_stale_temps(directory: PathLike, *, targets: Optional[Collection[str]] = None,

@@ -18,7 +18,7 @@ import errno
 import os
 import re
 import stat
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from .errors import SvcpostureError
 
@@ -42,7 +42,35 @@ VENDORS = {
 }
 
 _NAME = rb"[A-Za-z0-9_]+"
-_ASSIGN = rb"^([ \t]*(?:export[ \t]+)?%s=)"
+_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_LEAD_RE = re.compile(rb"[ \t]*(?:export[ \t]+)?\Z")
+
+
+def _assignments(data: bytes, var: bytes, named: bool) -> "Iterator[Tuple[bytes, int]]":
+    """(NAME, value start) of each line assigning `var` (`var` + NAME when `named`),
+    `[export ]VAR=` at the start of a line after blanks, in file order.
+
+    A literal search, then a look at the line around each hit: on a 1 MB file
+    of comments this is a memchr-speed scan, where a `^...` regex would try
+    every byte."""
+    pos = 0
+    while True:
+        hit = data.find(var, pos)
+        if hit < 0:
+            return
+        pos = hit + len(var)
+        line_start = data.rfind(b"\n", 0, hit) + 1
+        if not _LEAD_RE.match(data, line_start, hit):
+            continue
+        end = pos
+        if named:
+            while end < len(data) and data[end] in _NAME_BYTES:
+                end += 1
+            if end == pos:
+                continue
+        if data[end:end + 1] != b"=":
+            continue
+        yield data[pos:end], end + 1
 
 
 class SwitchError(SvcpostureError):
@@ -61,11 +89,6 @@ class Entry(NamedTuple):
     label: str
     name: str      # the NAME part of the variable, as the file spells it
     usable: bool   # a value that is neither empty nor the placeholder
-
-
-def _lines(data: bytes) -> List[bytes]:
-    # Split on LF only, as the shell does; a CR stays with its line.
-    return data.split(b"\n")
 
 
 def _value_end(line: bytes, start: int) -> int:
@@ -97,40 +120,50 @@ def _unquoted(value: bytes) -> bytes:
     return value
 
 
+def _line_end(data: bytes, start: int) -> int:
+    end = data.find(b"\n", start)
+    return len(data) if end < 0 else end
+
+
+def _value_at(data: bytes, start: int) -> Tuple[int, int]:
+    """(start, end) of the shell word starting at `start`, within its line."""
+    line_end = _line_end(data, start)
+    return start, start + _value_end(data[start:line_end], 0)
+
+
 def entries(data: bytes, provider: str) -> List[Entry]:
     """The vendor's account lines in file order (a NAME defined twice counts once, its last value)."""
     vendor = VENDORS[provider]
     found: Dict[str, Entry] = {}
     order: List[str] = []
-    for line in _lines(data):
-        m = re.match(rb"^[ \t]*(?:export[ \t]+)?" + re.escape(vendor.entry_prefix) + b"(" + _NAME + b")=", line)
-        if not m:
-            continue
-        name = m.group(1).decode("ascii")
-        value = _unquoted(line[m.end():_value_end(line, m.end())]).strip()
-        usable = bool(value) and value != PLACEHOLDER
+    for raw_name, value_start in _assignments(data, vendor.entry_prefix, named=True):
+        name = raw_name.decode("ascii")
+        start, end = _value_at(data, value_start)
+        value = _unquoted(data[start:end]).strip()
         label = vendor.label_prefix + name.lower()
         if label not in found:
             order.append(label)
-        found[label] = Entry(label, name, usable)
+        found[label] = Entry(label, name, bool(value) and value != PLACEHOLDER)
     return [found[label] for label in order]
 
 
-def _export_match(line: bytes, vendor: Vendor) -> Optional["re.Match[bytes]"]:
-    return re.match(_ASSIGN % re.escape(vendor.export_var), line)
+def _last_export(data: bytes, vendor: Vendor) -> Optional[int]:
+    """Where the value of the last export line starts, else None."""
+    last = None
+    for _name, last in _assignments(data, vendor.export_var, named=False):
+        pass
+    return last
 
 
 def active_label(data: bytes, provider: str) -> Optional[str]:
     """The label the last export line refers to (`"$PREFIX<NAME>"`, `$PREFIX<NAME>`,
     `${PREFIX<NAME>}`), else None: no line, or a value that names no account variable."""
     vendor = VENDORS[provider]
-    value: Optional[bytes] = None
-    for line in _lines(data):
-        m = _export_match(line, vendor)
-        if m:
-            value = _unquoted(line[m.end():_value_end(line, m.end())])
-    if value is None:
+    at = _last_export(data, vendor)
+    if at is None:
         return None
+    start, end = _value_at(data, at)
+    value = _unquoted(data[start:end])
     ref = re.match(rb"^\$\{?" + re.escape(vendor.entry_prefix) + b"(" + _NAME + rb")\}?$", value)
     if ref is None or (value[1:2] == b"{") != value.endswith(b"}"):
         return None
@@ -149,13 +182,10 @@ def rewrite_export(data: bytes, provider: str, name: str) -> bytes:
     if not re.match(b"^" + _NAME + b"$", name.encode("ascii", "replace")):
         raise ValueError("not an account variable name: %r" % (name,))
     value = b'"$' + vendor.entry_prefix + name.encode("ascii") + b'"'
-    lines = _lines(data)
-    for index in range(len(lines) - 1, -1, -1):
-        m = _export_match(lines[index], vendor)
-        if m:
-            line = lines[index]
-            lines[index] = line[:m.end()] + value + line[_value_end(line, m.end()):]
-            return b"\n".join(lines)
+    at = _last_export(data, vendor)
+    if at is not None:
+        start, end = _value_at(data, at)
+        return data[:start] + value + data[end:]
     newline = b"\r\n" if b"\r\n" in data else b"\n"
     separator = b"" if not data or data.endswith(b"\n") else newline
     return data + separator + b"export " + vendor.export_var + b"=" + value + newline

@@ -239,7 +239,9 @@ def _finish(paths: Paths, provider: str, pending: Optional[Dict[str, Any]]) -> N
             entry["avoid"][left] = until if isinstance(until, int) else pending["atMs"] + AVOID_WITHOUT_RESET_MS
         now = _time.now_ms()
         entry["avoid"] = {k: v for k, v in entry["avoid"].items() if v > now}
-    write_json_atomic(state_path(paths), state)
+    # Not fsynced: a state that loses this write in a power cut still holds the
+    # intent, and reconciling it finds the event in the (fsynced) log and finishes.
+    write_json_atomic(state_path(paths), state, fsync=False)
 
 
 def _test_gate() -> Optional[Callable[[], None]]:
