@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from ._text import loads_bounded
+from .errors import SvcpostureError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ RESERVE_FILES = ("cluster-secrets.json", "config.json")
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 
-class ReserveError(ValueError):
+class ReserveError(SvcpostureError, ValueError):
     """The configured reserve is not an integer from 0 to 50, or its file is corrupt."""
 
 

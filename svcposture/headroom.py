@@ -69,6 +69,11 @@ def _unavailable_reason(body: "Any", now_ms: int, stale_ms: int) -> "Optional[st
     return None
 
 
+def of_provider(label: "Any", provider: str) -> bool:
+    """Whether an account label is the vendor's: Codex labels are `codex-<name>` (DESIGN §17)."""
+    return isinstance(label, str) and label.startswith("codex-") == (provider == "codex")
+
+
 def find_account(body: "Mapping[str, Any]", label: "Optional[str]") -> "Optional[Dict[str, Any]]":
     """The account named `label` in the body (None: the active one)."""
     if label is None:
@@ -92,6 +97,10 @@ def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", rese
         why = "no account %s on this node" % account if account else "no account is active"
         return _result(HOLD, why, provider, reserve, account)
     label = view.get("label")
+    if not of_provider(label, provider):
+        # A monitor that predates Codex answers ?provider=codex with Claude's body.
+        return _result(UNAVAILABLE, "the monitor serves no %s posture (account %s)" % (provider, label), provider,
+                       reserve, account)
     if view.get("error"):
         kind = view["error"].get("kind") if isinstance(view["error"], dict) else None
         return _result(UNAVAILABLE, "the probe of %s failed (%s)" % (label, kind or "error"), provider, reserve,

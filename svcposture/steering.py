@@ -107,11 +107,14 @@ class SwitchNotices:
 class AutoSwitcher:
     """Runs `switch --best --reason auto` in a child when the active account reaches the threshold."""
 
-    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str, at_pct: float) -> None:
+    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str, at_pct: float,
+                 provider: str = "claude") -> None:
         self.paths = paths
         self.environ = environ
         self.node = node
         self.at_pct = at_pct
+        # One switcher per vendor's posture service: each observes its own results.
+        self.provider = provider
         self._lock = threading.Lock()
         self._running = False
         self._said: Optional[str] = None
@@ -144,7 +147,7 @@ class AutoSwitcher:
             self._said = None
             return
         from .switching import auto_gap_ms, auto_limits
-        limits = auto_limits(self.paths, "claude")
+        limits = auto_limits(self.paths, self.provider)
         now = _time.now_ms()
         last = limits.get("lastAutoMs")
         if isinstance(last, int) and now - last < auto_gap_ms(self.environ):
@@ -157,8 +160,8 @@ class AutoSwitcher:
             self._say("%s needs a switch, but no other account has headroom" % active["label"])
             return
         from .posture import reply
-        self.spawn(["switch", "--best", "--reason", "auto", "--posture-stdin", "--json"],
-                   json.dumps(reply(summary, cached=True)).encode("utf-8"))
+        self.spawn(["switch", "--best", "--reason", "auto", "--provider", self.provider, "--posture-stdin",
+                    "--json"], json.dumps(reply(summary, cached=True)).encode("utf-8"))
 
     def spawn(self, args: List[str], stdin: bytes = b"") -> bool:
         """Run `svc-monitor ARGS` in a child on its own thread; False when one is still running."""

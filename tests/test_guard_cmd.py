@@ -263,3 +263,10 @@ def test_many_guards_spend_no_provider_call(tmp_path: Path) -> None:
             assert (provider.message_calls(), provider.usage_calls()) == calls
         finally:
             mon.stop()
+
+
+def test_a_node_without_codex_accounts_has_no_codex_go(node: Dict[str, Any]) -> None:
+    # No Codex line on this node: whether the monitor answers ?provider=codex with the disabled
+    # body (DESIGN §17) or, predating Codex, with Claude's, it is no Codex posture to go on.
+    code, body, _ = decision(node["env"], "--provider", "codex")
+    assert code == 69 and body["provider"] == "codex" and body["decision"] == "unavailable"

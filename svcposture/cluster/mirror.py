@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._files import write_bytes_atomic
+from .._reserve import RESERVE_KEY, parse_reserve
 from .._text import has_control, printable
 from .._time import iso_now
-from ..config import (
-    ANCHOR_KEY, CLASSIFICATION, HOST_NAME_KEY, PACKAGE_SETTINGS, PER_NODE, PLUGIN_URL_KEY, REPO_URL_KEY, SHARED_LAYER2_KEYS,
-    ConfigError, cluster_json_path, cluster_repo_path, flatten, get_dotted, is_shared_layer2_key, load_layer,
-    node_name, set_dotted, split_key, write_layer,
-)
+from ..config import (ANCHOR_KEY, CLASSIFICATION, HOST_NAME_KEY, PACKAGE_SETTINGS, PER_NODE, PLUGIN_URL_KEY,
+                      REPO_URL_KEY, SHARED_LAYER2_KEYS, ConfigError, cluster_json_path, cluster_repo_path, flatten,
+                      get_dotted, is_shared_layer2_key, load_layer, node_name, set_dotted, split_key, write_layer)
 from ..paths import Paths
 from ._common import HOST_RE, TICKET_RE, ClusterError, display_value, guarded, print_json, usage_command
 from .doctor import per_node_checklist
@@ -177,6 +176,8 @@ def _value_problem(key: str, value: Any) -> Optional[str]:
     elif key in (REPO_URL_KEY, PLUGIN_URL_KEY):
         if not isinstance(value, str) or not value.strip() or has_control(value):
             return "must be a non-empty URL string without control characters"
+    elif key == RESERVE_KEY and parse_reserve(value) is None:
+        return "must be an integer from 0 to 50 (percent)"
     return None
 
 

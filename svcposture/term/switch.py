@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .._reserve import ReserveError, reserve_pct
 from .._text import loads_bounded, printable
-from ..headroom import choose, find_account, ranked, resets_ms
+from ..headroom import choose, find_account, of_provider, ranked, resets_ms
 from ..switch import CLAUDE, PROVIDERS, SwitchError
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 
@@ -91,7 +91,8 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
     auto = ns.reason == "auto"
     active = find_account(body, None)
     exclude = [active["label"]] if auto and active else []
-    candidates = ranked(body["accounts"], reserve, exclude=exclude, avoid=limits["avoid"] if auto else None,
+    accounts = [a for a in body["accounts"] if isinstance(a, dict) and of_provider(a.get("label"), ns.provider)]
+    candidates = ranked(accounts, reserve, exclude=exclude, avoid=limits["avoid"] if auto else None,
                         now_ms=int(time.time() * 1000))
     label = choose(candidates, host=node if auto else None, roster=_roster() if auto else None)
     if label is None:
