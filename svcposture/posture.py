@@ -28,6 +28,7 @@ from .events import EventLog, EventLogError
 from .latch import Latch
 from .paths import Paths
 from .resetprobe import DEFAULT_MARGIN_S, TEST_MARGIN_ENV, ResetSchedule, reset_instants_ms
+from .settings import probing_on
 
 log = logging.getLogger("svcposture.posture")
 
@@ -246,7 +247,7 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
         raise InvalidSetting("deadline_s must be a positive number of seconds, not %r" % (deadline_s,))
     paths = Paths.for_home(home, environ)
     node = node_name(paths)
-    if paths.environ.get("SVC_ACCOUNTS_PROBE", "1").strip() == "0":
+    if not probing_on(paths.environ):
         return disabled_body(node)
     report = probe.run_headers(paths, paths.environ, deadline_s=deadline_s)
     return reply(derive_summary(report, node, _time.now_ms()), cached=False)
@@ -286,7 +287,7 @@ class PostureService:
         self.log = log
         self.latch = latch
         self.environ: Mapping[str, str] = paths.environ if environ is None else environ
-        self.probe_enabled = probe_enabled and self.environ.get("SVC_ACCOUNTS_PROBE", "1").strip() != "0"
+        self.probe_enabled = probe_enabled and probing_on(self.environ)
         self.ttl_s = env_number(self.environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
         self.floor_s = min(env_number(self.environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S, low=0.0), self.ttl_s)
         self.interval_s = env_number(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)
