@@ -19,6 +19,7 @@ Methods for the caller (the handler, the fast lane, the server):
 
 Methods that may be overridden or added:
 
+    ROUTES                   path -> name of the method answering it
     get_<name>(request)      the route ROUTES maps a path to: adding a route is
                              one entry in ROUTES and one such method returning
                              bytes (built with wire.response, json_response or
@@ -94,6 +95,7 @@ class Request:
 class MonitorApp:
     """Every route of the monitor over a posture service (and its trajectory service)."""
 
+    ROUTES: Dict[str, str] = ROUTES
     FAST_TARGETS = frozenset((b"/api/accounts", b"/api/trajectory"))
 
     def __init__(self, service: Any, *, node: str, settings: Settings) -> None:
@@ -108,7 +110,7 @@ class MonitorApp:
         self.openapi_body = dumps(openapi_document())
         self.fleet = FleetCache(self._fleet_report, settings.fleet_ttl_s)
         self._frames = FrameCache(ACCOUNT)
-        self._routes = {path: getattr(self, name) for path, name in ROUTES.items()}
+        self._routes = {path: getattr(self, name) for path, name in self.ROUTES.items()}
         self._lock = threading.Lock()
         self._body_key: Any = None
         self._body_parts: Tuple[bytes, bytes] = (b"", b"")
