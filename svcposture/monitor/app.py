@@ -50,11 +50,12 @@ from .fleet import FleetCache, collect_report
 from .sse import FrameCache, Stream, StreamSlots
 from .streams import ACCOUNT, PostureFrames, TrajectoryFrames
 from .trust import GUARD_MESSAGES, TrustPolicy
-from .wire import JSON_HEADERS, JSON_TYPE, RequestHeaders, dumps
+from .wire import JSON_HEADERS, JSON_TYPE, Request, dumps
 
 log = logging.getLogger("svcposture.monitor")
 
 Reply = Union[bytes, Stream]
+__all__ = ["MonitorApp", "Request", "Reply", "ROUTES", "parse_hours", "refresh_requested"]
 
 # path -> the name of the method that answers it. The dashboard's files
 # (assets.STATIC_FILES) are answered after these; anything else is a 404.
@@ -71,25 +72,6 @@ ROUTES = {
 }
 # What a stream answers to HEAD: no slot is taken and no frame is sent.
 _STREAM_HEAD_HEADERS = b"Cache-Control: no-cache\r\n"
-
-
-class Request:
-    """One parsed request. `conn` is the Connection line its reply carries
-    (b"", `Connection: close` or `Connection: keep-alive`): the handler
-    decides it from the request's framing, the app only writes it."""
-
-    __slots__ = ("method", "path", "query", "headers", "conn")
-
-    def __init__(self, method: str, path: str, query: str = "", headers: Any = None, conn: bytes = b"") -> None:
-        self.method = method
-        self.path = path
-        self.query = query
-        self.headers = headers if headers is not None else RequestHeaders({})
-        self.conn = conn
-
-    @property
-    def head_only(self) -> bool:
-        return self.method == "HEAD"
 
 
 class MonitorApp:

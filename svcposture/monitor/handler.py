@@ -16,10 +16,9 @@ from typing import Any, Dict, List, Optional
 
 from .._version import __version__
 from . import sse, wire
-from .app import Request
 from .fastlane import closed_reader, replay_reader
 from .wire import (MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS, REQUEST_READ_TIMEOUT_S,
-                   TOKEN_BYTES_RE, TOKEN_RE, RequestHeaders)
+                   TOKEN_BYTES_RE, TOKEN_RE, Request, RequestHeaders)
 
 log = logging.getLogger("svcposture.monitor")
 

@@ -124,3 +124,22 @@ class RequestHeaders:
 
     def items(self) -> List[Tuple[str, str]]:
         return [(k, v) for k, values in self._fields.items() for v in values]
+
+
+class Request:
+    """One parsed request. `conn` is the Connection line its reply carries
+    (b"", `Connection: close` or `Connection: keep-alive`): the handler
+    decides it from the request's framing, the app only writes it."""
+
+    __slots__ = ("method", "path", "query", "headers", "conn")
+
+    def __init__(self, method: str, path: str, query: str = "", headers: Any = None, conn: bytes = b"") -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers if headers is not None else RequestHeaders({})
+        self.conn = conn
+
+    @property
+    def head_only(self) -> bool:
+        return self.method == "HEAD"
