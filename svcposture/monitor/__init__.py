@@ -10,5 +10,8 @@
 - exposition: the /metrics text and the OpenAPI document (pure functions).
 - assets: the dashboard files in static/.
 - wire: limits, reasons and header bytes the handler and fast lane share.
-- hud, demo: `svc-monitor hud` and `svc-monitor demo`.
+- demo: `svc-monitor demo`.
+
+The terminal clients (hud, statusline, line) live in svcposture.term, node
+set-up (`svc-monitor init`) in svcposture.nodeinit.
 """
