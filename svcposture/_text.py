@@ -42,6 +42,24 @@ def __getattr__(name: str) -> Any:
     return compiled
 
 
+def _pattern(name: str) -> Any:
+    compiled = globals().get(name)
+    return compiled if compiled is not None else __getattr__(name)
+
+
+def word(value: Any) -> Optional[str]:
+    """`value` when it is a word (WORD_RE: a provider status or claim name), else None.
+
+    The whole string must match: `$` alone would let a trailing newline through.
+    """
+    return value if isinstance(value, str) and _pattern("WORD_RE").fullmatch(value) else None
+
+
+def account_label(value: Any) -> Optional[str]:
+    """`value` when it is an account label (LABEL_RE), else None; the whole string must match."""
+    return value if isinstance(value, str) and _pattern("LABEL_RE").fullmatch(value) else None
+
+
 def printable(text: Any) -> str:
     """`str(text)` with every control character replaced by `?`."""
     return str(text).translate(_CONTROLS)

@@ -13,6 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Tuple
 
+from ._numbers import is_int
+
 
 class SvcpostureError(Exception):
     """Base of every error raised by svcposture."""
@@ -57,7 +59,7 @@ def error(kind: str, message: Optional[str] = None, http_status: Optional[int] =
         kind = "internal"
     if message not in MESSAGES[kind]:
         message = MESSAGES[kind][0]
-    status = http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
+    status = http_status if is_int(http_status) else None
     return {"kind": kind, "message": message, "httpStatus": status}
 
 
@@ -83,6 +85,6 @@ def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]
     out: Dict[str, Any] = {"kind": kind, "message": message}
     if with_status:
         status = value.get("httpStatus")
-        out["httpStatus"] = status if isinstance(status, int) and not isinstance(status, bool) \
+        out["httpStatus"] = status if is_int(status) \
             and 100 <= status <= 599 else None
     return out

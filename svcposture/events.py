@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
+from ._numbers import finite_number, is_int, is_number
 from ._env import InvalidSetting
 from ._dirs import ensure_dir
 from ._files import append_line, iter_lines_reverse
@@ -89,9 +90,7 @@ def envelope(name: str, node: str, attributes: Mapping[str, Any], ts_ms: Optiona
 
 def _is_number(value: Any) -> bool:
     # NaN and infinities would be written as bare NaN/Infinity: not JSON.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return isinstance(value, int) or math.isfinite(value)
+    return is_int(value) or finite_number(value) is not None
 
 
 def ratelimit_sampled(node: str, email: Optional[str], values: Mapping[str, Any],
@@ -290,7 +289,7 @@ def _since_ms(since: Any) -> Optional[int]:
         except ValueError:
             raise InvalidSetting("since=%r is not an ISO-8601 instant" % (since[:80],)) from None
     try:
-        if isinstance(since, bool) or not isinstance(since, (int, float)):
+        if not is_number(since):
             raise ValueError("not a number")
         since_ms = math.ceil(since)
         iso_from_ms(since_ms)  # years 1..9999 only

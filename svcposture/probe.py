@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._dirs import unsafe_dir_reason
-from ._spawn import PACKAGE, child_env
+from ._spawn import PACKAGE, child_env, kill_group
 from .accounts import MAX_ENV_FILE_BYTES
 from .child import sweep_deadline_s
 from .errors import MESSAGES, error
@@ -153,13 +152,6 @@ def _wait_exit(proc: "subprocess.Popen[bytes]", deadline: float, cancel: Optiona
         delay = min(delay * 2, 0.02)
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
 def _drain(proc: "subprocess.Popen[bytes]", tail: bytearray) -> None:
     """Read the child's stdout to its end, keeping only the last MAX_CHILD_OUTPUT bytes:
     the result is the last line, and whatever the sourced file printed before
@@ -225,7 +217,7 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     reader.start()
     outcome = _wait_exit(proc, time.monotonic() + float(deadline_s), cancel)
     # The env file may have started background jobs; the whole session goes.
-    _kill_group(proc.pid)
+    kill_group(proc.pid)
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:

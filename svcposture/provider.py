@@ -17,7 +17,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from . import _time
 from ._names import WINDOW_STATUSES
-from ._text import WORD_RE, loads_bounded
+from ._text import loads_bounded, word
 from ._version import __version__
 from .errors import MESSAGES, error
 from .usage import usage_values
@@ -73,7 +73,7 @@ def _word(raw: Optional[str]) -> Optional[str]:
     if raw is None:
         return None
     value = raw.strip()
-    if not WORD_RE.match(value):
+    if word(value) is None:
         raise ValueError("not a status word")
     return value
 

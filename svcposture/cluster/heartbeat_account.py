@@ -17,10 +17,10 @@ the expected type and shape, and drop anything else.
 """
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any, Callable, Dict, Mapping, Optional
 
+from .._numbers import finite_number, is_int
 from .._names import FIELD_OF_CLAIM, NODE_STATUSES
 from .._text import has_control
 from .._time import now_ms, parse_iso_ms
@@ -54,7 +54,7 @@ def account_block(summary: Optional[Mapping[str, Any]], *, wall_at: Optional[str
         block[prefix + "_resets_at"] = window.get("resetsAt")
     block["wall_at"] = wall_at
     probed = summary.get("probedAt")
-    block["probed_at"] = _iso(probed) if isinstance(probed, int) and not isinstance(probed, bool) else None
+    block["probed_at"] = _iso(probed) if is_int(probed) else None
     block["probe_interval_ms"] = probe_interval_ms
     return block
 
@@ -145,11 +145,8 @@ def _time_text(value: Any) -> Optional[str]:
 
 
 def _number(value: Any, high: float) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if not math.isfinite(value) or not 0 <= value <= high:
-        return None
-    return value
+    number = finite_number(value)
+    return number if number is not None and 0 <= number <= high else None
 
 
 def peer_account(value: Any, *, publish_interval_ms: float, now: Optional[int] = None) -> Optional[Dict[str, Any]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import math
 import os
 import sys
 import threading
@@ -19,6 +18,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import config
+from .._numbers import finite_number, is_number
 from .._env import env_number
 from .._text import has_control, printable
 from .._time import iso_from_ms, now_ms, parse_iso_ms
@@ -284,7 +284,7 @@ def _peer_quota(value: Any) -> Optional[Dict[str, Any]]:
     block: Dict[str, Any] = {}
     for field in _QUOTA_NUMBERS:
         number = value.get(field)
-        if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
+        if finite_number(number) is not None:
             block[field] = number
     for field in _QUOTA_STRINGS:
         text = value.get(field)
@@ -318,8 +318,7 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
             rows.append({"host": host, "state": "missing", "ageS": None, "quota": None, "account": None})
             continue
         interval = heartbeat.metadata.get("publishIntervalMs")
-        if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not interval > 0 \
-                or interval != interval or math.isinf(interval):
+        if finite_number(interval) is None or not interval > 0:
             interval = local_interval_ms
         published = _published_ms(heartbeat)
         quota = _peer_quota(heartbeat.metadata.get("quota"))
@@ -403,7 +402,7 @@ def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
     parts = []
     for key, label in (("five_hour_pct", "5h"), ("seven_day_pct", "7d"), ("seven_day_large_pct", "7d-large")):
         value = quota.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             parts.append("%s %g%%" % (label, value))
     return " ".join(parts) or "-"
 

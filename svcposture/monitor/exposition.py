@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .._numbers import is_number
 from .._names import CLAIM_OF_FIELD, NODE_STATUSES
 from .._time import parse_iso_ms
 from .._version import __version__
@@ -36,7 +37,7 @@ def _label(value: Any) -> str:
 
 
 def _number(value: Any) -> Optional[str]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     if value != value or value in (float("inf"), float("-inf")):
         return None
@@ -100,7 +101,7 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
             [("", figures.get("probeErrors", 0))])
     last_ok = figures.get("lastSuccessMs")
     _family(lines, "svc_probe_last_success_timestamp_seconds", "gauge", "When a probe last succeeded, Unix seconds.",
-            [("", last_ok / 1000.0)] if isinstance(last_ok, (int, float)) and not isinstance(last_ok, bool) else [])
+            [("", last_ok / 1000.0)] if is_number(last_ok) else [])
     _family(lines, "svc_sse_subscribers", "gauge", "Open /api/accounts/stream connections.", [("", subscribers)])
     _family(lines, "svc_sse_subscribers_max", "gauge", "Stream subscriber cap (SVC_MONITOR_MAX_STREAMS).",
             [("", subscribers_max)])

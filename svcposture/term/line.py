@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 
+from .._numbers import finite_number
 from .._names import NODE_STATUSES
 from .._text import printable
 
@@ -95,12 +96,8 @@ def paint(text: str, status: str, colour: bool) -> str:
 
 
 def _number(value: "Any") -> "Optional[float]":
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        return None
-    return value
+    number = finite_number(value)
+    return None if number is None else float(number)
 
 
 def _instant_ms(value: "Any") -> "Optional[int]":
