@@ -34,18 +34,6 @@ QUOTA_KEYS = (
     "rate_limit.tier",
 )
 
-# Heartbeat `quota` block field for each contract key (contract 6.2).
-QUOTA_BLOCK_FIELDS = {
-    "ratelimit.five_hour_pct": "five_hour_pct",
-    "ratelimit.seven_day_pct": "seven_day_pct",
-    "ratelimit.seven_day_large_pct": "seven_day_large_pct",
-    "ratelimit.seven_day_medium_pct": "seven_day_medium_pct",
-    "ratelimit.five_hour_resets_at": "five_hour_resets_at",
-    "ratelimit.seven_day_resets_at": "seven_day_resets_at",
-    "subscription.type": "subscription_type",
-    "rate_limit.tier": "rate_limit_tier",
-}
-
 _LOG_NAME_RE = re.compile(r"^(\d{4})-(\d{2})\.jsonl$")
 # An event is well under a kilobyte; a longer "line" is damage and is skipped
 # without being loaded whole.
@@ -132,29 +120,6 @@ def status_changed(node: str, handle: str, email: Optional[str], status: str,
         attrs["account.binding_window"] = binding_window
     attrs["node.name"] = node
     return envelope(STATUS_CHANGED, node, attrs, ts_ms)
-
-
-def quota_block(event: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The heartbeat `quota` block derived from an `account.ratelimit.sampled` event.
-
-    Pure. Absent keys stay absent; None when there is no usable event.
-    """
-    if not isinstance(event, Mapping):
-        return None
-    attrs = event.get("attributes")
-    if not isinstance(attrs, Mapping) or attrs.get("event.name") != RATELIMIT_SAMPLED:
-        return None
-    block: Dict[str, Any] = {}
-    for key, field in QUOTA_BLOCK_FIELDS.items():
-        value = attrs.get(key)
-        if value is None:
-            continue
-        if key.endswith("_pct") and not _is_number(value):
-            continue
-        if not key.endswith("_pct") and not isinstance(value, str):
-            continue
-        block[field] = value
-    return block
 
 
 def event_name(event: Any) -> Optional[str]:

@@ -188,8 +188,8 @@ def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log:
     if not liveness_on:
         return
     try:
-        from ..cluster.heartbeat_account import account_source
-        account = account_source(paths, service.current, service.interval_s)
+        from ..cluster.heartbeat import account_source
+        account = account_source(service.current, service.trajectory.body, service.interval_s)
         started.append(liveness.start_publisher(paths, environ, node, service.account_status, event_log,
                                                 account=account, polls_usage=lambda: sampler.polls_here))
     except Exception as exc:
