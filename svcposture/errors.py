@@ -16,8 +16,17 @@ if TYPE_CHECKING:
 from ._numbers import is_int
 
 
+# The name the package is imported as: `svcposture`, or e.g. `host._vendor.svcposture`
+# when vendored. The exceptions of the face report it as their module, so a
+# traceback or repr names them as callers catch them (`svcposture.ConfigError`),
+# and pickle finds them there.
+FACE = __name__.rpartition(".")[0]
+
+
 class SvcpostureError(Exception):
     """Base of every error raised by svcposture."""
+
+    __module__ = FACE
 
 
 ERROR_KINDS = ("transport", "timeout", "auth", "http", "no_headers", "parse", "config", "internal")

@@ -16,7 +16,7 @@ from ._files import append_line, iter_lines_reverse
 from ._names import EDGE_STATUSES
 from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
 from ._version import __version__
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 from .paths import Paths
 
 RATELIMIT_SAMPLED = "account.ratelimit.sampled"
@@ -42,6 +42,8 @@ MAX_EVENT_LINE = 1024 * 1024
 
 class EventLogError(SvcpostureError, OSError):
     """An event could not be appended; the caller must not advance any state."""
+
+    __module__ = FACE
 
 
 def host_id(node: str) -> str:

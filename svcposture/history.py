@@ -26,7 +26,7 @@ from ._names import WINDOW_FIELDS
 from ._text import account_label, loads_bounded
 from . import _time
 from ._time import iso_from_ms, parse_iso_ms
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 from .paths import Paths
 
 DEFAULT_DAYS = 8
@@ -43,6 +43,8 @@ _DAY_FILE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\.jsonl$")
 
 class HistoryError(SvcpostureError, OSError):
     """Rows could not be appended; the file holds none of them."""
+
+    __module__ = FACE
 
 
 # ---------------------------------------------------------------- rows
