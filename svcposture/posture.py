@@ -166,7 +166,7 @@ def derive_summary(report: Any, node: str, probed_at: int) -> Dict[str, Any]:
         return disabled_body(node)
     raw_accounts = report.get("accounts")
     if not isinstance(raw_accounts, list):
-        return error_summary(node, probed_at, {"kind": "internal", "message": MESSAGES["internal"][1]})
+        return error_summary(node, probed_at, {"kind": "internal", "message": MESSAGES["internal"].bad_result})
     accounts: List[Dict[str, Any]] = []
     labels = set()
     active: Optional[Dict[str, Any]] = None

@@ -260,7 +260,7 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
     if status in (401, 403):
         return {"ok": False, "error": error("auth", http_status=status)}
     if status == 429:
-        return {"ok": False, "error": error("http", MESSAGES["http"][1], http_status=status),
+        return {"ok": False, "error": error("http", MESSAGES["http"].usage_rate_limited, http_status=status),
                 "retryAfterS": retry_after}
     if not 200 <= status < 300:
         return {"ok": False, "error": error("http", http_status=status)}
@@ -269,5 +269,5 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
     except ValueError:
         # Not a JSON object: bad UTF-8, too large or nested too deeply alike. A
         # window that cannot be read is left out by usage_values on its own.
-        return {"ok": False, "error": error("parse", MESSAGES["parse"][1], http_status=status)}
+        return {"ok": False, "error": error("parse", MESSAGES["parse"].usage_reply, http_status=status)}
     return {"ok": True, "values": values}

@@ -112,3 +112,30 @@ def test_posture_and_history_drop_a_word_or_label_with_a_trailing_newline():
     assert history.parse_row(b'{"t": 1800000000000, "label": "acct1\\n"}') is None
     assert history.parse_row(b'{"t": 1800000000000, "label": "acct1"}')["label"] == "acct1"
     assert _text.account_label("a" * 64) and _text.account_label("a" * 65) is None
+
+
+def test_error_sentences_are_addressed_by_name_and_stay_in_order():
+    from svcposture.errors import KNOWN_MESSAGES, MESSAGES, Sentences, error
+
+    config = MESSAGES["config"]
+    assert isinstance(config, Sentences) and isinstance(config, tuple)
+    assert config.default == config[0] == config.group_writable
+    assert config.symlink == "The accounts env file is a symbolic link; it is not sourced."
+    assert MESSAGES["internal"].stopping == "The probe was stopped because the monitor is stopping."
+    assert error("config", config.open_directory)["message"] == config.open_directory
+    assert error("config", "made up")["message"] == config.default
+    # Every sentence has exactly one name, and the names are the only attributes.
+    for kind, sentences in MESSAGES.items():
+        assert list(vars(sentences).values()) == list(sentences), kind
+    assert len(KNOWN_MESSAGES) == sum(len(s) for s in MESSAGES.values()) == 24
+    with pytest.raises(AttributeError):
+        config.no_such_sentence  # noqa: B018
+
+
+def test_no_module_indexes_a_sentence_by_position():
+    import pathlib
+    import re
+
+    package = pathlib.Path(_text.__file__).parent
+    indexed = [str(p) for p in package.rglob("*.py") if re.search(r"MESSAGES\[[^\]]+\]\[\d", p.read_text())]
+    assert indexed == []
