@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ._numbers import is_int
+from ._text import is_int
 from ._cycle import same_cycle
 from ._files import CorruptFileError, move_aside, read_json, write_json_atomic
 from ._names import CLAIM_OF_FIELD, WINDOW_CLAIMS

@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Tuple
 
-from ._numbers import is_int
+from ._text import is_int
 
 
 # The name the package is imported as: `svcposture`, or e.g. `host._vendor.svcposture`

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from ._numbers import finite_number, is_int, is_number
+from ._text import finite_number, is_int, is_number
 from ._env import InvalidSetting
 from ._dirs import ensure_dir
 from ._files import append_line, iter_lines_reverse

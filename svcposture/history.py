@@ -18,12 +18,11 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ._numbers import finite_number, is_int
 from ._cycle import same_cycle
 from ._env import InvalidSetting
 from ._files import append_lines, iter_lines_reverse
 from ._names import WINDOW_FIELDS
-from ._text import account_label, loads_bounded
+from ._text import account_label, finite_number, is_int, loads_bounded
 from . import _time
 from ._time import iso_from_ms, parse_iso_ms
 from .errors import FACE, SvcpostureError

@@ -18,11 +18,10 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
-from ._numbers import finite_number, is_number
 from ._env import env_number
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
-from ._text import EMAIL, account_label, word
+from ._text import EMAIL, account_label, finite_number, is_number, word
 from .broadcast import Broadcast
 from .errors import MESSAGES, clean_error
 from .events import EventLog, EventLogError

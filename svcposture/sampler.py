@@ -18,11 +18,10 @@ import logging
 import threading
 from typing import Any, Callable, Mapping, Optional
 
-from ._numbers import finite_number
 from ._env import env_number
 from .events import EventLog, EventLogError, ratelimit_sampled
 from .paths import Paths
-from ._text import printable
+from ._text import finite_number, printable
 from .errors import clean_error
 from .usage import has_window
 

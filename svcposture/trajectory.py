@@ -21,7 +21,7 @@ import threading
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
-from ._numbers import is_int, is_number
+from ._text import is_int, is_number
 from ._cycle import same_cycle
 from ._env import env_number
 from ._names import CLAIM_OF_FIELD, WINDOW_FIELDS

@@ -18,7 +18,7 @@ import math
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from . import _time
-from ._numbers import is_number
+from ._text import is_number
 
 # A percent beyond this is not a utilization (the header probe draws the same line).
 MAX_PCT = 1e8

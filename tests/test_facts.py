@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from svcposture import _cycle, _numbers, _spawn, _text, alerts, history, notify, posture, probe, trajectory
+from svcposture import _cycle, _spawn, _text, alerts, history, notify, posture, probe, trajectory
 from svcposture.cluster import liveness, tracker
 from tests.support.waiting import wait_until
 
@@ -73,9 +73,9 @@ def test_kill_group_kills_the_child_and_what_it_started():
     (10 ** 400, True, True, None), ("1", False, False, None), (None, False, False, None), ([1], False, False, None),
 ])
 def test_a_number_is_never_a_bool(value, number, integer, finite):
-    assert _numbers.is_number(value) is number
-    assert _numbers.is_int(value) is integer
-    assert _numbers.finite_number(value) == finite if finite is not None else _numbers.finite_number(value) is None
+    assert _text.is_number(value) is number
+    assert _text.is_int(value) is integer
+    assert _text.finite_number(value) == finite if finite is not None else _text.finite_number(value) is None
 
 
 def _heartbeat(host, metadata):

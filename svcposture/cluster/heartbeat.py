@@ -31,8 +31,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
 from .._names import FIELD_OF_CLAIM, NODE_STATUSES
-from .._numbers import finite_number, is_int
-from .._text import has_control
+from .._text import finite_number, has_control, is_int, printable
 from .._time import now_ms, parse_iso_ms
 from ..events import RATELIMIT_SAMPLED, EventLog, event_name
 from .tracker import HEARTBEAT_URL_PREFIX
@@ -310,8 +309,6 @@ def unlisted_rows(roster: Any, published: Mapping[str, Optional[int]], now: int)
     printable and cut to 200 characters (they come from whoever can attach to
     the anchor).
     """
-    from .._text import printable
-
     members = set(roster)
     rows = []
     for host in sorted(h for h in published if h not in members)[:MAX_UNLISTED]:

@@ -16,9 +16,8 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import config
-from .._numbers import is_number
 from .._env import env_number
-from .._text import printable
+from .._text import is_number, printable
 from .._time import iso_from_ms, now_ms
 from .._version import __version__
 from ..events import EventLog

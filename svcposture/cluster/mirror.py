@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .._numbers import is_int
 from .._files import write_bytes_atomic
-from .._text import has_control, printable
+from .._text import has_control, is_int, printable
 from .._time import iso_now
 from ..config import (
     ANCHOR_KEY, CLASSIFICATION, HOST_NAME_KEY, PER_NODE, PLUGIN_URL_KEY, REPO_URL_KEY, SHARED_LAYER2_KEYS,

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import time
 
-from .._numbers import finite_number
 from .._names import NODE_STATUSES
-from .._text import printable
+from .._text import finite_number, printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
