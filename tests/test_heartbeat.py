@@ -125,3 +125,54 @@ def test_the_fleet_schemas_name_every_field_the_readers_return():
     account = heartbeat.peer_account({"label": "a"}, publish_interval_ms=1, now=0)
     assert set(heartbeat.account_schema()["required"]) == set(account)
     assert set(heartbeat.quota_schema()["properties"]) == set(heartbeat.QUOTA_BLOCK_FIELDS.values())
+
+
+# ---------------------------------------------------------------- through a real monitor
+
+def test_a_monitors_heartbeat_carries_the_wall_its_trajectory_serves(tmp_path):
+    import json
+    import time
+
+    from svcposture._time import iso_from_ms
+    from svcposture.paths import Paths
+    from tests.support.home import BEARER, canary, make_node, monitor_env
+    from tests.support.monitor import start_monitor
+    from tests.support.provider import ProviderServer
+    from tests.support.tracker import TrackerServer
+    from tests.support.waiting import wait_until
+
+    token = canary("hbwall")
+    now_s = int(time.time())
+    resets = iso_from_ms((now_s + 3 * 3600) * 1000)
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    # Three points of this cycle in the history: with the probe's own, enough for a rate.
+    paths = Paths(home, {"HOME": str(home)})
+    for minutes, pct in ((30, 12.0), (20, 22.0), (10, 32.0)):
+        view = {"label": "acct1", "active": True, "fiveHour": {"pct": pct, "resetsAt": resets},
+                "sevenDay": {"pct": 10.0, "resetsAt": iso_from_ms((now_s + 4 * 86400) * 1000)}}
+        body = {"available": True, "probedAt": (now_s - minutes * 60) * 1000, "accounts": [view], "active": view}
+        history.append_rows(paths, history.rows_from_summary(body))
+    with TrackerServer(tokens=[BEARER]) as srv, ProviderServer() as provider:
+        srv.add_issue("OPS-1")
+        provider.set_account(token, five_hour=(0.42, "allowed"), seven_day=(0.10, "allowed"),
+                             reset_5h=now_s + 3 * 3600)
+        env = monitor_env(home, provider.url, accounts=[("ACCT1", token, "a@example.com")], active="ACCT1",
+                          SVC_TRACKER_URL=srv.url, EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="300",
+                          SVC_PROBE_INTERVAL_S="3", SVC_POSTURE_TTL_S="3")
+        mon = start_monitor(env)
+        try:
+            def agreeing():
+                meta = srv.attachments("OPS-1").get(liveness.heartbeat_url("a"), {}).get("metadata") or {}
+                block = meta.get("account")
+                trajectory = mon.get_json("/api/trajectory")[1]
+                if not block or not block.get("wall_at") or not trajectory.get("probedAt"):
+                    return None
+                if block["probed_at"] != iso_from_ms(trajectory["probedAt"]):
+                    return None  # a probe in between: look again
+                return block, trajectory
+            block, trajectory = wait_until(agreeing, timeout=30, message="a heartbeat and a trajectory of one probe")
+            account = [a for a in trajectory["accounts"] if a["label"] == "acct1"][0]
+            assert block["wall_at"] == account["fiveHour"]["forecast"]["wallAt"]
+            assert token not in json.dumps(srv.attachments("OPS-1"))
+        finally:
+            mon.stop()
