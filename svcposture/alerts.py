@@ -25,10 +25,10 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ._text import is_int
 from ._cycle import same_cycle
 from ._files import CorruptFileError, move_aside, read_json, write_json_atomic
 from ._names import CLAIM_OF_FIELD, WINDOW_CLAIMS
+from ._text import is_int
 from ._time import iso_from_ms, now_ms, parse_iso_ms
 from .events import EventLog, envelope, event_name
 

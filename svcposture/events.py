@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from ._text import finite_number, is_int, is_number
 from ._env import InvalidSetting
 from ._dirs import ensure_dir
 from ._files import append_line, iter_lines_reverse
 from ._names import EDGE_STATUSES
+from ._text import finite_number, is_int, is_number
 from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
 from ._version import __version__
 from .errors import FACE, SvcpostureError

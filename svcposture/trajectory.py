@@ -21,10 +21,10 @@ import threading
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
-from ._text import is_int, is_number
 from ._cycle import same_cycle
 from ._env import env_number
 from ._names import CLAIM_OF_FIELD, WINDOW_FIELDS
+from ._text import is_int, is_number
 from .alerts import AlertLatch, parse_thresholds, recent_alerts
 from .broadcast import Broadcast
 from .events import EventLog

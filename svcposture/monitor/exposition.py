@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .._text import is_number
 from .._names import CLAIM_OF_FIELD, NODE_STATUSES
+from .._text import is_number
 from .._time import parse_iso_ms
 from .._version import __version__
 from .trust import GUARD_MESSAGES
