@@ -15,5 +15,8 @@ Layers, each importing only the ones below it:
 - exposition: the /metrics text and the OpenAPI document (pure functions).
 - assets: the dashboard files in static/.
 - wire: limits, reasons, the one builder of response heads.
-- hud, statusline, line, demo, nodeinit: the terminal commands and node set-up.
+- demo: `svc-monitor demo`.
+
+The terminal clients (hud, statusline, line) live in svcposture.term, node
+set-up (`svc-monitor init`) in svcposture.nodeinit.
 """

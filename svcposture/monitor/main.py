@@ -271,13 +271,13 @@ def _reexec_without_tokens(args: Sequence[str]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] == "hud":
-        from . import hud
+        from ..term import hud
         return hud.main(args_list[1:])
     if args_list and args_list[0] == "init":
-        from . import nodeinit
+        from .. import nodeinit
         return nodeinit.main(args_list[1:])
     if args_list and args_list[0] == "statusline":
-        from . import statusline
+        from ..term import statusline
         return statusline.main(args_list[1:])
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":

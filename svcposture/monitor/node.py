@@ -137,8 +137,8 @@ class Node:
         if not liveness_on:
             return
         try:
-            from ..cluster.heartbeat_account import account_source
-            account = account_source(paths, self.service.current, self.service.interval_s)
+            from ..cluster.heartbeat import account_source
+            account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
             self._started.append(liveness.start_publisher(
                 paths, environ, node, self.service.account_status, self.event_log,
                 account=account, polls_usage=lambda: sampler.polls_here))
