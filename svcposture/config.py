@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tup
 
 from ._files import CorruptFileError, exclusive_lock, read_json, write_json_atomic
 from ._reserve import RESERVE_KEY
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 from .paths import Paths
 
 SHARED = "SHARED"
@@ -38,6 +38,8 @@ _MISSING = object()
 
 class ConfigError(SvcpostureError, ValueError):
     """A config file is corrupt or holds a value of the wrong shape."""
+
+    __module__ = FACE
 
     def __init__(self, message: str, path: Optional[str] = None, line: int = 0, column: int = 0) -> None:
         self.path = path

@@ -1,10 +1,12 @@
 """Headroom under the human reserve: the guard's decision and the switch's choice (DESIGN §18).
 
 Pure functions over a posture body (the §4 shape, for either vendor). The
-guard imports this module on every call, so it imports nothing at run time
-beyond what the standard library has already loaded.
+guard imports this module on every call, so it imports nothing at run time but
+the package's number rules (the switch's HRW comes with its first fleet pick).
 """
 from __future__ import annotations
+
+from ._text import finite_number, is_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,12 +22,8 @@ SPREAD_POINTS = 10.0
 
 
 def _pct(window: "Any") -> "Optional[float]":
-    if not isinstance(window, dict):
-        return None
-    pct = window.get("pct")
-    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct != pct:
-        return None
-    return float(pct)
+    pct = finite_number(window.get("pct")) if isinstance(window, dict) else None
+    return None if pct is None else float(pct)
 
 
 def resets_ms(window: "Any") -> "Optional[int]":
@@ -59,7 +57,7 @@ def _unavailable_reason(body: "Any", now_ms: int, stale_ms: int) -> "Optional[st
     if not isinstance(body, dict) or body.get("available") is not True:
         return "the posture is unavailable (no usable account, or probing is off)"
     probed = body.get("probedAt")
-    if isinstance(probed, bool) or not isinstance(probed, int):
+    if not is_int(probed):
         return "the posture has no probe time"
     if now_ms - probed > stale_ms:
         return "the posture is %d s old, older than twice the probe interval" % ((now_ms - probed) // 1000)

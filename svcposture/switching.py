@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Optional
 
 from . import _time
 from ._files import CorruptFileError, lock_file, move_aside, read_json, write_json_atomic
+from ._text import is_int
 from .events import ACCOUNT_SWITCHED, EventLog, account_switched
 from .paths import Paths
 from .switch import (CLAUDE, PROVIDERS, SwitchError, active_label, entries, read_env_file, replace_env_file,
@@ -75,11 +76,11 @@ def _valid_vendor(entry: Any) -> bool:
     last = entry.get("lastAutoMs")
     avoid = entry.get("avoid")
     pending = entry.get("pending")
-    return ((last is None or (isinstance(last, int) and not isinstance(last, bool)))
+    return ((last is None or is_int(last))
             and isinstance(avoid, dict)
-            and all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in avoid.items())
+            and all(isinstance(k, str) and is_int(v) for k, v in avoid.items())
             and (pending is None or (isinstance(pending, dict) and isinstance(pending.get("to"), str)
-                                     and isinstance(pending.get("atMs"), int))))
+                                     and is_int(pending.get("atMs")))))
 
 
 def load_state(path: Path) -> Dict[str, Any]:

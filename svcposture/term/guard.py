@@ -32,9 +32,9 @@ import _socket
 from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
 from ..headroom import GO, HOLD, UNAVAILABLE, guard_decision
-from ..monitor import line
-from ..monitor.statusline import (DEFAULT_BUDGET_MS, MAX_BODY, MIN_MONITOR_S, get_json, monitor_url,
-                                  open_socket, parse_url, process_age_s)
+from . import line
+from .statusline import (DEFAULT_BUDGET_MS, MAX_BODY, MIN_MONITOR_S, get_json, monitor_url, open_socket,
+                         parse_url, process_age_s)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -70,7 +70,7 @@ def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
             return loads_bounded(sys.stdin.buffer.read(MAX_POSTURE + 1), MAX_POSTURE)
         except ValueError:
             return None
-    from ..monitor.statusline import get_json, monitor_url, parse_url
+    from .statusline import get_json, monitor_url, parse_url
     target = parse_url(ns.url or monitor_url(os.environ))
     if target is None:
         return None
