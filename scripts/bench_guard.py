@@ -110,7 +110,9 @@ def counted_guards(url: str, child: Dict[str, str], provider: ProviderServer, gu
         codes = list(pool.map(lambda _: timed(cmd, child)[1], range(guards)))
     spent = provider.message_calls() + provider.usage_calls() - before
     per_1000 = spent * 1000.0 / guards
-    print("guards: %d, exit codes %s" % (guards, sorted(set(codes))))
+    # Four at once on a loaded machine, a guard may miss its 250 ms budget: exit 69, as designed.
+    print("guards: %d, go: %d, unavailable (budget missed): %d, other: %d"
+          % (guards, codes.count(0), codes.count(69), len(codes) - codes.count(0) - codes.count(69)))
     return {"figure": "provider calls per 1,000 guards (4 at a time)", "value": per_1000, "unit": "",
             "baseline": 1000, "baseline_label": "a gate that asks the provider", "ratio": round(per_1000 / 1000, 4),
             "target": "0", "ok": spent == 0}

@@ -270,3 +270,44 @@ def test_a_node_without_codex_accounts_has_no_codex_go(node: Dict[str, Any]) -> 
     # body (DESIGN §17) or, predating Codex, with Claude's, it is no Codex posture to go on.
     code, body, _ = decision(node["env"], "--provider", "codex")
     assert code == 69 and body["provider"] == "codex" and body["decision"] == "unavailable"
+
+
+# ---------------------------------------------------------------- hostile monitors
+
+def _body(**over: Any) -> Dict[str, Any]:
+    window = {"pct": 10.0, "resetsAt": "2030-01-01T00:00:00.000Z", "status": "allowed"}
+    active = {"label": "acct1", "email": None, "active": True, "overallStatus": "allowed",
+              "representativeClaim": "five_hour", "bindingWindow": "five_hour", "bindingStatus": "allowed",
+              "fiveHour": window, "sevenDay": window, "error": None}
+    body = {"available": True, "node": "n", "generatedAt": "2030-01-01T00:00:00.000Z",
+            "probedAt": int(time.time() * 1000), "cached": True, "status": "ok", "active": active,
+            "accounts": [active], "siblingWithHeadroom": None}
+    body.update(over)
+    return body
+
+
+def test_hostile_and_broken_replies_are_unavailable_never_a_traceback(tmp_path: Path) -> None:
+    from tests.support.rawserver import HANG, RawServer, http_reply
+
+    replies = [
+        http_reply(200, b"not json"), http_reply(200, b"{" * 100000), http_reply(200, [1, 2]),
+        http_reply(200, b"x" * (2 * 1024 * 1024)), http_reply(500, {"error": "x"}), b"garbage\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"available\"", HANG,
+        http_reply(200, _body(probedAt="yesterday")), http_reply(200, _body(probedAt=True)),
+        http_reply(200, _body(active={"label": "acct1", "error": {"kind": "auth"}})),
+        http_reply(200, _body(error={"kind": "transport"})),
+        http_reply(200, {"available": False, "node": "n"}),
+    ]
+    env = dict(monitor_env(tmp_path, "http://127.0.0.1:9"), SVC_GUARD_BUDGET_MS="400")
+    for reply in replies:
+        with RawServer({"/api/accounts": reply}) as server:
+            code, body, err = decision(env, "--url", server.url)
+            assert code == 69 and body["decision"] == "unavailable", (reply if reply is HANG else reply[:80], body)
+    # Odd but well-formed: a window past 100 % holds, a pct that is not a number is no window.
+    for over, expected in ((dict(active=dict(_body()["active"], fiveHour={"pct": 1e308, "resetsAt": None,
+                                                                         "status": "allowed"})), 1),
+                           (dict(active=dict(_body()["active"], fiveHour={"pct": "99", "resetsAt": 7,
+                                                                         "status": "allowed"})), 0),
+                           (dict(active=None), 1)):
+        with RawServer({"/api/accounts": http_reply(200, _body(**over))}) as server:
+            assert decision(env, "--url", server.url)[0] == expected, over

@@ -331,3 +331,17 @@ def test_best_without_a_monitor_is_unavailable(home: Path) -> None:
 def test_help_explains_itself(home: Path) -> None:
     code, out, _ = switch(offline_env(home), "--help")
     assert code == 0 and "--best" in out and "export MODEL_CODE_OAUTH_TOKEN" in out and "account.switched" in out
+
+
+@pytest.mark.parametrize("state", [b"", b"{", b"[]", b'{"version": 2, "providers": {}}',
+                                   b'{"version": 1, "providers": {"claude": {"avoid": [], "pending": 7}}}',
+                                   b'{"version": 1, "providers": "x"}', b"\xff\xfe" * 1000])
+def test_a_corrupt_state_file_is_moved_aside_and_the_switch_still_made(home: Path, state: bytes) -> None:
+    path = env_file(home)
+    (home / "svc").mkdir(mode=0o700, exist_ok=True)
+    (home / "svc" / "switch-state.json").write_bytes(state)
+    code, out, err = switch(offline_env(home), "--to", "acct2", "--json")
+    assert code == 0, err
+    assert active_label(path.read_bytes(), "claude") == "acct2" and len(switched_events(home)) == 1
+    data = json.loads((home / "svc" / "switch-state.json").read_text())
+    assert data["version"] == 1 and data["providers"]["claude"]["pending"] is None
