@@ -148,3 +148,37 @@ def test_the_page_reads_the_reserve_from_the_trajectory_body(tmp_path: Path) -> 
             wait_until(lambda: mon.get_json("/api/trajectory")[1]["reservePct"] == 0, message="the reserve, 0")
         finally:
             mon.stop()
+
+
+def test_the_dashboard_marks_the_reserve_on_every_bar(tmp_path: Path) -> None:
+    from tests.support.browser import chromium, wait_for
+    from tests.support.home import monitor_env
+    from tests.support.monitor import start_monitor
+    from tests.support.provider import ProviderServer
+
+    home = tmp_path / "node"
+    home.mkdir(mode=0o700)
+    write_json(home / ".config" / "svc" / "cluster-secrets.json", {"svc": {"posture": {"reservePct": 20}}})
+    with ProviderServer() as provider:
+        provider.set_account("t1", five_hour=(0.30, "allowed"), seven_day=(0.85, "allowed_warning"))
+        provider.set_account("t2")
+        env = monitor_env(home, provider.url, accounts=[("ACCT1", "t1", None), ("ACCT2", "t2", None)],
+                          active="ACCT1", SVC_PROBE_INTERVAL_S="1", SVC_POSTURE_TTL_S="1")
+        mon = start_monitor(env)
+        try:
+            with chromium() as driver:
+                driver.get(mon.url + "/")
+                # Two footer bars and two per account card, each with its mark at 80 %.
+                marks = wait_for(lambda: (lambda m: m if len(m) >= 6 else None)(
+                    driver.find_elements("css selector", ".bar .reserve-mark")), what="the reserve marks")
+                assert all(m.value_of_css_property("left") != "auto" for m in marks)
+                lefts = driver.execute_script(
+                    "return Array.prototype.map.call(document.querySelectorAll('.bar .reserve-mark'),"
+                    " function (m) { return m.style.left; });")
+                assert set(lefts) == {"80%"}, lefts
+                driver.save_screenshot(str(tmp_path / "dashboard.png"))
+                write_json(home / ".config" / "svc" / "cluster-secrets.json", {"svc": {"posture": {"reservePct": 0}}})
+                wait_for(lambda: not driver.find_elements("css selector", ".bar .reserve-mark"),
+                         what="the marks gone with no reserve")
+        finally:
+            mon.stop()
