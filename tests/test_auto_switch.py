@@ -267,3 +267,20 @@ def test_kill9_anywhere_keeps_one_event_per_switch(tmp_path: Path) -> None:
         assert from_label == previous and to_label != from_label, summary
         previous = to_label
     assert previous == file_active(n["home"]), summary
+
+
+def test_a_junk_threshold_leaves_the_automatic_switch_off_with_one_line(tmp_path: Path) -> None:
+    with ProviderServer() as provider:
+        provider.set_account(TA, status="rejected", five_hour=(1.0, "rejected"), seven_day=(0.3, "allowed"))
+        provider.set_account(TB)
+        provider.set_account(TC)
+        for junk in ("ninety", "0", "101", "nan", "-5"):
+            (tmp_path / junk).mkdir()
+            n = node(tmp_path / junk, provider)
+            mon = start_monitor(dict(n["env"], SVC_AUTO_SWITCH_AT=junk))
+            try:
+                probes(mon, 3)
+            finally:
+                mon.stop()
+            assert "auto switch off: SVC_AUTO_SWITCH_AT must be a percentage" in mon.stderr_text(), junk
+            assert file_active(n["home"]) == "a" and switched(n["home"]) == [], junk
