@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 # The separators break a line as a newline does, so they show as one does (`?`);
 # format characters are invisible by definition, so they are dropped.
+_C0_C1 = frozenset(map(chr, list(range(0x20)) + list(range(0x7f, 0xa0))))
 _CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)) + [0x2028, 0x2029], "?")
 
 # The shapes of the few words the package copies from a report it did not
@@ -67,9 +68,9 @@ def _without_format(text: str) -> str:
 
 
 def has_control(text: str) -> bool:
-    # Each control becomes a `?` and each format character goes, so the text
-    # changes exactly when it holds one.
-    return printable(text) != text
+    """Whether `text` holds a C0, DEL or C1 control (what CONTROL_RE finds);
+    validators use it, and what they accept is still shown through printable."""
+    return not _C0_C1.isdisjoint(text)
 
 
 def loads_bounded(raw: bytes, limit: int) -> Any:
