@@ -42,7 +42,8 @@ MESSAGES: Dict[str, Tuple[str, ...]] = {
                "The accounts env file is owned by another user; it is not sourced.",
                "The accounts env file's directory is not private (another user could swap the file); "
                "it is not sourced.",
-               "The accounts env file is a symbolic link; it is not sourced."),
+               "The accounts env file is a symbolic link; it is not sourced.",
+               "The accounts env file is not valid shell: the shell stopped at a syntax error."),
     "internal": ("The probe child failed without a result.",
                  "The probe child printed no valid result.",
                  "The probe child could not be started.",

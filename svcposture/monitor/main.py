@@ -24,6 +24,7 @@ from .._dirs import ensure_dir
 from .._files import open_nofollow, read_json, remove_stale_temps, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
+from .. import firstrun
 from ..paths import Paths
 from .server import DEFAULT_BIND, DEFAULT_PORT, MonitorServer
 
@@ -252,7 +253,8 @@ def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: i
     try:
         server = MonitorServer((bind, port), service, node=node, environ=environ)
     except OSError as exc:
-        print("svc-monitor: cannot listen on %s:%s: %s" % (bind, port, exc.strerror or exc), file=sys.stderr)
+        print("svc-monitor: cannot listen on %s:%s: %s%s" % (bind, port, exc.strerror or exc,
+                                                           firstrun.listen_hint(paths, exc)), file=sys.stderr)
         return 1
     started: List[Any] = []
     serving = False
@@ -263,6 +265,7 @@ def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: i
         thread.start()
         serving = True
         _announce(paths, server, probe_enabled)
+        firstrun.log_start_notes(paths, environ, probe_enabled)
         if on_ready is not None:
             on_ready(server)
         while not stop_event.wait(0.5):
@@ -308,6 +311,9 @@ def install_stop_signals(stop_event: threading.Event) -> None:
         stop_event.set()
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+SUBCOMMANDS = ("init", "hud", "statusline", "demo")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -375,6 +381,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "statusline":
         from . import statusline
         return statusline.main(args_list[1:])
+    if args_list and not args_list[0].startswith("-") and args_list[0] != "demo":
+        return firstrun.unknown_subcommand("svc-monitor", args_list[0], SUBCOMMANDS, _build_parser())
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
         from . import demo
