@@ -19,6 +19,7 @@ from .assets import PAGE_HEADERS
 from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
 from .fastlane import closed_reader, replay_reader
 from .fleet import fleet_cache
+from .framing import framing_error
 from .trust import GUARD_MESSAGES
 from .wire import (ERROR_CODES, JSON_HEADERS, JSON_TYPE, MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS,
                    REQUEST_READ_TIMEOUT_S, TOKEN_BYTES_RE, TOKEN_RE, dumps)
@@ -108,6 +109,10 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return False
         self._request_read()
         self.headers = RequestHeaders(fields)  # type: ignore[assignment]
+        untrusted = framing_error(fields.get("content-length", ()), "transfer-encoding" in fields)
+        if untrusted:
+            self.send_error(400, untrusted)  # closes: where this request ends is unknown
+            return False
         conntype = (self.headers.get("Connection") or "").lower()
         if conntype == "close":
             self.close_connection = True
