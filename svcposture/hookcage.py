@@ -29,6 +29,8 @@ import sys
 import time
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
+from ._spawn import kill_group
+
 log = logging.getLogger("svcposture.notify")
 
 TAG_VAR = "SVC_ALERT_HOOK_OF"
@@ -85,7 +87,7 @@ class HookCage:
         """Kill every process the hooks left: the group of `hook_pid`, then the cgroup or the
         tagged descendants. Returns how many processes were signalled beyond the group."""
         if hook_pid is not None:
-            _kill_group(hook_pid)
+            kill_group(hook_pid)
         if self.cgroup is not None:
             return _kill_cgroup(self.cgroup)
         if not self.subreaper:
@@ -309,9 +311,3 @@ def _signal(pid: int, sig: int) -> None:
     except OSError:
         pass
 
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass

@@ -20,6 +20,8 @@ import threading
 import time
 from typing import Any, Deque, Dict, Mapping, Optional
 
+from ._spawn import child_env
+
 log = logging.getLogger("svcposture.notify")
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -31,8 +33,6 @@ class Notifier:
 
     def __init__(self, command: str, environ: Mapping[str, str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  limit: int = QUEUE_LIMIT) -> None:
-        from ._spawn import child_env
-
         self.command = command
         self.env = child_env(environ)
         self.timeout_s = timeout_s
