@@ -122,7 +122,8 @@ class Deadline:
         import urllib.request
 
         extra = list(handlers)
-        if is_loopback(urllib.parse.urlsplit(url).hostname or ""):
+        proxied = not any(isinstance(h, urllib.request.ProxyHandler) for h in extra)
+        if proxied and is_loopback(urllib.parse.urlsplit(url).hostname or ""):
             extra.insert(0, urllib.request.ProxyHandler({}))
         return urllib.request.build_opener(*extra, *_handlers(self))
 

@@ -103,3 +103,16 @@ def test_svc_cluster_status_ends_against_a_trickling_tracker(tmp_path):
     report = json.loads(done.stdout)
     assert done.returncode == 1 and "did not answer within 10 s" in report["error"], (done.stdout, done.stderr)
     assert BEARER not in done.stdout + done.stderr
+
+
+def test_hud_once_ends_against_a_trickling_monitor(tmp_path):
+    """`svc-monitor hud --once` reads under the same total deadline (20 s) as the cluster clients."""
+    with SlowUpstream() as upstream:
+        upstream.trickle = True
+        home = tmp_path / "home"
+        home.mkdir()
+        done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", upstream.url],
+                              env=node_env(home), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "cannot reach the monitor at %s: no complete answer within 20 s" % upstream.url in done.stderr
+    assert "Traceback" not in done.stderr
