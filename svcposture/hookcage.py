@@ -29,8 +29,6 @@ import sys
 import time
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
-from ._spawn import kill_group
-
 log = logging.getLogger("svcposture.notify")
 
 TAG_VAR = "SVC_ALERT_HOOK_OF"
@@ -84,10 +82,9 @@ class HookCage:
                     self._seen.add((pid, int(table[pid][19])))
 
     def sweep(self, hook_pid: Optional[int] = None) -> int:
-        """Kill every process the hooks left: the group of `hook_pid`, then the cgroup or the
-        tagged descendants. Returns how many processes were signalled beyond the group."""
-        if hook_pid is not None:
-            kill_group(hook_pid)
+        """Kill every process the hooks left beyond the hook's own group (which the
+        caller kills): the cgroup, or the tagged descendants other than `hook_pid`,
+        which the caller reaps. Returns how many processes were signalled."""
         if self.cgroup is not None:
             return _kill_cgroup(self.cgroup)
         if not self.subreaper:
@@ -128,7 +125,8 @@ class HookCage:
         self._seen = {(pid, start) for pid, start in self._seen if pid in alive and table[pid][0] != "Z"}
 
     def close(self, hook_pid: Optional[int] = None) -> None:
-        """Kill the running hook (`hook_pid`) and what is left, and remove the cgroup directory."""
+        """Kill what the hooks left (the running hook `hook_pid` is the caller's to
+        kill and reap), and remove the cgroup directory."""
         self.sweep(hook_pid)
         if self.cgroup is None:
             return

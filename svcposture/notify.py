@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Deque, Dict, Mapping, Optional
 
-from ._spawn import child_env
+from ._spawn import child_env, kill_group
 
 log = logging.getLogger("svcposture.notify")
 
@@ -65,6 +65,8 @@ class Notifier:
             self._stopped = True
             self._cond.notify_all()
             running = self._running
+        if running is not None:
+            kill_group(running.pid)
         if self._cage is not None:
             self._cage.close(running.pid if running is not None else None)
 
@@ -125,6 +127,7 @@ class Notifier:
             code = self._wait(proc, time.monotonic() + self.timeout_s)
         finally:
             # A hook that left children behind, in its group or a session of their own, does not keep them.
+            kill_group(proc.pid)
             self._cage.sweep(proc.pid)
             proc.wait()
             with self._cond:
