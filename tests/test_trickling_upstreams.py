@@ -15,6 +15,7 @@ from tests.support.home import BEARER, make_node, node_env
 from tests.support.monitor import http_get, start_monitor
 from tests.support.slowupstream import SlowUpstream
 from tests.support.waiting import wait_until
+from tests.test_metrics_openapi import _validate
 
 READERS = 20
 # A reader that has no answer by then has been left waiting on the read: the
@@ -73,6 +74,7 @@ def test_a_trickling_upstream_gets_every_reader_an_answer_and_no_thread_stays(no
     upstream.trickle = True
     bodies = _readers(mon.url)
     assert all(b["hosts"] == [] and "still being read" in b["error"] for b in bodies), bodies[0]
+    _validate(json.loads(mon.get("/api/openapi.json")[2]), {"$ref": "#/components/schemas/FleetReport"}, bodies[0])
     assert upstream.trickled >= 1
     wait_until(lambda: _threads(mon.pid) <= baseline, timeout=60,
                message="threads back to %d after the trickled read" % baseline)
@@ -84,9 +86,11 @@ def test_a_trickling_upstream_gets_every_reader_an_answer_and_no_thread_stays(no
     assert [h["host"] for h in good["hosts"]] == ["n1"] and good["source"] == source
     upstream.trickle = True
     bodies = _readers(mon.url)
+    doc = json.loads(mon.get("/api/openapi.json")[2])
     for body in bodies:
         assert body["stale"] is True and isinstance(body["staleAgeS"], float) and body["staleAgeS"] >= 0, body
         assert body["hosts"] == good["hosts"] and body["generatedAt"] == good["generatedAt"]
+        _validate(doc, {"$ref": "#/components/schemas/FleetReport"}, body)  # the document describes it
     wait_until(lambda: _threads(mon.pid) <= baseline, timeout=60,
                message="threads back to %d after the second trickled read" % baseline)
     assert mon.proc.poll() is None
