@@ -163,4 +163,11 @@ def _handlers(deadline: Deadline) -> List[Any]:
         def https_open(self, req: Any) -> Any:
             return self.do_open(_WatchedTLS, req, context=self._context)
 
-    return [_Plain(), _TLS()]
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):
+        # urllib re-sends a redirected request with its headers, Authorization
+        # included: a redirect would carry the bearer token to wherever it
+        # points. The 3xx reaches the caller as an HTTPError instead.
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return [_Plain(), _TLS(), _NoRedirect()]
