@@ -171,6 +171,7 @@ def test_a_disabled_posture_a_failed_probe_and_a_stale_one_are_unavailable(node:
     code, body, _ = decision(dict(node["env"], SVC_PROBE_INTERVAL_S="0.05"))
     assert code == 69 and "old" in body["reason"]
     assert decision(dict(node["env"], SVC_PROBE_INTERVAL_S="0.05"), "--fail-open")[0] == 0
+    (tmp_path / "off").mkdir()
     off = start_monitor(monitor_env(tmp_path / "off", "http://127.0.0.1:9", **CLOCKS), args=("--no-probe",))
     try:
         code, body, _ = decision(dict(node["env"], SVC_MONITOR_PORT=str(off.port)))
@@ -310,4 +311,4 @@ def test_hostile_and_broken_replies_are_unavailable_never_a_traceback(tmp_path: 
                                                                          "status": "allowed"})), 0),
                            (dict(active=None), 1)):
         with RawServer({"/api/accounts": http_reply(200, _body(**over))}) as server:
-            assert decision(env, "--url", server.url)[0] == expected, over
+            assert decision(dict(env, SVC_GUARD_BUDGET_MS="5000"), "--url", server.url)[0] == expected, over
