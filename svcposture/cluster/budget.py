@@ -107,10 +107,11 @@ def budget_interval_ms(hosts: int, budget: RateBudget, window: int, now: int) ->
     """The shortest heartbeat interval at which `hosts` heartbeats stay within HEARTBEAT_SHARE
     of every stated limit; 0 when the tracker stated none.
 
-    Three bounds, the largest wins: the request limit over the window; the
-    complexity limit at this request's cost; and the share of what is left
-    until the stated reset, so that a user whose other keys spent most of the
-    window already slows its heartbeats down instead of running dry.
+    The request limit over the window and the complexity limit at this
+    request's cost each give a bound, and the larger wins. Then, when what is
+    left until the stated reset would not carry the heartbeats at that rate
+    (the user's other keys spent most of the window), they share what is left
+    instead of running dry into RATELIMITED.
     """
     hosts = max(1, hosts)
     bounds = [0.0]
@@ -118,11 +119,13 @@ def budget_interval_ms(hosts: int, budget: RateBudget, window: int, now: int) ->
         bounds.append(hosts * window / (HEARTBEAT_SHARE * budget.requests_limit))
     if budget.complexity_limit and budget.complexity_cost:
         bounds.append(hosts * window * budget.complexity_cost / (HEARTBEAT_SHARE * budget.complexity_limit))
+    interval = max(bounds)
     reset = budget.requests_reset_ms
-    if budget.requests_remaining is not None and reset is not None and 0 < reset - now <= window:
-        left = max(1, budget.requests_remaining)
-        bounds.append(hosts * (reset - now) / (HEARTBEAT_SHARE * left))
-    return int(math.ceil(min(max(bounds), window)))
+    if interval and budget.requests_remaining is not None and reset is not None and 0 < reset - now <= window:
+        until_reset = reset - now
+        if hosts * until_reset / interval > budget.requests_remaining:
+            interval = hosts * until_reset / max(1, budget.requests_remaining)
+    return int(math.ceil(min(interval, window)))
 
 
 def interval_in_force_ms(configured_ms: int, hosts: int, budget: RateBudget, window: int, now: int) -> int:
