@@ -30,7 +30,7 @@ HOSTS = 1000
 SHARED = 50          # hosts whose active account is one shared account near its limit
 DOWN = 5             # hosts whose monitor refuses every scrape
 MISSING = ["127.0.9.%d" % i for i in range(1, 6)]   # roster hosts Prometheus was never told about
-INTERVAL_MS = 3000
+INTERVAL_MS = 2000
 
 
 def expected_states(fleet):
@@ -128,7 +128,7 @@ def test_status_answers_for_all_thousand_hosts(stack):
     assert all(rows[h]["account"] is None for h in MISSING + fleet.hosts[-DOWN:])
     # The table names the interval: no heartbeats, seen within two intervals.
     done = run_cluster(stack["reader"], "status", timeout=60)
-    assert "source: prometheus" in done.stdout and "interval: 3 s in force" in done.stdout
+    assert "source: prometheus" in done.stdout and "interval: 2 s in force" in done.stdout
 
 
 def test_a_monitor_that_stops_answering_goes_stale(stack):

@@ -81,14 +81,18 @@ class Engine:
         except OSError:
             return ""
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Terminate, and kill what is still running after `grace_s`: its storage is thrown away anyway."""
+        self.terminate()
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
         self._log.close()
 
 
@@ -151,6 +155,9 @@ class Webhook:
 
 
 def stop_all(engines: Sequence[Optional[Any]]) -> None:
-    for engine in engines:
-        if engine is not None:
-            engine.stop()
+    """Signal every engine first, then wait for each: they shut down side by side."""
+    running = [engine for engine in engines if engine is not None]
+    for engine in running:
+        engine.terminate()
+    for engine in running:
+        engine.stop()
