@@ -16,7 +16,7 @@
    1,000 hosts (50 ms a request) measured in the same run.
 4. The tracker path's hosts per bot user at the default interval, before and after
    budgeting: N real publishers at the default 120 s (on an hour scaled down to
-   6 s, as the stand-in tracker enforces it: 1,500 requests, RATELIMITED past
+   18 s, as the stand-in tracker enforces it: 1,500 requests, RATELIMITED past
    them) and a reader every scaled minute, for two windows; the figure is the
    largest N no reader ever saw not live.
 
