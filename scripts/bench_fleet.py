@@ -16,9 +16,10 @@
    1,000 hosts (50 ms a request) measured in the same run.
 4. The tracker path's hosts per bot user at the default interval, before and after
    budgeting: N real publishers at the default 120 s (on an hour scaled down to
-   18 s, as the stand-in tracker enforces it: 1,500 requests, RATELIMITED past
-   them) and a reader every scaled minute, for two windows; the figure is the
-   largest N no reader ever saw not live.
+   24 s, as the stand-in tracker enforces it: 1,500 requests, RATELIMITED past
+   them) and a reader every scaled minute; after one window of start-up, the
+   figure is the largest N with no request refused and no host ever seen not
+   live by the reader for a whole window.
 
 Loopback only. Installs wrk (apt-get) when missing (parts 1-2).
 Usage: python3 -m scripts.bench_fleet [--quick] [--duration S] [--rounds N] [--parts 1,2,3,4]
