@@ -182,16 +182,26 @@ def test_at_most_three_queries_and_plain_promql(stack):
 
 def test_victoria_metrics_answers_the_same_states(stack):
     fleet = stack["fleet"]
-    vm_reader = dict(stack["reader"], SVC_PROMETHEUS_URL=stack["vm"].base)
+    # A window of 20 s for both readers: remote_write delivers in batches, seconds late on a
+    # loaded machine, and a 4 s window would call that lag a missing host.
+    prom_reader = dict(stack["reader"], EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="10000")
+    vm_reader = dict(prom_reader, SVC_PROMETHEUS_URL=stack["vm"].base)
+
+    seen = []
 
     def same():
-        _, prom_report = status(stack["reader"])
+        _, prom_report = status(prom_reader)
         _, vm_report = status(vm_reader)
+        prom_states, vm_states = states_of(prom_report), states_of(vm_report)
+        seen[:] = [vm_report.get("error"), vm_report["hosts"][0]["account"],
+                   {h: (s, vm_states.get(h)) for h, s in prom_states.items() if vm_states.get(h) != s}]
         if "error" in vm_report or (vm_report["hosts"][0]["account"] or {}).get("label") != "acct-shared":
             return None
-        return (prom_report, vm_report) if states_of(prom_report) == states_of(vm_report) else None
-    prom_report, vm_report = wait_until(same, timeout=60, interval=1, message="VictoriaMetrics agreeing\n%s"
-                                        % stack["vm"].log_tail())
+        return (prom_report, vm_report) if prom_states == vm_states else None
+    try:
+        prom_report, vm_report = wait_until(same, timeout=60, interval=1, message="VictoriaMetrics agreeing")
+    except AssertionError:
+        raise AssertionError("VictoriaMetrics disagrees: %r\n%s" % (seen, stack["vm"].log_tail(800))) from None
     assert vm_report["source"] == "prometheus" and len(vm_report["hosts"]) == HOSTS + len(MISSING)
     vm_rows = {row["host"]: row for row in vm_report["hosts"]}
     assert vm_rows[fleet.hosts[0]]["account"]["label"] == "acct-shared"
