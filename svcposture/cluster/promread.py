@@ -177,7 +177,12 @@ def fleet_rows(environ: Mapping[str, str], roster: Sequence[str], interval_ms: i
 
 
 def _active_accounts(samples: List[Sample]) -> Dict[str, Tuple[str, float]]:
-    """node -> (active account label, when it was last scraped, epoch s); the newest wins."""
+    """node -> (active account label, when it was last scraped, epoch s).
+
+    The newest sample wins: after a switch of account, a store that keeps the
+    replaced series visible for its lookback (VictoriaMetrics does, where
+    Prometheus marks it stale) answers both.
+    """
     active: Dict[str, Tuple[str, float]] = {}
     for labels, stamp in samples:
         node, account = labels.get("node"), labels.get("account")
