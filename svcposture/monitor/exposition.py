@@ -357,8 +357,10 @@ def fleet_schemas() -> Dict[str, Any]:
     report = {"type": "object", "additionalProperties": False,
               "required": ["source", "anchor", "hosts", "generatedAt"],
               "properties": {
-                  "source": {"type": "string", "enum": ["tracker", "loki"]},
+                  "source": {"type": "string", "enum": ["tracker", "loki", "prometheus"]},
                   "anchor": {"type": ["string", "null"]},
+                  "publishIntervalMs": {"type": "integer", "minimum": 1, "description": "The heartbeat interval "
+                                        "in force: the tracker's budget may stretch the configured one."},
                   "hosts": {"type": "array", "items": _ref("FleetHost"),
                             "description": "Every roster host, in roster order."},
                   "unlisted": {"type": "array", "maxItems": 100, "items": {
@@ -367,8 +369,9 @@ def fleet_schemas() -> Dict[str, Any]:
                                      "ageS": {"type": ["number", "null"], "minimum": 0}}},
                       "description": "Heartbeats of hosts not in the roster: never counted live."},
                   "warning": {"type": "string"},
-                  "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker "
-                                                             "or Loki unreadable): every host is `unknown`."},
+                  "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker, "
+                                                             "Loki or Prometheus unreadable): every host is "
+                                                             "`unknown`."},
                   "generatedAt": {"type": "string", "format": "date-time"}}}
     return {"FleetReport": report, "FleetHost": host,
             "HeartbeatAccount": {"type": "object", "additionalProperties": False,
