@@ -28,7 +28,7 @@ from .._text import loads_bounded
 from .._time import iso_from_ms
 from .._version import __version__
 from ..errors import SvcpostureError
-from .heartbeat_account import peer_account
+from .heartbeat import peer_account
 
 PROMETHEUS_URL_ENV = "SVC_PROMETHEUS_URL"
 # One deadline for all the queries of one status, not one per request.

@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any, Dict, Optional
 
-from .._text import printable
+from .._text import is_number, printable
 from ..paths import Paths
 from ._common import print_json
 from .liveness import collect_status, publish_interval_ms
@@ -18,7 +18,7 @@ def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
     parts = []
     for key, label in (("five_hour_pct", "5h"), ("seven_day_pct", "7d"), ("seven_day_large_pct", "7d-large")):
         value = quota.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             parts.append("%s %g%%" % (label, value))
     return " ".join(parts) or "-"
 
