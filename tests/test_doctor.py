@@ -14,7 +14,7 @@ from svcposture._time import iso_from_ms
 from tests.support.tracker import TrackerServer
 
 CHECKS = ["liveness-anchor", "host-name", "roster", "legacy-roster", "cloud-env", "accounts-env", "event-log",
-          "latch", "directories"]
+          "latch", "directories", "tracker-budget"]
 
 
 @pytest.fixture

@@ -28,7 +28,9 @@ from ..paths import Paths
 from ..probe import accounts_notes
 from . import tracker
 from ._common import print_json
-from .liveness import READ_SOURCE_ENV, peer_states, publish_interval_ms, reads_from_loki
+from .budget import RateBudget
+from .budgetcheck import check_tracker_budget
+from .liveness import READ_SOURCE_ENV, peer_states, publish_interval_ms, read_source
 
 PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
 PROBE_CHECK_TIMEOUT_S = 30.0
@@ -150,11 +152,13 @@ def _check_result(name: str, status: str, detail: str) -> Dict[str, str]:
 
 
 def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
-                  hosts: Optional[List[str]]) -> Dict[str, str]:
+                  hosts: Optional[List[str]], seen: Optional[List[RateBudget]] = None) -> Dict[str, str]:
+    """The anchor check; the tracker's stated rate-limit budget, when it answered, goes to `seen`."""
     name = "liveness-anchor"
-    if reads_from_loki(environ):
-        return _check_result(name, INFO, "liveness is read from Loki (%s=loki); the anchor is not used"
-                             % READ_SOURCE_ENV)
+    source = read_source(environ)
+    if source != "tracker":
+        return _check_result(name, INFO, "liveness is read from %s (%s=%s); the anchor is not used"
+                             % (source.capitalize(), READ_SOURCE_ENV, source))
     try:
         anchor = config.liveness_anchor(paths)
     except config.ConfigError as exc:
@@ -164,7 +168,11 @@ def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
                                          "then svc-stack restart")
     try:
         client = tracker.TrackerClient.for_paths(paths, environ)
-        issue = client.fetch_issue(anchor)
+        try:
+            issue = client.fetch_issue(anchor)
+        finally:
+            if seen is not None:
+                seen.append(client.budget)
     except config.ConfigError as exc:
         return _check_result(name, WARN, "%s: cannot read the tracker token: %s" % (anchor, exc))
     except tracker.TrackerTokenMissingError:
@@ -413,8 +421,9 @@ def _check_latch(paths: Paths) -> Dict[str, str]:
 def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     roster_check, hosts = _check_roster(paths)
     host_check, node = _check_host_name(paths, hosts)
+    seen: List[RateBudget] = []
     checks = [
-        _check_anchor(paths, environ, node, hosts),
+        _check_anchor(paths, environ, node, hosts, seen),
         host_check,
         roster_check,
         _check_legacy_roster(paths),
@@ -423,6 +432,7 @@ def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         _check_event_log(paths),
         _check_latch(paths),
         _check_directories(paths),
+        check_tracker_budget(environ, hosts, seen[0] if seen else None),
     ]
     return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
 
@@ -446,7 +456,8 @@ def add_commands(sub: Any) -> None:
         "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
-                    "accounts-env, event-log, latch, directories. Each is PASS, INFO, WARN or FAIL.\n"
+                    "accounts-env, event-log, latch, directories, tracker-budget.\n"
+                    "Each is PASS, INFO, WARN or FAIL.\n"
                     "Exit 1 when any check FAILs.")
     p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")
     p.set_defaults(func=cmd_doctor)

@@ -18,7 +18,7 @@ from typing import Callable, List, Mapping, Optional
 from .. import config
 from ..paths import Paths
 from . import hrw
-from .liveness import collect_status, reads_from_loki
+from .liveness import collect_status, read_source
 
 TICKET_PREFIX = "usage:"
 
@@ -46,7 +46,7 @@ class UsageOwner:
             return None
         if len(set(hosts)) <= 1 or self.node not in hosts:
             return None
-        if anchor is None and not reads_from_loki(self.environ):
+        if anchor is None and read_source(self.environ) == "tracker":
             return None
         email = login_email()
         if not email:

@@ -75,6 +75,22 @@ def _account_samples(accounts: Any) -> Tuple[Samples, Samples, Samples]:
     return pct, resets, active
 
 
+def _node_active_account_family(lines: List[str], last: Optional[Mapping[str, Any]]) -> None:
+    """`svc_node_active_account{node,account,provider} 1`: which account this node works on.
+
+    The series a fleet read from Prometheus joins on (cluster/promread.py): its
+    `node` is this host's name, which Prometheus keeps as `exported_node` when
+    the roster's file_sd target label `node` is set on the scrape too.
+    """
+    active = last.get("active") if last else None
+    node = last.get("node") if last else None
+    samples: Samples = []
+    if isinstance(active, Mapping) and isinstance(active.get("label"), str) and isinstance(node, str):
+        samples.append(('{node="%s",account="%s",provider="claude"}' % (_label(node), _label(active["label"])), 1))
+    _family(lines, "svc_node_active_account", "gauge",
+            "1 for the account this node works on, by node name and provider.", samples)
+
+
 def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_max: int) -> str:
     """Prometheus text format 0.0.4 of the posture service's figures.
 
@@ -95,6 +111,7 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
             "Account utilization of a rate-limit window, percent (may exceed 100).", pct)
     _family(lines, "svc_account_window_resets_at_seconds", "gauge", "When the window resets, Unix seconds.", resets)
     _family(lines, "svc_account_active", "gauge", "1 for the node's active account.", active)
+    _node_active_account_family(lines, last)
     _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.",
             [("", figures.get("probeRuns", 0))])
     _family(lines, "svc_probe_errors_total", "counter", "Header probes that ended in an error posture.",
@@ -326,8 +343,10 @@ def fleet_schemas() -> Dict[str, Any]:
     report = {"type": "object", "additionalProperties": False,
               "required": ["source", "anchor", "hosts", "generatedAt"],
               "properties": {
-                  "source": {"type": "string", "enum": ["tracker", "loki"]},
+                  "source": {"type": "string", "enum": ["tracker", "loki", "prometheus"]},
                   "anchor": {"type": ["string", "null"]},
+                  "publishIntervalMs": {"type": "integer", "minimum": 1, "description": "The heartbeat interval "
+                                        "in force: the tracker's budget may stretch the configured one."},
                   "hosts": {"type": "array", "items": _ref("FleetHost"),
                             "description": "Every roster host, in roster order."},
                   "unlisted": {"type": "array", "maxItems": 100, "items": {
@@ -336,8 +355,9 @@ def fleet_schemas() -> Dict[str, Any]:
                                      "ageS": {"type": ["number", "null"], "minimum": 0}}},
                       "description": "Heartbeats of hosts not in the roster: never counted live."},
                   "warning": {"type": "string"},
-                  "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker "
-                                                             "or Loki unreadable): every host is `unknown`."},
+                  "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker, "
+                                                             "Loki or Prometheus unreadable): every host is "
+                                                             "`unknown`."},
                   "stale": {"type": "boolean", "enum": [True],
                             "description": "Present when a newer read is still running after a few seconds "
                                            "(a slow tracker or Loki): this is the last good report."},
