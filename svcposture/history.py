@@ -27,6 +27,7 @@ from . import _time
 from ._time import iso_from_ms, parse_iso_ms
 from .errors import SvcpostureError
 from .paths import Paths
+from .vendors import provider_of_label
 
 DEFAULT_DAYS = 8
 DEFAULT_HOURS = 24
@@ -248,8 +249,8 @@ def bucket_max(points: Sequence[Tuple[int, float]], start_ms: int, end_ms: int,
 def history_body(rows: Iterable[Mapping[str, Any]], *, node: str, now_ms: int, hours: int) -> Dict[str, Any]:
     """The /api/history body from rows (pure): `{"node", "from", "to", "accounts"}`.
 
-    `accounts` maps each label (sorted) to `{"fiveHour": [[t, pct], ...],
-    "sevenDay": [...]}`, oldest first, rows outside [now - hours, now]
+    `accounts` maps each label (sorted) to `{"provider", "fiveHour": [[t, pct], ...],
+    "sevenDay": [...]}` (provider: `claude`, or `codex` for a `codex-*` label), oldest first, rows outside [now - hours, now]
     left out, at most MAX_POINTS points per series (see bucket_max). When
     several rows share a time, the series keeps the highest pct.
     """
@@ -268,7 +269,8 @@ def history_body(rows: Iterable[Mapping[str, Any]], *, node: str, now_ms: int, h
                 pct = float(window["pct"])
                 if by_time.get(t, -1.0) < pct:
                     by_time[t] = pct
-    accounts = {label: {field: bucket_max(sorted(account[field].items()), start, end) for field in WINDOW_FIELDS}
+    accounts = {label: dict({"provider": provider_of_label(label)},
+                            **{field: bucket_max(sorted(account[field].items()), start, end) for field in WINDOW_FIELDS})
                 for label, account in sorted(series.items())}
     return {"node": node, "from": start, "to": end, "accounts": accounts}
 

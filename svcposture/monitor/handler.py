@@ -20,6 +20,7 @@ from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
 from .fastlane import closed_reader, replay_reader
 from .fleet import fleet_cache
 from .trust import GUARD_MESSAGES
+from .vendor_routes import vendor_accounts_reply, vendor_pump, vendor_service
 from .wire import (ERROR_CODES, JSON_HEADERS, JSON_TYPE, MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS,
                    REQUEST_READ_TIMEOUT_S, TOKEN_BYTES_RE, TOKEN_RE, dumps)
 
@@ -241,7 +242,7 @@ class MonitorHandler(BaseHTTPRequestHandler):
         if path == "/api/accounts":
             return self._accounts(query)
         if path == "/api/accounts/stream":
-            return self._stream()
+            return self._stream(query=query)
         if path in trajectory_routes.ROUTES:
             return trajectory_routes.answer(self, path, query)
         if path == "/healthz":
@@ -273,6 +274,11 @@ class MonitorHandler(BaseHTTPRequestHandler):
         self._send_json(403, {"error": "forbidden", "reason": reason, "message": GUARD_MESSAGES[reason]})
 
     def _accounts(self, query: str) -> None:
+        service, bad = vendor_service(self.server.service, query)
+        if bad is not None:
+            return self._send_json(400, bad)
+        if service is not self.server.service:
+            return self._vendor_accounts(service, _refresh_requested(query))
         refresh = _refresh_requested(query)
         if refresh:
             if self.headers.get("X-Svc-Refresh") is None:
@@ -293,8 +299,22 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return self._error(500, "The posture could not be read.")
         self._send(200, JSON_TYPE, self.server.posture_bytes(body), JSON_HEADERS)
 
-    def _stream(self, pump: Any = sse.pump) -> None:
+    def _vendor_accounts(self, service: Any, refresh: bool) -> None:
+        if refresh:
+            reason = self._host_origin_reason() if self.headers.get("X-Svc-Refresh") is not None \
+                else "refresh_header_missing"
+            if reason:
+                return self._forbidden(reason)
+        status, body = vendor_accounts_reply(service, refresh)
+        self._send(status, JSON_TYPE, body, JSON_HEADERS)
+
+    def _stream(self, pump: Any = sse.pump, query: str = "") -> None:
         server = self.server
+        service, bad = vendor_service(server.service, query)
+        if bad is not None:
+            return self._send_json(400, bad)
+        if service is not server.service:
+            pump = vendor_pump(service)
         if self.command == "HEAD":
             return self._send(200, "text/event-stream", b"", b"Cache-Control: no-cache\r\n")
         if not server.acquire_stream():
@@ -314,7 +334,9 @@ class MonitorHandler(BaseHTTPRequestHandler):
         except Exception as exc:
             log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
             figures = {}
-        text = render_metrics(figures, subscribers=server.stream_count, subscribers_max=server.max_streams)
+        codex = getattr(server.service, "codex", None)
+        text = render_metrics(figures, subscribers=server.stream_count, subscribers_max=server.max_streams,
+                              codex=codex.metrics() if codex is not None else None)
         if server.trajectory is not None:
             text += render_trajectory_metrics(server.trajectory.metrics())
         self._send(200, METRICS_TYPE, text.encode("utf-8"), b"Cache-Control: no-store\r\n")

@@ -129,7 +129,8 @@ def _remove_crash_leftovers(paths: Paths) -> None:
                  ", ".join(str(p) for p in removed)[:1000])
 
 
-def _posture_service(paths: Paths, environ: Mapping[str, str], probe_enabled: bool) -> Tuple[str, Any, Any]:
+def _posture_service(paths: Paths, environ: Mapping[str, str], probe_enabled: bool,
+                     cluster: bool = False) -> Tuple[str, Any, Any]:
     """(node name, event log, posture service) of a node, its latch loaded; nothing started."""
     from ..config import node_name
     from ..events import EventLog
@@ -145,8 +146,25 @@ def _posture_service(paths: Paths, environ: Mapping[str, str], probe_enabled: bo
         log.warning("latch could not be loaded: %s", _one_line(exc))
     service = PostureService(paths, node=node, log=event_log, latch=latch, environ=environ,
                              probe_enabled=probe_enabled)
+    service.codex = _codex_posture(paths, environ, node, latch, service, cluster)
     service.trajectory = _trajectory_service(paths, environ, node, event_log, service)
     return node, event_log, service
+
+
+def _codex_posture(paths: Paths, environ: Mapping[str, str], node: str, latch: Any, service: Any,
+                   cluster: bool) -> Any:
+    """The Codex accounts' posture, riding on the Claude service's child runs (DESIGN §17).
+
+    `cluster`: one poller per Codex login across the fleet, so the child is told
+    the roster and live hosts (the library's start_server polls as a lone host).
+    """
+    from ..codexposture import CodexPosture
+
+    candidates = None
+    if cluster:
+        from ..cluster.usageowner import UsageOwner
+        candidates = UsageOwner(paths, environ, node).codex_candidates
+    return CodexPosture(service, node=node, latch=latch, candidates=candidates)
 
 
 def _trajectory_service(paths: Paths, environ: Mapping[str, str], node: str, event_log: Any, service: Any) -> Any:
@@ -165,6 +183,7 @@ def _trajectory_service(paths: Paths, environ: Mapping[str, str], node: str, eve
     if not service.probe_enabled:
         trajectory.observe({"available": False, "node": node})
     service.observers.append(trajectory.observe)
+    service.codex.observers.append(trajectory.observer("codex"))
     return trajectory
 
 
@@ -190,8 +209,10 @@ def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log:
     try:
         from ..cluster.heartbeat_account import account_source
         account = account_source(paths, service.current, service.interval_s)
+        codex = account_source(paths, service.codex.current, service.interval_s)
         started.append(liveness.start_publisher(paths, environ, node, service.account_status, event_log,
-                                                account=account, polls_usage=lambda: sampler.polls_here))
+                                                account=account, polls_usage=lambda: sampler.polls_here,
+                                                codex=codex))
     except Exception as exc:
         log.warning("liveness publisher not started: %s", _one_line(exc))
 
@@ -231,6 +252,7 @@ def _announce(paths: Paths, server: MonitorServer, probe_enabled: bool) -> None:
 def _stop_all(paths: Paths, server: MonitorServer, service: Any, serving: bool, started: List[Any]) -> None:
     server.stopping.set()
     service.broadcast.close()  # wakes every stream so it can end
+    service.codex.broadcast.close()
     service.trajectory.broadcast.close()
     if serving:
         server.shutdown()
@@ -248,7 +270,7 @@ def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: i
                  stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]],
                  liveness: bool) -> int:
     _remove_crash_leftovers(paths)
-    node, event_log, service = _posture_service(paths, environ, probe_enabled)
+    node, event_log, service = _posture_service(paths, environ, probe_enabled, cluster=liveness)
     try:
         server = MonitorServer((bind, port), service, node=node, environ=environ)
     except OSError as exc:
@@ -410,6 +432,7 @@ class _OwningServer(MonitorServer):
     def server_close(self) -> None:
         self.stopping.set()
         self.service.broadcast.close()  # wakes every stream so it can end
+        self.service.codex.broadcast.close()
         self.service.trajectory.broadcast.close()
         try:
             super().server_close()

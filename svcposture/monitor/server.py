@@ -192,6 +192,9 @@ class MonitorServer(ThreadingHTTPServer):
     def _wake_streams(self) -> None:
         """Wake every stream waiting for a frame, so that those whose client hung up end."""
         self.service.broadcast.wake()
+        codex = getattr(self.service, "codex", None)
+        if codex is not None:
+            codex.broadcast.wake()
         trajectory = getattr(self, "trajectory", None)
         if trajectory is not None:
             trajectory.broadcast.wake()

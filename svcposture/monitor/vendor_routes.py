@@ -1,0 +1,90 @@
+"""`?provider=` on /api/accounts and its stream (DESIGN §17): which posture answers.
+
+Without the parameter, or with `provider=claude`, the Claude posture service
+answers exactly as it always did (the contract's body and stream). With
+`provider=codex` the Codex posture (codexposture.CodexPosture, riding on the
+same probes) answers in the same §4 shape. A bad value is a 400 with one JSON
+error, before any guard or probe. Pure functions over the services, so that
+wiring a route is one call.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ..posture import disabled_body, reply
+from ..vendors import CLAUDE, provider_from_query
+from .sse import KEEPALIVE, account_frame, frame_identity, stream_head
+from .wire import dumps
+
+log = logging.getLogger("svcposture.monitor")
+
+
+class _NoCodex:
+    """Stands in for the Codex posture of a service built without one: always disabled."""
+
+    def __init__(self, node: str) -> None:
+        from ..broadcast import Broadcast
+        self.node = node
+        self.broadcast = Broadcast()
+
+    def read(self, refresh: bool = False) -> Dict[str, Any]:
+        return disabled_body(self.node)
+
+    def fresh_summary(self) -> Optional[Dict[str, Any]]:
+        return disabled_body(self.node)
+
+
+def vendor_service(service: Any, query: str) -> Tuple[Any, Optional[Dict[str, str]]]:
+    """(the posture service a query names, None), or (None, the 400 body) for a bad `provider`."""
+    provider, bad = provider_from_query(query)
+    if bad is not None:
+        return None, bad
+    if provider == CLAUDE:
+        return service, None
+    codex = getattr(service, "codex", None)
+    return (codex if codex is not None else _NoCodex(getattr(service, "node", ""))), None
+
+
+def vendor_accounts_reply(service: Any, refresh: bool) -> Tuple[int, bytes]:
+    """(status, JSON bytes) of a read of a non-default vendor's posture (the guard already passed)."""
+    if not refresh:
+        summary = service.fresh_summary()
+        if summary is not None:
+            return 200, dumps(reply(summary, cached=True))
+    try:
+        return 200, dumps(service.read(refresh=refresh))
+    except Exception as exc:  # the posture layer failed: say so, keep serving
+        log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
+        return 500, dumps({"error": "internal", "message": "The posture could not be read."})
+
+
+def vendor_pump(service: Any) -> Callable[..., None]:
+    """An SSE pump (sse.pump's rules: head, on-connect frame, pushed frames, keepalives) over `service`."""
+    def pump(write: Callable[[bytes], Any], server: Any, gone: Optional[threading.Event] = None) -> None:
+        broadcast = service.broadcast
+        write(stream_head(server.date_header()))
+        after, _ = broadcast.latest()
+        try:
+            body = service.read()
+        except Exception as exc:
+            log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
+            return
+        if server.stopping.is_set():
+            return
+        write(account_frame(after, dumps(body)))
+        sent = frame_identity(body)
+        while True:
+            item = broadcast.wait(after, server.keepalive_s, gone)
+            if server.stopping.is_set() or broadcast.closed or (gone is not None and gone.is_set()):
+                return
+            if item is None:
+                write(KEEPALIVE)
+                continue
+            after, body = item
+            if frame_identity(body) == sent:
+                continue
+            sent = frame_identity(body)
+            write(account_frame(after, dumps(body)))
+    return pump
