@@ -151,6 +151,8 @@ class CodexPosture:
         self._summary: Optional[Dict[str, Any]] = None
         self._memory: Dict[str, Dict[str, Any]] = {}
         self._seen = False
+        # (key, bytes) of the newest cached read, kept by the HTTP side (one tuple assignment).
+        self.reply_cache: Tuple[Any, bytes] = (None, b"")
         service.derive = self.derive
         service.probe_environ = self.child_environ
 

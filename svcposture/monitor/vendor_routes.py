@@ -13,6 +13,7 @@ import logging
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from .._time import now_ms
 from ..posture import disabled_body, reply
 from ..vendors import CLAUDE, provider_from_query
 from .sse import KEEPALIVE, account_frame, frame_identity, stream_head
@@ -52,12 +53,25 @@ def vendor_accounts_reply(service: Any, refresh: bool) -> Tuple[int, bytes]:
     if not refresh:
         summary = service.fresh_summary()
         if summary is not None:
-            return 200, dumps(reply(summary, cached=True))
+            return 200, cached_reply_bytes(service, summary)
     try:
         return 200, dumps(service.read(refresh=refresh))
     except Exception as exc:  # the posture layer failed: say so, keep serving
         log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
         return 500, dumps({"error": "internal", "message": "The posture could not be read."})
+
+
+def cached_reply_bytes(service: Any, summary: Dict[str, Any]) -> bytes:
+    """The JSON of a cached read, built once per summary and millisecond (generatedAt's resolution)."""
+    ms = now_ms()
+    key = (id(summary), ms)
+    cache = getattr(service, "reply_cache", None)
+    if cache is not None and cache[0] == key:
+        return cache[1]
+    body = dumps(reply(summary, cached=True, generated_ms=ms))
+    if cache is not None:
+        service.reply_cache = (key, body)
+    return body
 
 
 def vendor_pump(service: Any) -> Callable[..., None]:
