@@ -22,12 +22,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from ._env import InvalidSetting
 from ._files import append_lines, iter_lines_reverse
 from ._names import WINDOW_FIELDS
-from ._text import LABEL_RE, loads_bounded
+from ._text import loads_bounded
 from . import _time
 from ._time import iso_from_ms, parse_iso_ms
 from .errors import SvcpostureError
 from .paths import Paths
-from .vendors import provider_of_label
+from .vendors import is_account_label, provider_of_label
 
 DEFAULT_DAYS = 8
 DEFAULT_HOURS = 24
@@ -118,7 +118,7 @@ def parse_row(raw: bytes) -> Optional[Dict[str, Any]]:
     if not isinstance(obj, dict):
         return None
     t, label = _ms(obj.get("t")), obj.get("label")
-    if t is None or not isinstance(label, str) or not LABEL_RE.match(label):
+    if t is None or not is_account_label(label):
         return None
     row: Dict[str, Any] = {"t": t, "label": label}
     for field in WINDOW_FIELDS:

@@ -13,7 +13,10 @@ the JSON error built here, so every route says the same thing.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional, Tuple
+
+from ._text import LABEL_RE
 
 CLAUDE = "claude"
 CODEX = "codex"
@@ -27,6 +30,14 @@ BAD_PROVIDER_MESSAGE = "provider must be one of: claude, codex (given once, or l
 def provider_of_label(label: Any) -> str:
     """The vendor of an account label: `codex-*` is Codex, everything else Claude."""
     return CODEX if isinstance(label, str) and label.startswith(CODEX_LABEL_PREFIX) else CLAUDE
+
+
+_CODEX_LABEL_RE = re.compile(r"^codex-[a-z0-9_]{1,64}$")
+
+
+def is_account_label(value: Any) -> bool:
+    """A label of either vendor: Claude's (`acct2`) or Codex's (`codex-work`)."""
+    return isinstance(value, str) and (LABEL_RE.match(value) is not None or _CODEX_LABEL_RE.match(value) is not None)
 
 
 def is_provider(value: Any) -> bool:

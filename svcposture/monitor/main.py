@@ -163,7 +163,7 @@ def _codex_posture(paths: Paths, environ: Mapping[str, str], node: str, latch: A
     candidates = None
     if cluster:
         from ..cluster.usageowner import UsageOwner
-        candidates = UsageOwner(paths, environ, node).codex_candidates
+        candidates = getattr(UsageOwner(paths, environ, node), "codex_candidates", None)
     return CodexPosture(service, node=node, latch=latch, candidates=candidates)
 
 
