@@ -44,6 +44,8 @@ DEFAULT_BUDGET_MS = 250
 # the fallback is printed.
 MIN_MONITOR_S = 0.10
 MIN_STDIN_S = 0.02
+# How long the vendor of the calling agent is looked for on stdin before the monitor is asked.
+VENDOR_LOOK_S = 0.05
 MAX_PAYLOAD = 64 * 1024
 MAX_BODY = 1024 * 1024
 MAX_HEAD = 16 * 1024
@@ -396,9 +398,11 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     if provider is None and stdin_ready(stdin_fd):
         # The agent writes its JSON before it waits for the line, so when it is
         # there already it says which vendor's accounts to show (else Claude's).
-        payload = read_payload(stdin_fd, deadline)
-        payload_read = True
+        # A pipe left open gets a short look only: the monitor keeps its budget.
+        payload = read_payload(stdin_fd, min(deadline, time.monotonic() + VENDOR_LOOK_S))
+        payload_read = payload is not None
         provider = line.provider_of_payload(payload)
+        deadline = max(deadline, time.monotonic() + MIN_MONITOR_S)
     path = "/api/accounts" if provider in (None, "claude") else "/api/accounts?provider=" + str(provider)
     body = get_json(target, path, deadline) if target is not None else None
     if not is_posture(body):
