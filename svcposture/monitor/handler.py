@@ -7,6 +7,7 @@ the OpenAPI document in exposition.py, the dashboard files in assets.py.
 """
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import time
@@ -20,7 +21,7 @@ from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
 from .fastlane import closed_reader, replay_reader
 from .fleet import fleet_cache
 from .trust import GUARD_MESSAGES
-from .vendor_routes import vendor_accounts_reply, vendor_pump, vendor_service
+from .vendor_routes import vendor_accounts_reply, vendor_service
 from .wire import (ERROR_CODES, JSON_HEADERS, JSON_TYPE, MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS,
                    REQUEST_READ_TIMEOUT_S, TOKEN_BYTES_RE, TOKEN_RE, dumps)
 
@@ -314,7 +315,7 @@ class MonitorHandler(BaseHTTPRequestHandler):
         if bad is not None:
             return self._send_json(400, bad)
         if service is not server.service:
-            pump = vendor_pump(service)
+            pump = functools.partial(sse.pump, service=service)
         if self.command == "HEAD":
             return self._send(200, "text/event-stream", b"", b"Cache-Control: no-cache\r\n")
         if not server.acquire_stream():

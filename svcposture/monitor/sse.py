@@ -59,20 +59,25 @@ class FrameCache:
 
 
 def pump(write: Callable[[bytes], Any], server: MonitorServer,
-         gone: Optional[threading.Event] = None) -> None:
+         gone: Optional[threading.Event] = None, service: Any = None) -> None:
     """Write one whole stream: head, on-connect frame, then pushed frames until
-    the server stops or the client goes (`gone` is set, or a write raises)."""
-    broadcast = server.service.broadcast
+    the server stops or the client goes (`gone` is set, or a write raises).
+
+    `service` is another vendor's posture (`?provider=codex`); None is the
+    server's own, whose frames are serialised once for every subscriber."""
+    own = service is None
+    service = server.service if own else service
+    broadcast = service.broadcast
     write(stream_head(server.date_header()))
     after, _ = broadcast.latest()
     try:
-        body = server.service.read()
+        body = service.read()
     except Exception as exc:
         log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
         return
     if server.stopping.is_set():
         return
-    write(account_frame(after, server.posture_bytes(body)))
+    write(account_frame(after, server.posture_bytes(body) if own else dumps(body)))
     sent = frame_identity(body)
     keepalive = server.keepalive_s
     while True:
@@ -87,4 +92,4 @@ def pump(write: Callable[[bytes], Any], server: MonitorServer,
         if identity == sent:
             continue  # the on-connect frame already carried this result
         sent = identity
-        write(server.frames.frame(after, body))
+        write(server.frames.frame(after, body) if own else account_frame(after, dumps(body)))

@@ -10,13 +10,11 @@ wiring a route is one call.
 from __future__ import annotations
 
 import logging
-import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .._time import now_ms
 from ..posture import disabled_body, reply
 from ..vendors import CLAUDE, provider_from_query
-from .sse import KEEPALIVE, account_frame, frame_identity, stream_head
 from .wire import dumps
 
 log = logging.getLogger("svcposture.monitor")
@@ -72,33 +70,3 @@ def cached_reply_bytes(service: Any, summary: Dict[str, Any]) -> bytes:
     if cache is not None:
         service.reply_cache = (key, body)
     return body
-
-
-def vendor_pump(service: Any) -> Callable[..., None]:
-    """An SSE pump (sse.pump's rules: head, on-connect frame, pushed frames, keepalives) over `service`."""
-    def pump(write: Callable[[bytes], Any], server: Any, gone: Optional[threading.Event] = None) -> None:
-        broadcast = service.broadcast
-        write(stream_head(server.date_header()))
-        after, _ = broadcast.latest()
-        try:
-            body = service.read()
-        except Exception as exc:
-            log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
-            return
-        if server.stopping.is_set():
-            return
-        write(account_frame(after, dumps(body)))
-        sent = frame_identity(body)
-        while True:
-            item = broadcast.wait(after, server.keepalive_s, gone)
-            if server.stopping.is_set() or broadcast.closed or (gone is not None and gone.is_set()):
-                return
-            if item is None:
-                write(KEEPALIVE)
-                continue
-            after, body = item
-            if frame_identity(body) == sent:
-                continue
-            sent = frame_identity(body)
-            write(account_frame(after, dumps(body)))
-    return pump
