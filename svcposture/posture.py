@@ -272,13 +272,9 @@ class PostureService:
     - A result is handed to the latch and published before any waiter wakes.
     - Besides the periodic probe, one probe at each reset of the active account's
       binding window and of every rejected account's, plus a margin (resetprobe).
-
-    `provider` names the vendor whose accounts it serves (the Codex service in
-    codexposture sets it, with its own child runner and derivation).
     """
 
-    provider = "claude"
-    derive = staticmethod(derive_summary)
+    derive = staticmethod(derive_summary)  # the Codex posture hooks in here (codexposture)
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
@@ -298,8 +294,7 @@ class PostureService:
         self.interval_s = env_number(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)
         self.deadline_s = probe.sweep_deadline_s(self.environ)
         self._run_headers = probe.run_headers
-        # What the child's environment is built from, per probe (the Codex side adds its poll state).
-        self.probe_environ: Any = lambda: self.environ
+        self.probe_environ: Any = lambda: self.environ  # per probe; the Codex posture adds its poll state
         if reset_margin_s is None and self.environ.get(TEST_MARGIN_ENV):
             reset_margin_s = env_number(self.environ, TEST_MARGIN_ENV, DEFAULT_MARGIN_S, low=0.0)
         self.resets = ResetSchedule(DEFAULT_MARGIN_S if reset_margin_s is None else reset_margin_s)
@@ -440,8 +435,8 @@ class PostureService:
         summary: Optional[Dict[str, Any]] = None
         try:
             try:
-                report = self._run_headers(self.paths, self.probe_environ(), deadline_s=self.deadline_s,
-                                           cancel=self._stop)
+                environ = self.probe_environ()
+                report = self._run_headers(self.paths, environ, deadline_s=self.deadline_s, cancel=self._stop)
             except Exception:  # noqa: BLE001 - a probe failure is an error posture
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
@@ -487,8 +482,7 @@ class PostureService:
         if active is None:
             return None
         try:
-            return self.latch.observe(active["label"], active["email"], summary["status"], active["bindingWindow"],
-                                      provider=self.provider)
+            return self.latch.observe(active["label"], active["email"], summary["status"], active["bindingWindow"])
         except EventLogError:
             log.error("could not append account.status.changed; the edge is retried on the next probe")
         except OSError:
