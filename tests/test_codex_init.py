@@ -53,3 +53,31 @@ def test_init_writes_a_commented_codex_example_that_works_uncommented(home: Path
     assert row["fiveHour"]["pct"] == 55.0 and row["sevenDay"]["pct"] == 66.0
     assert token not in json.dumps(report)
     assert os.stat(str(path)).st_mode & 0o777 == 0o600
+
+
+def test_doctor_names_the_codex_logins(home: Path, env: dict) -> None:
+    from tests.support.codex import write_codex_accounts
+
+    login = home / ".codex"
+    make_login(login, canary("doctor"))
+    write_codex_accounts(accounts_path(home), [("WORK", str(login), None), ("SIDE", str(login), None)],
+                         active="WORK", extra="CODEX_HOME_NONE=\n")
+
+    def accounts_check() -> dict:
+        done = cli(env, "cluster", "doctor", "--json")
+        assert_clean(done)
+        report = json.loads(done.stdout)
+        return next(c for c in report["checks"] if c["name"] == "accounts-env")
+
+    found = accounts_check()
+    # Both lines name the same directory, so both match CODEX_HOME: the doctor warns.
+    assert found["status"] == "WARN" and "several Codex lines name CODEX_HOME (codex-work, codex-side)" \
+        in found["detail"]
+    other = home / ".codex-side"
+    make_login(other, canary("doctor2"))
+    write_codex_accounts(accounts_path(home), [("WORK", str(login), None), ("SIDE", str(other), None)],
+                         active="WORK", extra="CODEX_HOME_NONE=\n")
+    found = accounts_check()
+    assert found["status"] == "PASS", found
+    assert "Codex: 2 usable logins (codex-work, codex-side), unusable (empty or placeholder): codex-none, " \
+           "active codex-work" in found["detail"]

@@ -305,3 +305,25 @@ def test_command_line_run_by_hand_is_token_free(home, env, server):
     assert_no_canary([out.stdout, out.stderr], [token, refresh])
     report = json.loads(out.stdout)
     assert report["codex"]["accounts"][0]["fiveHour"]["pct"] == 10.0
+
+
+def test_human_output_lists_codex_logins_with_their_fix(home, env, server):
+    good, token, refresh = _login(home, server, "good", usage_reply(12.5, 95))
+    bad, bad_token, bad_refresh = _login(home, server, "bad", {"detail": "expired"}, 401)
+    env = dict(env, SVC_CODEX_URL=server.url, SVC_PROVIDER_URL="http://127.0.0.1:9")
+    write_codex_accounts(accounts_path(home), [("GOOD", str(good), "g@example.com"), ("BAD", str(bad), None)],
+                         active="GOOD")
+    outputs = {}
+    for sub in ("headers", "check"):
+        out = subprocess.run([sys.executable, "-m", "svcposture.probe", sub], env=env, cwd=str(REPO),
+                             capture_output=True, text=True, timeout=60)
+        assert_no_canary([out.stdout, out.stderr], [token, refresh, bad_token, bad_refresh])
+        assert "Traceback" not in out.stderr
+        outputs[sub] = out.stdout.splitlines()
+    assert outputs["headers"] == [
+        "no usable account (probe disabled)",
+        "*codex-good g@example.com: 5h 12.5% allowed 7d 95.0% allowed_warning [api]",
+        " codex-bad -: error unauthorized: %s; fix: run `codex login` with CODEX_HOME=%s"
+        % (CODEX_MESSAGES["unauthorized"][0], bad)]
+    assert outputs["check"][-3:] == ["codex usable: codex-good, codex-bad", "codex unusable: -",
+                                     "codex active: codex-good"]
