@@ -28,7 +28,7 @@ def write_log(home: Path, size: int, at: float) -> Path:
     path = session_path(home, at)
     path.parent.mkdir(parents=True, exist_ok=True)
     filler = (other_line(at - 1) + "\n").encode()
-    last = (token_count_line(at, (37.0, 300, 900), (61.0, 10080, 9000)) + "\n").encode()
+    last = (token_count_line(at, (37.0, 300, 900), (61.0, 10080, 9000), spelling="resets_in_seconds") + "\n").encode()
     block = filler * (1024 * 1024 // len(filler))
     with open(str(path), "wb") as fh:
         written = 0

@@ -28,12 +28,12 @@ def test_both_reset_spellings_and_window_lengths(tmp_path):
     assert sample["fiveHour"]["pct"] == 42.0 and sample["sevenDay"]["status"] == "allowed_warning"
     # resets_in_seconds counts from the line's own time, not from now.
     assert abs(parse_iso_ms(sample["fiveHour"]["resetsAt"]) / 1000 - (at + 1000)) < 1
-    write_session(tmp_path, at + 1, [token_count_line(at + 1, (5, 300, 1767225600), (100, 60, 1767830400))],
+    write_session(tmp_path, at + 1, [token_count_line(at + 1, (5, 300, 1893456000), (100, 60, 1894060800))],
                   name="b")
     sample = newest_session_sample(str(tmp_path), None, _now_ms())
-    assert sample["fiveHour"]["resetsAt"] == "2026-01-01T00:00:00.000Z"
+    assert sample["fiveHour"]["resetsAt"] == "2030-01-01T00:00:00.000Z"
     assert sample["sevenDay"] is None
-    assert sample["extraWindows"] == [{"pct": 100.0, "resetsAt": "2026-01-08T00:00:00.000Z", "status": "rejected",
+    assert sample["extraWindows"] == [{"pct": 100.0, "resetsAt": "2030-01-08T00:00:00.000Z", "status": "rejected",
                                        "derived": True, "seconds": 3600, "name": None}]
 
 
@@ -46,7 +46,8 @@ def test_torn_and_hostile_lines_are_skipped(tmp_path):
         token_count_line(at + 3, rate_limits=[1, 2]),
         json.dumps({"timestamp": "yesterday", "type": "event_msg",
                     "payload": {"type": "token_count", "rate_limits": {}}}),
-        token_count_line(NOW + 86400, (1.0, 300, 5), None),  # stamped in the future
+        # stamped in the future
+        token_count_line(NOW + 86400, (1.0, 300, 3600), None, spelling="resets_in_seconds"),
         json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": "response_item",
                     "payload": {"type": "message", "text": "token_count rate_limits"}}),
         "[" * 50000 + "token_count rate_limits" + "]" * 50000,
@@ -64,9 +65,23 @@ def test_torn_and_hostile_lines_are_skipped(tmp_path):
     assert abs(sample["sampledAt"] / 1000 - at) < 1
 
 
+def test_windows_that_have_reset_since_the_line_are_left_out(tmp_path):
+    at = NOW - 6 * 3600
+    # Logged six hours ago: the 5-hour window has reset since, the weekly one has not.
+    write_session(tmp_path, at, [token_count_line(at, (100.0, 300, 1800), (70.0, 10080, 86400),
+                                                  spelling="resets_in_seconds")])
+    sample = newest_session_sample(str(tmp_path), None, _now_ms())
+    assert sample["fiveHour"] is None and sample["sevenDay"]["pct"] == 70.0
+    # Every window reset since: no sample at all, so the endpoint is asked instead.
+    other = tmp_path / "other"
+    write_session(other, at, [token_count_line(at, (100.0, 300, 1800), (70.0, 10080, 3600),
+                                               spelling="resets_in_seconds")])
+    assert newest_session_sample(str(other), None, _now_ms()) is None
+
+
 def test_only_a_sample_newer_than_the_last_one(tmp_path):
     at = NOW - 100
-    write_session(tmp_path, at, [token_count_line(at, (10.0, 300, 5), None)])
+    write_session(tmp_path, at, [token_count_line(at, (10.0, 300, 3600), None, spelling="resets_in_seconds")])
     sample = newest_session_sample(str(tmp_path), None, _now_ms())
     assert newest_session_sample(str(tmp_path), sample["sampledAt"], _now_ms()) is None
     assert newest_session_sample(str(tmp_path), sample["sampledAt"] - 1, _now_ms()) is not None
@@ -75,16 +90,18 @@ def test_only_a_sample_newer_than_the_last_one(tmp_path):
 def test_newest_file_first_by_modification(tmp_path):
     old_day, new_day = NOW - 3 * 86400, NOW - 60
     # A long session started days ago and still writing: its file is the newest though its directory is not.
-    write_session(tmp_path, old_day, [token_count_line(NOW - 10, (70.0, 300, 5), None)], name="long",
-                  mtime=NOW - 10)
-    write_session(tmp_path, new_day, [token_count_line(new_day, (20.0, 300, 5), None)], name="short",
-                  mtime=new_day)
+    write_session(tmp_path, old_day, [token_count_line(NOW - 10, (70.0, 300, 3600), None,
+                                                       spelling="resets_in_seconds")],
+                  name="long", mtime=NOW - 10)
+    write_session(tmp_path, new_day, [token_count_line(new_day, (20.0, 300, 3600), None, spelling="resets_in_seconds")],
+                  name="short", mtime=new_day)
     assert newest_session_sample(str(tmp_path), None, _now_ms())["fiveHour"]["pct"] == 70.0
 
 
 def test_a_file_not_modified_since_the_last_sample_is_not_read(tmp_path):
     at = NOW - 100
-    write_session(tmp_path, at, [token_count_line(at, (10.0, 300, 5), None)], mtime=NOW - 1000)
+    write_session(tmp_path, at, [token_count_line(at, (10.0, 300, 3600), None, spelling="resets_in_seconds")],
+                  mtime=NOW - 1000)
     # Its line claims to be newer than the last sample, but the file was last written before it.
     assert newest_session_sample(str(tmp_path), int((NOW - 500) * 1000), _now_ms()) is None
 
@@ -92,7 +109,8 @@ def test_a_file_not_modified_since_the_last_sample_is_not_read(tmp_path):
 def test_no_symlink_is_followed(tmp_path):
     at = NOW - 60
     elsewhere = tmp_path / "elsewhere"
-    real = write_session(elsewhere, at, [token_count_line(at, (10.0, 300, 5), None)])
+    real = write_session(elsewhere, at, [token_count_line(at, (10.0, 300, 3600), None,
+                                                          spelling="resets_in_seconds")])
     home = tmp_path / "home"
     link = session_path(home, at, "link")
     link.parent.mkdir(parents=True)
@@ -135,7 +153,7 @@ def _big_log(tmp_path: Path, size: int, tail_lines) -> Path:
 
 def test_a_100_mb_log_reads_only_its_tail(tmp_path):
     at = NOW - 60
-    line = token_count_line(at, (55.0, 300, 5), (66.0, 10080, 9))
+    line = token_count_line(at, (55.0, 300, 3600), (66.0, 10080, 3600), spelling="resets_in_seconds")
     path = _big_log(tmp_path, 100 * 1024 * 1024, [line])
     assert path.stat().st_size == 100 * 1024 * 1024
     assert newest_session_sample(str(tmp_path), None, _now_ms())["sevenDay"]["pct"] == 66.0

@@ -80,7 +80,8 @@ def test_codex_tokens_appear_nowhere(tmp_path: Path) -> None:
             make_login(dirs[name], access, "acct-" + name.lower(), refresh=refresh)
             codex.set_reply(access, _echo_reply(access) if body is None else body, status, **kwargs)
         now = time.time()
-        write_session(dirs["OK"], now - 5, [token_count_line(now - 5, (30.0, 300, 100), (50.0, 10080, 999))])
+        write_session(dirs["OK"], now - 5, [token_count_line(now - 5, (30.0, 300, 100), (50.0, 10080, 999),
+                                                             spelling="resets_in_seconds")])
         _write_env(home, dirs, claude)
         env = monitor_env(home, provider.url, SVC_CODEX_URL=codex.url, SVC_PROBE_TIMEOUT_S="1",
                           SVC_PROBE_INTERVAL_S="0.5", SVC_REFRESH_FLOOR_S="0.05")

@@ -49,8 +49,9 @@ FIXES = {
 }
 # A directory shown in a fix: printable, bounded; anything else is not shown.
 MAX_DIR_SHOWN = 1024
-_FIX_RES = tuple(re.compile("^" + re.escape(t).replace(re.escape("{dir}"), "(/[^\\x00-\\x1f\\x7f]{0,%d})" % MAX_DIR_SHOWN)
-                            + "$") for t in FIXES.values())
+_SHOWN_DIR_RE = "(/[^\\x00-\\x1f\\x7f-\\x9f]{0,%d})" % MAX_DIR_SHOWN
+_FIX_RES = tuple(re.compile("^" + re.escape(t).replace(re.escape("{dir}"), _SHOWN_DIR_RE) + "$")
+                 for t in FIXES.values())
 
 
 def shown_dir(directory: str) -> Optional[str]:
