@@ -174,6 +174,9 @@ def test_bad_logins_are_one_line_errors_and_send_nothing(home, env, server):
         assert "\n" not in err["message"] and (err["fix"] is None or "\n" not in err["fix"])
     assert rows["codex-relative"]["error"]["fix"] == "set the CODEX_HOME_ line to an absolute directory"
     assert rows["codex-loose"]["error"]["fix"] == "run `chmod 600 %s/auth.json`" % (home / "loose")
+    # A line naming no directory is not echoed: its text could be anything at all.
+    assert rows["codex-missing"]["error"]["fix"] == \
+        "create the directory and run `codex login` with CODEX_HOME set to it"
     assert rows["codex-good"]["error"] is None and rows["codex-good"]["fiveHour"]["pct"] == 10.0
     assert [r["authorization"] for r in server.requests] == ["Bearer " + good_token]
     assert "Traceback" not in json.dumps(report)

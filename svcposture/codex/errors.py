@@ -44,7 +44,8 @@ FIXES = {
     "login": "run `codex login` with CODEX_HOME={dir}",
     "chmod": "run `chmod 600 {dir}/auth.json`",
     "absolute": "set the CODEX_HOME_ line to an absolute directory",
-    "mkdir": "create {dir} and run `codex login` with CODEX_HOME={dir}",
+    # The directory of a line that names no directory is not shown: it could be any text at all.
+    "mkdir": "create the directory and run `codex login` with CODEX_HOME set to it",
     "link": "replace the link {dir}/auth.json by the file itself (`codex login` with CODEX_HOME={dir})",
 }
 # A directory shown in a fix: printable, bounded; anything else is not shown.
