@@ -6,6 +6,9 @@ import os
 import time
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from svcposture._time import parse_iso_ms
 from svcposture.codex import session
 from svcposture.codex.session import newest_session_sample
@@ -169,3 +172,28 @@ def test_read_tail_drops_the_cut_first_line(tmp_path):
     assert session.read_tail(str(path), limit=8) == b"BB\nCC\n"
     assert session.read_tail(str(path), limit=100) == b"A" * 10 + b"\nBB\nCC\n"
     assert session.read_tail(str(tmp_path / "absent")) == b""
+
+
+_json_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20))
+_limit = st.one_of(_json_scalar, st.fixed_dictionaries({}, optional={
+    "used_percent": _json_scalar, "window_minutes": st.one_of(_json_scalar, st.sampled_from([300, 10080])),
+    "resets_at": _json_scalar, "resets_in_seconds": _json_scalar}))
+
+
+_token_count = st.builds(
+    lambda stamp, limits: json.dumps({"timestamp": stamp, "type": "event_msg", "payload": {
+        "type": "token_count", "rate_limits": limits}}).encode(),
+    st.one_of(_json_scalar, st.just("2026-11-25T10:00:00Z")),
+    st.one_of(_json_scalar, st.fixed_dictionaries({}, optional={"primary": _limit, "secondary": _limit})))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=300), _token_count))
+def test_fuzzed_lines_never_raise(line):
+    now = _now_ms()
+    sample = session.sample_of_line(line, now)
+    if sample is not None:
+        json.dumps(sample, allow_nan=False)
+        assert sample["sampledAt"] <= now + session.MAX_FUTURE_MS
+        assert sample["fiveHour"] or sample["sevenDay"] or sample["extraWindows"]
+    assert session.newest_in_log(line + b"\n" + line, None, now) == sample

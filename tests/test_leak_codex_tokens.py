@@ -75,9 +75,10 @@ def test_codex_tokens_appear_nowhere(tmp_path: Path) -> None:
         provider.set_account(claude)
         for name, body, status, kwargs in LOGINS:
             access, refresh = canary("eyJhbGciOi", name.lower()), canary("rt", name.lower())
-            tokens += [access, refresh]
+            id_token = canary("eyJpZCI6", name.lower())
+            tokens += [access, refresh, id_token]
             dirs[name] = home / ("codex-" + name.lower())
-            make_login(dirs[name], access, "acct-" + name.lower(), refresh=refresh)
+            make_login(dirs[name], access, "acct-" + name.lower(), refresh=refresh, id_token=id_token)
             codex.set_reply(access, _echo_reply(access) if body is None else body, status, **kwargs)
         now = time.time()
         write_session(dirs["OK"], now - 5, [token_count_line(now - 5, (30.0, 300, 100), (50.0, 10080, 999),
