@@ -174,6 +174,9 @@ def test_bad_logins_are_one_line_errors_and_send_nothing(home, env, server):
         assert "\n" not in err["message"] and (err["fix"] is None or "\n" not in err["fix"])
     assert rows["codex-relative"]["error"]["fix"] == "set the CODEX_HOME_ line to an absolute directory"
     assert rows["codex-loose"]["error"]["fix"] == "run `chmod 600 %s/auth.json`" % (home / "loose")
+    # A line naming no directory is not echoed: its text could be anything at all.
+    assert rows["codex-missing"]["error"]["fix"] == \
+        "create the directory and run `codex login` with CODEX_HOME set to it"
     assert rows["codex-good"]["error"] is None and rows["codex-good"]["fiveHour"]["pct"] == 10.0
     assert [r["authorization"] for r in server.requests] == ["Bearer " + good_token]
     assert "Traceback" not in json.dumps(report)
@@ -305,3 +308,68 @@ def test_command_line_run_by_hand_is_token_free(home, env, server):
     assert_no_canary([out.stdout, out.stderr], [token, refresh])
     report = json.loads(out.stdout)
     assert report["codex"]["accounts"][0]["fiveHour"]["pct"] == 10.0
+
+
+def test_human_output_lists_codex_logins_with_their_fix(home, env, server):
+    good, token, refresh = _login(home, server, "good", usage_reply(12.5, 95))
+    bad, bad_token, bad_refresh = _login(home, server, "bad", {"detail": "expired"}, 401)
+    env = dict(env, SVC_CODEX_URL=server.url, SVC_PROVIDER_URL="http://127.0.0.1:9")
+    write_codex_accounts(accounts_path(home), [("GOOD", str(good), "g@example.com"), ("BAD", str(bad), None)],
+                         active="GOOD")
+    outputs = {}
+    for sub in ("headers", "check"):
+        out = subprocess.run([sys.executable, "-m", "svcposture.probe", sub], env=env, cwd=str(REPO),
+                             capture_output=True, text=True, timeout=60)
+        assert_no_canary([out.stdout, out.stderr], [token, refresh, bad_token, bad_refresh])
+        assert "Traceback" not in out.stderr
+        outputs[sub] = out.stdout.splitlines()
+    assert outputs["headers"] == [
+        "no usable account (probe disabled)",
+        "*codex-good g@example.com: 5h 12.5% allowed 7d 95.0% allowed_warning [api]",
+        " codex-bad -: error unauthorized: %s; fix: run `codex login` with CODEX_HOME=%s"
+        % (CODEX_MESSAGES["unauthorized"][0], bad)]
+    assert outputs["check"][-3:] == ["codex usable: codex-good, codex-bad", "codex unusable: -",
+                                     "codex active: codex-good"]
+
+
+def test_poll_memory_between_sweeps_keeps_the_floor(home, env, server):
+    from svcposture.codex.pollstate import CodexPollState
+
+    directory, _, _ = _login(home, server, "mem")
+    paths = _paths(home, env, server)
+    write_codex_accounts(accounts_path(home), [("MEM", str(directory), None)])
+    memory = CodexPollState()
+    sources = []
+    for _ in range(3):
+        report = probe.run_headers(paths, memory.child_environ(env, "solo"))
+        memory.absorb(report["codex"])
+        row = _rows(report)["codex-mem"]
+        sources.append(row["source"] or row["skipped"])
+    # One request, then the floor holds for the sweeps that follow within 180 s.
+    assert sources == ["api", "floor", "floor"] and len(server.requests) == 1
+    # The codex CLI logs a fresher sample: the next sweep takes it, still without a request.
+    now = time.time() + 1
+    write_session(directory, now, [token_count_line(now, (77.0, 300, 600), None, spelling="resets_in_seconds")])
+    report = probe.run_headers(paths, memory.child_environ(env, "solo"))
+    assert _rows(report)["codex-mem"]["source"] == "session" and len(server.requests) == 1
+
+
+def test_two_hosts_sharing_a_login_send_one_request(tmp_path, server):
+    from tests.support.home import clean_env
+
+    hosts = ["host-a", "host-b"]
+    token, refresh = canary("shared"), canary("sharedrt")
+    server.set_reply(token, usage_reply(33, 44), account_id="acct-shared")
+    rows = {}
+    for host in hosts:
+        node_home = tmp_path / host
+        node_home.mkdir(mode=0o700)
+        make_login(node_home / ".codex", token, "acct-shared", refresh=refresh)
+        write_codex_accounts(accounts_path(node_home), [("SHARED", str(node_home / ".codex"), None)])
+        env = dict(clean_env(node_home), SVC_CODEX_URL=server.url, **{STATE_ENV: encode_state(host, hosts, None, {})})
+        rows[host] = _rows(probe.run_headers(Paths(node_home, environ=env), env))["codex-shared"]
+    owner = hrw.owner(TICKET_PREFIX + "acct-shared", hosts)
+    other = next(h for h in hosts if h != owner)
+    assert rows[owner]["source"] == "api" and rows[owner]["fiveHour"]["pct"] == 33.0
+    assert rows[other]["skipped"] == "owner" and rows[other]["pollOwner"] == owner
+    assert len(server.requests) == 1 and rows[owner]["accountKey"] == rows[other]["accountKey"]

@@ -44,13 +44,15 @@ FIXES = {
     "login": "run `codex login` with CODEX_HOME={dir}",
     "chmod": "run `chmod 600 {dir}/auth.json`",
     "absolute": "set the CODEX_HOME_ line to an absolute directory",
-    "mkdir": "create {dir} and run `codex login` with CODEX_HOME={dir}",
+    # The directory of a line that names no directory is not shown: it could be any text at all.
+    "mkdir": "create the directory and run `codex login` with CODEX_HOME set to it",
     "link": "replace the link {dir}/auth.json by the file itself (`codex login` with CODEX_HOME={dir})",
 }
 # A directory shown in a fix: printable, bounded; anything else is not shown.
 MAX_DIR_SHOWN = 1024
-_FIX_RES = tuple(re.compile("^" + re.escape(t).replace(re.escape("{dir}"), "(/[^\\x00-\\x1f\\x7f]{0,%d})" % MAX_DIR_SHOWN)
-                            + "$") for t in FIXES.values())
+_SHOWN_DIR_RE = "(/[^\\x00-\\x1f\\x7f-\\x9f]{0,%d})" % MAX_DIR_SHOWN
+_FIX_RES = tuple(re.compile("^" + re.escape(t).replace(re.escape("{dir}"), _SHOWN_DIR_RE) + "$")
+                 for t in FIXES.values())
 
 
 def shown_dir(directory: str) -> Optional[str]:

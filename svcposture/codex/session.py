@@ -11,7 +11,8 @@ Bounded whatever is on disk: only the newest day directories are listed, a
 file not modified since the last sample is never opened, only the newest few
 files are read, and of each only its last 1 MB. No symlink is followed (not
 the sessions tree, a day directory nor a log), and a torn, oversized or hostile
-line is skipped like any line that is not a sample.
+line is skipped like any line that is not a sample. A window that has reset
+since its line was logged is left out: it no longer says anything.
 """
 from __future__ import annotations
 
@@ -130,10 +131,27 @@ def sample_of_line(line: bytes, now_ms: int) -> Optional[Dict[str, Any]]:
     if at_ms <= 0 or at_ms > now_ms + MAX_FUTURE_MS:
         return None
     sample = parse_session_limits(payload.get("rate_limits"), at_ms / 1000.0)
-    if sample is None:
+    if sample is None or not _drop_reset_windows(sample, now_ms):
         return None
     sample["sampledAt"] = at_ms
     return sample
+
+
+def _drop_reset_windows(sample: Dict[str, Any], now_ms: int) -> bool:
+    """Leave out the windows that have reset since the line was logged; False when none is left.
+
+    An old log line would otherwise show a window as full long after it
+    emptied (a host that does not poll the login has nothing newer).
+    """
+    def current(window: Optional[Dict[str, Any]]) -> bool:
+        resets = window.get("resetsAt") if window else None
+        return window is not None and (resets is None or _time.parse_iso_ms(resets) > now_ms)
+
+    for field in ("fiveHour", "sevenDay"):
+        if not current(sample[field]):
+            sample[field] = None
+    sample["extraWindows"] = [w for w in sample["extraWindows"] if current(w)]
+    return bool(sample["fiveHour"] or sample["sevenDay"] or sample["extraWindows"])
 
 
 def newest_in_log(data: bytes, newer_than_ms: Optional[int], now_ms: int) -> Optional[Dict[str, Any]]:

@@ -217,12 +217,13 @@ class CodexServer:
 # ---------------------------------------------------------------- a login's files
 
 def make_login(directory: Path, token: Optional[str], account_id: Optional[str] = "acct-0001",
-               refresh: Optional[str] = None, api_key: Optional[str] = None, mode: int = 0o600) -> Path:
+               refresh: Optional[str] = None, api_key: Optional[str] = None, mode: int = 0o600,
+               id_token: Optional[str] = None) -> Path:
     """auth.json as `codex login` writes it (a ChatGPT login, or an API key with `token` None)."""
     directory.mkdir(parents=True, exist_ok=True)
     tokens = None
     if token is not None:
-        tokens = {"id_token": "eyJhbGciOiJub25lIn0.e30.", "access_token": token,
+        tokens = {"id_token": id_token or "eyJhbGciOiJub25lIn0.e30.", "access_token": token,
                   "refresh_token": refresh or "rt-unused", "account_id": account_id}
     body = {"OPENAI_API_KEY": api_key, "tokens": tokens, "last_refresh": "2026-11-20T10:00:00Z"}
     path = directory / "auth.json"
