@@ -305,3 +305,21 @@ def test_codex_tokens_never_leave_the_child(nodes):
     text = "\n".join(seen)
     for secret in (CODEX_WORK, CODEX_SIDE, CODEX_REFRESH, "acc-work", "acc-side"):
         assert secret not in text
+
+
+def test_fleet_page_shows_the_codex_account_of_hosts_that_have_one(nodes, browser):
+    from tests.support.browser import wait_for
+
+    mixed = nodes["mixed"]
+    wait_until(lambda: "codex" in {r["host"]: r for r in mixed.get_json("/api/fleet")[1]["hosts"]}.get("a", {})
+               or None, timeout=20, message="the fleet report reading the codex block")
+    browser.get(mixed.url + "/fleet")
+
+    def rows():
+        found = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#rows .row')).map("
+            "function (r) { return [r.querySelector('.host').textContent, r.textContent]; });")
+        return found if len(found) == 2 and "codex-work" in "".join(t for _, t in found) else None
+    by_host = dict(wait_for(rows, what="both hosts, one with its Codex account"))
+    assert "Codex" in by_host["a"] and "codex-work" in by_host["a"] and "acct1" in by_host["a"]
+    assert "codex" not in by_host["b"].lower() and "acct1" in by_host["b"]
