@@ -51,16 +51,8 @@ def add_codex_accounts(node: "demo.DemoNode") -> None:
     write_text_atomic(node.paths.accounts_env, "\n".join(lines) + "\n")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="short runs (2 s, 1 round) for a smoke check")
-    parser.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5; quick 2)")
-    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3; quick 1)")
-    args = parser.parse_args()
-    duration = args.duration or (2.0 if args.quick else 5.0)
-    rounds = args.rounds or (1 if args.quick else 3)
-    ensure_tools()
-
+def measure(duration: float, rounds: int) -> Dict[str, object]:
+    """Alternating wrk rounds against a mixed node and the one-write baselines of the same sizes."""
     provider = demo.SimulatedProvider().start()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "MODEL_", "CODEX_"))}
     base_env["PYTHONPATH"] = str(REPO)
@@ -98,26 +90,42 @@ def main() -> int:
             p.terminate()
         provider.stop()
         node.remove()
+    return {"rates": rates, "sizes": (len(claude), len(codex))}
 
+
+def _figure(name: str, value: float, baseline: float, ratio: float) -> Dict[str, object]:
+    return {"figure": name, "value": round(value), "unit": "req/s", "baseline": round(baseline),
+            "baseline_label": "one-write stdlib ThreadingHTTPServer", "ratio": round(ratio, 3),
+            "target": ">= 0.8x", "ok": ratio >= 0.8}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short runs (2 s, 1 round) for a smoke check")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5; quick 2)")
+    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3; quick 1)")
+    args = parser.parse_args()
+    duration = args.duration or (2.0 if args.quick else 5.0)
+    rounds = args.rounds or (1 if args.quick else 3)
+    ensure_tools()
+    found = measure(duration, rounds)
+    rates: Dict[str, List[float]] = found["rates"]  # type: ignore[assignment]
     med = {k: statistics.median(v) for k, v in rates.items()}
+    # Rounds alternate, so each round's ratio compares runs made under the same machine load.
     ratio_claude = statistics.median(m / a for m, a in zip(rates["claude"], rates["one-write (claude size)"]))
     ratio_codex = statistics.median(m / a for m, a in zip(rates["codex"], rates["one-write (codex size)"]))
     print("mixed node: 3 Claude + 3 Codex accounts; bodies %d (claude) and %d (codex) bytes; wrk -t2 -c32, "
           "%d x %.0f s rounds, alternating; all runs (req/s): %s"
-          % (len(claude), len(codex), rounds, duration, {k: [round(x) for x in v] for k, v in rates.items()}))
+          % (found["sizes"] + (rounds, duration, {k: [round(x) for x in v] for k, v in rates.items()})))
     print("cached GET /api/accounts on the mixed node: %.0f req/s, one-write %.0f req/s: ratio %.2fx (target >= 0.8x)"
           % (med["claude"], med["one-write (claude size)"], ratio_claude))
     print("cached GET /api/accounts?provider=codex: %.0f req/s, one-write %.0f req/s: ratio %.2fx (target >= 0.8x)"
           % (med["codex"], med["one-write (codex size)"], ratio_codex))
     figures = [
-        {"figure": "mixed node (3+3): cached GET /api/accounts vs one-write stdlib", "value": round(med["claude"]),
-         "unit": "req/s", "baseline": round(med["one-write (claude size)"]),
-         "baseline_label": "one-write stdlib ThreadingHTTPServer", "ratio": round(ratio_claude, 3),
-         "target": ">= 0.8x", "ok": ratio_claude >= 0.8},
-        {"figure": "mixed node (3+3): cached GET /api/accounts?provider=codex vs one-write stdlib",
-         "value": round(med["codex"]), "unit": "req/s", "baseline": round(med["one-write (codex size)"]),
-         "baseline_label": "one-write stdlib ThreadingHTTPServer", "ratio": round(ratio_codex, 3),
-         "target": ">= 0.8x", "ok": ratio_codex >= 0.8},
+        _figure("mixed node (3+3): cached GET /api/accounts vs one-write stdlib", med["claude"],
+                med["one-write (claude size)"], ratio_claude),
+        _figure("mixed node (3+3): cached GET /api/accounts?provider=codex vs one-write stdlib", med["codex"],
+                med["one-write (codex size)"], ratio_codex),
     ]
     print(json.dumps({"figures": figures}))
     return 0
