@@ -143,7 +143,8 @@ class CodexPosture:
         self.probe_errors = 0
         self.last_success_ms: Optional[int] = None
         self._poll_state = CodexPollState()
-        self._candidates_source = candidates
+        # The roster and live hosts for one poller per login (None: a lone host polls every login).
+        self.candidates_source = candidates
         self._candidates: Optional[Tuple[Any, Any]] = None
         self._candidates_mono: Optional[float] = None
         self._candidates_busy = False
@@ -239,7 +240,7 @@ class CodexPosture:
         They come from the roster and the liveness anchor (a tracker read), which
         must not delay a probe; the next run uses what this read found.
         """
-        source = self._candidates_source
+        source = self.candidates_source
         now = time.monotonic()
         with self._lock:
             if source is None or self._candidates_busy or (
