@@ -323,3 +323,30 @@ def test_fleet_page_shows_the_codex_account_of_hosts_that_have_one(nodes, browse
     by_host = dict(wait_for(rows, what="both hosts, one with its Codex account"))
     assert "Codex" in by_host["a"] and "codex-work" in by_host["a"] and "acct1" in by_host["a"]
     assert "codex" not in by_host["b"].lower() and "acct1" in by_host["b"]
+
+
+def test_the_active_codex_account_moves_its_own_status_latch(nodes):
+    """Last in the module: it exhausts codex-work (through its session log, no request)."""
+    mixed, home = nodes["mixed"], nodes["mixed_home"]
+
+    def edges():
+        return [e["attributes"] for e in _events(home) if e["attributes"]["event.name"] == "account.status.changed"
+                and e["attributes"]["account.handle"] == "codex-work"]
+    assert edges() == []
+    at = time.time()
+    write_session(home / "codex-work", at, [token_count_line(at, primary=(101.0, 300, RESET_5H),
+                                                             secondary=(40.0, 10080, RESET_7D))], name="edge1")
+    wait_until(lambda: edges() or None, timeout=20, message="the rejected edge of codex-work")
+    body = mixed.get_json("/api/accounts?provider=codex")[1]
+    assert body["status"] == "rejected" and body["siblingWithHeadroom"]["label"] == "codex-side"
+    later = time.time() + 1
+    write_session(home / "codex-work", later, [token_count_line(later, primary=(20.0, 300, RESET_5H),
+                                                                secondary=(40.0, 10080, RESET_7D))], name="edge2")
+    wait_until(lambda: len(edges()) == 2 or None, timeout=20, message="the ok edge of codex-work")
+    first, second = edges()
+    assert (first["account.status"], second["account.status"]) == ("rejected", "ok")
+    assert first["account.provider"] == second["account.provider"] == "codex"
+    assert first["account.binding_window"] == "five_hour" and first["node.name"] == "a"
+    # Claude's edges on the same node carry no provider, and none fired: acct1 stayed ok.
+    assert not [e for e in _events(home) if e["attributes"]["event.name"] == "account.status.changed"
+                and e["attributes"]["account.handle"].startswith("acct")]
