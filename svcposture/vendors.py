@@ -14,9 +14,13 @@ the JSON error built here, so every route says the same thing.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional, Tuple
 
 from ._text import LABEL_RE
+
+# Annotations only (the statusline imports this module on every render; typing costs more than it).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Tuple
 
 CLAUDE = "claude"
 CODEX = "codex"
@@ -75,3 +79,50 @@ def provider_from_query(query: str) -> Tuple[Optional[str], Optional[Dict[str, s
 
 def bad_provider_body() -> Dict[str, str]:
     return {"error": "bad_request", "message": BAD_PROVIDER_MESSAGE}
+
+
+# ---------------------------------------------------------------- the calling agent's vendor
+
+# Words in an agent's payload that name its vendor (model ids, provider names).
+_CODEX_WORDS = ("codex", "openai", "gpt-", "gpt5", "o3", "o4-")
+_CLAUDE_WORDS = ("claude", "anthropic", "opus", "sonnet", "haiku")
+
+
+def _vendor_word(value: Any) -> Optional[str]:
+    if not isinstance(value, str):
+        return None
+    word = value.strip().lower()[:80]
+    if word.startswith(_CLAUDE_WORDS) or "claude" in word:
+        return "claude"
+    if word.startswith(_CODEX_WORDS) or "codex" in word:
+        return "codex"
+    return None
+
+
+def provider_of_payload(payload: Any) -> Optional[str]:
+    """The vendor of the agent that sent this statusLine JSON, or None when it does not say.
+
+    Looked for, in order: a provider name (`provider`, `model_provider`,
+    `vendor`), the model (`model.id`, `model.display_name`, or `model` as a
+    string), then the shape of `rate_limits` (Codex's `primary`/`secondary`,
+    Claude's `five_hour`/`seven_day`).
+    """
+    if not isinstance(payload, dict):
+        return None
+    for key in ("provider", "model_provider", "vendor"):
+        found = _vendor_word(payload.get(key))
+        if found:
+            return found
+    model = payload.get("model")
+    candidates = [model.get("id"), model.get("display_name")] if isinstance(model, dict) else [model]
+    for value in candidates:
+        found = _vendor_word(value)
+        if found:
+            return found
+    limits = payload.get("rate_limits")
+    if isinstance(limits, dict):
+        if "primary" in limits or "secondary" in limits:
+            return "codex"
+        if "five_hour" in limits or "seven_day" in limits:
+            return "claude"
+    return None

@@ -29,6 +29,7 @@ import time
 import _socket
 
 from .._text import loads_bounded, printable
+from ..vendors import provider_of_payload
 from . import line
 
 TYPE_CHECKING = False
@@ -401,7 +402,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         # A pipe left open gets a short look only: the monitor keeps its budget.
         payload = read_payload(stdin_fd, min(deadline, time.monotonic() + VENDOR_LOOK_S))
         payload_read = payload is not None
-        provider = line.provider_of_payload(payload)
+        provider = provider_of_payload(payload)
         deadline = max(deadline, time.monotonic() + MIN_MONITOR_S)
     path = "/api/accounts" if provider in (None, "claude") else "/api/accounts?provider=" + str(provider)
     body = get_json(target, path, deadline) if target is not None else None
