@@ -29,6 +29,7 @@ import time
 import _socket
 
 from .._text import loads_bounded, printable
+from ..settings import DEFAULT_PORT
 from ..vendors import provider_of_payload
 from . import line
 
@@ -50,7 +51,7 @@ VENDOR_LOOK_S = 0.05
 MAX_PAYLOAD = 64 * 1024
 MAX_BODY = 1024 * 1024
 MAX_HEAD = 16 * 1024
-DEFAULT_URL = "http://127.0.0.1:7400"
+DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
 
 HELP = """\
 usage: svc-monitor statusline [--url URL] [--provider claude|codex] [--no-color]
@@ -68,7 +69,7 @@ rate_limits from the statusLine JSON on stdin, marked (local); with neither,
 
 options:
   --url URL     monitor base URL (default: the url in ~/svc/run/monitor.json,
-                else http://127.0.0.1:7400)
+                else {default_url})
   --provider P  whose accounts: claude or codex (default: the vendor of the
                 agent that runs the command, told by its statusLine JSON on
                 stdin, else claude)
@@ -77,7 +78,7 @@ options:
 
 agent setting (e.g. ~/.claude/settings.json):
   {"statusLine": {"type": "command", "command": "svc-monitor statusline"}}
-"""
+""".replace("{default_url}", DEFAULT_URL)
 
 
 class _Target:
