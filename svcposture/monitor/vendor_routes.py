@@ -19,6 +19,9 @@ from .wire import dumps
 
 log = logging.getLogger("svcposture.monitor")
 
+# The request target of a plain Codex read, answered from cached bytes like Claude's.
+CODEX_TARGET = b"/api/accounts?provider=codex"
+
 
 class _NoCodex:
     """Stands in for the Codex posture of a service built without one: always disabled."""
