@@ -88,6 +88,7 @@ class MonitorApp:
         self.trajectory = getattr(service, "trajectory", None)
         self.codex = getattr(service, "codex", None)  # the Codex posture (DESIGN §17), on the same probes
         self._codex_frames = FrameCache(ACCOUNT)
+        self._codex_read: Tuple[Any, bytes] = (None, b"")
         self.started_at = iso_now()
         self.streams = StreamSlots(settings.max_streams)  # the server lends its own in listening()
         self.trust: Optional[TrustPolicy] = None
@@ -139,10 +140,8 @@ class MonitorApp:
             return self.cached_accounts(conn)
         if target == b"/api/trajectory":
             return self.trajectory_response(conn)
-        if target == CODEX_TARGET and self.codex is not None:
-            summary = self.codex.fresh_summary()
-            return None if summary is None else wire.response(200, JSON_TYPE, cached_reply_bytes(self.codex, summary),
-                                                              conn, JSON_HEADERS)
+        if target == CODEX_TARGET:
+            return self.cached_codex_accounts(conn)
         return None
 
     def wake_streams(self) -> None:
@@ -209,6 +208,10 @@ class MonitorApp:
         reason = self.refresh_refusal(request.headers) if refresh else None
         if reason:
             return self.forbidden(reason, request)
+        if not refresh and request.method == "GET" and service is self.codex:
+            cached = self.cached_codex_accounts(request.conn)
+            if cached is not None:
+                return cached
         status, body = vendor_accounts_reply(service, refresh)
         return wire.response(status, JSON_TYPE, body, request.conn, JSON_HEADERS, request.head_only)
 
@@ -323,6 +326,20 @@ class MonitorApp:
         body = self.posture_bytes(reply(summary, cached=True, generated_ms=ms))
         response = wire.response(200, JSON_TYPE, body, conn, JSON_HEADERS)
         self._cached_read = (key, response)
+        return response
+
+    def cached_codex_accounts(self, conn: bytes) -> Optional[bytes]:
+        """The whole response of a cached plain read of /api/accounts?provider=codex, or None
+        (no fresh summary); built once per summary, millisecond and Connection line, as Claude's."""
+        summary = self.codex.fresh_summary() if self.codex is not None else None
+        if summary is None:
+            return None
+        key = (id(summary), now_ms(), conn)
+        cached = self._codex_read
+        if cached[0] == key:
+            return cached[1]
+        response = wire.response(200, JSON_TYPE, cached_reply_bytes(self.codex, summary, key[1]), conn, JSON_HEADERS)
+        self._codex_read = (key, response)
         return response
 
     def trajectory_response(self, conn: bytes) -> Optional[bytes]:

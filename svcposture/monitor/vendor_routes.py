@@ -62,9 +62,9 @@ def vendor_accounts_reply(service: Any, refresh: bool) -> Tuple[int, bytes]:
         return 500, dumps({"error": "internal", "message": "The posture could not be read."})
 
 
-def cached_reply_bytes(service: Any, summary: Dict[str, Any]) -> bytes:
+def cached_reply_bytes(service: Any, summary: Dict[str, Any], ms: Optional[int] = None) -> bytes:
     """The JSON of a cached read, built once per summary and millisecond (generatedAt's resolution)."""
-    ms = now_ms()
+    ms = now_ms() if ms is None else ms
     key = (id(summary), ms)
     cache = getattr(service, "reply_cache", None)
     if cache is not None and cache[0] == key:
