@@ -16,7 +16,7 @@ Each ratio is the median of per-round ratios against the one-write baseline
 of the same body size, measured in the same run (target >= 0.8x for both).
 
 Loopback only. Installs wrk (apt-get) and prometheus_client (pip) when missing.
-Usage: python3 -m scripts.bench_mixed [--quick] [--duration S] [--rounds N]
+Usage: python3 -m scripts.bench_mixed [--quick] [--duration S] [--rounds N]   (default 5 rounds of 3 s)
 """
 from __future__ import annotations
 
@@ -102,11 +102,12 @@ def _figure(name: str, value: float, baseline: float, ratio: float) -> Dict[str,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs (2 s, 1 round) for a smoke check")
-    parser.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5; quick 2)")
-    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3; quick 1)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 3; quick 2)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="alternating rounds (default 5; quick 1): short rounds follow a shared machine's load")
     args = parser.parse_args()
-    duration = args.duration or (2.0 if args.quick else 5.0)
-    rounds = args.rounds or (1 if args.quick else 3)
+    duration = args.duration or (2.0 if args.quick else 3.0)
+    rounds = args.rounds or (1 if args.quick else 5)
     ensure_tools()
     found = measure(duration, rounds)
     rates: Dict[str, List[float]] = found["rates"]  # type: ignore[assignment]
