@@ -226,7 +226,7 @@ def test_read_history_is_the_api_history_body(node_home):
     body = svcposture.read_history(node_home)
     assert list(body) == ["node", "from", "to", "accounts"] and body["node"] == NODE
     assert body["to"] - body["from"] == 24 * 3_600_000 and body["to"] >= now
-    assert body["accounts"] == {"a": {"fiveHour": [[now - 2 * 3_600_000, 10.0]], "sevenDay": []}}
+    assert body["accounts"] == {"a": {"provider": "claude", "fiveHour": [[now - 2 * 3_600_000, 10.0]], "sevenDay": []}}
     assert len(svcposture.read_history(node_home, hours=48)["accounts"]["a"]["fiveHour"]) == 2
     with pytest.raises(SvcpostureError):
         svcposture.read_history(node_home, hours=0)

@@ -68,13 +68,13 @@ def test_metrics_parse_and_carry_the_posture(mon):
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
     fam = parse_metrics(body.decode("utf-8"))
     pct = fam["svc_account_utilization_percent"]["samples"]
-    assert pct['{account="acct1",window="five_hour"}'] == 42.5
-    assert pct['{account="acct1",window="seven_day"}'] == 90.0
-    assert pct['{account="acct2",window="five_hour"}'] == 107.0
+    assert pct['{account="acct1",provider="claude",window="five_hour"}'] == 42.5
+    assert pct['{account="acct1",provider="claude",window="seven_day"}'] == 90.0
+    assert pct['{account="acct2",provider="claude",window="five_hour"}'] == 107.0
     resets = fam["svc_account_window_resets_at_seconds"]["samples"]
-    assert resets['{account="acct1",window="five_hour"}'] == 1800000000
-    assert resets['{account="acct1",window="seven_day"}'] == 1800300000
-    assert fam["svc_account_active"]["samples"] == {'{account="acct1"}': 1, '{account="acct2"}': 0}
+    assert resets['{account="acct1",provider="claude",window="five_hour"}'] == 1800000000
+    assert resets['{account="acct1",provider="claude",window="seven_day"}'] == 1800300000
+    assert fam["svc_account_active"]["samples"] == {'{account="acct1",provider="claude"}': 1, '{account="acct2",provider="claude"}': 0}
     statuses = fam["svc_node_status"]["samples"]
     assert statuses['{status="ok"}'] == 1 and sum(statuses.values()) == 1
     assert fam["svc_posture_available"]["samples"][""] == 1
@@ -139,6 +139,14 @@ def _validate(doc, schema, value, where="$"):
                 pass
         assert matches == 1, "%s matches %d oneOf options" % (where, matches)
         return
+    if "anyOf" in schema:
+        problems = []
+        for option in schema["anyOf"]:
+            try:
+                return _validate(doc, option, value, where)
+            except AssertionError as exc:
+                problems.append(str(exc))
+        raise AssertionError("%s matches no anyOf option: %s" % (where, "; ".join(problems)))
     if "const" in schema:
         assert value == schema["const"], where
     if "enum" in schema:

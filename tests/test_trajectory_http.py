@@ -86,7 +86,8 @@ def test_trajectory_body_forecasts_the_climb(node):
                       message="a trajectory after the first probe")
     assert set(body) == {"node", "generatedAt", "probedAt", "accounts", "alerts"}
     acct1 = _account(body, "acct1")
-    assert set(acct1) == {"label", "email", "active", "fiveHour", "sevenDay"}
+    assert set(acct1) == {"label", "provider", "email", "active", "fiveHour", "sevenDay"}
+    assert acct1["provider"] == "claude"
     assert acct1["active"] is True and acct1["email"] == "ada@example.com"
     five = acct1["fiveHour"]
     assert five["pct"] == 72.0 and set(five) == {"pct", "resetsAt", "forecast"}
@@ -210,8 +211,8 @@ def test_metrics_carry_the_forecast(node):
     mon = node["mon"]
     wait_until(lambda: b"svc_account_forecast_wall_timestamp_seconds{" in mon.get("/metrics")[2], message="wall metric")
     text = mon.get("/metrics")[2].decode()
-    assert 'svc_account_burn_rate_percent_per_hour{account="acct1",window="five_hour"}' in text
-    assert 'svc_account_forecast_pct_at_reset{account="acct1",window="five_hour"}' in text
+    assert 'svc_account_burn_rate_percent_per_hour{account="acct1",provider="claude",window="five_hour"}' in text
+    assert 'svc_account_forecast_pct_at_reset{account="acct1",provider="claude",window="five_hour"}' in text
     assert 'svc_alerts_total{kind="threshold"}' in text and 'svc_alerts_total{kind="forecast"} 1' in text
     try:
         from prometheus_client.parser import text_string_to_metric_families

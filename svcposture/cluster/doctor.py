@@ -335,6 +335,27 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
     return _accounts_check_from_report(path, report, proc.returncode)
 
 
+def _codex_summary(block: Any) -> Tuple[str, bool, str]:
+    """(detail, any usable login, warning) of the check report's Codex lines; empty without any."""
+    if not isinstance(block, dict):
+        return "", False, ""
+    def labels(key: str) -> List[str]:
+        value = block.get(key)
+        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
+
+    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
+    active = block.get("active") if isinstance(block.get("active"), str) else None
+    detail = "; Codex: %d usable login%s%s" % (len(usable), "" if len(usable) == 1 else "s",
+                                                " (%s)" % ", ".join(usable) if usable else "")
+    if unusable:
+        detail += ", unusable (empty or placeholder): %s" % ", ".join(unusable)
+    if usable:
+        detail += ", active %s" % active[:64] if active else ", none is CODEX_HOME"
+    warning = ("; several Codex lines name CODEX_HOME (%s), the first is used" % ", ".join(duplicates)
+               if duplicates else "")
+    return detail, bool(usable), warning
+
+
 def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
     """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
     name = "accounts-env"
@@ -355,8 +376,14 @@ def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: 
                                         " (%s)" % ", ".join(usable) if usable else "")
     if unusable:
         detail += "; unusable (empty or placeholder): %s" % ", ".join(unusable)
+    codex_detail, codex_usable, codex_warning = _codex_summary(report.get("codex"))
+    detail += codex_detail
     if returncode != 0:
         return _check_result(name, WARN, detail + "; the check exited %d" % returncode)
+    if codex_warning:
+        return _check_result(name, WARN, detail + codex_warning)
+    if not usable and codex_usable:
+        return _check_result(name, PASS, detail + "; Claude's posture is disabled (no Claude entry)")
     if not usable:
         return _check_result(name, INFO, detail + "; the posture surface is disabled" + notes)
     if duplicates:

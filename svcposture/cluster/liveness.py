@@ -63,7 +63,8 @@ class Publisher:
                  account_status: Callable[[], str], log: Optional[EventLog],
                  logger: Optional[logging.Logger] = None,
                  account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                 polls_usage: Optional[Callable[[], bool]] = None) -> None:
+                 polls_usage: Optional[Callable[[], bool]] = None,
+                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> None:
         self.paths = paths
         self.environ = environ
         self.node = node
@@ -78,6 +79,8 @@ class Publisher:
         self._arm_error: Optional[str] = None
         self._account_status = account_status
         self._account = account
+        # The active Codex account's block (DESIGN §17); None: the node shows nothing of Codex.
+        self._codex = codex
         self._log = log
         # False while another host polls this login's usage: this heartbeat's quota is then null.
         self._polls_usage = polls_usage
@@ -246,16 +249,26 @@ class Publisher:
             account = self._account() if self._account is not None else None
         except Exception:  # a broken account read must not cost the beat
             account = None
-        return heartbeat.metadata(host=self.node, published_at=published_at, publish_interval_ms=self.interval_ms,
-                                  version=__version__, account_status=status, quota=quota, account=account)
+        metadata = heartbeat.metadata(host=self.node, published_at=published_at,
+                                      publish_interval_ms=self.interval_ms, version=__version__,
+                                      account_status=status, quota=quota, account=account)
+        try:
+            codex = self._codex() if self._codex is not None else None
+        except Exception:  # as for `account`: never costs the beat
+            codex = None
+        if isinstance(codex, dict):
+            metadata["codex"] = codex
+        return metadata
 
 
 def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
                     account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                    polls_usage: Optional[Callable[[], bool]] = None) -> Publisher:
+                    polls_usage: Optional[Callable[[], bool]] = None,
+                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
-    publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage)
+    publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage,
+                          codex=codex)
     publisher.start()
     return publisher
 
@@ -277,11 +290,16 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
         quota = heartbeat.peer_quota(beat.metadata.get("quota"))
         account = peer_account(beat.metadata.get("account"), publish_interval_ms=interval, now=now)
         if published is None:
-            rows.append({"host": host, "state": "stale", "ageS": None, "quota": quota, "account": account})
-            continue
-        age_ms = max(0, now - published)
-        rows.append({"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
-                     "ageS": round(age_ms / 1000.0, 1), "quota": quota, "account": account})
+            row = {"host": host, "state": "stale", "ageS": None, "quota": quota, "account": account}
+        else:
+            age_ms = max(0, now - published)
+            row = {"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
+                   "ageS": round(age_ms / 1000.0, 1), "quota": quota, "account": account}
+        # A host with Codex accounts adds their block; one without shows nothing of Codex.
+        codex = peer_account(beat.metadata.get("codex"), publish_interval_ms=interval, now=now)
+        if codex is not None:
+            row["codex"] = codex
+        rows.append(row)
     return rows
 
 
