@@ -1,6 +1,10 @@
 """Shared fixtures: a throw-away HOME and a clean environment for child processes.
 
-The helpers themselves live in tests/support/ (see its __init__ for how they are imported)."""
+The helpers themselves live in tests/support/ (see its __init__ for how they are imported).
+
+Tests marked `serial` measure what other tests' processes on the same cores would change (a monitor's
+CPU share, its descriptors under a burst, a soak's figures): scripts/run_tests.sh runs them alone, after
+the parallel part (docs/testing.md)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +13,20 @@ from typing import Dict
 import pytest
 
 from tests.support.home import clean_env
+
+
+# Whole files whose tests are `serial`.
+SERIAL_FILES = ("tests/test_hostile_clients.py", "tests/test_soak_quick.py")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "serial: measures load or timing; run alone, not beside other tests")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if item.nodeid.split("::", 1)[0] in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture
