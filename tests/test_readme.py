@@ -573,7 +573,11 @@ def bad_links(doc: Path, text: str, root: Path = REPO) -> List[str]:
                 bad.append(target + " (links must be relative)")
             continue
         path, _, anchor = target.partition("#")
-        dest = Path(os.path.normpath(str(doc.parent / path))) if path else doc
+        if not path:
+            if anchor not in anchors_of(text):
+                bad.append(target + " (no such heading)")
+            continue
+        dest = Path(os.path.normpath(str(doc.parent / path)))
         if path.startswith("/") or not (dest == root or root in dest.parents):
             bad.append(target + " (outside the repository)")
         elif not dest.exists():
