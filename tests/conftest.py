@@ -8,7 +8,7 @@ the parallel part (docs/testing.md)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, Iterable, Iterator, List, Mapping
 
 import pytest
 
@@ -54,3 +54,60 @@ def browser():
 
     with chromium(1200, 800) as driver:
         yield driver
+
+
+@pytest.fixture
+def provider():
+    """The provider test server (tests/support/provider.py) for one test, with no account yet."""
+    from tests.support.provider import ProviderServer
+
+    with ProviderServer() as server:
+        yield server
+
+
+@pytest.fixture
+def anchor_tracker():
+    """The tracker test server (tests/support/tracker.py) holding the liveness anchor OPS-1, which accepts
+    the bot token of tests.support.home.make_node (BEARER)."""
+    from tests.support.home import BEARER
+    from tests.support.tracker import TrackerServer
+
+    with TrackerServer(tokens=[BEARER]) as server:
+        server.add_issue("OPS-1")
+        yield server
+
+
+class Monitors:
+    """Starts real monitors for one test (tests.support.monitor.start_monitor) and stops every one of
+    them when the test ends, however it ends."""
+
+    def __init__(self) -> None:
+        self.started: List[Any] = []
+
+    def start(self, env: Mapping[str, str], args: Iterable[str] = (), **options: Any):
+        from tests.support.monitor import start_monitor
+
+        monitor = start_monitor(env, args, **options)
+        self.started.append(monitor)
+        return monitor
+
+    def stop_all(self) -> None:
+        """Newest first; a monitor that fails its stop check does not keep the others running."""
+        failure = None
+        while self.started:
+            try:
+                self.started.pop().stop()
+            except AssertionError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+
+@pytest.fixture
+def monitors() -> Iterator[Monitors]:
+    """`monitors.start(env, args, ...)`: a monitor that is stopped (SIGTERM, checked) after the test."""
+    pool = Monitors()
+    try:
+        yield pool
+    finally:
+        pool.stop_all()

@@ -22,18 +22,11 @@ from svcposture.history import append_rows
 from svcposture.paths import Paths
 from tests.support.home import (REPO, accounts_path, assert_no_canary, canary, clean_env, set_host_name,
                                 snapshot, write_accounts)
-from tests.support.provider import ProviderServer
 
 NODE = "lib-node"
 BODY_KEYS = ["available", "node", "generatedAt", "probedAt", "cached", "status", "active", "accounts",
              "siblingWithHeadroom"]
 HEAVY = ("http.server", "http.client", "subprocess", "urllib", "urllib.request", "urllib.parse", "socket")
-
-
-@pytest.fixture
-def provider():
-    with ProviderServer() as server:
-        yield server
 
 
 @pytest.fixture
