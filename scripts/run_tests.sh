@@ -15,7 +15,8 @@ PY=${PYTHON:-python3}
 # The other interpreters, by version; each one missing is a failure under CI, a warning elsewhere.
 OTHER_PYTHONS=${SVC_TEST_PYTHONS-"3.9 3.13"}
 # pytest-xdist workers: the default interpreter's run, then each core run (two side by side). Tests
-# mostly wait on their subprocesses, so a 2-core machine keeps up with 3 and 2 + 2.
+# mostly wait on their subprocesses, so a 2-core machine keeps up with 3 and 2 + 2. Each file runs whole,
+# in order, on one worker (--dist loadfile): a module-scoped monitor sees its tests as in a plain run.
 WORKERS=${SVC_TEST_WORKERS:-3}
 CORE_WORKERS=${SVC_TEST_CORE_WORKERS:-2}
 # A run that has not finished by then is stuck, not slow.
@@ -128,7 +129,7 @@ install_debian_needs
 if [ $# -gt 0 ]; then
   CORE_ARGS=("$@")
 else
-  CORE_ARGS=(-n "$CORE_WORKERS" -m "not serial")
+  CORE_ARGS=(-n "$CORE_WORKERS" --dist loadfile -m "not serial")
   for f in $CORE_EXCLUDES; do CORE_ARGS+=("--ignore=$f"); done
 fi
 
@@ -164,7 +165,7 @@ if [ $# -gt 0 ]; then
   SUMMARY=("$MAIN, pytest $*: $(verdict $code) ($((SECONDS - began)) s)" "${SUMMARY[@]}")
 else
   say "$MAIN: the whole suite but the serial tests, $WORKERS workers"
-  main_run -n "$WORKERS" -m "not serial"
+  main_run -n "$WORKERS" --dist loadfile -m "not serial"
   SUMMARY=("$MAIN, whole suite in parallel: $(verdict $code) ($((SECONDS - began)) s)" "${SUMMARY[@]}")
 fi
 [ "$code" = 0 ] || FAILED=1
