@@ -131,9 +131,12 @@ main_run() {
   set -e
 }
 
-install_debian_needs
-"$PY" -m pip install -q --disable-pip-version-check -e . $PIP_NEEDS
-byte_compile "$PY"
+# SVC_TEST_NO_INSTALL=1 skips the installs: the suite's own test of this script sets it.
+if [ -z "${SVC_TEST_NO_INSTALL:-}" ]; then
+  install_debian_needs
+  "$PY" -m pip install -q --disable-pip-version-check -e . $PIP_NEEDS
+  byte_compile "$PY"
+fi
 
 if [ $# -gt 0 ]; then
   CORE_ARGS=("$@")
