@@ -38,11 +38,11 @@ CORE_PIP_NEEDS="pytest pytest-xdist hypothesis setuptools wheel"
 # need the cores to themselves; tests/conftest.py lists them); and the long end-to-end scenarios, which
 # exercise timing across several processes rather than the interpreter: kill -9 crashes, the env-file
 # swap race, the token-leak memory scan, multi-monitor clusters, Prometheus, 500-host fleets, and the
-# doc examples. docs/testing.md gives the reasons.
+# doc examples; and the test of this script. docs/testing.md gives the reasons.
 CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/test_fleet_page.py
   tests/test_schemathesis.py tests/test_crash_edges.py tests/test_hostile_envswap.py tests/test_leak_tokens.py
   tests/test_anchor_move.py tests/test_usage_budget.py tests/test_prometheus.py tests/test_fleet_status.py
-  tests/test_reset_probe.py tests/test_readme.py"
+  tests/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then
