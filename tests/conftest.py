@@ -111,3 +111,14 @@ def monitors() -> Iterator[Monitors]:
         yield pool
     finally:
         pool.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_monitors() -> Iterator[Monitors]:
+    """The same for a module-scoped fixture: its monitors are stopped after the module's last test
+    (before the fixtures it was set up after, such as the module's provider)."""
+    pool = Monitors()
+    try:
+        yield pool
+    finally:
+        pool.stop_all()

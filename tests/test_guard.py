@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.home import canary, node_env
 from tests.support.waiting import wait_until
-from tests.support.monitor import get_request, raw_http, start_monitor
+from tests.support.monitor import get_request, raw_http
 from tests.support.provider import ProviderServer
 from svcposture.monitor.trust import TrustPolicy, split_host
 
@@ -81,7 +81,7 @@ def provider():
 
 
 @pytest.fixture(scope="module")
-def mon(tmp_path_factory, provider):
+def mon(tmp_path_factory, provider, module_monitors):
     home = tmp_path_factory.mktemp("guard") / "home"
     home.mkdir()
     (home / ".config" / "svc").mkdir(parents=True)
@@ -90,12 +90,11 @@ def mon(tmp_path_factory, provider):
                    extra={"SVC_REFRESH_FLOOR_S": "0",
                           "SVC_MONITOR_TRUSTED_HOSTS": "proxy.example:*, fixed.example:8443",
                           "SVC_MONITOR_TRUSTED_ORIGINS": "https://dash.example"})
-    m = start_monitor(env)
+    m = module_monitors.start(env)
     # The first probe starts with the monitor and may reach the provider after /healthz answers; the
     # tests count provider calls from here, so they begin once it has.
     wait_until(lambda: provider.message_calls() >= 1, timeout=30, message="the monitor's first probe")
     yield m
-    m.stop()
 
 
 def _fill(text, port):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.support.home import REPO, canary, clean_env, files_text, node_env
-from tests.support.monitor import get_request, raw_http, read_response, start_monitor
+from tests.support.monitor import get_request, raw_http, read_response
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -28,15 +28,14 @@ def provider():
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory, provider):
+def node(tmp_path_factory, provider, module_monitors):
     home = tmp_path_factory.mktemp("srv") / "home"
     home.mkdir()
     env = node_env(home, provider.url, [("ACCT1", TOK1, "one@example.com"), ("ACCT2", TOK2, "two@example.com")],
                    active="ACCT1", extra={"SVC_REFRESH_FLOOR_S": "0"})
-    mon = start_monitor(env)
+    mon = module_monitors.start(env)
     mon.home = home
     yield mon
-    mon.stop()
 
 
 def test_listening_line_shows_the_real_port_and_monitor_json(node):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.support.home import canary, node_env, write_accounts
-from tests.support.monitor import SSEClient, get_request, raw_http, start_monitor
+from tests.support.monitor import SSEClient, get_request, raw_http
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -26,7 +26,7 @@ def provider():
 
 
 @pytest.fixture(scope="module")
-def mon(tmp_path_factory, provider):
+def mon(tmp_path_factory, provider, module_monitors):
     home = tmp_path_factory.mktemp("sse") / "home"
     home.mkdir()
     env = node_env(home, provider.url, [("ACCT1", TOK1, "one@example.com"), ("ACCT2", TOK2, "two@example.com")],
@@ -34,9 +34,8 @@ def mon(tmp_path_factory, provider):
                                           # A write to a client that never reads blocks this long:
                                           # far beyond any frame's delivery to the others.
                                           "SVC_MONITOR_REQUEST_TIMEOUT_S": str(STALL_S)})
-    m = start_monitor(env)
+    m = module_monitors.start(env)
     yield m
-    m.stop()
 
 
 def _force(mon):
