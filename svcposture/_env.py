@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 from typing import Mapping, Optional, Union
 
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 
 Number = Union[int, float]
 
 
 class InvalidSetting(SvcpostureError, ValueError):
     """An environment variable or argument that does not hold a usable value."""
+
+    __module__ = FACE
 
 
 def env_number(environ: Mapping[str, str], name: str, default: Number, *, low: Number,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator, List, Optional, Union
 
 from ._dirs import UnsafePathError, check_private_dir, ensure_dir  # the directories these files live in
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -28,6 +28,8 @@ STALE_TEMP_AGE_S = 3600.0
 
 class CorruptFileError(SvcpostureError, ValueError):
     """A file exists but does not hold what it should; it is never overwritten."""
+
+    __module__ = FACE
 
     def __init__(self, path: PathLike, message: str, line: int = 0, column: int = 0) -> None:
         self.path = str(path)

@@ -7,6 +7,7 @@ PYTHONPATH, and must never inherit a token from the caller's environment.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Dict, List, Mapping
 
@@ -52,3 +53,16 @@ def module_command(submodule: str = "", *args: str) -> List[str]:
     """`python -m <PACKAGE>[.submodule] args...` with the running interpreter."""
     module = PACKAGE + ("." + submodule if submodule else "")
     return [sys.executable or "python3", "-m", module] + list(args)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by `pid` (a child started with
+    start_new_session=True), so that whatever it started dies with it.
+
+    A group already gone, or one we may no longer signal, is left alone: the
+    caller reaps the child either way.
+    """
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass

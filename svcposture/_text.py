@@ -1,4 +1,5 @@
-"""Text that is safe to show, words that are safe to copy, and JSON that is safe to read.
+"""Text that is safe to show, words that are safe to copy, and JSON that is safe to read
+(what counts as a number in it included).
 
 Anything printed to a terminal or a log may have come from a hostile peer, a
 tracker or a monitor reply; an escape sequence in it could rewrite the
@@ -6,13 +7,15 @@ operator's screen, so C0, DEL and C1 controls never pass through.
 """
 from __future__ import annotations
 
+import math
+
 # `re` and `json` are not imported here: they would cost `svc-monitor
 # statusline` more than the rest of a render, and it needs neither. The
 # patterns below are compiled on first use (PEP 562), JSON is read with the
 # C scanner json itself uses, and typing is for the checker only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional
+    from typing import Any, Callable, Optional, Union
 
 _CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")
 
@@ -40,6 +43,24 @@ def __getattr__(name: str) -> Any:
     compiled = re.compile(pattern)
     globals()[name] = compiled  # the next access is a plain attribute
     return compiled
+
+
+def _pattern(name: str) -> Any:
+    compiled = globals().get(name)
+    return compiled if compiled is not None else __getattr__(name)
+
+
+def word(value: Any) -> Optional[str]:
+    """`value` when it is a word (WORD_RE: a provider status or claim name), else None.
+
+    The whole string must match: `$` alone would let a trailing newline through.
+    """
+    return value if isinstance(value, str) and _pattern("WORD_RE").fullmatch(value) else None
+
+
+def account_label(value: Any) -> Optional[str]:
+    """`value` when it is an account label (LABEL_RE), else None; the whole string must match."""
+    return value if isinstance(value, str) and _pattern("LABEL_RE").fullmatch(value) else None
 
 
 def printable(text: Any) -> str:
@@ -112,3 +133,31 @@ def _scanner_loads(scan_once: Any) -> "Callable[[str], Any]":
             raise ValueError("extra data at position %d" % end)
         return value
     return loads
+
+
+# ---------------------------------------------------------------- numbers
+# `True` is an `int` to Python but never a number to JSON: every check here
+# refuses booleans. Every reader of JSON numbers in the package uses these.
+
+def is_number(value: Any) -> bool:
+    """An int or a float, not a bool (NaN and infinities included)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_int(value: Any) -> bool:
+    """An int, not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def finite_number(value: Any) -> Optional[Union[int, float]]:
+    """`value` itself when it is a finite number, else None.
+
+    An integer too large for a float (hundreds of digits, from a hostile
+    document) is not finite here rather than an OverflowError.
+    """
+    if not is_number(value):
+        return None
+    try:
+        return value if math.isfinite(value) else None
+    except OverflowError:
+        return None

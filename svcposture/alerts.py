@@ -9,8 +9,8 @@ Two event kinds, appended to the node's event log:
 - `account.quota.forecast`: the active account's window is forecast to hit
   100 % before it resets, within the next 60 minutes; once per cycle.
 
-A window's cycle is identified by its `resetsAt`: two instants within 120 s
-are the same cycle. The state lives in ~/svc/alert-latch.json keyed by label
+A window's cycle is identified by its `resetsAt`: two instants within
+_cycle.CYCLE_TOLERANCE_MS are the same cycle. The state lives in ~/svc/alert-latch.json keyed by label
 and window, a few recent cycles each (so a resetsAt that jumps back and forth
 cannot re-fire a cycle it already fired). Order is emit (append + fsync),
 then advance (atomic write); at start, and whenever the file is missing or
@@ -25,8 +25,10 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ._cycle import same_cycle
 from ._files import CorruptFileError, move_aside, read_json, write_json_atomic
 from ._names import CLAIM_OF_FIELD, WINDOW_CLAIMS
+from ._text import is_int
 from ._time import iso_from_ms, now_ms, parse_iso_ms
 from .events import EventLog, envelope, event_name
 
@@ -36,7 +38,6 @@ THRESHOLD = "account.quota.threshold"
 FORECAST = "account.quota.forecast"
 ALERT_KINDS = (THRESHOLD, FORECAST)
 DEFAULT_THRESHOLDS = (80, 90)
-CYCLE_TOLERANCE_MS = 120_000
 FORECAST_HORIZON_MS = 60 * 60_000
 # Cycles remembered per label and window: the current one and a few before it.
 KEEP_CYCLES = 6
@@ -104,12 +105,6 @@ def forecast_event(node: str, handle: str, email: Optional[str], window: str, wa
 
 # ---------------------------------------------------------------- pure cycle logic
 
-def same_cycle(a: Optional[int], b: Optional[int]) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return abs(a - b) <= CYCLE_TOLERANCE_MS
-
-
 def find_cycle(cycles: Sequence[Dict[str, Any]], resets_at_ms: Optional[int]) -> Optional[Dict[str, Any]]:
     for cycle in cycles:
         if same_cycle(cycle.get("resetsAt"), resets_at_ms):
@@ -130,10 +125,10 @@ def _valid_cycle(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
     resets = value.get("resetsAt")
-    if resets is not None and (isinstance(resets, bool) or not isinstance(resets, int)):
+    if resets is not None and (not is_int(resets)):
         return False
     fired = value.get("fired")
-    return (isinstance(fired, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in fired)
+    return (isinstance(fired, list) and all(is_int(t) for t in fired)
             and isinstance(value.get("forecast"), bool))
 
 
@@ -211,7 +206,7 @@ class AlertLatch:
                 cycle["forecast"] = True
             else:
                 threshold = attrs.get("ratelimit.threshold")
-                if isinstance(threshold, int) and not isinstance(threshold, bool):
+                if is_int(threshold):
                     below = [t for t in self.thresholds if t <= threshold]
                     cycle["fired"] = sorted(set(cycle["fired"]) | set(below) | {threshold})
 

@@ -80,7 +80,7 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
     try:
         text = _env_text(env_fd)
     except OSError:
-        return {"error": error("config", MESSAGES["config"][1])}
+        return {"error": error("config", MESSAGES["config"].unreadable)}
     entries, unusable = entries_from_env(text, environ)
     active, duplicates = resolve_active(entries)
     if check_only:
@@ -98,7 +98,8 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
         if future.done() and future.exception() is None:
             view = future.result()
         else:
-            view = unanswered(error("internal") if future.done() else error("timeout", MESSAGES["timeout"][1]))
+            view = unanswered(error("internal") if future.done()
+                              else error("timeout", MESSAGES["timeout"].sweep_deadline))
         accounts.append({"label": entry["label"], "email": entry["email"], "active": entry["active"],
                          "overallStatus": view["overallStatus"],
                          "representativeClaim": view["representativeClaim"],
@@ -138,19 +139,19 @@ def usage(environ: Mapping[str, str]) -> Dict[str, Any]:
     paths = Paths(environ=environ)
     creds_path = paths.login_credentials
     if not creds_path.exists():
-        return {"ok": False, "error": error("config", MESSAGES["config"][6])}
+        return {"ok": False, "error": error("config", MESSAGES["config"].no_credentials)}
     try:
         creds = _json_file(creds_path)
     except OSError:
-        return {"ok": False, "error": error("config", MESSAGES["config"][5])}
+        return {"ok": False, "error": error("config", MESSAGES["config"].credentials_unreadable)}
     except ValueError:
-        return {"ok": False, "error": error("config", MESSAGES["config"][4])}
+        return {"ok": False, "error": error("config", MESSAGES["config"].credentials_shape)}
     oauth = creds.get("claudeAiOauth") if isinstance(creds, dict) else None
     if not isinstance(oauth, dict):
-        return {"ok": False, "error": error("config", MESSAGES["config"][4])}
+        return {"ok": False, "error": error("config", MESSAGES["config"].credentials_shape)}
     token = oauth.get("accessToken")
     if not isinstance(token, str) or not usable(token):
-        return {"ok": False, "error": error("auth", MESSAGES["auth"][1])}
+        return {"ok": False, "error": error("auth", MESSAGES["auth"].no_access_token)}
     subscription = _optional_str(oauth.get("subscriptionType"))
     tier = _optional_str(oauth.get("rateLimitTier"))
     email = _login_email(paths)
@@ -168,5 +169,5 @@ def login(environ: Mapping[str, str]) -> Dict[str, Any]:
     """
     paths = Paths(environ=environ)
     if not paths.login_credentials.exists():
-        return {"ok": False, "error": error("config", MESSAGES["config"][6])}
+        return {"ok": False, "error": error("config", MESSAGES["config"].no_credentials)}
     return {"ok": True, "email": _login_email(paths)}

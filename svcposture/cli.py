@@ -64,7 +64,7 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
         except HomeError as exc:
             print("svc-monitor: error: %s" % exc, file=sys.stderr)
             return 2
-        from .monitor import statusline
+        from .term import statusline
         return statusline.main(args[1:])
 
     def go() -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from ._files import CorruptFileError, exclusive_lock, read_json, write_json_atomic
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 from .paths import Paths
 
 SHARED = "SHARED"
@@ -37,6 +37,8 @@ _MISSING = object()
 
 class ConfigError(SvcpostureError, ValueError):
     """A config file is corrupt or holds a value of the wrong shape."""
+
+    __module__ = FACE
 
     def __init__(self, message: str, path: Optional[str] = None, line: int = 0, column: int = 0) -> None:
         self.path = path

@@ -13,40 +13,67 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional, Tuple
 
+from ._text import is_int
+
+
+# The name the package is imported as: `svcposture`, or e.g. `host._vendor.svcposture`
+# when vendored. The exceptions of the face report it as their module, so a
+# traceback or repr names them as callers catch them (`svcposture.ConfigError`),
+# and pickle finds them there.
+FACE = __name__.rpartition(".")[0]
+
 
 class SvcpostureError(Exception):
     """Base of every error raised by svcposture."""
 
+    __module__ = FACE
+
 
 ERROR_KINDS = ("transport", "timeout", "auth", "http", "no_headers", "parse", "config", "internal")
 
-# The only sentences an error may carry. Each kind has a default (the first).
-MESSAGES: Dict[str, Tuple[str, ...]] = {
-    "transport": ("The provider could not be reached.",),
-    "timeout": ("The provider did not answer in time.",
-                "The probe did not finish before the sweep deadline."),
-    "auth": ("The provider refused the token.",
-             "The login credentials hold no access token."),
-    "http": ("The provider answered with an unexpected HTTP status.",
-             "The provider is rate limiting the usage probe."),
-    "no_headers": ("The provider's reply carried no rate-limit headers.",),
-    "parse": ("The provider's rate-limit headers could not be parsed.",
-              "The provider's usage reply could not be parsed."),
-    "config": ("The accounts env file is writable by group or others; it is not sourced.",
-               "The accounts env file cannot be read.",
-               "The accounts env file is not a regular file.",
-               "The accounts env file is too large.",
-               "The login credentials file is not valid JSON of the expected shape.",
-               "The login credentials file cannot be read.",
-               "No login credentials file was found.",
-               "The accounts env file is owned by another user; it is not sourced.",
-               "The accounts env file's directory is not private (another user could swap the file); "
-               "it is not sourced.",
-               "The accounts env file is a symbolic link; it is not sourced."),
-    "internal": ("The probe child failed without a result.",
-                 "The probe child printed no valid result.",
-                 "The probe child could not be started.",
-                 "The probe was stopped because the monitor is stopping."),
+class Sentences(tuple):
+    """The sentences of one error kind, in order, each also by name: callers
+    write `MESSAGES["config"].symlink`, not an index. The first is the default.
+    A tuple, so `message in MESSAGES[kind]` and `[0]` keep working."""
+
+    def __new__(cls, **by_name: str) -> "Sentences":
+        sentences = super().__new__(cls, by_name.values())
+        sentences.__dict__.update(by_name)
+        return sentences
+
+    @property
+    def default(self) -> str:
+        return self[0]
+
+
+# The only sentences an error may carry.
+MESSAGES: Dict[str, Sentences] = {
+    "transport": Sentences(unreachable="The provider could not be reached."),
+    "timeout": Sentences(no_answer="The provider did not answer in time.",
+                         sweep_deadline="The probe did not finish before the sweep deadline."),
+    "auth": Sentences(refused="The provider refused the token.",
+                      no_access_token="The login credentials hold no access token."),
+    "http": Sentences(unexpected_status="The provider answered with an unexpected HTTP status.",
+                      usage_rate_limited="The provider is rate limiting the usage probe."),
+    "no_headers": Sentences(missing="The provider's reply carried no rate-limit headers."),
+    "parse": Sentences(headers="The provider's rate-limit headers could not be parsed.",
+                       usage_reply="The provider's usage reply could not be parsed."),
+    "config": Sentences(
+        group_writable="The accounts env file is writable by group or others; it is not sourced.",
+        unreadable="The accounts env file cannot be read.",
+        not_regular_file="The accounts env file is not a regular file.",
+        too_large="The accounts env file is too large.",
+        credentials_shape="The login credentials file is not valid JSON of the expected shape.",
+        credentials_unreadable="The login credentials file cannot be read.",
+        no_credentials="No login credentials file was found.",
+        foreign_owner="The accounts env file is owned by another user; it is not sourced.",
+        open_directory="The accounts env file's directory is not private (another user could swap the file); "
+                       "it is not sourced.",
+        symlink="The accounts env file is a symbolic link; it is not sourced."),
+    "internal": Sentences(no_result="The probe child failed without a result.",
+                          bad_result="The probe child printed no valid result.",
+                          not_started="The probe child could not be started.",
+                          stopping="The probe was stopped because the monitor is stopping."),
 }
 KNOWN_MESSAGES = frozenset(m for msgs in MESSAGES.values() for m in msgs)
 
@@ -56,8 +83,8 @@ def error(kind: str, message: Optional[str] = None, http_status: Optional[int] =
     if kind not in MESSAGES:
         kind = "internal"
     if message not in MESSAGES[kind]:
-        message = MESSAGES[kind][0]
-    status = http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
+        message = MESSAGES[kind].default
+    status = http_status if is_int(http_status) else None
     return {"kind": kind, "message": message, "httpStatus": status}
 
 
@@ -79,10 +106,10 @@ def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]
         kind = "internal"
     message = value.get("message")
     if message not in KNOWN_MESSAGES or message not in MESSAGES[kind]:
-        message = MESSAGES[kind][0]
+        message = MESSAGES[kind].default
     out: Dict[str, Any] = {"kind": kind, "message": message}
     if with_status:
         status = value.get("httpStatus")
-        out["httpStatus"] = status if isinstance(status, int) and not isinstance(status, bool) \
+        out["httpStatus"] = status if is_int(status) \
             and 100 <= status <= 599 else None
     return out

@@ -13,9 +13,10 @@ from ._env import InvalidSetting
 from ._dirs import ensure_dir
 from ._files import append_line, iter_lines_reverse
 from ._names import EDGE_STATUSES
+from ._text import finite_number, is_int, is_number
 from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
 from ._version import __version__
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 from .paths import Paths
 
 RATELIMIT_SAMPLED = "account.ratelimit.sampled"
@@ -33,18 +34,6 @@ QUOTA_KEYS = (
     "rate_limit.tier",
 )
 
-# Heartbeat `quota` block field for each contract key (contract 6.2).
-QUOTA_BLOCK_FIELDS = {
-    "ratelimit.five_hour_pct": "five_hour_pct",
-    "ratelimit.seven_day_pct": "seven_day_pct",
-    "ratelimit.seven_day_large_pct": "seven_day_large_pct",
-    "ratelimit.seven_day_medium_pct": "seven_day_medium_pct",
-    "ratelimit.five_hour_resets_at": "five_hour_resets_at",
-    "ratelimit.seven_day_resets_at": "seven_day_resets_at",
-    "subscription.type": "subscription_type",
-    "rate_limit.tier": "rate_limit_tier",
-}
-
 _LOG_NAME_RE = re.compile(r"^(\d{4})-(\d{2})\.jsonl$")
 # An event is well under a kilobyte; a longer "line" is damage and is skipped
 # without being loaded whole.
@@ -53,6 +42,8 @@ MAX_EVENT_LINE = 1024 * 1024
 
 class EventLogError(SvcpostureError, OSError):
     """An event could not be appended; the caller must not advance any state."""
+
+    __module__ = FACE
 
 
 def host_id(node: str) -> str:
@@ -89,9 +80,7 @@ def envelope(name: str, node: str, attributes: Mapping[str, Any], ts_ms: Optiona
 
 def _is_number(value: Any) -> bool:
     # NaN and infinities would be written as bare NaN/Infinity: not JSON.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return isinstance(value, int) or math.isfinite(value)
+    return is_int(value) or finite_number(value) is not None
 
 
 def ratelimit_sampled(node: str, email: Optional[str], values: Mapping[str, Any],
@@ -133,29 +122,6 @@ def status_changed(node: str, handle: str, email: Optional[str], status: str,
         attrs["account.binding_window"] = binding_window
     attrs["node.name"] = node
     return envelope(STATUS_CHANGED, node, attrs, ts_ms)
-
-
-def quota_block(event: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The heartbeat `quota` block derived from an `account.ratelimit.sampled` event.
-
-    Pure. Absent keys stay absent; None when there is no usable event.
-    """
-    if not isinstance(event, Mapping):
-        return None
-    attrs = event.get("attributes")
-    if not isinstance(attrs, Mapping) or attrs.get("event.name") != RATELIMIT_SAMPLED:
-        return None
-    block: Dict[str, Any] = {}
-    for key, field in QUOTA_BLOCK_FIELDS.items():
-        value = attrs.get(key)
-        if value is None:
-            continue
-        if key.endswith("_pct") and not _is_number(value):
-            continue
-        if not key.endswith("_pct") and not isinstance(value, str):
-            continue
-        block[field] = value
-    return block
 
 
 def event_name(event: Any) -> Optional[str]:
@@ -290,7 +256,7 @@ def _since_ms(since: Any) -> Optional[int]:
         except ValueError:
             raise InvalidSetting("since=%r is not an ISO-8601 instant" % (since[:80],)) from None
     try:
-        if isinstance(since, bool) or not isinstance(since, (int, float)):
+        if not is_number(since):
             raise ValueError("not a number")
         since_ms = math.ceil(since)
         iso_from_ms(since_ms)  # years 1..9999 only

@@ -13,19 +13,19 @@ return: the /api/history body keeps at most MAX_POINTS points per series.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from ._cycle import same_cycle
 from ._env import InvalidSetting
 from ._files import append_lines, iter_lines_reverse
 from ._names import WINDOW_FIELDS
-from ._text import LABEL_RE, loads_bounded
+from ._text import account_label, finite_number, is_int, loads_bounded
 from . import _time
 from ._time import iso_from_ms, parse_iso_ms
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 from .paths import Paths
 
 DEFAULT_DAYS = 8
@@ -36,8 +36,6 @@ MAX_POINTS = 500
 MAX_ROW_LINE = 4096
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
-# Rows of the same window cycle carry a resetsAt within this of each other.
-CYCLE_TOLERANCE_MS = 120_000
 
 _DAY_FILE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\.jsonl$")
 
@@ -45,18 +43,19 @@ _DAY_FILE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\.jsonl$")
 class HistoryError(SvcpostureError, OSError):
     """Rows could not be appended; the file holds none of them."""
 
+    __module__ = FACE
+
 
 # ---------------------------------------------------------------- rows
 
 def _pct(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
+    number = finite_number(value)
+    return float(number) if number is not None and number >= 0 else None
 
 
 def _ms(value: Any) -> Optional[int]:
     # Years 1..9999 only, so that every stored instant can be shown.
-    if isinstance(value, bool) or not isinstance(value, int) or not -62135596800000 <= value <= 253402300799999:
+    if not is_int(value) or not -62135596800000 <= value <= 253402300799999:
         return None
     return value
 
@@ -116,8 +115,8 @@ def parse_row(raw: bytes) -> Optional[Dict[str, Any]]:
         return None
     if not isinstance(obj, dict):
         return None
-    t, label = _ms(obj.get("t")), obj.get("label")
-    if t is None or not isinstance(label, str) or not LABEL_RE.match(label):
+    t, label = _ms(obj.get("t")), account_label(obj.get("label"))
+    if t is None or label is None:
         return None
     row: Dict[str, Any] = {"t": t, "label": label}
     for field in WINDOW_FIELDS:
@@ -185,7 +184,7 @@ def prune(paths: Paths, days: int = DEFAULT_DAYS, now_ms: Optional[int] = None) 
     `days` days of hours can always be read back; files of later days (a
     clock that was ahead) are kept too. Other files are never touched.
     """
-    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+    if not is_int(days) or days < 1:
         raise InvalidSetting("days must be a positive integer, not %r" % (days,))
     oldest = day_key((_time.now_ms() if now_ms is None else now_ms) - days * DAY_MS)
     removed = []
@@ -220,7 +219,7 @@ def read_rows(paths: Paths, *, start_ms: int, end_ms: int) -> Iterator[Dict[str,
 
 def check_hours(hours: Any) -> int:
     """`hours` as the /api/history and read_history take it: an integer 1..192."""
-    if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= MAX_HOURS:
+    if not is_int(hours) or not 1 <= hours <= MAX_HOURS:
         raise InvalidSetting("hours must be an integer from 1 to %d, not %r" % (MAX_HOURS, hours))
     return hours
 
@@ -285,8 +284,8 @@ def cycle_points(rows: Iterable[Mapping[str, Any]], label: str, field: str,
                  resets_at_ms: Optional[int]) -> List[Tuple[int, float]]:
     """The (t, pct) points of one account's window in the cycle that resets at `resets_at_ms`.
 
-    A row belongs to the cycle when its resetsAt is within CYCLE_TOLERANCE_MS
-    of it (a reset starts a new series); with no reset time known, only rows
+    A row belongs to the cycle when its resetsAt names the same cycle
+    (_cycle.same_cycle: a reset starts a new series); with no reset time known, only rows
     that know none either. The input of forecast().
     """
     points = []
@@ -295,11 +294,7 @@ def cycle_points(rows: Iterable[Mapping[str, Any]], label: str, field: str,
         if row.get("label") != label or not isinstance(window, Mapping):
             continue
         resets = window.get("resetsAt")
-        if resets_at_ms is None:
-            same = resets is None
-        else:
-            same = isinstance(resets, int) and abs(resets - resets_at_ms) <= CYCLE_TOLERANCE_MS
-        if same:
+        if (resets is None or is_int(resets)) and same_cycle(resets, resets_at_ms):
             points.append((row["t"], window["pct"]))
     return points
 

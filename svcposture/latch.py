@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 from ._files import CorruptFileError, move_aside, read_json, write_json_atomic
 from ._names import OK, REJECTED, WINDOW_CLAIMS
 from ._time import iso_now
-from .errors import SvcpostureError
+from .errors import FACE, SvcpostureError
 from .events import STATUS_CHANGED, EventLog, event_name, status_changed
 
 LATCH_VERSION = 1
@@ -29,6 +29,8 @@ EDGE_OK = OK
 
 class LatchError(SvcpostureError, OSError):
     """The latch file could not be written; the edge stays pending in memory."""
+
+    __module__ = FACE
 
 
 class Latch:

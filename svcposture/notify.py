@@ -13,11 +13,11 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import os
-import signal
 import threading
 import time
 from typing import Any, Deque, Dict, Mapping, Optional
+
+from ._spawn import child_env, kill_group
 
 log = logging.getLogger("svcposture.notify")
 
@@ -30,8 +30,6 @@ class Notifier:
 
     def __init__(self, command: str, environ: Mapping[str, str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  limit: int = QUEUE_LIMIT) -> None:
-        from ._spawn import child_env
-
         self.command = command
         self.env = child_env(environ)
         self.timeout_s = timeout_s
@@ -112,7 +110,7 @@ class Notifier:
         try:
             code = proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
             self.failures += 1
             log.warning("alert hook for %s ran over %.0f s; its process group was killed", name, self.timeout_s)
@@ -120,7 +118,7 @@ class Notifier:
         finally:
             feeder.join(1.0)
         # A hook that left children behind in its group does not keep them.
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         if code != 0:
             self.failures += 1
             log.warning("alert hook for %s exited with status %d", name, code)
@@ -135,9 +133,3 @@ def _feed(proc: Any, data: bytes) -> None:
     except OSError:
         pass
 
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

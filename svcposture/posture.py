@@ -21,13 +21,14 @@ from . import _time
 from ._env import env_number
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
-from ._text import EMAIL, LABEL_RE, WORD_RE
+from ._text import EMAIL, account_label, finite_number, is_number, word
 from .broadcast import Broadcast
 from .errors import MESSAGES, clean_error
 from .events import EventLog, EventLogError
 from .latch import Latch
 from .paths import Paths
 from .resetprobe import DEFAULT_MARGIN_S, TEST_MARGIN_ENV, ResetSchedule, reset_instants_ms
+from .settings import probing_on
 
 log = logging.getLogger("svcposture.posture")
 
@@ -47,16 +48,9 @@ def disabled_body(node: str) -> Dict[str, Any]:
     return {"available": False, "node": node}
 
 
-def _word(value: Any) -> Optional[str]:
-    return value if isinstance(value, str) and WORD_RE.match(value) else None
-
-
 def _pct(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
+    number = finite_number(value)
+    return float(number) if number is not None and number >= 0 else None
 
 
 def _window(value: Any) -> Optional[Dict[str, Any]]:
@@ -66,7 +60,7 @@ def _window(value: Any) -> Optional[Dict[str, Any]]:
     return {
         "pct": _pct(value.get("pct")),
         "resetsAt": resets if isinstance(resets, str) and _ISO_Z_RE.match(resets) else None,
-        "status": _word(value.get("status")),
+        "status": word(value.get("status")),
     }
 
 
@@ -111,16 +105,16 @@ def _worst_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]
 def account_view(raw: Any) -> Optional[Dict[str, Any]]:
     if not isinstance(raw, Mapping):
         return None
-    label = raw.get("label")
-    if not isinstance(label, str) or not LABEL_RE.match(label):
+    label = account_label(raw.get("label"))
+    if label is None:
         return None
     email = raw.get("email")
     view: Dict[str, Any] = {
         "label": label,
         "email": email if isinstance(email, str) and len(email) <= 254 and _EMAIL_RE.match(email) else None,
         "active": raw.get("active") is True,
-        "overallStatus": _word(raw.get("overallStatus")),
-        "representativeClaim": _word(raw.get("representativeClaim")),
+        "overallStatus": word(raw.get("overallStatus")),
+        "representativeClaim": word(raw.get("representativeClaim")),
         "bindingWindow": None,
         "bindingStatus": None,
         "fiveHour": _window(raw.get("fiveHour")),
@@ -172,7 +166,7 @@ def derive_summary(report: Any, node: str, probed_at: int) -> Dict[str, Any]:
         return disabled_body(node)
     raw_accounts = report.get("accounts")
     if not isinstance(raw_accounts, list):
-        return error_summary(node, probed_at, {"kind": "internal", "message": MESSAGES["internal"][1]})
+        return error_summary(node, probed_at, {"kind": "internal", "message": MESSAGES["internal"].bad_result})
     accounts: List[Dict[str, Any]] = []
     labels = set()
     active: Optional[Dict[str, Any]] = None
@@ -241,12 +235,12 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
     from ._env import InvalidSetting
     from .config import node_name
 
-    if deadline_s is not None and (isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float))
+    if deadline_s is not None and (not is_number(deadline_s)
                                    or not 0 < deadline_s < math.inf):
         raise InvalidSetting("deadline_s must be a positive number of seconds, not %r" % (deadline_s,))
     paths = Paths.for_home(home, environ)
     node = node_name(paths)
-    if paths.environ.get("SVC_ACCOUNTS_PROBE", "1").strip() == "0":
+    if not probing_on(paths.environ):
         return disabled_body(node)
     report = probe.run_headers(paths, paths.environ, deadline_s=deadline_s)
     return reply(derive_summary(report, node, _time.now_ms()), cached=False)
@@ -286,7 +280,7 @@ class PostureService:
         self.log = log
         self.latch = latch
         self.environ: Mapping[str, str] = paths.environ if environ is None else environ
-        self.probe_enabled = probe_enabled and self.environ.get("SVC_ACCOUNTS_PROBE", "1").strip() != "0"
+        self.probe_enabled = probe_enabled and probing_on(self.environ)
         self.ttl_s = env_number(self.environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
         self.floor_s = min(env_number(self.environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S, low=0.0), self.ttl_s)
         self.interval_s = env_number(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)

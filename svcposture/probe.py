@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._dirs import unsafe_dir_reason
-from ._spawn import PACKAGE, child_env
+from ._spawn import PACKAGE, child_env, kill_group
 from .accounts import MAX_ENV_FILE_BYTES
 from .child import sweep_deadline_s
 from .errors import MESSAGES, error
@@ -39,16 +38,16 @@ MAX_CHILD_OUTPUT = 4 * 1024 * 1024
 def _state_of(st: os.stat_result) -> Tuple[str, Optional[Dict[str, Any]]]:
     """('empty'|'ready'|'error', error) of the accounts env file's stat."""
     if not stat.S_ISREG(st.st_mode):
-        return "error", error("config", MESSAGES["config"][2])
+        return "error", error("config", MESSAGES["config"].not_regular_file)
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "error", error("config", MESSAGES["config"][0])
+        return "error", error("config", MESSAGES["config"].group_writable)
     # Whoever owns the file can run code as this user through it.
     if st.st_uid not in (os.geteuid(), 0):
-        return "error", error("config", MESSAGES["config"][7])
+        return "error", error("config", MESSAGES["config"].foreign_owner)
     if st.st_size == 0:
         return "empty", None
     if st.st_size > MAX_ENV_FILE_BYTES:
-        return "error", error("config", MESSAGES["config"][3])
+        return "error", error("config", MESSAGES["config"].too_large)
     return "ready", None
 
 
@@ -56,7 +55,7 @@ def _directory_problem(path: "os.PathLike[str] | str") -> Optional[Dict[str, Any
     # Another user who may write the directory can swap the file for their own
     # at any moment; no check of the file itself helps then.
     if unsafe_dir_reason(os.path.dirname(os.path.abspath(str(path)))) is not None:
-        return error("config", MESSAGES["config"][8])
+        return error("config", MESSAGES["config"].open_directory)
     return None
 
 
@@ -72,13 +71,13 @@ def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[s
     except (FileNotFoundError, NotADirectoryError):
         return "missing", None
     except OSError:
-        return "error", error("config", MESSAGES["config"][1])
+        return "error", error("config", MESSAGES["config"].unreadable)
     problem = _directory_problem(path)
     if problem is not None:
         return "error", problem
     state, problem = _state_of(st)
     if state != "error" and not os.access(str(path), os.R_OK):
-        return "error", error("config", MESSAGES["config"][1])
+        return "error", error("config", MESSAGES["config"].unreadable)
     return state, problem
 
 
@@ -99,8 +98,8 @@ def open_env_file(path: "os.PathLike[str] | str") -> Tuple[str, Any]:
         return "missing", None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return "error", error("config", MESSAGES["config"][9])
-        return "error", error("config", MESSAGES["config"][1])
+            return "error", error("config", MESSAGES["config"].symlink)
+        return "error", error("config", MESSAGES["config"].unreadable)
     try:
         state, found = ("error", problem) if problem is not None else _state_of(os.fstat(fd))
     except BaseException:
@@ -151,13 +150,6 @@ def _wait_exit(proc: "subprocess.Popen[bytes]", deadline: float, cancel: Optiona
             return "timeout"
         time.sleep(min(delay, remaining))
         delay = min(delay * 2, 0.02)
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def _drain(proc: "subprocess.Popen[bytes]", tail: bytearray) -> None:
@@ -219,13 +211,13 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
                                 pass_fds=(env_fd,) if env_fd is not None else (),
                                 start_new_session=True)
     except OSError:
-        return {"error": error("internal", MESSAGES["internal"][2])}
+        return {"error": error("internal", MESSAGES["internal"].not_started)}
     tail = bytearray()
     reader = threading.Thread(target=_drain, args=(proc, tail), name="probe-child-reader", daemon=True)
     reader.start()
     outcome = _wait_exit(proc, time.monotonic() + float(deadline_s), cancel)
     # The env file may have started background jobs; the whole session goes.
-    _kill_group(proc.pid)
+    kill_group(proc.pid)
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -237,15 +229,15 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     except (OSError, ValueError):
         pass
     if outcome == "timeout":
-        return {"error": error("timeout", MESSAGES["timeout"][1])}
+        return {"error": error("timeout", MESSAGES["timeout"].sweep_deadline)}
     if outcome == "cancelled":
-        return {"error": error("internal", MESSAGES["internal"][3])}
+        return {"error": error("internal", MESSAGES["internal"].stopping)}
     obj = _last_json_object(bytes(tail))
     if obj is not None:
         return obj
     if proc.returncode != 0:
-        return {"error": error("internal", MESSAGES["internal"][0])}
-    return {"error": error("internal", MESSAGES["internal"][1])}
+        return {"error": error("internal", MESSAGES["internal"].no_result)}
+    return {"error": error("internal", MESSAGES["internal"].bad_result)}
 
 
 # ---------------------------------------------------------------- the three probes

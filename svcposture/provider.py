@@ -17,7 +17,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from . import _time
 from ._names import WINDOW_STATUSES
-from ._text import WORD_RE, loads_bounded
+from ._text import loads_bounded, word
 from ._version import __version__
 from .errors import MESSAGES, error
 from .usage import usage_values
@@ -73,7 +73,7 @@ def _word(raw: Optional[str]) -> Optional[str]:
     if raw is None:
         return None
     value = raw.strip()
-    if not WORD_RE.match(value):
+    if word(value) is None:
         raise ValueError("not a status word")
     return value
 
@@ -260,7 +260,7 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
     if status in (401, 403):
         return {"ok": False, "error": error("auth", http_status=status)}
     if status == 429:
-        return {"ok": False, "error": error("http", MESSAGES["http"][1], http_status=status),
+        return {"ok": False, "error": error("http", MESSAGES["http"].usage_rate_limited, http_status=status),
                 "retryAfterS": retry_after}
     if not 200 <= status < 300:
         return {"ok": False, "error": error("http", http_status=status)}
@@ -269,5 +269,5 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
     except ValueError:
         # Not a JSON object: bad UTF-8, too large or nested too deeply alike. A
         # window that cannot be read is left out by usage_values on its own.
-        return {"ok": False, "error": error("parse", MESSAGES["parse"][1], http_status=status)}
+        return {"ok": False, "error": error("parse", MESSAGES["parse"].usage_reply, http_status=status)}
     return {"ok": True, "values": values}

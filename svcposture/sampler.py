@@ -15,14 +15,13 @@ It calls `login_email()` (a token-free child) only when the host is in a cluster
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from typing import Any, Callable, Mapping, Optional
 
 from ._env import env_number
 from .events import EventLog, EventLogError, ratelimit_sampled
 from .paths import Paths
-from ._text import printable
+from ._text import finite_number, printable
 from .errors import clean_error
 from .usage import has_window
 
@@ -60,7 +59,7 @@ def backoff_delay(interval_s: float, retry_after_s: Optional[float], failures: i
 
 def _retry_after(result: Mapping[str, Any]) -> Optional[float]:
     retry = result.get("retryAfterS")
-    if isinstance(retry, (int, float)) and not isinstance(retry, bool) and math.isfinite(retry):
+    if finite_number(retry) is not None:
         return float(retry)
     return None
 

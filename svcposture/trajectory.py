@@ -21,8 +21,10 @@ import threading
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
+from ._cycle import same_cycle
 from ._env import env_number
 from ._names import CLAIM_OF_FIELD, WINDOW_FIELDS
+from ._text import is_int, is_number
 from .alerts import AlertLatch, parse_thresholds, recent_alerts
 from .broadcast import Broadcast
 from .events import EventLog
@@ -35,14 +37,13 @@ log = logging.getLogger("svcposture.trajectory")
 RECENT_ALERTS = 20
 # The longest forecast lookback (the 7-day window's 24 h) bounds what is kept.
 KEEP_MS = max(LOOKBACK_MS.values())
-_CYCLE_TOLERANCE_MS = 120_000
 
 Point = Tuple[int, float, Optional[int]]  # (t ms, pct, resetsAt ms or None)
 
 
 def _resets_ms(window: Mapping[str, Any]) -> Optional[int]:
     value = window.get("resetsAt")
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_int(value):
         return value
     if isinstance(value, str):
         try:
@@ -52,12 +53,6 @@ def _resets_ms(window: Mapping[str, Any]) -> Optional[int]:
     return None
 
 
-def _same_cycle(a: Optional[int], b: Optional[int]) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return abs(a - b) <= _CYCLE_TOLERANCE_MS
-
-
 def window_view(window: Any, points: Any, now_ms: int, field: str) -> Optional[Dict[str, Any]]:
     """`{"pct", "resetsAt", "forecast"}` of one summary window, or None (pure)."""
     if not isinstance(window, Mapping):
@@ -65,11 +60,11 @@ def window_view(window: Any, points: Any, now_ms: int, field: str) -> Optional[D
     pct = window.get("pct")
     resets_iso = window.get("resetsAt") if isinstance(window.get("resetsAt"), str) else None
     result = None
-    if isinstance(pct, (int, float)) and not isinstance(pct, bool):
+    if is_number(pct):
         resets = _resets_ms(window)
-        cycle = [(t, p) for t, p, r in points if _same_cycle(r, resets)]
+        cycle = [(t, p) for t, p, r in points if same_cycle(r, resets)]
         result = forecast(cycle, now_ms=now_ms, resets_at_ms=resets, window=field)
-    return {"pct": pct if isinstance(pct, (int, float)) else None, "resetsAt": resets_iso, "forecast": result}
+    return {"pct": pct if is_number(pct) else None, "resetsAt": resets_iso, "forecast": result}
 
 
 class TrajectoryService:
@@ -141,7 +136,7 @@ class TrajectoryService:
             self.broadcast.publish(self._body)
             return
         probed_at = summary.get("probedAt")
-        now = probed_at if isinstance(probed_at, int) and not isinstance(probed_at, bool) else _time.now_ms()
+        now = probed_at if is_int(probed_at) else _time.now_ms()
         self._prune(_time.now_ms())
         rows = rows_from_summary(summary)
         if rows:

@@ -18,6 +18,7 @@ import math
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from . import _time
+from ._text import is_number
 
 # A percent beyond this is not a utilization (the header probe draws the same line).
 MAX_PCT = 1e8
@@ -46,7 +47,7 @@ Window = Tuple[float, Optional[str]]
 
 def read_pct(value: Any) -> Optional[float]:
     """A JSON number that is a percent (finite, 0..MAX_PCT), else None. Booleans are not numbers."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     try:
         number = float(value)
@@ -65,7 +66,7 @@ def read_reset(value: Any) -> Optional[str]:
             return _time.normalize_iso(value)
         except ValueError:
             return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     try:
         seconds = float(value)

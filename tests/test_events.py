@@ -16,8 +16,9 @@ import pytest
 from svcposture import events
 from svcposture._time import parse_iso_ms
 from svcposture._version import __version__
+from svcposture.cluster.heartbeat import quota_block
 from svcposture.events import (QUOTA_KEYS, RATELIMIT_SAMPLED, STATUS_CHANGED, EventLog, EventLogError, envelope,
-                               event_name, parse_line, quota_block, ratelimit_sampled, status_changed)
+                               event_name, parse_line, ratelimit_sampled, status_changed)
 
 ISO_MS_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 CAMEL = re.compile(r"[a-z][A-Z]")

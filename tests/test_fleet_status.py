@@ -9,7 +9,7 @@ import pytest
 
 from svcposture._time import iso_from_ms
 from svcposture.cluster import liveness, tracker
-from svcposture.cluster.heartbeat_account import account_block, peer_account
+from svcposture.cluster.heartbeat import account_block, peer_account
 from svcposture.paths import Paths
 from tests.support.cli import run_inproc, run_json
 from tests.support.fleet import populate
@@ -206,8 +206,9 @@ def test_hostile_peer_metadata_through_the_real_command(tmp_path, anchor_tracker
 
 
 def test_wall_at_comes_from_the_forecast_of_the_binding_window(tmp_path):
-    from svcposture import history
-    from svcposture.cluster.heartbeat_account import account_source
+    from svcposture.cluster.heartbeat import account_source
+    from svcposture.events import EventLog
+    from svcposture.trajectory import TrajectoryService
 
     paths = Paths(tmp_path, {"HOME": str(tmp_path)})
     now = int(time.time() * 1000)
@@ -219,12 +220,15 @@ def test_wall_at_comes_from_the_forecast_of_the_binding_window(tmp_path):
                 "sevenDay": {"pct": 5.0, "resetsAt": iso_from_ms(now + 86_400_000), "status": "allowed"}}
         return {"available": True, "status": "ok", "probedAt": t, "active": view, "accounts": [view]}
 
+    trajectory = TrajectoryService(paths, node="n", event_log=EventLog.for_paths(paths), environ=paths.environ)
+    trajectory.load()
     current = {"body": body(now, 80.0)}
-    source = account_source(paths, lambda: current["body"], 300)
-    assert source()["wall_at"] is None              # no history yet: too few points for a rate
+    source = account_source(lambda: current["body"], trajectory.body, 300)
+    assert source()["wall_at"] is None              # no trajectory yet: too few points for a rate
     for minutes, pct in ((30, 50.0), (20, 60.0), (10, 70.0)):
-        history.append_rows(paths, history.rows_from_summary(body(now - minutes * 60_000, pct)))
-    current["body"] = body(now + 1, 80.0)          # a new probe: the forecast is computed again
+        trajectory.observe(body(now - minutes * 60_000, pct))
+    current["body"] = body(now + 1, 80.0)          # a new probe: the trajectory forecasts it
+    trajectory.observe(current["body"])
     block = source()
     # 60 % an hour from 80 %: the wall is 20 minutes after the probe, before the reset.
     assert block["wall_at"] == iso_from_ms(now + 1 + 20 * 60_000)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.home import REPO, clean_env
-from svcposture.monitor import hud
+from svcposture.term import hud
 
 PURE = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 PROC = settings(max_examples=10, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

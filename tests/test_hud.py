@@ -15,7 +15,7 @@ from tests.support.home import canary, clean_env, node_env
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.rawserver import RawServer, http_reply
-from svcposture.monitor import hud
+from svcposture.term import hud
 
 TOK1 = canary("hud1")
 TOK2 = canary("hud2")

@@ -1,4 +1,4 @@
-"""The one formatter behind the HUD strip and the agent's status line (monitor/line.py).
+"""The one formatter behind the HUD strip and the agent's status line (term/line.py).
 
 Posture bodies are the §4 shape, trajectory bodies the §10 shape (the route
 itself is built elsewhere; the formatter is tested against its documented body).
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from svcposture.monitor import line
+from svcposture.term import line
 
 NOW = 1_800_000_000_000            # 2027-01-15T08:00:00Z
 H, M = 3_600_000, 60_000

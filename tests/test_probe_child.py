@@ -69,14 +69,15 @@ def test_every_provider_scenario_in_one_sweep(home, env, provider):
     # 429 still parsed: the account is rejected, not an error.
     assert accts["rej"]["error"] is None and accts["rej"]["active"] is True
     assert accts["rej"]["fiveHour"]["pct"] == 104.5 and accts["rej"]["overallStatus"] == "rejected"
-    assert accts["auth"]["error"] == {"kind": "auth", "message": probe.MESSAGES["auth"][0], "httpStatus": 401}
+    assert accts["auth"]["error"] == {"kind": "auth", "message": probe.MESSAGES["auth"].refused, "httpStatus": 401}
     assert accts["nohdr"]["error"]["kind"] == "no_headers" and accts["nohdr"]["error"]["httpStatus"] == 200
     assert accts["garb"]["error"]["kind"] == "parse"
     assert accts["garb"]["fiveHour"] is None
     assert accts["slow"]["error"]["kind"] == "timeout"
     assert accts["drop"]["error"]["kind"] == "transport"
     # A redirect is never followed: it would carry the token elsewhere.
-    assert accts["redir"]["error"] == {"kind": "http", "message": probe.MESSAGES["http"][0], "httpStatus": 307}
+    assert accts["redir"]["error"] == {"kind": "http", "message": probe.MESSAGES["http"].unexpected_status,
+                                       "httpStatus": 307}
 
     # The exact request of DESIGN §3, one per usable account.
     for name, token in tokens.items():

@@ -147,7 +147,7 @@ def test_env_file_unreadable_is_config_error(tmp_path):
 
 def test_error_vocabulary_replaces_foreign_text():
     assert probe.error("auth", "Bearer sk-secret refused", 401) == {
-        "kind": "auth", "message": probe.MESSAGES["auth"][0], "httpStatus": 401}
+        "kind": "auth", "message": probe.MESSAGES["auth"].refused, "httpStatus": 401}
     assert probe.error("weird")["kind"] == "internal"
     assert probe.error("http", http_status=True)["httpStatus"] is None
 

@@ -36,7 +36,7 @@ from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.rawserver import HANG, RawServer, http_reply
 from tests.support.waiting import wait_until
-from svcposture.monitor import statusline
+from svcposture.term import statusline
 
 TOK1 = canary("sl1")
 TOK2 = canary("sl2")

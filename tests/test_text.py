@@ -92,9 +92,9 @@ def test_patterns_and_controls() -> None:
 def test_a_statusline_render_imports_nothing_heavy() -> None:
     """The modules a render needs, in an interpreter with no site module: no json, re,
     typing, datetime, socket wrapper, urllib or http (they cost more than the render)."""
-    code = ("import sys; from svcposture.monitor import statusline; "
+    code = ("import sys; from svcposture.term import statusline; "
             "statusline.run(['--url', 'http://127.0.0.1:9'], {}, -1, 0.0); "
-            "from svcposture.monitor import line; "
+            "from svcposture.term import line; "
             "line.status_line(statusline.loads_bounded(b'{\"available\": true, \"status\": \"ok\", "
             "\"probedAt\": 1, \"active\": {\"label\": \"a\", \"fiveHour\": {\"pct\": 1, "
             "\"resetsAt\": \"2030-01-01T00:00:00.000Z\"}}}', 1000), now=0); "

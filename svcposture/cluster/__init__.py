@@ -6,6 +6,7 @@
 - cloudenv: the cloud-token projection into cluster.env and ~/.zshenv
 - stack:    process control of the monitor and the svc-stack command line
 - liveness: settings, heartbeat publisher, peer status, Loki read, set-anchor/status
+- heartbeat: the heartbeat's format: metadata builders (pure) and the peer readers
 - tracker:  the Linear-compatible GraphQL client the liveness anchor lives on
 - hrw:      which host owns a ticket (highest random weight), svc-cluster owner
 - doctor:   every check: svc-cluster doctor and join's PER-NODE checklist

@@ -8,26 +8,25 @@ to the old issue; peers reading the new one then see it `missing`.
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
-import math
 import os
 import sys
 import threading
 import time
-import urllib.parse
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import config
 from .._env import env_number
-from .._text import has_control, printable
-from .._time import iso_from_ms, now_ms, parse_iso_ms
+from .._text import is_number, printable
+from .._time import iso_from_ms, now_ms
 from .._version import __version__
-from ..events import QUOTA_BLOCK_FIELDS, RATELIMIT_SAMPLED, EventLog, event_name, quota_block
+from ..events import EventLog
 from ..paths import Paths
 from . import tracker
 from ._common import print_json, valid_ticket
-from .heartbeat_account import peer_account, unlisted_rows
+from . import heartbeat
+# host_of_heartbeat_url too: callers address heartbeats through this module.
+from .heartbeat import heartbeat_url, host_of_heartbeat_url, peer_account, unlisted_rows  # noqa: F401
 from .loki import LOKI_URL_ENV, LokiError, loki_live_hosts
 
 LOGGER_NAME = "svcposture.liveness"
@@ -37,9 +36,6 @@ DEFAULT_INTERVAL_MS = 120000
 MIN_INTERVAL_MS = 100
 MAX_INTERVAL_MS = 24 * 3600 * 1000
 READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
-HEARTBEAT_PREFIX = tracker.HEARTBEAT_URL_PREFIX
-# How far back the publisher looks for the newest quota sample; older means none.
-QUOTA_SCAN_LIMIT = 5000
 
 
 # ---------------------------------------------------------------- settings
@@ -54,28 +50,7 @@ def reads_from_loki(environ: Mapping[str, str]) -> bool:
     return (environ.get(READ_SOURCE_ENV) or "").strip().lower() == "loki"
 
 
-def heartbeat_url(host: str) -> str:
-    return HEARTBEAT_PREFIX + urllib.parse.quote(host, safe="-._~")
-
-
-def host_of_heartbeat_url(url: str) -> Optional[str]:
-    if not url.startswith(HEARTBEAT_PREFIX):
-        return None
-    host = urllib.parse.unquote(url[len(HEARTBEAT_PREFIX):])
-    return host or None
-
-
-
 # ---------------------------------------------------------------- publisher
-
-def _newest_quota(log: Optional[EventLog]) -> Optional[Dict[str, Any]]:
-    if log is None:
-        return None
-    for event in itertools.islice(log.iter_newest_first(), QUOTA_SCAN_LIMIT):
-        if event_name(event) == RATELIMIT_SAMPLED:
-            return quota_block(event)
-    return None
-
 
 class Publisher:
     """Upserts this host's heartbeat onto the anchor it was armed with, on a thread."""
@@ -228,27 +203,18 @@ class Publisher:
         try:
             status = self._account_status()
         except Exception:
-            status = "unavailable"
-        if not isinstance(status, str) or not status:
-            status = "unavailable"
+            status = None
         try:
             owned = self._polls_usage is None or self._polls_usage() is not False
-            quota = _newest_quota(self._log) if owned else None
+            quota = heartbeat.newest_quota(self._log) if owned else None
         except OSError:
             quota = None
         try:
             account = self._account() if self._account is not None else None
-        except Exception:  # a broken forecast or history read must not cost the beat
+        except Exception:  # a broken account read must not cost the beat
             account = None
-        return {
-            "host": self.node,
-            "publishedAt": published_at,
-            "publishIntervalMs": self.interval_ms,
-            "version": __version__,
-            "accountStatus": status,
-            "quota": quota,
-            "account": account if isinstance(account, dict) else None,
-        }
+        return heartbeat.metadata(host=self.node, published_at=published_at, publish_interval_ms=self.interval_ms,
+                                  version=__version__, account_status=status, quota=quota, account=account)
 
 
 def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
@@ -263,67 +229,20 @@ def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
 
 # ---------------------------------------------------------------- peer status
 
-def _published_ms(heartbeat: tracker.Heartbeat) -> Optional[int]:
-    for value in (heartbeat.metadata.get("publishedAt"), heartbeat.subtitle, heartbeat.updated_at):
-        if isinstance(value, str):
-            try:
-                return parse_iso_ms(value)
-            except (ValueError, OverflowError):
-                continue
-    return None
-
-
-_QUOTA_NUMBERS = tuple(f for k, f in QUOTA_BLOCK_FIELDS.items() if k.endswith("_pct"))
-_QUOTA_STRINGS = tuple(f for k, f in QUOTA_BLOCK_FIELDS.items() if not k.endswith("_pct"))
-
-
-def _peer_quota(value: Any) -> Optional[Dict[str, Any]]:
-    """A peer's quota block, whitelisted field by field: a peer's metadata is not ours to echo."""
-    if not isinstance(value, dict):
-        return None
-    block: Dict[str, Any] = {}
-    for field in _QUOTA_NUMBERS:
-        number = value.get(field)
-        if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
-            block[field] = number
-    for field in _QUOTA_STRINGS:
-        text = value.get(field)
-        if isinstance(text, str) and len(text) <= 100 and not has_control(text):
-            block[field] = text
-    return block
-
-
-def _newest_by_host(heartbeats: Iterable[tracker.Heartbeat]) -> Dict[str, tracker.Heartbeat]:
-    """One heartbeat per host: of duplicates (two urls decoding to one host, a
-    tracker repeating a node), the newest published wins."""
-    by_host: Dict[str, tracker.Heartbeat] = {}
-    for heartbeat in heartbeats:
-        host = host_of_heartbeat_url(heartbeat.url)
-        if host is None:
-            continue
-        seen = by_host.get(host)
-        if seen is None or (_published_ms(heartbeat) or 0) >= (_published_ms(seen) or 0):
-            by_host[host] = heartbeat
-    return by_host
-
-
 def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], now: int,
                 local_interval_ms: int) -> List[Dict[str, Any]]:
     """Each roster host live (within 2 of its own intervals), stale, or missing."""
-    by_host = _newest_by_host(heartbeats)
+    by_host = heartbeat.newest_by_host(heartbeats)
     rows: List[Dict[str, Any]] = []
     for host in dict.fromkeys(roster):
-        heartbeat = by_host.get(host)
-        if heartbeat is None:
+        beat = by_host.get(host)
+        if beat is None:
             rows.append({"host": host, "state": "missing", "ageS": None, "quota": None, "account": None})
             continue
-        interval = heartbeat.metadata.get("publishIntervalMs")
-        if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not interval > 0 \
-                or interval != interval or math.isinf(interval):
-            interval = local_interval_ms
-        published = _published_ms(heartbeat)
-        quota = _peer_quota(heartbeat.metadata.get("quota"))
-        account = peer_account(heartbeat.metadata.get("account"), publish_interval_ms=interval, now=now)
+        interval = heartbeat.peer_interval_ms(beat.metadata.get("publishIntervalMs"), local_interval_ms)
+        published = heartbeat.published_ms(beat)
+        quota = heartbeat.peer_quota(beat.metadata.get("quota"))
+        account = peer_account(beat.metadata.get("account"), publish_interval_ms=interval, now=now)
         if published is None:
             rows.append({"host": host, "state": "stale", "ageS": None, "quota": quota, "account": account})
             continue
@@ -372,8 +291,8 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         return unknown("cannot read anchor %s: %s" % (anchor, exc))
     now = now_ms()
     report["hosts"] = peer_states(hosts, issue.heartbeats, now, interval)
-    by_host = _newest_by_host(issue.heartbeats)
-    report["unlisted"] = unlisted_rows(hosts, {h: _published_ms(b) for h, b in by_host.items()}, now)
+    by_host = heartbeat.newest_by_host(issue.heartbeats)
+    report["unlisted"] = unlisted_rows(hosts, {h: heartbeat.published_ms(b) for h, b in by_host.items()}, now)
     if issue.archived_at or issue.trashed:
         report["warning"] = "anchor %s is %s" % (anchor, "trashed" if issue.trashed else "archived")
     return report
@@ -403,7 +322,7 @@ def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
     parts = []
     for key, label in (("five_hour_pct", "5h"), ("seven_day_pct", "7d"), ("seven_day_large_pct", "7d-large")):
         value = quota.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             parts.append("%s %g%%" % (label, value))
     return " ".join(parts) or "-"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._files import write_bytes_atomic
-from .._text import has_control, printable
+from .._text import has_control, is_int, printable
 from .._time import iso_now
 from ..config import (
     ANCHOR_KEY, CLASSIFICATION, HOST_NAME_KEY, PER_NODE, PLUGIN_URL_KEY, REPO_URL_KEY, SHARED_LAYER2_KEYS,
@@ -242,7 +242,7 @@ def parse_bundle(raw: bytes) -> Dict[str, Any]:
         raise BundleError("kind is %s, expected %r" % (
             printable(json.dumps(data.get("kind")))[:80], BUNDLE_KIND))
     version = data.get("version")
-    if isinstance(version, bool) or version != BUNDLE_VERSION or not isinstance(version, int):
+    if not is_int(version) or version != BUNDLE_VERSION:
         raise BundleError("unsupported version %s; this node reads version %d" % (
             printable(json.dumps(version))[:40], BUNDLE_VERSION))
     extra = [k for k in data if k not in _BUNDLE_FIELDS]

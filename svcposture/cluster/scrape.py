@@ -18,9 +18,9 @@ from .._files import write_text_atomic
 from .._text import printable
 from ..config import ConfigError, roster
 from ..paths import Paths
+from ..settings import DEFAULT_PORT
 from ._common import HOST_RE
 
-DEFAULT_PORT = 7400
 # Prometheus reads the file: it need not be private, and holds no secret.
 SD_FILE_MODE = 0o644
 
@@ -73,6 +73,6 @@ def add_roster_sd(roster_sub: Any) -> None:
                     "Monitors listen on loopback unless started with --bind (or behind a proxy).\n"
                     "Roster names that are not host names are skipped with a warning.\n"
                     "Exit 2 on a bad --port or an unreadable roster.")
-    r.add_argument("--port", default=str(DEFAULT_PORT), help="the monitors' port (default 7400)")
+    r.add_argument("--port", default=str(DEFAULT_PORT), help="the monitors' port (default %d)" % DEFAULT_PORT)
     r.add_argument("--out", metavar="F", help="write the JSON to F (atomic replace) instead of stdout")
     r.set_defaults(func=cmd_roster_sd)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from .._dirs import ensure_dir
 from .._files import write_json_atomic, write_text_atomic
 from ..paths import Paths
+from ..settings import DEFAULT_PORT
 from .provider_wire import error_body, message_body, reply_status, unified_headers, usage_body, usage_window
 
 CYCLE_S = 180.0  # ok -> degraded -> rejected -> ok once every three minutes
@@ -233,9 +234,9 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
                      "acct2 climbs towards a wall before its reset (the forecast) and threshold "
                      "alerts fire within the first minute. "
                      "Ctrl-C stops it and removes the temporary home."))
-    parser.add_argument("--port", default="7400",
-                        help="dashboard port on 127.0.0.1 (default 7400; 0 picks a free one; "
-                             "a busy 7400 falls back to a free port)")
+    parser.add_argument("--port", default=str(DEFAULT_PORT),
+                        help="dashboard port on 127.0.0.1 (default %d; 0 picks a free one; "
+                             "a busy %d falls back to a free port)" % (DEFAULT_PORT, DEFAULT_PORT))
     parser.add_argument("--keep-home", action="store_true", help="keep the temporary home on exit (to inspect events)")
     args = parser.parse_args(argv)
     try:
@@ -251,8 +252,8 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
     provider = SimulatedProvider().start()
     node = DemoNode(provider.url, started=provider.started)
     try:
-        if port == 7400 and not _port_free(port):
-            print("svc-monitor demo: port 7400 is busy; using a free port instead", file=sys.stderr)
+        if port == DEFAULT_PORT and not _port_free(port):
+            print("svc-monitor demo: port %d is busy; using a free port instead" % port, file=sys.stderr)
             port = 0
 
         def ready(server: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .._names import CLAIM_OF_FIELD, NODE_STATUSES
+from .._text import is_number
 from .._time import parse_iso_ms
 from .._version import __version__
 from .trust import GUARD_MESSAGES
@@ -36,7 +37,7 @@ def _label(value: Any) -> str:
 
 
 def _number(value: Any) -> Optional[str]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     if value != value or value in (float("inf"), float("-inf")):
         return None
@@ -100,7 +101,7 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
             [("", figures.get("probeErrors", 0))])
     last_ok = figures.get("lastSuccessMs")
     _family(lines, "svc_probe_last_success_timestamp_seconds", "gauge", "When a probe last succeeded, Unix seconds.",
-            [("", last_ok / 1000.0)] if isinstance(last_ok, (int, float)) and not isinstance(last_ok, bool) else [])
+            [("", last_ok / 1000.0)] if is_number(last_ok) else [])
     _family(lines, "svc_sse_subscribers", "gauge", "Open /api/accounts/stream connections.", [("", subscribers)])
     _family(lines, "svc_sse_subscribers_max", "gauge", "Stream subscriber cap (SVC_MONITOR_MAX_STREAMS).",
             [("", subscribers_max)])
@@ -311,23 +312,8 @@ def _paths() -> Dict[str, Any]:
 
 def fleet_schemas() -> Dict[str, Any]:
     """FleetReport (GET /api/fleet), its host rows, and the heartbeat account and quota blocks."""
-    from ..cluster.heartbeat_account import PCT_FIELDS, TIME_FIELDS
-    from ..events import QUOTA_BLOCK_FIELDS
+    from ..cluster.heartbeat import account_schema, quota_schema
 
-    nullable_time = {"type": ["string", "null"], "format": "date-time"}
-    account_props: Dict[str, Any] = {
-        "label": {"type": ["string", "null"], "maxLength": 64,
-                  "description": "The active account's label on that host; any printable text, shown escaped."},
-        "status": {"type": ["string", "null"], "enum": list(NODE_STATUSES) + [None]},
-        "probe_interval_ms": {"type": ["integer", "null"], "minimum": 0},
-        "age_s": {"type": ["number", "null"], "minimum": 0,
-                  "description": "Seconds since probed_at, when the report was read."},
-        "stale": {"type": "boolean", "description": "age_s beyond twice the longer of the host's publish "
-                                                    "and probe intervals: shown greyed, never as current."}}
-    account_props.update({f: {"type": ["number", "null"], "minimum": 0} for f in PCT_FIELDS})
-    account_props.update({f: nullable_time for f in TIME_FIELDS})
-    quota_props = {f: ({"type": "number"} if f.endswith("_pct") else {"type": "string"})
-                   for f in QUOTA_BLOCK_FIELDS.values()}
     host = {"type": "object", "additionalProperties": False,
             "required": ["host", "state", "ageS", "quota", "account"],
             "properties": {
@@ -354,9 +340,7 @@ def fleet_schemas() -> Dict[str, Any]:
                                                              "or Loki unreadable): every host is `unknown`."},
                   "generatedAt": {"type": "string", "format": "date-time"}}}
     return {"FleetReport": report, "FleetHost": host,
-            "HeartbeatAccount": {"type": "object", "additionalProperties": False,
-                                 "required": sorted(account_props), "properties": account_props},
-            "HeartbeatQuota": {"type": "object", "additionalProperties": False, "properties": quota_props}}
+            "HeartbeatAccount": account_schema(), "HeartbeatQuota": quota_schema()}
 
 
 def fleet_paths() -> Dict[str, Any]:

@@ -1,9 +1,11 @@
-"""The fast lane: cached plain reads of /api/accounts (and /api/trajectory) answered from one selector thread.
+"""The fast lane: cached plain reads answered from one selector thread.
 
-Every accepted connection starts here. Whatever the lane does not answer
-itself is handed, with the bytes already read and the answers not yet sent, to
-a handler thread of its own (MonitorServer.hand_off); _ReplayRaw puts those
-bytes back in front of the socket for the handler.
+Every accepted connection starts here. The lane parses request heads itself
+and asks the application for the bytes of a plain `GET <target> HTTP/1.1` of
+one of its FAST_TARGETS (/api/accounts, /api/trajectory). Whatever the lane
+does not answer itself is handed, with the bytes already read and the answers
+not yet sent, to a handler thread of its own (MonitorServer.hand_off);
+_ReplayRaw puts those bytes back in front of the socket for the handler.
 """
 from __future__ import annotations
 
@@ -12,12 +14,9 @@ import selectors
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
-from .wire import MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, TOKEN_BYTES_RE
-
-if TYPE_CHECKING:
-    from .server import MonitorServer
+from .wire import CLOSE, MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, TOKEN_BYTES_RE
 
 
 class _ReplayRaw(io.RawIOBase):
@@ -84,10 +83,8 @@ class _Conn:
         return (bool(self.inbox), self.since)
 
 
-_FAST_TARGET = b"/api/accounts"
-_FAST_LINE = b"GET " + _FAST_TARGET + b" HTTP/1.1"
-# The trajectory body is built once per probe, so its reads are as cheap.
-_TRAJECTORY_LINE = b"GET /api/trajectory HTTP/1.1"
+_LINE_START = b"GET "
+_LINE_END = b" HTTP/1.1"
 
 
 class FastLane:
@@ -95,16 +92,21 @@ class FastLane:
 
     A thread per connection makes 32 busy connections fight over the GIL after
     every recv and send; one selector loop answering from prebuilt bytes does
-    not. Anything that is not a well-formed `GET /api/accounts HTTP/1.1` with a
-    fresh cached posture (or `GET /api/trajectory HTTP/1.1`, built once per probe) (streams, forced refreshes, other routes, odd or
-    oversized requests, a slow reader) is handed, with the bytes already read
+    not. Anything that is not a well-formed `GET <target> HTTP/1.1` the app
+    has bytes for (a fresh cached posture, the trajectory built once per
+    probe) (streams, forced refreshes, other routes, odd or oversized
+    requests, a slow reader) is handed, with the bytes already read
     and any answers not yet sent, to the ordinary threaded handler, which
     applies every rule of the surface. The fast lane therefore only ever
     answers what that handler would have answered byte for byte.
     """
 
-    def __init__(self, server: MonitorServer) -> None:
+    def __init__(self, server: Any) -> None:
+        # `server` provides app (fast_response, FAST_TARGETS), stopping,
+        # request_timeout_s, max_connections, connections_held(in_lane) and
+        # hand_off(sock, address, unsent, unread, close).
         self.server = server
+        self.app = server.app
         self.selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -125,10 +127,14 @@ class FastLane:
             self._incoming.append(_Conn(sock, address))
         self._wake()
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the lane: its thread closes every connection still waiting and
+        ends; this returns once it has (or after `timeout_s`)."""
         with self._lock:
             self._closed = True
         self._wake()
+        if threading.current_thread() is not self.thread:
+            self.thread.join(timeout_s)
 
     def request_shed(self, count: int) -> None:
         """Ask the lane to close `count` of its oldest idle connections (the accept
@@ -139,8 +145,10 @@ class FastLane:
 
     @property
     def held(self) -> int:
-        return max(0, len(self.selector.get_map()) - 1)  # less the wake-up socket
-        self.thread.join(5.0)
+        mapping = self.selector.get_map()
+        if mapping is None:
+            return 0  # the selector is closed: the lane has stopped
+        return max(0, len(mapping) - 1)  # less the wake-up socket
 
     def _wake(self) -> None:
         try:
@@ -272,10 +280,10 @@ class FastLane:
 
     def _answer(self, head: bytes) -> Tuple[Optional[bytes], bool]:
         """The response to one request head, or (None, _) to hand it off."""
-        server = self.server
         line, _, fields = head.partition(b"\r\n")
-        trajectory = line == _TRAJECTORY_LINE
-        if (line != _FAST_LINE and not trajectory) or server.read_guard or server.stopping.is_set():
+        target = line[len(_LINE_START):-len(_LINE_END)]
+        if (not line.startswith(_LINE_START) or not line.endswith(_LINE_END) or target not in self.app.FAST_TARGETS
+                or self.server.stopping.is_set()):
             return None, False
         close = False
         count = 0
@@ -294,14 +302,8 @@ class FastLane:
                     return None, False
             elif lower == b"transfer-encoding" or (lower == b"content-length" and value.strip(b" \t") != b"0"):
                 return None, False
-        if trajectory:
-            response = server.trajectory_response(b"Connection: close\r\n" if close else b"")
-            return response, close
-        fresh = getattr(server.service, "fresh_summary", None)
-        summary = fresh() if fresh is not None else None
-        if summary is None:
-            return None, False
-        return server.cached_read_response(summary, b"Connection: close\r\n" if close else b""), close
+        response = self.app.fast_response(target, CLOSE if close else b"")
+        return response, close and response is not None
 
     def _hand_off(self, conn: _Conn, inbox: bytes, answers: List[bytes], close_after: bool = False) -> None:
         try:

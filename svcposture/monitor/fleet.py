@@ -14,17 +14,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from .._env import env_number
 from .._time import iso_now
 from ..paths import Paths
 from .wire import dumps
 
 log = logging.getLogger("svcposture.monitor")
-
-TTL_ENV = "SVC_FLEET_TTL_S"
-DEFAULT_TTL_S = 60.0
-MAX_TTL_S = 3600.0
-
 
 def collect_report(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     """The status report; a roster or config file that cannot be read is the report's `error`."""
@@ -52,13 +46,6 @@ class FleetCache:
         self._at = 0.0
         self._flight: Optional[threading.Event] = None
         self.reads = 0
-
-    @classmethod
-    def for_service(cls, service: Any) -> "FleetCache":
-        paths: Paths = service.paths
-        environ: Mapping[str, str] = service.environ
-        ttl = env_number(environ, TTL_ENV, DEFAULT_TTL_S, low=0.0, high=MAX_TTL_S)
-        return cls(lambda: collect_report(paths, environ), ttl)
 
     def body(self) -> bytes:
         while True:
@@ -91,17 +78,3 @@ class FleetCache:
             flight.set()
             return body
 
-
-_CACHE_LOCK = threading.Lock()
-
-
-def fleet_cache(server: Any) -> FleetCache:
-    """The server's FleetCache, made on first use from its posture service's paths and environment."""
-    cache = getattr(server, "_fleet_cache", None)
-    if cache is None:
-        with _CACHE_LOCK:
-            cache = getattr(server, "_fleet_cache", None)
-            if cache is None:
-                cache = FleetCache.for_service(server.service)
-                server._fleet_cache = cache
-    return cache

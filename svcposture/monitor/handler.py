@@ -1,9 +1,10 @@
-"""The request handler: parsing, the routes, the guard, and one-write responses.
+"""The request handler: parsing requests and writing replies, nothing else.
 
-Every route of DESIGN §5 is answered here (the fast lane only short-cuts the
-cached plain read of /api/accounts and hands everything else over). The
-guard's policy lives in trust.py, the stream in sse.py, the /metrics text and
-the OpenAPI document in exposition.py, the dashboard files in assets.py.
+It reads one request (its line and header fields, under the request
+deadline), asks the application (app.py) for the reply and writes it in one
+write; a stream reply is written by sse.pump under one of the server's stream
+slots while the server's HangupWatch watches its socket. Every route, the
+guard and the caches are the application's.
 """
 from __future__ import annotations
 
@@ -11,52 +12,27 @@ import io
 import logging
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from .._version import __version__
-from . import sse, trajectory_routes
-from .assets import PAGE_HEADERS
-from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
+from . import sse, wire
 from .fastlane import closed_reader, replay_reader
-from .fleet import fleet_cache
-from .trust import GUARD_MESSAGES
-from .wire import (ERROR_CODES, JSON_HEADERS, JSON_TYPE, MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS,
-                   REQUEST_READ_TIMEOUT_S, TOKEN_BYTES_RE, TOKEN_RE, dumps)
-
-if TYPE_CHECKING:
-    from .server import MonitorServer
+from .wire import (MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS, REQUEST_READ_TIMEOUT_S,
+                   TOKEN_BYTES_RE, TOKEN_RE, Request, RequestHeaders)
 
 log = logging.getLogger("svcposture.monitor")
 
 
-class RequestHeaders:
-    """Request header fields, looked up case-insensitively.
-
-    The stdlib hands header blocks to the email parser, which costs more than
-    the rest of a cached read put together; HTTP/1.1 fields need far less."""
-
-    __slots__ = ("_fields",)
-
-    def __init__(self, fields: Dict[str, List[str]]) -> None:
-        self._fields = fields
-
-    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        values = self._fields.get(name.lower())
-        return values[0] if values else default
-
-    def get_all(self, name: str, failobj: Any = None) -> Any:
-        values = self._fields.get(name.lower())
-        return list(values) if values else failobj
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._fields
-
-    def items(self) -> List[Tuple[str, str]]:
-        return [(k, v) for k, values in self._fields.items() for v in values]
-
-
 class MonitorHandler(BaseHTTPRequestHandler):
-    server: MonitorServer
+    """Serves one connection of a MonitorServer.
+
+    The server it is given provides `app` (the MonitorApp), `streams` (its
+    StreamSlots), `hangups` (its HangupWatch), `stopping` (an Event),
+    `request_timeout_s` and `take_handoff(sock)` (what the fast lane already
+    read and answered on this connection).
+    """
+
+    server: Any
     protocol_version = "HTTP/1.1"
     server_version = "svc-monitor/" + __version__
     sys_version = ""
@@ -185,30 +161,14 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return self._method_not_allowed
         raise AttributeError(name)
 
-    # -- response writing: always one write --
-
-    def _send(self, status: int, ctype: str, body: bytes, extra: bytes = b"",
-              head_only: Optional[bool] = None) -> None:
-        if head_only is None:
-            head_only = self.command == "HEAD"
-        conn = self._connection_header()
-        head = b"HTTP/1.1 %d %s\r\nServer: svc-monitor\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n" % (
-            status, REASONS.get(status, "Unknown").encode("ascii"), self.server.date_header(),
-            ctype.encode("ascii"), len(body), conn, extra)
-        self.wfile.write(head if head_only else head + body)
+    # -- replies: always one write --
 
     def _connection_header(self) -> bytes:
         if self.close_connection:
-            return b"Connection: close\r\n"
+            return wire.CLOSE
         if self.request_version == "HTTP/1.0":
             return b"Connection: keep-alive\r\n"
         return b""
-
-    def _send_json(self, status: int, obj: Any, extra: bytes = b"") -> None:
-        self._send(status, JSON_TYPE, dumps(obj), JSON_HEADERS + extra)
-
-    def _error(self, status: int, message: str, extra: bytes = b"") -> None:
-        self._send_json(status, {"error": ERROR_CODES.get(status, "error"), "message": message}, extra)
 
     def send_error(self, code: int, message: Optional[str] = None, explain: Optional[str] = None) -> None:
         # The stdlib's parse errors (400/414/431/505/501) as JSON, closing the
@@ -216,115 +176,39 @@ class MonitorHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         try:
             text = message or REASONS.get(code, "error")
-            self._send_json(code, {"error": ERROR_CODES.get(code, "error"), "message": text})
+            self.wfile.write(wire.error_response(code, text, self._connection_header(),
+                                                 head_only=self.command == "HEAD"))
         except OSError:
             pass
 
     def _method_not_allowed(self) -> None:
         self.close_connection = True  # any request body is left unread
-        self._error(405, "Only GET and HEAD are supported.", b"Allow: GET, HEAD\r\n")
-
-    # -- routing --
+        self.wfile.write(wire.error_response(405, "Only GET and HEAD are supported.", self._connection_header(),
+                                             b"Allow: GET, HEAD\r\n", head_only=self.command == "HEAD"))
 
     def do_HEAD(self) -> None:
         self.do_GET()
 
     def do_GET(self) -> None:
-        server = self.server
-        path, _, query = self.path.partition("?")
         if self.headers.get("Content-Length") not in (None, "0") or "Transfer-Encoding" in self.headers:
             self.close_connection = True  # a GET with a body: don't parse it as the next request
-        if server.read_guard:
-            reason = self._host_origin_reason()
-            if reason:
-                return self._forbidden(reason)
-        if path == "/api/accounts":
-            return self._accounts(query)
-        if path == "/api/accounts/stream":
-            return self._stream()
-        if path in trajectory_routes.ROUTES:
-            return trajectory_routes.answer(self, path, query)
-        if path == "/healthz":
-            # probeIntervalS: a posture older than twice it is stale (DESIGN §14).
-            return self._send_json(200, {"ok": True, "node": server.node, "version": __version__,
-                                         "startedAt": server.started_at,
-                                         "probeIntervalS": server.service.interval_s})
-        if path == "/metrics":
-            return self._metrics()
-        if path == "/api/fleet":
-            return self._send(200, JSON_TYPE, fleet_cache(server).body(), JSON_HEADERS)
-        if path == "/api/openapi.json":
-            return self._send(200, JSON_TYPE, server.openapi_body, JSON_HEADERS)
-        asset = server.static.get(path)
-        if asset is not None:
-            return self._send(200, asset[1], asset[0], PAGE_HEADERS)
-        self._error(404, "No such route. See /api/openapi.json.")
+        path, _, query = self.path.partition("?")
+        reply = self.server.app.handle(Request(self.command, path, query, self.headers, self._connection_header()))
+        if isinstance(reply, sse.Stream):
+            self._stream(reply)
+        else:
+            self.wfile.write(reply)
 
-    def _host_origin_reason(self) -> Optional[str]:
-        trust = self.server.trust
-        if not trust.host_trusted(self.headers.get_all("Host") or []):
-            return "untrusted_host"
-        origins = self.headers.get_all("Origin")
-        if origins is not None and not trust.origin_trusted(origins):
-            return "untrusted_origin"
-        return None
-
-    def _forbidden(self, reason: str) -> None:
-        self._send_json(403, {"error": "forbidden", "reason": reason, "message": GUARD_MESSAGES[reason]})
-
-    def _accounts(self, query: str) -> None:
-        refresh = _refresh_requested(query)
-        if refresh:
-            if self.headers.get("X-Svc-Refresh") is None:
-                return self._forbidden("refresh_header_missing")
-            reason = self._host_origin_reason()
-            if reason:
-                return self._forbidden(reason)
-        if not refresh and self.command == "GET":
-            fresh = getattr(self.server.service, "fresh_summary", None)
-            summary = fresh() if fresh is not None else None
-            if summary is not None:
-                self.wfile.write(self.server.cached_read_response(summary, self._connection_header()))
-                return
-        try:
-            body = self.server.service.read(refresh=refresh)
-        except Exception as exc:  # the posture layer failed: say so, keep serving
-            log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
-            return self._error(500, "The posture could not be read.")
-        self._send(200, JSON_TYPE, self.server.posture_bytes(body), JSON_HEADERS)
-
-    def _stream(self, pump: Any = sse.pump) -> None:
+    def _stream(self, stream: sse.Stream) -> None:
         server = self.server
-        if self.command == "HEAD":
-            return self._send(200, "text/event-stream", b"", b"Cache-Control: no-cache\r\n")
-        if not server.acquire_stream():
-            return self._error(503, "Too many stream subscribers; retry later.", b"Retry-After: 5\r\n")
+        if not server.streams.acquire():
+            self.wfile.write(wire.error_response(503, "Too many stream subscribers; retry later.",
+                                                 self._connection_header(), b"Retry-After: 5\r\n"))
+            return
         gone = server.hangups.watch(self.connection)
         try:
             self.close_connection = True
-            pump(self.wfile.write, server, gone)
+            sse.pump(self.wfile.write, stream, server.stopping, gone)
         finally:
             server.hangups.unwatch(self.connection)
-            server.release_stream()
-
-    def _metrics(self) -> None:
-        server = self.server
-        try:
-            figures = server.service.metrics()
-        except Exception as exc:
-            log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
-            figures = {}
-        text = render_metrics(figures, subscribers=server.stream_count, subscribers_max=server.max_streams)
-        if server.trajectory is not None:
-            text += render_trajectory_metrics(server.trajectory.metrics())
-        self._send(200, METRICS_TYPE, text.encode("utf-8"), b"Cache-Control: no-store\r\n")
-
-
-def _refresh_requested(query: str) -> bool:
-    if not query:
-        return False
-    for part in query.split("&"):
-        name, _, value = part.partition("=")
-        if name == "refresh" and value == "true":
-            return True
-    return False
+            server.streams.release()

@@ -17,7 +17,7 @@ import stat
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from .._env import InvalidSetting, parse_port
 from .._dirs import ensure_dir
@@ -25,51 +25,25 @@ from .._files import open_nofollow, read_json, remove_stale_temps, write_json_at
 from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
 from ..paths import Paths
-from .server import DEFAULT_BIND, DEFAULT_PORT, MonitorServer
+from ..settings import DEFAULT_BIND, DEFAULT_PORT, Settings
+from .node import Node, one_line, start_server
+from .server import MonitorServer
+
+__all__ = ["main", "run_monitor", "start_server", "accounts_env_note", "configure_logging", "install_stop_signals"]
 
 log = logging.getLogger("svcposture.monitor")
-
-CLOUD_ENV_INTERVAL_S = 600.0
-
-
-class _CloudEnvProjector:
-    """Projects the cloud token at start and every 10 min; failures are one log line."""
-
-    def __init__(self, paths: Paths, interval_s: float = CLOUD_ENV_INTERVAL_S) -> None:
-        self.paths = paths
-        self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="svc-cloud-env", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                from ..cluster import cloudenv
-                report = cloudenv.project_cloud_env(self.paths)
-                if isinstance(report, dict) and report.get("ok") is False:
-                    log.warning("cloud env projection failed: %s", str(report.get("error"))[:300])
-            except Exception as exc:  # never fatal: the core does not need the cloud token
-                log.warning("cloud env projection failed: %s", _one_line(exc))
-            self._stop.wait(self.interval_s)
-
-
-def _one_line(exc: BaseException) -> str:
-    return ("%s: %s" % (type(exc).__name__, exc)).replace("\n", " ")[:300]
 
 
 def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
                 stop_event: Optional[threading.Event] = None,
-                on_ready: Optional[Callable[[MonitorServer], None]] = None, liveness: bool = True) -> int:
+                on_ready: Optional[Callable[[MonitorServer], None]] = None, liveness: bool = True,
+                settings: Optional[Settings] = None) -> int:
     """The monitor process: posture service, HTTP server, sampler, publisher
     (unless `liveness` is False: the demo node is no cluster member).
+    `settings` default to those of `environ`.
     Returns when `stop_event` is set (the caller maps SIGTERM/SIGINT to it)."""
     stop_event = stop_event or threading.Event()
+    settings = Settings.from_environ(environ) if settings is None else settings
     lock_path = paths.run_dir / "monitor.instance.lock"
     try:
         instance_fd = _claim_node(lock_path)
@@ -83,7 +57,7 @@ def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: in
               % (paths.home, paths.monitor_json), file=sys.stderr)
         return 1
     try:
-        return _run_claimed(paths, environ, bind=bind, port=port, probe_enabled=probe_enabled,
+        return _run_claimed(paths, settings, bind=bind, port=port, probe_enabled=probe_enabled,
                             stop_event=stop_event, on_ready=on_ready, liveness=liveness)
     finally:
         os.close(instance_fd)
@@ -122,78 +96,11 @@ def _remove_crash_leftovers(paths: Paths) -> None:
         from ..config import cluster_repo_path
         places.append((cluster_repo_path(paths), ("cluster.json",)))
     except Exception as exc:  # a corrupt config is reported by whoever reads it
-        log.debug("cluster checkout not swept: %s", _one_line(exc))
+        log.debug("cluster checkout not swept: %s", one_line(exc))
     removed = [path for directory, targets in places for path in remove_stale_temps(directory, targets=targets)]
     if removed:
         log.info("removed %d temp file(s) left by interrupted writes: %s", len(removed),
                  ", ".join(str(p) for p in removed)[:1000])
-
-
-def _posture_service(paths: Paths, environ: Mapping[str, str], probe_enabled: bool) -> Tuple[str, Any, Any]:
-    """(node name, event log, posture service) of a node, its latch loaded; nothing started."""
-    from ..config import node_name
-    from ..events import EventLog
-    from ..latch import Latch, LatchError
-    from ..posture import PostureService
-
-    node = node_name(paths)
-    event_log = EventLog.for_paths(paths)
-    latch = Latch(paths.latch, event_log, node)
-    try:
-        latch.load()
-    except (LatchError, OSError) as exc:
-        log.warning("latch could not be loaded: %s", _one_line(exc))
-    service = PostureService(paths, node=node, log=event_log, latch=latch, environ=environ,
-                             probe_enabled=probe_enabled)
-    service.trajectory = _trajectory_service(paths, environ, node, event_log, service)
-    return node, event_log, service
-
-
-def _trajectory_service(paths: Paths, environ: Mapping[str, str], node: str, event_log: Any, service: Any) -> Any:
-    """History, forecasts, alerts and the notify hook, fed by every fresh probe result."""
-    from ..notify import Notifier
-    from ..trajectory import TrajectoryService
-
-    notifier = Notifier.from_environ(environ)
-    if notifier is not None:
-        notifier.start()
-    trajectory = TrajectoryService(paths, node=node, event_log=event_log, environ=environ, notifier=notifier)
-    try:
-        trajectory.load()
-    except OSError as exc:
-        log.warning("history could not be loaded: %s", _one_line(exc))
-    if not service.probe_enabled:
-        trajectory.observe({"available": False, "node": node})
-    service.observers.append(trajectory.observe)
-    return trajectory
-
-
-def _start_parts(paths: Paths, environ: Mapping[str, str], node: str, event_log: Any, service: Any,
-                 started: List[Any], liveness_on: bool = True) -> None:
-    """Start the posture service, sampler, cloud-env projector and liveness
-    publisher, appending each to `started` as soon as it runs."""
-    from ..cluster import liveness
-    from ..cluster.usageowner import UsageOwner
-    from ..sampler import QuotaSampler
-
-    service.start()  # the first probe is under way before /healthz can answer
-    started.append(service)
-    sampler = QuotaSampler(paths, node=node, log=event_log, environ=environ,
-                           usage_owner=UsageOwner(paths, environ, node))
-    sampler.start()
-    started.append(sampler)
-    projector = _CloudEnvProjector(paths)
-    projector.start()
-    started.append(projector)
-    if not liveness_on:
-        return
-    try:
-        from ..cluster.heartbeat_account import account_source
-        account = account_source(paths, service.current, service.interval_s)
-        started.append(liveness.start_publisher(paths, environ, node, service.account_status, event_log,
-                                                account=account, polls_usage=lambda: sampler.polls_here))
-    except Exception as exc:
-        log.warning("liveness publisher not started: %s", _one_line(exc))
 
 
 def accounts_env_note(paths: Paths, probe_enabled: bool) -> str:
@@ -219,56 +126,49 @@ def accounts_env_note(paths: Paths, probe_enabled: bool) -> str:
     return "accounts env file %s" % path
 
 
-def _announce(paths: Paths, server: MonitorServer, probe_enabled: bool) -> None:
-    record = {"pid": os.getpid(), "url": server.url, "startedAt": server.started_at}
+def _announce(paths: Paths, server: MonitorServer, node: Node) -> None:
+    record = {"pid": os.getpid(), "url": server.url, "startedAt": node.app.started_at}
     try:
         write_json_atomic(paths.monitor_json, record)
     except OSError as exc:
         log.warning("cannot write %s: %s", paths.monitor_json, exc.strerror or exc)
-    log.info("svc-monitor listening on %s (%s)", server.url, accounts_env_note(paths, probe_enabled))
+    log.info("svc-monitor listening on %s (%s)", server.url, accounts_env_note(paths, node.probe))
 
 
-def _stop_all(paths: Paths, server: MonitorServer, service: Any, serving: bool, started: List[Any]) -> None:
+def _stop_all(paths: Paths, server: MonitorServer, node: Node, serving: bool) -> None:
     server.stopping.set()
-    service.broadcast.close()  # wakes every stream so it can end
-    service.trajectory.broadcast.close()
+    node.close_streams()
     if serving:
         server.shutdown()
     server.server_close()
-    for part in reversed(started):
-        try:
-            part.stop()
-        except Exception as exc:
-            log.warning("stopping %s failed: %s", type(part).__name__, _one_line(exc))
-    service.trajectory.stop()
+    node.stop()
     _remove_monitor_json(paths.monitor_json)
 
 
-def _run_claimed(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
+def _run_claimed(paths: Paths, settings: Settings, *, bind: str, port: int, probe_enabled: bool,
                  stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]],
                  liveness: bool) -> int:
     _remove_crash_leftovers(paths)
-    node, event_log, service = _posture_service(paths, environ, probe_enabled)
+    node = Node(paths, settings, probe=probe_enabled)
     try:
-        server = MonitorServer((bind, port), service, node=node, environ=environ)
+        server = MonitorServer((bind, port), node.app, settings)
     except OSError as exc:
         print("svc-monitor: cannot listen on %s:%s: %s" % (bind, port, exc.strerror or exc), file=sys.stderr)
         return 1
-    started: List[Any] = []
     serving = False
     try:
-        _start_parts(paths, environ, node, event_log, service, started, liveness)
+        node.start(liveness=liveness)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
                                   name="svc-monitor-http", daemon=True)
         thread.start()
         serving = True
-        _announce(paths, server, probe_enabled)
+        _announce(paths, server, node)
         if on_ready is not None:
             on_ready(server)
         while not stop_event.wait(0.5):
             pass
     finally:
-        _stop_all(paths, server, service, serving, started)
+        _stop_all(paths, server, node, serving)
     return 0
 
 
@@ -292,12 +192,16 @@ class _LogFormatter(logging.Formatter):
         return text
 
 
+# The name of the stderr handler configure_logging adds, so that a second call adds none.
+_LOG_HANDLER = "svc-monitor"
+
+
 def configure_logging() -> None:
     root = logging.getLogger("svcposture")
-    if not any(getattr(h, "_svc_monitor", False) for h in root.handlers):
+    if not any(h.get_name() == _LOG_HANDLER for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_LogFormatter())
-        handler._svc_monitor = True  # type: ignore[attr-defined]
+        handler.set_name(_LOG_HANDLER)
         root.addHandler(handler)
     root.setLevel(logging.INFO)
     root.propagate = False
@@ -338,7 +242,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bind", default=None,
                         help="address to listen on (default $SVC_MONITOR_BIND or 127.0.0.1)")
     parser.add_argument("--port", default=None,
-                        help="port to listen on; 0 picks a free one (default $SVC_MONITOR_PORT or 7400)")
+                        help="port to listen on; 0 picks a free one (default $SVC_MONITOR_PORT or %d)" % DEFAULT_PORT)
     parser.add_argument("--no-probe", action="store_true",
                         help="never probe the provider; the posture endpoints answer {available:false}")
     return parser
@@ -367,13 +271,13 @@ def _reexec_without_tokens(args: Sequence[str]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] == "hud":
-        from . import hud
+        from ..term import hud
         return hud.main(args_list[1:])
     if args_list and args_list[0] == "init":
-        from . import nodeinit
+        from .. import nodeinit
         return nodeinit.main(args_list[1:])
     if args_list and args_list[0] == "statusline":
-        from . import statusline
+        from ..term import statusline
         return statusline.main(args_list[1:])
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
@@ -391,64 +295,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             port = DEFAULT_PORT
         paths = Paths(environ=environ)
-        probe_enabled = not args.no_probe and environ.get("SVC_ACCOUNTS_PROBE", "").strip() != "0"
+        settings = Settings.from_environ(environ)
+        probe_enabled = not args.no_probe and settings.probe
         configure_logging()
         stop_event = threading.Event()
         install_stop_signals(stop_event)
         return run_monitor(paths, environ, bind=bind, port=port, probe_enabled=probe_enabled,
-                           stop_event=stop_event)
+                           stop_event=stop_event, settings=settings)
     except InvalidSetting as exc:
         print("svc-monitor: %s" % exc, file=sys.stderr)
         return 2
-
-
-# ------------------------------------------------------------------ library
-
-class _OwningServer(MonitorServer):
-    """A MonitorServer that owns its posture service: closing it stops the service."""
-
-    def server_close(self) -> None:
-        self.stopping.set()
-        self.service.broadcast.close()  # wakes every stream so it can end
-        self.service.trajectory.broadcast.close()
-        try:
-            super().server_close()
-        finally:
-            self.service.stop()
-            self.service.trajectory.stop()
-
-
-def start_server(home: Union[str, "os.PathLike[str]", None] = None, *, bind: str = DEFAULT_BIND, port: int = 0,
-                 environ: Optional[Mapping[str, str]] = None) -> Tuple[MonitorServer, threading.Thread]:
-    """Serve a node's monitor HTTP surface from inside the calling process.
-
-    Modelled on prometheus_client.start_http_server. `home` is the node's home
-    directory (None: $HOME from `environ`, which defaults to os.environ). It
-    builds the node's posture service as `svc-monitor` does (node name, event
-    log, latch, probing unless SVC_ACCOUNTS_PROBE=0), starts it, binds
-    `bind`:`port` (0 picks a free port; see `server.server_port` or
-    `server.url`) and serves every route of the monitor in a daemon thread.
-
-    Returns (server, thread). `server.shutdown()` then `server.server_close()`
-    stops serving, ends open streams and stops the posture service.
-
-    Unlike `svc-monitor` it does not take the one-monitor-per-node lock,
-    install signal handlers, configure logging, start the quota sampler, the
-    cloud-env projector or the liveness publisher, nor write
-    ~/svc/run/monitor.json. A bad SVC_MONITOR_* setting raises InvalidSetting
-    (a SvcpostureError); a port that cannot be bound raises OSError.
-    """
-    environ = os.environ if environ is None else environ
-    paths = Paths(home, environ=environ)
-    probe_enabled = environ.get("SVC_ACCOUNTS_PROBE", "").strip() != "0"
-    node, _event_log, service = _posture_service(paths, environ, probe_enabled)
-    server = _OwningServer((bind, port), service, node=node, environ=environ)
-    try:
-        service.start()
-    except BaseException:
-        server.server_close()
-        raise
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                              name="svc-monitor-http", daemon=True)
-    thread.start()
-    return server, thread

@@ -1,15 +1,24 @@
-"""The monitor's server: the listening socket and every piece of state the handler reads.
+"""The monitor's sockets: bind, accept, descriptor pressure, the connection cap, hand-off, stream slots.
 
-MonitorServer binds, hands each accepted connection to the fast lane, keeps
-the caches that make a cached read one prebuilt write (the Date header, the
-posture JSON of the current probe, the whole cached-read response) and counts
-stream subscribers against SVC_MONITOR_MAX_STREAMS. start_server runs one in
-a daemon thread around a posture service the caller owns; the process around
-it (lock, logging, signals, monitor.json) is main.py.
+MonitorServer listens and hands each accepted connection to the fast lane,
+which answers cached plain reads itself and hands everything else to a
+handler thread of its own. It holds no route and no cache: every reply comes
+from the application it is given (app.MonitorApp). start_server serves one in
+a daemon thread around a posture service the caller owns; the node's
+services are node.py's, the process around them (lock, logging, signals,
+monitor.json) is main.py.
 
-Responses are built as one bytes object and written with one send: a status
-line written apart from its body stalls keep-alive clients on delayed ACKs,
-and the cached posture read is the hot path.
+Methods for the caller:
+
+    MonitorServer(address, app, settings)   bind `address` and serve `app`
+    serve_forever(), shutdown(), server_close()   as socketserver's
+    url                                     http://host:port actually bound
+    stopping                                an Event: set it before closing
+                                            the app's broadcasts, so streams end
+
+Methods the fast lane and the handler call: hand_off(), take_handoff(),
+connections_held(); `streams` (the stream slots) and `hangups` (the
+HangupWatch of waiting streams).
 """
 from __future__ import annotations
 
@@ -20,29 +29,20 @@ import socket
 import socketserver
 import sys
 import threading
-import time
-from email.utils import formatdate
 from http.server import ThreadingHTTPServer
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .._env import env_number
-from .._time import iso_now, now_ms
-from ..posture import reply
-from .assets import load_static
-from .exposition import openapi_document
+from ..settings import DEFAULT_BIND, DEFAULT_PORT, Settings
+from .app import MonitorApp
 from .fastlane import FastLane
 from .handler import MonitorHandler
 from .hangup import HangupWatch
-from .sse import DEFAULT_KEEPALIVE_S, FrameCache
-from .trust import TrustPolicy
-from .wire import JSON_HEADERS, JSON_TYPE, REQUEST_READ_TIMEOUT_S, dumps
+from .sse import StreamSlots
 
 log = logging.getLogger("svcposture.monitor")
 
-DEFAULT_BIND = "127.0.0.1"
-DEFAULT_PORT = 7400
-DEFAULT_MAX_STREAMS = 1024
-DEFAULT_MAX_CONNECTIONS = 4096
+__all__ = ["DEFAULT_BIND", "DEFAULT_PORT", "MonitorServer", "descriptor_limit", "start_server"]
+
 # Descriptors kept free of client connections: the listening socket, the
 # selector, log and state files, probe-child pipes, the stdlib's own.
 FD_RESERVE = 64
@@ -63,67 +63,47 @@ def descriptor_limit() -> int:
 
 
 class MonitorServer(ThreadingHTTPServer):
-    """The monitor's listening socket plus every piece of state the handler reads."""
+    """The monitor's listening socket and the connections it holds.
+
+    Methods that may be overridden: server_close() (a server that owns its
+    services stops them there, see node.py), and socketserver's own.
+    """
 
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
     request_queue_size = 1024  # the stdlib's 5 drops connection bursts
 
-    def __init__(self, address: Tuple[str, int], service: Any, *, node: str,
-                 environ: Optional[Mapping[str, str]] = None) -> None:
-        environ = os.environ if environ is None else environ
+    def __init__(self, address: Tuple[str, int], app: Any, settings: Optional[Settings] = None) -> None:
+        settings = app.settings if settings is None else settings
         host = address[0]
         if ":" in host.strip("[]"):
             self.address_family = socket.AF_INET6
             address = (host.strip("[]"), address[1])
-        self.service = service
-        self.node = node
-        self.max_streams = env_number(environ, "SVC_MONITOR_MAX_STREAMS", DEFAULT_MAX_STREAMS,
-                                      low=1, high=100000, kind=int, strict=True)
-        self.keepalive_s = env_number(environ, "SVC_SSE_KEEPALIVE_S", DEFAULT_KEEPALIVE_S,
-                                      low=0.05, high=3600.0, strict=True)
-        self.read_guard = environ.get("SVC_MONITOR_READ_GUARD", "") == "1"
-        self.request_timeout_s = env_number(environ, "SVC_MONITOR_REQUEST_TIMEOUT_S", REQUEST_READ_TIMEOUT_S,
-                                            low=0.1, high=300.0, strict=True)
+        self.app = app
+        self.request_timeout_s = settings.request_timeout_s
         # Connections held at once (waiting in the fast lane or served by a
         # thread), at most the descriptor limit less a reserve: past it the
         # oldest idle connections are closed, and accept never runs dry.
-        configured = env_number(environ, "SVC_MONITOR_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS,
-                                low=16, high=1000000, kind=int, strict=True)
-        self.max_connections = max(16, min(configured, descriptor_limit() - FD_RESERVE))
+        self.max_connections = max(16, min(settings.max_connections, descriptor_limit() - FD_RESERVE))
+        self.streams = StreamSlots(settings.max_streams)
+        self.stopping = threading.Event()
         self._threaded: Dict[int, bool] = {}
         self._threaded_lock = threading.Lock()
         self._out_of_descriptors = False
-        self._trusted_hosts_env = environ.get("SVC_MONITOR_TRUSTED_HOSTS", "")
-        self._trusted_origins_env = environ.get("SVC_MONITOR_TRUSTED_ORIGINS", "")
-        self.started_at = iso_now()
-        self.stopping = threading.Event()
-        self._streams = 0
-        self._streams_lock = threading.Lock()
-        self.frames = FrameCache()
-        self._body_lock = threading.Lock()
-        self._body_key: Any = None
-        self._cached_read: Tuple[Any, bytes] = (None, b"")
-        self._body_parts: Tuple[bytes, bytes] = (b"", b"")
-        self._date_second = -1
-        self._date_header = b""
-        self.static = load_static()
         self._handoffs: Dict[int, Tuple[bytes, bytes, bool]] = {}
         self._handoffs_lock = threading.Lock()
         self.fast_lane: Optional[FastLane] = None  # server_close may run inside a failed bind
         # A stream whose client hung up ends (and frees its slot) at once, not at its next write.
-        self.hangups = HangupWatch(self._wake_streams)
+        self.hangups = HangupWatch(app.wake_streams)
         super().__init__(address, MonitorHandler)
         self.fast_lane = FastLane(self)
-        # Built after bind so that `--port 0` trusts the port actually bound.
-        self.trust = TrustPolicy(host, self.server_port, node, extra_hosts=self._trusted_hosts_env,
-                                 extra_origins=self._trusted_origins_env)
-        self.openapi_body = dumps(openapi_document())
-        self.trajectory = getattr(service, "trajectory", None)
-        self.history_index: Any = None
-        self._trajectory_cache: Tuple[Any, bytes] = (None, b"")
-        self._index_page(getattr(service, "interval_s", None))
+        # After bind, so that `--port 0` trusts the port actually bound.
+        try:
+            app.listening(host, self.server_port, self.streams)
+        except BaseException:
+            self.server_close()
+            raise
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls getfqdn(), a reverse DNS lookup that can
@@ -189,13 +169,6 @@ class MonitorServer(ThreadingHTTPServer):
             lane.request_shed(16)
         self.stopping.wait(ACCEPT_PAUSE_S)
 
-    def _wake_streams(self) -> None:
-        """Wake every stream waiting for a frame, so that those whose client hung up end."""
-        self.service.broadcast.wake()
-        trajectory = getattr(self, "trajectory", None)
-        if trajectory is not None:
-            trajectory.broadcast.wake()
-
     def take_handoff(self, sock: Any) -> Optional[Tuple[bytes, bytes, bool]]:
         with self._handoffs_lock:
             return self._handoffs.pop(id(sock), None)
@@ -214,108 +187,16 @@ class MonitorServer(ThreadingHTTPServer):
         log.warning("request from %s failed: %s: %s", client_address[0] if client_address else "?",
                     type(exc).__name__, exc)
 
-    # -- small shared caches (each guarded by its own lock) --
-
-    def date_header(self) -> bytes:
-        second = int(time.time())
-        if second != self._date_second:
-            self._date_header = ("Date: %s\r\n" % formatdate(second, usegmt=True)).encode("ascii")
-            self._date_second = second
-        return self._date_header
-
-    def posture_bytes(self, body: Mapping[str, Any]) -> bytes:
-        """The JSON of a posture body. Bodies of one probe differ only in
-        generatedAt, so the rest is serialised once per probe and spliced."""
-        generated = body.get("generatedAt")
-        key = (body.get("available"), body.get("node"), body.get("probedAt"), body.get("cached"),
-               body.get("status"), id(body.get("accounts")))
-        if not isinstance(generated, str) or body.get("probedAt") is None:
-            return dumps(body)
-        with self._body_lock:
-            if key == self._body_key:
-                prefix, suffix = self._body_parts
-                return prefix + dumps(generated) + suffix
-        marker = "\u0000svc-generated-at\u0000"
-        whole = dumps(dict(body, generatedAt=marker))
-        prefix, found, suffix = whole.partition(dumps(marker))
-        if not found:
-            return dumps(body)
-        with self._body_lock:
-            self._body_key = key
-            self._body_parts = (prefix, suffix)
-        return prefix + dumps(generated) + suffix
-
-    def cached_read_response(self, summary: Mapping[str, Any], conn: bytes) -> bytes:
-        """The whole HTTP response of a cached plain read of `summary`.
-
-        Replies within one millisecond are byte-identical (generatedAt has ms
-        resolution), so under load most reads reuse the previous bytes instead
-        of building a body and a head again.
-        """
-        ms = now_ms()
-        key = (id(summary), ms, conn)
-        cached = self._cached_read
-        if cached[0] == key:
-            return cached[1]
-        body = self.posture_bytes(reply(summary, cached=True, generated_ms=ms))
-        response = b"HTTP/1.1 200 OK\r\nServer: svc-monitor\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n%s" % (
-            self.date_header(), JSON_TYPE.encode("ascii"), len(body), conn, JSON_HEADERS, body)
-        # One tuple assignment is atomic: readers see the old pair or the new one.
-        self._cached_read = (key, response)
-        return response
-
-    def _index_page(self, interval_s: Any) -> None:
-        # The page greys out a value older than twice the probe interval; it
-        # learns the interval here, so the contract's bodies stay as they are.
-        page = self.static.get("/")
-        if page is not None and isinstance(interval_s, (int, float)):
-            self.static["/"] = (page[0].replace(b'content="300" data-svc="probe-interval"',
-                                                b'content="%g" data-svc="probe-interval"' % interval_s), page[1])
-
-    def trajectory_response(self, conn: bytes) -> Optional[bytes]:
-        """The whole response to GET /api/trajectory from the body of the last probe."""
-        trajectory = self.trajectory
-        if trajectory is None:
-            return None
-        body = trajectory.body()
-        key = (id(body), self.date_header(), conn)
-        cached = self._trajectory_cache
-        if cached[0] == key:
-            return cached[1]
-        data = dumps(body)
-        response = b"HTTP/1.1 200 OK\r\nServer: svc-monitor\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n%s%s\r\n%s" % (
-            key[1], JSON_TYPE.encode("ascii"), len(data), conn, JSON_HEADERS, data)
-        self._trajectory_cache = (key, response)
-        return response
-
-    def history_body(self, hours: int) -> Dict[str, Any]:
-        from ..historyindex import HistoryIndex
-
-        with self._body_lock:
-            if self.history_index is None:
-                self.history_index = HistoryIndex(self.service.paths)
-        return self.history_index.body(node=self.node, hours=hours)
-
-    def acquire_stream(self) -> bool:
-        with self._streams_lock:
-            if self._streams >= self.max_streams:
-                return False
-            self._streams += 1
-            return True
-
-    def release_stream(self) -> None:
-        with self._streams_lock:
-            self._streams -= 1
-
-    @property
-    def stream_count(self) -> int:
-        return self._streams
-
 
 def start_server(service: Any, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT, *, node: str,
                  environ: Optional[Mapping[str, str]] = None) -> Tuple[MonitorServer, threading.Thread]:
-    """Bind and serve in a daemon thread; returns (server, thread)."""
-    server = MonitorServer((bind, port), service, node=node, environ=environ)
+    """Serve the monitor's routes over `service`, a posture service the caller
+    owns and stops, in a daemon thread; returns (server, thread).
+
+    The library's svcposture.start_server(home) builds and owns a whole node
+    instead (node.py)."""
+    settings = Settings.from_environ(os.environ if environ is None else environ)
+    server = MonitorServer((bind, port), MonitorApp(service, node=node, settings=settings), settings)
     thread = threading.Thread(target=server.serve_forever, name="svc-monitor-http", daemon=True)
     thread.start()
     return server, thread

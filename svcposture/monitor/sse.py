@@ -1,49 +1,59 @@
-"""Server-sent events of /api/accounts/stream (DESIGN §5).
+"""Server-sent events: the one pump that writes every stream (DESIGN §5).
 
-A stream is `retry: 5000`, the body a plain read would return now, then one
-`event: account` frame per refresh the posture service publishes, with a
+A stream is the response head and `retry: 5000`, the frames its source opens
+with, then the frames of each body its Broadcast publishes, with a
 `: keepalive` comment whenever nothing happened for SVC_SSE_KEEPALIVE_S.
-Fan-out is the service's Broadcast (one Condition and a sequence number); a
-pushed frame is serialised once and the same bytes go to every subscriber.
+Fan-out is a Broadcast (one Condition and a sequence number), so a slow
+subscriber skips bodies instead of queueing them; a frame pushed to every
+subscriber is serialised once (FrameCache) and the same bytes go to all.
+
+A source is any object with
+
+    broadcast           the Broadcast its bodies come from
+    opening(seq)        the frames sent on connect (bytes), or None to end at once
+    update(seq, body)   the frames for one published body (b"" sends nothing)
+
+one per subscriber, so that it may remember what it already sent.
 """
 from __future__ import annotations
 
-import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
-from .wire import dumps
-
-if TYPE_CHECKING:
-    from .server import MonitorServer
-
-log = logging.getLogger("svcposture.monitor")
+from . import wire
 
 SSE_RETRY_MS = 5000
-DEFAULT_KEEPALIVE_S = 15.0
 KEEPALIVE = b": keepalive\n\n"
+STREAM_HEADERS = (b"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nX-Content-Type-Options: nosniff\r\n"
+                  + wire.CLOSE)
 
 
-def stream_head(date_header: bytes) -> bytes:
+def stream_head() -> bytes:
     """The response head and the `retry:` line; a stream always ends its connection."""
-    return (b"HTTP/1.1 200 OK\r\nServer: svc-monitor\r\n%sContent-Type: text/event-stream\r\n"
-            b"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nX-Content-Type-Options: nosniff\r\n"
-            b"Connection: close\r\n\r\nretry: %d\n\n" % (date_header, SSE_RETRY_MS))
+    return wire.head(200, "text/event-stream", None, b"", STREAM_HEADERS) + b"retry: %d\n\n" % SSE_RETRY_MS
 
 
-def account_frame(seq: int, data: bytes) -> bytes:
-    return b"event: account\nid: %d\ndata: %s\n\n" % (seq, data)
+def frame(event: bytes, seq: int, data: bytes) -> bytes:
+    """One `event:` frame; `data` is one line of JSON."""
+    return b"event: %s\nid: %d\ndata: %s\n\n" % (event, seq, data)
 
 
-def frame_identity(body: Mapping[str, Any]) -> Tuple[Any, Any]:
-    # A disabled body has no probedAt, so repeats of it collapse to one frame.
-    return body.get("available"), body.get("probedAt")
+class Stream:
+    """The app's answer to a stream route: the subscriber's source and the keepalive interval."""
+
+    __slots__ = ("source", "keepalive_s")
+
+    def __init__(self, source: Any, keepalive_s: float) -> None:
+        self.source = source
+        self.keepalive_s = keepalive_s
 
 
 class FrameCache:
-    """The newest pushed frame, serialised once for all subscribers."""
+    """The newest pushed frame of one event, serialised once for all subscribers."""
 
-    def __init__(self) -> None:
+    def __init__(self, event: bytes, serialise: Callable[[Any], bytes] = wire.dumps) -> None:
+        self._event = event
+        self._serialise = serialise
         self._lock = threading.Lock()
         self._frame: Tuple[int, bytes] = (-1, b"")
 
@@ -51,40 +61,59 @@ class FrameCache:
         with self._lock:
             if self._frame[0] == seq:
                 return self._frame[1]
-        frame = account_frame(seq, dumps(body))
+        data = frame(self._event, seq, self._serialise(body))
         with self._lock:
             if seq > self._frame[0]:
-                self._frame = (seq, frame)
-        return frame
+                self._frame = (seq, data)
+        return data
 
 
-def pump(write: Callable[[bytes], Any], server: MonitorServer,
+def pump(write: Callable[[bytes], Any], stream: Stream, stopping: threading.Event,
          gone: Optional[threading.Event] = None) -> None:
-    """Write one whole stream: head, on-connect frame, then pushed frames until
-    the server stops or the client goes (`gone` is set, or a write raises)."""
-    broadcast = server.service.broadcast
-    write(stream_head(server.date_header()))
+    """Write one whole stream: head, opening frames, then pushed frames until
+    `stopping` is set, the broadcast closes, or the client goes (`gone` is
+    set, or a write raises)."""
+    source = stream.source
+    broadcast = source.broadcast
+    write(stream_head())
     after, _ = broadcast.latest()
-    try:
-        body = server.service.read()
-    except Exception as exc:
-        log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
+    opening = source.opening(after)
+    if opening is None or stopping.is_set():
         return
-    if server.stopping.is_set():
-        return
-    write(account_frame(after, server.posture_bytes(body)))
-    sent = frame_identity(body)
-    keepalive = server.keepalive_s
+    write(opening)
     while True:
-        item = broadcast.wait(after, keepalive, gone)
-        if server.stopping.is_set() or broadcast.closed or (gone is not None and gone.is_set()):
+        item = broadcast.wait(after, stream.keepalive_s, gone)
+        if stopping.is_set() or broadcast.closed or (gone is not None and gone.is_set()):
             return
         if item is None:
             write(KEEPALIVE)
             continue
         after, body = item
-        identity = frame_identity(body)
-        if identity == sent:
-            continue  # the on-connect frame already carried this result
-        sent = identity
-        write(server.frames.frame(after, body))
+        frames = source.update(after, body)
+        if frames:
+            write(frames)
+
+
+class StreamSlots:
+    """At most `limit` streams at once (SVC_MONITOR_MAX_STREAMS): each holds a
+    thread and a socket for as long as its client stays."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def acquire(self) -> bool:
+        with self._lock:
+            if self._count >= self.limit:
+                return False
+            self._count += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._count -= 1
+
+    @property
+    def count(self) -> int:
+        return self._count

@@ -13,9 +13,10 @@ from .._text import loads_bounded, printable
 from .._time import now_ms
 from ..errors import SvcpostureError
 from ..paths import Paths
+from ..settings import DEFAULT_PORT
 from . import line
 
-DEFAULT_URL = "http://127.0.0.1:7400"
+DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
 READ_TIMEOUT_S = 60.0  # well above the 15 s keepalive: silence this long means a dead stream
 TRAJECTORY_TIMEOUT_S = 5.0
 

@@ -15,15 +15,15 @@ import stat
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .._env import InvalidSetting, parse_port
-from .._dirs import ensure_dir
-from .._files import create_new_atomic
-from .._text import printable
-from ..accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, PLACEHOLDER
-from ..cluster._common import HOST_RE
-from ..config import HOST_NAME_KEY, host_name, write_layer
-from ..paths import Paths
-from .server import DEFAULT_PORT
+from ._env import InvalidSetting, parse_port
+from ._dirs import ensure_dir
+from ._files import create_new_atomic
+from ._text import printable
+from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, PLACEHOLDER
+from .cluster._common import HOST_RE
+from .config import HOST_NAME_KEY, host_name, write_layer
+from .monitor.server import DEFAULT_PORT
+from .paths import Paths
 
 PLACEHOLDER_EMAIL = "you@example.com"
 DEFAULT_ACCOUNTS = 2

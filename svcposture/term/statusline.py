@@ -29,6 +29,7 @@ import time
 import _socket
 
 from .._text import loads_bounded, printable
+from ..settings import DEFAULT_PORT
 from . import line
 
 TYPE_CHECKING = False
@@ -47,7 +48,7 @@ MIN_STDIN_S = 0.02
 MAX_PAYLOAD = 64 * 1024
 MAX_BODY = 1024 * 1024
 MAX_HEAD = 16 * 1024
-DEFAULT_URL = "http://127.0.0.1:7400"
+DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
 
 HELP = """\
 usage: svc-monitor statusline [--url URL] [--no-color]
@@ -65,13 +66,13 @@ rate_limits from the statusLine JSON on stdin, marked (local); with neither,
 
 options:
   --url URL     monitor base URL (default: the url in ~/svc/run/monitor.json,
-                else http://127.0.0.1:7400)
+                else {default_url})
   --no-color    no ANSI colours (also when NO_COLOR is set)
   -h, --help    show this help
 
 agent setting (e.g. ~/.claude/settings.json):
   {"statusLine": {"type": "command", "command": "svc-monitor statusline"}}
-"""
+""".replace("{default_url}", DEFAULT_URL)
 
 
 class _Target:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from .._names import NODE_STATUSES
-from .._text import printable
+from .._text import finite_number, printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -95,12 +95,8 @@ def paint(text: str, status: str, colour: bool) -> str:
 
 
 def _number(value: "Any") -> "Optional[float]":
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        return None
-    return value
+    number = finite_number(value)
+    return None if number is None else float(number)
 
 
 def _instant_ms(value: "Any") -> "Optional[int]":

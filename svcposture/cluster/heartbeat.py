@@ -1,0 +1,344 @@
+"""The heartbeat's format (DESIGN §11), in one place: built by the publisher, read by peers.
+
+Every host upserts one attachment `svc://heartbeat/<host>` onto the liveness
+anchor; its metadata is
+
+    {"host", "publishedAt", "publishIntervalMs", "version", "accountStatus",
+     "quota", "account"}
+
+`quota` is the contract's block (§6.2), derived from the newest
+`account.ratelimit.sampled` event. `account` is the active account of the
+publishing host, in snake_case like the quota block:
+
+    {"label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
+     "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms"}
+
+`probed_at` and `probe_interval_ms` go beyond the seven fields of DESIGN §11:
+without them a reader cannot tell a value probed a minute ago from one probed
+an hour ago (§14, staleness in the open). `wall_at` is the wall forecast of the
+active account's binding window, taken from the node's trajectory (the body
+/api/trajectory serves, already computed after each probe); null while the
+history holds too few points for a rate.
+
+Building is pure: the publisher gathers the values and `metadata()` shapes
+them. A peer's metadata is not ours to echo: readers copy each field only when
+it has the expected type and shape, and drop anything else.
+"""
+from __future__ import annotations
+
+import itertools
+import urllib.parse
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional
+
+from .._names import FIELD_OF_CLAIM, NODE_STATUSES
+from .._text import finite_number, has_control, is_int, printable
+from .._time import now_ms, parse_iso_ms
+from ..events import RATELIMIT_SAMPLED, EventLog, event_name
+from .tracker import HEARTBEAT_URL_PREFIX
+
+METADATA_FIELDS = ("host", "publishedAt", "publishIntervalMs", "version", "accountStatus", "quota", "account")
+# What a heartbeat says when the node cannot tell its own account status.
+UNAVAILABLE = "unavailable"
+PCT_FIELDS = ("five_hour_pct", "seven_day_pct")
+TIME_FIELDS = ("five_hour_resets_at", "seven_day_resets_at", "wall_at", "probed_at")
+ACCOUNT_FIELDS = ("label", "status") + PCT_FIELDS + TIME_FIELDS + ("probe_interval_ms",)
+# Heartbeat `quota` block field for each contract key of account.ratelimit.sampled (contract 6.2).
+QUOTA_BLOCK_FIELDS = {
+    "ratelimit.five_hour_pct": "five_hour_pct",
+    "ratelimit.seven_day_pct": "seven_day_pct",
+    "ratelimit.seven_day_large_pct": "seven_day_large_pct",
+    "ratelimit.seven_day_medium_pct": "seven_day_medium_pct",
+    "ratelimit.five_hour_resets_at": "five_hour_resets_at",
+    "ratelimit.seven_day_resets_at": "seven_day_resets_at",
+    "subscription.type": "subscription_type",
+    "rate_limit.tier": "rate_limit_tier",
+}
+QUOTA_NUMBERS = tuple(f for k, f in QUOTA_BLOCK_FIELDS.items() if k.endswith("_pct"))
+QUOTA_STRINGS = tuple(f for k, f in QUOTA_BLOCK_FIELDS.items() if not k.endswith("_pct"))
+# How far back the publisher looks for the newest quota sample; older means none.
+QUOTA_SCAN_LIMIT = 5000
+MAX_LABEL = 64
+MAX_TIME_TEXT = 40
+MAX_QUOTA_TEXT = 100
+# A pct beyond this is not a utilization, it is junk.
+MAX_PCT = 1e6
+_WINDOW_OF_PREFIX = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
+
+
+def heartbeat_url(host: str) -> str:
+    return HEARTBEAT_URL_PREFIX + urllib.parse.quote(host, safe="-._~")
+
+
+def host_of_heartbeat_url(url: str) -> Optional[str]:
+    if not url.startswith(HEARTBEAT_URL_PREFIX):
+        return None
+    host = urllib.parse.unquote(url[len(HEARTBEAT_URL_PREFIX):])
+    return host or None
+
+
+# ---------------------------------------------------------------- building (publisher)
+
+def metadata(*, host: str, published_at: str, publish_interval_ms: int, version: str,
+             account_status: Any, quota: Any, account: Any) -> Dict[str, Any]:
+    """The attachment's metadata. Pure; a status that is not a non-empty string is
+    UNAVAILABLE, a quota or account that is not a dict is null (the keys are always there)."""
+    return {
+        "host": host,
+        "publishedAt": published_at,
+        "publishIntervalMs": publish_interval_ms,
+        "version": version,
+        "accountStatus": account_status if isinstance(account_status, str) and account_status else UNAVAILABLE,
+        "quota": quota if isinstance(quota, dict) else None,
+        "account": account if isinstance(account, dict) else None,
+    }
+
+
+def quota_block(event: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The `quota` block derived from an `account.ratelimit.sampled` event.
+
+    Pure. Absent keys stay absent; None when there is no usable event.
+    """
+    if not isinstance(event, Mapping):
+        return None
+    attrs = event.get("attributes")
+    if not isinstance(attrs, Mapping) or attrs.get("event.name") != RATELIMIT_SAMPLED:
+        return None
+    block: Dict[str, Any] = {}
+    for key, field in QUOTA_BLOCK_FIELDS.items():
+        value = attrs.get(key)
+        if value is None:
+            continue
+        if key.endswith("_pct") and not (is_int(value) or finite_number(value) is not None):
+            continue
+        if not key.endswith("_pct") and not isinstance(value, str):
+            continue
+        block[field] = value
+    return block
+
+
+def newest_quota(log: Optional[EventLog]) -> Optional[Dict[str, Any]]:
+    """The quota block of the newest sample among the last QUOTA_SCAN_LIMIT events, or None."""
+    if log is None:
+        return None
+    for event in itertools.islice(log.iter_newest_first(), QUOTA_SCAN_LIMIT):
+        if event_name(event) == RATELIMIT_SAMPLED:
+            return quota_block(event)
+    return None
+
+
+def account_block(summary: Optional[Mapping[str, Any]], *, wall_at: Optional[str] = None,
+                  probe_interval_ms: Optional[int] = None) -> Optional[Dict[str, Any]]:
+    """The block of a posture body, or None when the node has no active account (or no posture)."""
+    if not isinstance(summary, Mapping) or summary.get("available") is not True:
+        return None
+    active = summary.get("active")
+    if not isinstance(active, Mapping) or not isinstance(active.get("label"), str):
+        return None
+    block: Dict[str, Any] = {"label": active["label"], "status": summary.get("status")}
+    for prefix, field in _WINDOW_OF_PREFIX.items():
+        window = active.get(field)
+        window = window if isinstance(window, Mapping) else {}
+        block[prefix + "_pct"] = window.get("pct")
+        block[prefix + "_resets_at"] = window.get("resetsAt")
+    block["wall_at"] = wall_at
+    probed = summary.get("probedAt")
+    block["probed_at"] = _iso(probed) if is_int(probed) else None
+    block["probe_interval_ms"] = probe_interval_ms
+    return block
+
+
+def _iso(ms: int) -> Optional[str]:
+    from .._time import iso_from_ms
+    try:
+        return iso_from_ms(ms)
+    except (ValueError, OverflowError):
+        return None
+
+
+def binding_wall_at(summary: Mapping[str, Any], trajectory: Any) -> Optional[str]:
+    """`wallAt` of the forecast of the active account's binding window, from a trajectory body.
+
+    Pure. The trajectory service computes every window's forecast after each
+    probe (DESIGN §10); this picks the active account's binding window out of
+    that body. None when there is no active account, no binding window, no such
+    account in the body, or no forecast yet (too few points for a rate).
+    """
+    active = summary.get("active")
+    if not isinstance(active, Mapping) or not isinstance(trajectory, Mapping):
+        return None
+    claim = active.get("bindingWindow")
+    field = FIELD_OF_CLAIM.get(claim) if isinstance(claim, str) else None
+    accounts = trajectory.get("accounts")
+    if field is None or not isinstance(accounts, list):
+        return None
+    for account in accounts:
+        if isinstance(account, Mapping) and account.get("label") == active.get("label"):
+            view = account.get(field)
+            forecast = view.get("forecast") if isinstance(view, Mapping) else None
+            wall = forecast.get("wallAt") if isinstance(forecast, Mapping) else None
+            return wall if isinstance(wall, str) else None
+    return None
+
+
+def account_source(current: Callable[[], Optional[Mapping[str, Any]]], trajectory: Callable[[], Any],
+                   probe_interval_s: float) -> Callable[[], Optional[Dict[str, Any]]]:
+    """The publisher's `account` callable: the block of the newest posture (`current()`),
+    its wall from the trajectory body in memory (`trajectory()`); nothing is read from disk."""
+    interval_ms = int(round(probe_interval_s * 1000))
+
+    def source() -> Optional[Dict[str, Any]]:
+        summary = current()
+        if not isinstance(summary, Mapping) or summary.get("available") is not True:
+            return None
+        return account_block(summary, wall_at=binding_wall_at(summary, trajectory()), probe_interval_ms=interval_ms)
+
+    return source
+
+
+# ---------------------------------------------------------------- reading (status, /api/fleet)
+
+def published_ms(heartbeat: Any) -> Optional[int]:
+    """When a heartbeat (a tracker.Heartbeat) was published: its `publishedAt`, else the
+    attachment's subtitle, else its last update; None when none of them is an instant."""
+    meta = heartbeat.metadata if isinstance(heartbeat.metadata, Mapping) else {}
+    for value in (meta.get("publishedAt"), heartbeat.subtitle, heartbeat.updated_at):
+        if isinstance(value, str):
+            try:
+                return parse_iso_ms(value)
+            except (ValueError, OverflowError):
+                continue
+    return None
+
+
+def newest_by_host(heartbeats: Iterable[Any]) -> Dict[str, Any]:
+    """One heartbeat per host: of duplicates (two urls decoding to one host, a
+    tracker repeating a node), the newest published wins."""
+    by_host: Dict[str, Any] = {}
+    for heartbeat in heartbeats:
+        host = host_of_heartbeat_url(heartbeat.url)
+        if host is None:
+            continue
+        seen = by_host.get(host)
+        if seen is None or (published_ms(heartbeat) or 0) >= (published_ms(seen) or 0):
+            by_host[host] = heartbeat
+    return by_host
+
+
+def peer_interval_ms(value: Any, default: float) -> float:
+    """A peer's `publishIntervalMs` when it is a finite positive number, else `default` (the reader's own)."""
+    interval = finite_number(value)
+    return interval if interval is not None and interval > 0 else default
+
+
+def peer_quota(value: Any) -> Optional[Dict[str, Any]]:
+    """A peer's quota block, whitelisted field by field."""
+    if not isinstance(value, dict):
+        return None
+    block: Dict[str, Any] = {}
+    for field in QUOTA_NUMBERS:
+        number = finite_number(value.get(field))
+        if number is not None:
+            block[field] = number
+    for field in QUOTA_STRINGS:
+        text = value.get(field)
+        if isinstance(text, str) and len(text) <= MAX_QUOTA_TEXT and not has_control(text):
+            block[field] = text
+    return block
+
+
+def _text(value: Any, limit: int) -> Optional[str]:
+    if isinstance(value, str) and 0 < len(value) <= limit and not has_control(value):
+        return value
+    return None
+
+
+def _time_text(value: Any) -> Optional[str]:
+    text = _text(value, MAX_TIME_TEXT)
+    if text is None:
+        return None
+    try:
+        parse_iso_ms(text)
+    except (ValueError, OverflowError):
+        return None
+    return text
+
+
+def _number(value: Any, high: float) -> Optional[float]:
+    number = finite_number(value)
+    return number if number is not None and 0 <= number <= high else None
+
+
+def peer_account(value: Any, *, publish_interval_ms: float, now: Optional[int] = None) -> Optional[Dict[str, Any]]:
+    """A peer's block, whitelisted field by field, plus what a reader derives from it:
+
+    `age_s`, seconds since `probed_at` (null when unknown), and `stale`, true
+    when that age exceeds twice the longer of the peer's publish interval and
+    its probe interval: such values are shown greyed with their age, never as
+    current. A label may hold any printable text (a page shows it escaped);
+    a status outside the node-status vocabulary becomes null.
+    """
+    if not isinstance(value, dict):
+        return None
+    block: Dict[str, Any] = {"label": _text(value.get("label"), MAX_LABEL)}
+    status = value.get("status")
+    block["status"] = status if isinstance(status, str) and status in NODE_STATUSES else None
+    for field in PCT_FIELDS:
+        block[field] = _number(value.get(field), MAX_PCT)
+    for field in TIME_FIELDS:
+        block[field] = _time_text(value.get(field))
+    interval = _number(value.get("probe_interval_ms"), 365 * 86400 * 1000.0)
+    block["probe_interval_ms"] = int(interval) if interval else None
+    age_s: Optional[float] = None
+    if block["probed_at"] is not None:
+        current = now_ms() if now is None else now
+        age_s = round(max(0, current - parse_iso_ms(block["probed_at"])) / 1000.0, 1)
+    block["age_s"] = age_s
+    limit_ms = 2 * max(publish_interval_ms, block["probe_interval_ms"] or 0)
+    block["stale"] = age_s is not None and age_s * 1000 > limit_ms
+    return block
+
+
+MAX_UNLISTED = 100
+
+
+def unlisted_rows(roster: Any, published: Mapping[str, Optional[int]], now: int) -> list:
+    """Heartbeats of hosts that are not in the roster: shown apart, never counted live.
+
+    A name absent from the roster owns no tickets, so such a host is either a
+    typo or a host about to be added. At most MAX_UNLISTED rows, names made
+    printable and cut to 200 characters (they come from whoever can attach to
+    the anchor).
+    """
+    members = set(roster)
+    rows = []
+    for host in sorted(h for h in published if h not in members)[:MAX_UNLISTED]:
+        stamp = published[host]
+        rows.append({"host": printable(host)[:200],
+                     "ageS": None if stamp is None else round(max(0, now - stamp) / 1000.0, 1)})
+    return rows
+
+
+# ---------------------------------------------------------------- schemas (GET /openapi.json)
+
+def account_schema() -> Dict[str, Any]:
+    """JSON Schema of the `account` block as readers report it (peer_account)."""
+    nullable_time = {"type": ["string", "null"], "format": "date-time"}
+    props: Dict[str, Any] = {
+        "label": {"type": ["string", "null"], "maxLength": MAX_LABEL,
+                  "description": "The active account's label on that host; any printable text, shown escaped."},
+        "status": {"type": ["string", "null"], "enum": list(NODE_STATUSES) + [None]},
+        "probe_interval_ms": {"type": ["integer", "null"], "minimum": 0},
+        "age_s": {"type": ["number", "null"], "minimum": 0,
+                  "description": "Seconds since probed_at, when the report was read."},
+        "stale": {"type": "boolean", "description": "age_s beyond twice the longer of the host's publish "
+                                                    "and probe intervals: shown greyed, never as current."}}
+    props.update({f: {"type": ["number", "null"], "minimum": 0} for f in PCT_FIELDS})
+    props.update({f: nullable_time for f in TIME_FIELDS})
+    return {"type": "object", "additionalProperties": False, "required": sorted(props), "properties": props}
+
+
+def quota_schema() -> Dict[str, Any]:
+    """JSON Schema of the `quota` block as readers report it (peer_quota)."""
+    props = {f: ({"type": "number"} if f in QUOTA_NUMBERS else {"type": "string"})
+             for f in QUOTA_BLOCK_FIELDS.values()}
+    return {"type": "object", "additionalProperties": False, "properties": props}

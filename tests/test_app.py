@@ -1,0 +1,227 @@
+"""The monitor's application without sockets: a Request in, the reply bytes (or a Stream) out.
+
+The app runs over a real node (posture and trajectory services, the probe
+child against the provider stand-in); only the server around it is left out.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from svcposture._env import InvalidSetting
+from svcposture.monitor import sse, wire
+from svcposture.monitor.app import ROUTES, MonitorApp, Request, parse_hours, refresh_requested
+from svcposture.monitor.node import Node
+from svcposture.paths import Paths
+from svcposture.settings import DEFAULT_PORT, Settings, probing_on
+from tests.support.home import canary, node_env
+from tests.support.provider import ProviderServer
+
+TOKEN = canary("app1")
+PORT = 7411
+HOST = "127.0.0.1:%d" % PORT
+
+
+def parse(response: bytes) -> Tuple[int, Dict[str, str], bytes]:
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.lower()] = value.strip()
+    return status, headers, body
+
+
+def request(path: str, *, method: str = "GET", headers: Any = (), conn: bytes = b"") -> Request:
+    path, _, query = path.partition("?")
+    return Request(method, path, query, wire.RequestHeaders.of(list(headers) or [("Host", HOST)]), conn)
+
+
+def get_json(app: MonitorApp, path: str, **kw: Any) -> Tuple[int, Dict[str, str], Any]:
+    reply = app.handle(request(path, **kw))
+    assert isinstance(reply, bytes)
+    status, headers, body = parse(reply)
+    assert int(headers["content-length"]) == len(body)
+    return status, headers, json.loads(body)
+
+
+@pytest.fixture(scope="module")
+def provider():
+    with ProviderServer() as p:
+        p.set_account(TOKEN, five_hour=(0.25, "allowed"))
+        yield p
+
+
+def _node(root: Path, provider_url: str, **extra: str) -> Node:
+    home = root / "home"
+    home.mkdir(parents=True)
+    env = node_env(home, provider_url, [("ACCT1", TOKEN, "one@example.com")], active="ACCT1",
+                   extra=dict({"SVC_PROBE_INTERVAL_S": "3600"}, **extra))
+    paths = Paths(home, environ=env)
+    node = Node(paths, Settings.from_environ(env))
+    node.app.listening("127.0.0.1", PORT)
+    return node
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory, provider):
+    node = _node(tmp_path_factory.mktemp("app"), provider.url)
+    node.service.read()  # one probe, through the real child: the posture is fresh from here on
+    yield node
+    node.close_streams()
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def app(node) -> MonitorApp:
+    return node.app
+
+
+def test_healthz_and_openapi_are_json_with_the_contract_headers(app):
+    status, headers, body = get_json(app, "/healthz")
+    assert status == 200 and body["ok"] is True and body["node"] == app.node
+    assert body["probeIntervalS"] == 3600.0
+    assert headers["content-type"] == "application/json" and headers["cache-control"] == "no-store"
+    assert headers["server"] == "svc-monitor" and "date" in headers
+    status, _, document = get_json(app, "/api/openapi.json")
+    assert status == 200 and set(ROUTES) <= set(document["paths"]) | {"/healthz", "/metrics"}
+
+
+def test_unknown_route_is_a_json_404(app):
+    status, _, body = get_json(app, "/nope")
+    assert status == 404 and body["error"] == "not_found"
+
+
+def test_head_is_the_get_head_without_a_body(app):
+    for path in ("/healthz", "/api/openapi.json", "/", "/nope", "/api/history"):
+        get_status, get_headers, get_body = parse(app.handle(request(path)))
+        reply = app.handle(request(path, method="HEAD"))
+        status, headers, body = parse(reply)
+        assert (status, body) == (get_status, b"")
+        assert headers["content-length"] == str(len(get_body))
+
+
+def test_the_connection_line_is_the_callers(app):
+    for path in ("/healthz", "/api/accounts", "/nope", "/api/trajectory"):
+        _, headers, _ = parse(app.handle(request(path, conn=wire.CLOSE)))
+        assert headers["connection"] == "close"
+        assert "connection" not in parse(app.handle(request(path)))[1]
+
+
+def test_cached_read_is_what_the_fast_lane_writes(app):
+    reply = app.handle(request("/api/accounts"))
+    status, _, body = get_json(app, "/api/accounts")
+    assert status == 200 and body["cached"] is True and body["available"] is True
+    fast = app.fast_response(b"/api/accounts", b"")
+    assert fast is not None and parse(fast)[0] == 200
+    assert set(json.loads(parse(fast)[2])) == set(json.loads(parse(reply)[2]))
+    trajectory = app.handle(request("/api/trajectory"))
+    assert app.fast_response(b"/api/trajectory", b"") == trajectory
+    assert app.fast_response(b"/api/accounts/stream", b"") is None
+
+
+def test_forced_refresh_needs_the_header_and_a_trusted_host(app, provider):
+    calls = provider.message_calls()
+    cases = [([("Host", HOST)], "refresh_header_missing"),
+             ([("Host", "evil.example:%d" % PORT), ("X-Svc-Refresh", "1")], "untrusted_host"),
+             ([("Host", HOST), ("X-Svc-Refresh", "1"), ("Origin", "http://evil.example")], "untrusted_origin")]
+    for headers, reason in cases:
+        status, _, body = get_json(app, "/api/accounts?refresh=true", headers=headers)
+        assert (status, body["error"], body["reason"]) == (403, "forbidden", reason)
+    assert provider.message_calls() == calls  # a refused refresh spends no probe
+    assert app.refresh_refusal(wire.RequestHeaders.of({"Host": HOST, "X-Svc-Refresh": "1"})) is None
+
+
+def test_history_hours_are_checked(app):
+    assert get_json(app, "/api/history?hours=0")[0] == 400
+    assert get_json(app, "/api/history?hours=2&hours=3")[0] == 400
+    status, _, body = get_json(app, "/api/history?hours=2")
+    assert status == 200 and isinstance(body, dict)
+    assert [parse_hours(q) for q in ("", "hours=192", "hours=193", "hours=%31", "hours=1e1")] == [24, 192, None, 1, None]
+    assert [refresh_requested(q) for q in ("", "refresh=true", "a=1&refresh=true", "refresh=1")] == [
+        False, True, True, False]
+
+
+def test_metrics_report_the_stream_slots_the_server_lends(app):
+    slots = sse.StreamSlots(7)
+    app.listening("127.0.0.1", PORT, slots)
+    assert slots.acquire()
+    try:
+        reply = app.handle(request("/metrics"))
+        status, headers, body = parse(reply)
+        assert status == 200 and headers["content-type"].startswith("text/plain")
+        assert b"svc_sse_subscribers 1" in body and b"svc_sse_subscribers_max 7" in body
+    finally:
+        slots.release()
+
+
+def test_a_stream_is_a_source_the_one_pump_writes(app):
+    assert isinstance(app.handle(request("/api/accounts/stream")), sse.Stream)
+    head = app.handle(request("/api/accounts/stream", method="HEAD"))
+    assert isinstance(head, bytes) and parse(head)[1]["content-type"] == "text/event-stream"
+    for path, event in (("/api/accounts/stream", b"event: account\n"), ("/api/trajectory/stream", b"event: trajectory\n")):
+        stream = app.handle(request(path))
+        written: List[bytes] = []
+        stopping = threading.Event()
+        got_frame = threading.Event()
+
+        def write(data: bytes) -> None:
+            written.append(data)
+            if data.startswith(b"event:"):
+                got_frame.set()
+
+        pump = threading.Thread(target=sse.pump, args=(write, stream, stopping), daemon=True)
+        pump.start()
+        assert got_frame.wait(30)
+        stopping.set()
+        stream.source.broadcast.wake()
+        pump.join(30)
+        assert not pump.is_alive()
+        status, headers, rest = parse(written[0])
+        assert status == 200 and headers["connection"] == "close" and rest == b"retry: 5000\n\n"
+        assert written[1].startswith(event) and b"\ndata: {" in written[1]
+
+
+def test_read_guard_refuses_every_route_and_the_fast_lane(tmp_path, provider):
+    node = _node(tmp_path, provider.url, SVC_MONITOR_READ_GUARD="1")
+    try:
+        for path in ("/healthz", "/api/accounts", "/nope", "/"):
+            status, _, body = get_json(node.app, path, headers=[("Host", "evil.example")])
+            assert (status, body["reason"]) == (403, "untrusted_host")
+        assert get_json(node.app, "/healthz")[0] == 200
+        assert node.app.fast_response(b"/api/accounts", b"") is None
+    finally:
+        node.stop()
+
+
+def test_a_route_is_one_table_entry_and_one_method(node):
+    class WithHello(MonitorApp):
+        ROUTES = dict(MonitorApp.ROUTES, **{"/api/hello": "get_hello"})
+
+        def get_hello(self, request: Request) -> bytes:
+            return wire.json_response(200, {"hello": self.node}, request.conn, head_only=request.head_only)
+
+    app = WithHello(node.service, node="n1", settings=node.settings)
+    app.listening("127.0.0.1", PORT)
+    assert get_json(app, "/api/hello")[2] == {"hello": "n1"}
+    assert get_json(app, "/healthz")[0] == 200
+
+
+def test_settings_are_read_once_and_frozen():
+    settings = Settings.from_environ({"SVC_MONITOR_MAX_STREAMS": "5", "SVC_ACCOUNTS_PROBE": " 0 ",
+                                      "SVC_FLEET_TTL_S": "nonsense"})
+    assert (settings.max_streams, settings.probe, settings.fleet_ttl_s) == (5, False, 60.0)
+    with pytest.raises(AttributeError):
+        settings.max_streams = 6  # type: ignore[misc]
+    assert settings.replace(max_streams=6).max_streams == 6 and settings.max_streams == 5
+    assert Settings.from_environ({}) == Settings() and DEFAULT_PORT == 7400
+    assert probing_on({}) and probing_on({"SVC_ACCOUNTS_PROBE": "1"}) and not probing_on({"SVC_ACCOUNTS_PROBE": "0"})
+    for bad in ({"SVC_MONITOR_MAX_STREAMS": "0"}, {"SVC_SSE_KEEPALIVE_S": "x"},
+                {"SVC_MONITOR_MAX_CONNECTIONS": "1e9"}, {"SVC_MONITOR_REQUEST_TIMEOUT_S": "-1"}):
+        with pytest.raises(InvalidSetting):
+            Settings.from_environ(bad)
