@@ -88,17 +88,14 @@ def test_metrics_parse_and_carry_the_posture(mon):
     assert "CANARY" not in body.decode()
 
 
-def test_metrics_of_a_disabled_node(tmp_path):
+def test_metrics_of_a_disabled_node(tmp_path, monitors):
     from tests.support.home import clean_env
-    m = start_monitor(clean_env(tmp_path), ["--no-probe"])
-    try:
-        fam = parse_metrics(m.get("/metrics")[2].decode())
-        assert fam["svc_posture_available"]["samples"][""] == 0
-        assert sum(fam["svc_node_status"]["samples"].values()) == 0
-        assert fam["svc_account_utilization_percent"]["samples"] == {}
-        assert fam["svc_probe_last_success_timestamp_seconds"]["samples"] == {}
-    finally:
-        m.stop()
+    m = monitors.start(clean_env(tmp_path), ["--no-probe"])
+    fam = parse_metrics(m.get("/metrics")[2].decode())
+    assert fam["svc_posture_available"]["samples"][""] == 0
+    assert sum(fam["svc_node_status"]["samples"].values()) == 0
+    assert fam["svc_account_utilization_percent"]["samples"] == {}
+    assert fam["svc_probe_last_success_timestamp_seconds"]["samples"] == {}
 
 
 # ---------------------------------------------------------------- OpenAPI

@@ -202,16 +202,13 @@ def test_any_payload_with_a_live_monitor_gives_the_monitor_line(mon, stdin):
     assert re.match(r"^acct1 5h 61% 1h0[12]m \| 7d 41% 3d6h$", out), out
 
 
-def test_disabled_monitor_says_so_or_shows_the_agents_numbers(tmp_path):
+def test_disabled_monitor_says_so_or_shows_the_agents_numbers(tmp_path, monitors):
     home = tmp_path / "home"
     home.mkdir()
     env = dict(clean_env(home), **SLOW)
-    m = start_monitor(env, args=("--no-probe",))
-    try:
-        assert run(env, "--url", m.url, "--no-color") == "svc: no usable account (svc-monitor init)"
-        assert LOCAL.match(run(env, "--url", m.url, "--no-color", stdin=agent_payload()))
-    finally:
-        m.stop()
+    m = monitors.start(env, args=("--no-probe",))
+    assert run(env, "--url", m.url, "--no-color") == "svc: no usable account (svc-monitor init)"
+    assert LOCAL.match(run(env, "--url", m.url, "--no-color", stdin=agent_payload()))
 
 
 # ---------------------------------------------------------------- no monitor, a hung one, a broken one

@@ -238,13 +238,13 @@ def test_openapi_describes_the_trajectory_routes(node):
     assert {e["properties"]["event"]["const"] for e in one_of} == {"trajectory", "alert"}
 
 
-def test_restart_and_kill9_fire_nothing_again(node, tmp_path):
+def test_restart_and_kill9_fire_nothing_again(node, tmp_path, monitors):
     mon, home = node["mon"], node["home"]
     wait_until(lambda: len(_events(home)) >= 3, message="alerts so far")
     mon.kill9()
     count = len(_events(home))
     (home / "svc" / "alert-latch.json").unlink()  # as if killed before the latch write
-    again = node["mon"] = start_monitor(node["env"])
+    again = node["mon"] = monitors.start(node["env"])
     first = _trajectory(again)
     wait_until(lambda: (_trajectory(again).get("probedAt") or 0) > (first.get("probedAt") or 0) + 1000,
                message="probes after the restart")
@@ -253,21 +253,18 @@ def test_restart_and_kill9_fire_nothing_again(node, tmp_path):
     assert len(_trajectory(again)["alerts"]) == count
 
 
-def test_disabled_node_has_the_disabled_trajectory(tmp_path):
+def test_disabled_node_has_the_disabled_trajectory(tmp_path, monitors):
     from tests.support.home import clean_env
     env = dict(clean_env(tmp_path), SVC_ALERT_THRESHOLDS="0,abc,80,80,,101")
-    mon = start_monitor(env, ["--no-probe"])
-    try:
-        # Bad thresholds: one clear log line each, never a traceback.
-        err = mon.stderr_text()
-        for item in ("'0'", "'abc'", "'101'", "repeats 80", "empty item"):
-            assert item in err, (item, err)
-        assert "Traceback" not in err
-        assert mon.get_json("/api/trajectory") == (200, {"available": False, "node": mon.get_json("/healthz")[1]["node"]})
-        with SSEClient(mon.port, "/api/trajectory/stream") as client:
-            event = client.next_event()
-        assert event["event"] == "trajectory" and json.loads(event["data"])["available"] is False
-        status, _, _ = http_get(mon.url, "/api/history?hours=2")
-        assert status == 200
-    finally:
-        mon.stop()
+    mon = monitors.start(env, ["--no-probe"])
+    # Bad thresholds: one clear log line each, never a traceback.
+    err = mon.stderr_text()
+    for item in ("'0'", "'abc'", "'101'", "repeats 80", "empty item"):
+        assert item in err, (item, err)
+    assert "Traceback" not in err
+    assert mon.get_json("/api/trajectory") == (200, {"available": False, "node": mon.get_json("/healthz")[1]["node"]})
+    with SSEClient(mon.port, "/api/trajectory/stream") as client:
+        event = client.next_event()
+    assert event["event"] == "trajectory" and json.loads(event["data"])["available"] is False
+    status, _, _ = http_get(mon.url, "/api/history?hours=2")
+    assert status == 200
