@@ -50,6 +50,10 @@ def extend(document: Dict[str, Any]) -> Dict[str, Any]:
                             **_COMMON)}
     document["paths"]["/api/login"] = {"get": op, "head": dict(op, operationId="getLoginHead",
                                                                summary=op["summary"] + " (headers only)")}
+    icon = {"operationId": "favicon", "summary": "The pages' icon.",
+            "responses": dict({"200": {"description": "SVG.", "content": {"image/svg+xml": {"schema": {"type": "string"}}}}},
+                              **_COMMON)}
+    document["paths"]["/static/favicon.svg"] = {"get": icon, "head": dict(icon, operationId="faviconHead")}
     source = document["components"]["schemas"]["FleetReport"]["properties"]["source"]
     if "enum" in source and "demo" not in source["enum"]:
         source["enum"] = list(source["enum"]) + ["demo"]  # the demo's simulated fleet

@@ -467,8 +467,7 @@
     loginFetched = Date.now();
     fetch("/api/login", { cache: "no-store" })
       .then(function (r) { return r.json(); })
-      .then(function (body) { renderLogin(body); })
-      .catch(function () { renderLogin(null); });
+      .then(renderLogin, function () { renderLogin(null); });
   }
 
   function loginStatus(body) {
@@ -562,8 +561,10 @@
       var node = cards[i];
       node.className = node.className.replace(/ stale/g, "") + (stale ? " stale" : "");
       var note = node.querySelector(".stale-note");
-      note.hidden = !stale;
-      note.textContent = stale ? "stale: last probed " + age + " ago" : "";
+      if (note) {
+        note.hidden = !stale;
+        note.textContent = stale ? "stale: last probed " + age + " ago" : "";
+      }
       var resets = node.querySelectorAll(".win-reset");
       for (var j = 0; j < resets.length; j++) {
         var iso = resets[j].getAttribute("data-resets-at");
