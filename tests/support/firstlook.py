@@ -19,10 +19,14 @@ from .provider import ProviderServer
 from .waiting import wait_until
 
 DASHBOARD_RE = re.compile(r"dashboard at (http://127\.0\.0\.1:\d+)/")
-LOGIN_USAGE = {
-    "five_hour": {"utilization": 37.5, "resets_at": "2099-01-01T04:59:59+00:00"},
-    "seven_day": {"utilization": 62.0, "resets_at": "2099-01-06T00:00:00+00:00"},
-}
+
+
+def login_usage(five: float = 37.5, seven: float = 62.0) -> Dict[str, Any]:
+    """A usage reply whose windows reset in 2 h 10 min and 3 days from now."""
+    import time
+    now = time.time()
+    return {"five_hour": {"utilization": five, "resets_at": int(now + 7800)},
+            "seven_day": {"utilization": seven, "resets_at": int(now + 3 * 86400)}}
 
 
 def get_json(url: str, timeout: float = 10.0) -> Any:
@@ -81,7 +85,7 @@ def login_only_node(home: Path, provider: ProviderServer, token: str, plan: str 
     creds.parent.mkdir(parents=True, exist_ok=True)
     creds.write_text(json.dumps({"claudeAiOauth": {"accessToken": token, "subscriptionType": plan}}))
     os.chmod(str(creds), 0o600)
-    provider.set_usage(token, LOGIN_USAGE)
+    provider.set_usage(token, login_usage())
     env = clean_env(home)
     env["SVC_PROVIDER_URL"] = provider.url
     env["_SVC_TEST_QUOTA_POLL_S"] = "1"
