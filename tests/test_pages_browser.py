@@ -94,10 +94,13 @@ def test_the_checks_can_fail(sites):
         driver.execute_script("""
             var wide = document.createElement('div'); wide.style.width = '900px'; wide.textContent = 'wide';
             wide.style.color = '#777'; wide.style.background = '#888'; document.body.appendChild(wide);
-            var card = document.querySelector('#cards article.card');
-            card.querySelector('h3').outerHTML = '<span>no heading</span>';
-            card.querySelector('.bar').removeAttribute('role');
-            card.querySelector('.fill').style.setProperty('transition', 'width 2s', 'important');
+            // Outside #cards, which the page redraws on every frame.
+            var card = document.createElement('article'); card.className = 'card';
+            card.textContent = 'no heading';
+            var bar = document.createElement('div'); bar.className = 'bar';
+            var fill = document.createElement('div'); fill.className = 'fill';
+            fill.style.setProperty('transition', 'width 2s', 'important');
+            bar.appendChild(fill); card.appendChild(bar); document.querySelector('main').appendChild(card);
         """)
         assert pages.overflow(driver)["scroll"] > 360
         assert any(f["text"] == "wide" for f in pages.contrast_failures(driver))

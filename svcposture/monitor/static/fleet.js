@@ -55,7 +55,8 @@
     fill.style.width = Math.max(0, Math.min(100, pct)) + "%";
     bar.appendChild(fill);
     cell.appendChild(bar);
-    var text = pctText(pct);
+    // The window's name in the text too: the stacked layout of a narrow screen has no column headers.
+    var text = (/5-hour/.test(label || "") ? "5h " : /7-day/.test(label || "") ? "7d " : "") + pctText(pct);
     var reset = msOf(resetsAt);
     if (reset !== null) text += " · resets in " + duration((reset - Date.now()) / 1000);
     cell.appendChild(el("span", "win-text", text));
