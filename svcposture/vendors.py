@@ -41,7 +41,9 @@ _CODEX_LABEL_RE = re.compile(r"^codex-[a-z0-9_]{1,64}$")
 
 def is_account_label(value: Any) -> bool:
     """A label of either vendor: Claude's (`acct2`) or Codex's (`codex-work`)."""
-    return isinstance(value, str) and (LABEL_RE.match(value) is not None or _CODEX_LABEL_RE.match(value) is not None)
+    # fullmatch: `$` alone would let a trailing newline through.
+    return isinstance(value, str) and (LABEL_RE.fullmatch(value) is not None
+                                       or _CODEX_LABEL_RE.fullmatch(value) is not None)
 
 
 def is_provider(value: Any) -> bool:

@@ -63,6 +63,7 @@ def test_vendor_words():
     assert provider_of_label(None) == "claude"
     assert is_account_label("codex-a_1") and is_account_label("acct2")
     assert not is_account_label("codex-A") and not is_account_label("a-b") and not is_account_label("codex-")
+    assert not is_account_label("codex-a\n") and not is_account_label("acct1\n")
     assert provider_from_query("refresh=true") == ("claude", None)
     assert provider_from_query("provider=codex")[0] == "codex"
     assert provider_from_query("provider=co%64ex")[0] == "codex"
