@@ -78,6 +78,9 @@ def test_every_page_at_every_width(sites, shots, scheme):
                 for failure in pages.contrast_failures(driver):
                     problems.append("%s contrast: %s" % (where, failure))
                 problems.extend("%s: %s" % (where, p) for p in pages.a11y_failures(driver))
+                footer = pages.footer_problem(driver, width)
+                if footer:
+                    problems.append("%s: %s" % (where, footer))
                 problems.extend("%s moves under reduced motion: %s" % (where, m) for m in pages.moving(driver)[:3])
                 pages.full_screenshot(driver, os.path.join(shots, "%s-%d-%s.png" % (name, width, scheme)), width)
             errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
@@ -107,3 +110,6 @@ def test_the_checks_can_fail(sites):
         failures = pages.a11y_failures(driver)
         assert any("heading" in f for f in failures) and any("progressbar" in f for f in failures)
         assert pages.moving(driver)
+        driver.execute_script("document.getElementById('footer').style.position = 'fixed';"
+                              "document.getElementById('footer').style.bottom = '0';")
+        assert pages.footer_problem(driver, 360)

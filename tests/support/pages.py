@@ -138,3 +138,29 @@ def full_screenshot(driver: Any, path: str, width: int) -> None:
         fh.write(base64.b64decode(shot["data"]))
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+
+_FOOTER_JS = r"""
+var footer = document.getElementById("footer");
+if (!footer) return null;
+window.scrollTo(0, document.scrollingElement.scrollHeight);
+var main = document.querySelector("main").getBoundingClientRect();
+var foot = footer.getBoundingClientRect();
+var result = {covers: main.bottom > foot.top + 1, position: getComputedStyle(footer).position,
+              share: foot.height / window.innerHeight};
+window.scrollTo(0, 0);
+return result;
+"""
+
+
+def footer_problem(driver: Any, width: int) -> str:
+    """Why the dashboard's footer is in the way at `width` ("" when it is not): at the
+    end of the page it must not cover the last card, and on a phone it is no fixed bar."""
+    found = driver.execute_script(_FOOTER_JS)
+    if not found:
+        return ""
+    if found["covers"]:
+        return "the footer covers the end of the page: %s" % found
+    if width <= 760 and found["position"] in ("fixed", "sticky"):
+        return "the footer stays on a phone's screen: %s" % found
+    return ""
