@@ -11,7 +11,7 @@ import pytest
 from svcposture.loginview import LoginSample, login_body
 from tests.support.firstlook import get_json, login_only_node, login_usage, start_login_monitor
 from tests.support.home import canary, clean_env
-from tests.support.monitor import start_monitor
+from tests.support.monitor import get_request, raw_http, start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -42,8 +42,9 @@ def test_login_body_from_the_newest_sample(login_node):
     assert TOKEN.encode() not in raw
     # /api/accounts keeps the contract's unavailable body
     assert get_json(mon.url + "/api/accounts") == {"available": False, "node": body["node"]}
-    # HEAD: the head only
-    assert mon.get("/api/login", timeout=5)[0] == 200
+    # HEAD: the head only, with the GET's length
+    status, head, rest = raw_http(mon.port, get_request("/api/login", "127.0.0.1:%d" % mon.port, method="HEAD"))
+    assert status == 200 and rest == b"" and int(head["content-length"]) == len(raw)
 
 
 def test_login_follows_the_provider(login_node):
