@@ -13,9 +13,7 @@ the JSON error built here, so every route says the same thing.
 """
 from __future__ import annotations
 
-import re
-
-from ._text import LABEL_RE
+from ._text import account_label
 
 # Annotations only (the statusline imports this module on every render; typing costs more than it).
 TYPE_CHECKING = False
@@ -36,14 +34,19 @@ def provider_of_label(label: Any) -> str:
     return CODEX if isinstance(label, str) and label.startswith(CODEX_LABEL_PREFIX) else CLAUDE
 
 
-_CODEX_LABEL_RE = re.compile(r"^codex-[a-z0-9_]{1,64}$")
+# A Codex label's name: what a Claude label may hold (no `re`: the statusline imports this module).
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+MAX_NAME = 64
 
 
 def is_account_label(value: Any) -> bool:
-    """A label of either vendor: Claude's (`acct2`) or Codex's (`codex-work`)."""
-    # fullmatch: `$` alone would let a trailing newline through.
-    return isinstance(value, str) and (LABEL_RE.fullmatch(value) is not None
-                                       or _CODEX_LABEL_RE.fullmatch(value) is not None)
+    """A label of either vendor: Claude's (`acct2`) or Codex's (`codex-work`); the whole string."""
+    if not isinstance(value, str):
+        return False
+    if value.startswith(CODEX_LABEL_PREFIX):
+        name = value[len(CODEX_LABEL_PREFIX):]
+        return 0 < len(name) <= MAX_NAME and _NAME_CHARS.issuperset(name)
+    return account_label(value) is not None
 
 
 def is_provider(value: Any) -> bool:
