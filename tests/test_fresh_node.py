@@ -206,15 +206,17 @@ def test_demo_prints_its_hud_line_and_nothing_about_liveness(tmp_path: Path) -> 
                 break
             lines.append(line)
         url = re.search(r"dashboard at (http://127\.0\.0\.1:\d+)/", "".join(lines)).group(1)
-        assert "svc-monitor demo: terminal HUD: svc-monitor hud --url %s\n" % url in lines
+        # Started with `python -m svcposture`, it prints the command the same way (DESIGN §22).
+        assert any(l.startswith("svc-monitor demo: terminal HUD: ") and
+                   l.endswith(" -m svcposture monitor hud --url %s\n" % url) for l in lines), lines
         demo_home = Path(re.search(r"demo home (\S+);", "".join(lines)).group(1))
         assert loose_dirs(demo_home.parent) == [] and oct(demo_home.stat().st_mode & 0o777) == "0o700"
         # The printed command works from a home that knows nothing of the demo.
         other = tmp_path / "other"
         other.mkdir()
         command = lines[[i for i, l in enumerate(lines) if "terminal HUD" in l][0]].split("terminal HUD: ")[1].split()
-        assert command[:2] == ["svc-monitor", "hud"]
-        hud = wait_until(lambda: _hud_once(clean_env(other), command[2:]), timeout=30, message="the HUD line")
+        assert command[-5:-2] == ["svcposture", "monitor", "hud"]
+        hud = wait_until(lambda: _hud_once(clean_env(other), command[-2:]), timeout=30, message="the HUD line")
         assert "acct1" in hud
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0

@@ -181,7 +181,8 @@ def test_openapi_document_is_structurally_valid(mon):
     expected = {"/", "/api/accounts", "/api/accounts/stream", "/api/openapi.json", "/metrics", "/healthz",
                 "/static/dashboard.css", "/static/dashboard.js",
                 "/fleet", "/static/fleet.css", "/static/fleet.js", "/api/fleet",
-                "/api/trajectory", "/api/history", "/api/trajectory/stream"}
+                "/api/trajectory", "/api/history", "/api/trajectory/stream",
+                "/api/login", "/static/favicon.svg"}
     assert set(doc["paths"]) == expected
     op_ids = set()
     for path, item in doc["paths"].items():

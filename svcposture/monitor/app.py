@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from urllib.parse import unquote
 
 from .._time import iso_now, now_ms
 from .._version import __version__
 from ..history import DEFAULT_HOURS, MAX_HOURS
+from ..loginview import login_body, no_sampler_reason
 from ..posture import reply
 from ..settings import Settings
 from . import wire
@@ -69,6 +70,7 @@ ROUTES = {
     "/healthz": "get_healthz",
     "/metrics": "get_metrics",
     "/api/fleet": "get_fleet",
+    "/api/login": "get_login",
     "/api/openapi.json": "get_openapi",
 }
 # What a stream answers to HEAD: no slot is taken and no frame is sent.
@@ -94,7 +96,13 @@ class MonitorApp:
         self.trust: Optional[TrustPolicy] = None
         self.static = load_static()
         self.openapi_body = dumps(openapi_document())
+        # Where /api/fleet reads from: the cluster's status report unless a
+        # source (a callable returning such a report, as the demo's simulated fleet) is given.
+        self.fleet_source: Optional[Callable[[], Dict[str, Any]]] = None
         self.fleet = FleetCache(self._fleet_report, settings.fleet_ttl_s)
+        # The quota sampler (its latest, reason and login_body()), when this process runs one.
+        self.login_source: Any = None
+        self._login_cache: Tuple[Any, bytes] = (object(), b"")
         self._frames = FrameCache(ACCOUNT)
         self._routes = {path: getattr(self, name) for path, name in self.ROUTES.items()}
         self._lock = threading.Lock()
@@ -276,6 +284,19 @@ class MonitorApp:
     def get_fleet(self, request: Request) -> Reply:
         return wire.response(200, JSON_TYPE, self.fleet.body(), request.conn, JSON_HEADERS, request.head_only)
 
+    def get_login(self, request: Request) -> Reply:
+        """This machine's Claude Code login from the sampler's newest sample (DESIGN §22)."""
+        source = self.login_source
+        key = (id(source), id(getattr(source, "latest", None)), getattr(source, "reason", None))
+        cached = self._login_cache
+        if cached[0] == key:
+            body = cached[1]
+        else:
+            body = dumps(source.login_body() if source is not None
+                         else login_body(self.node, None, no_sampler_reason()))
+            self._login_cache = (key, body)
+        return wire.response(200, JSON_TYPE, body, request.conn, JSON_HEADERS, request.head_only)
+
     def get_openapi(self, request: Request) -> Reply:
         return wire.response(200, JSON_TYPE, self.openapi_body, request.conn, JSON_HEADERS, request.head_only)
 
@@ -365,6 +386,8 @@ class MonitorApp:
         return index.body(node=self.node, hours=hours)
 
     def _fleet_report(self) -> Dict[str, Any]:
+        if self.fleet_source is not None:
+            return self.fleet_source()
         return collect_report(self.service.paths, self.service.environ)
 
     def _index_page(self, interval_s: Any) -> None:

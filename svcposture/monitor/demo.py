@@ -25,6 +25,7 @@ from .._dirs import ensure_dir
 from .._files import write_json_atomic, write_text_atomic
 from ..paths import Paths
 from ..settings import DEFAULT_PORT
+from . import demofleet
 from .provider_wire import error_body, message_body, reply_status, unified_headers, usage_body, usage_window
 
 CYCLE_S = 180.0  # ok -> degraded -> rejected -> ok once every three minutes
@@ -276,42 +277,77 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
                      "acct2 climbs towards a wall before its reset (the forecast) and threshold "
                      "alerts fire within the first minute. "
                      "Ctrl-C stops it and removes the temporary home."))
-    parser.add_argument("--port", default=str(DEFAULT_PORT),
-                        help="dashboard port on 127.0.0.1 (default %d; 0 picks a free one; "
-                             "a busy %d falls back to a free port)" % (DEFAULT_PORT, DEFAULT_PORT))
+    parser.add_argument("--port", default=None,
+                        help="dashboard port on 127.0.0.1 (0 picks a free one; a port given here that is taken "
+                             "is an error; without --port, %d, or a free port when %d is taken)"
+                             % (DEFAULT_PORT, DEFAULT_PORT))
     parser.add_argument("--keep-home", action="store_true", help="keep the temporary home on exit (to inspect events)")
     args = parser.parse_args(argv)
-    try:
-        port = int(args.port)
-        if not 0 <= port <= 65535:
-            raise ValueError
-    except ValueError:
+    port = _port_arg(args.port)
+    if port is None:
         print("svc-monitor demo: --port must be a number in 0..65535", file=sys.stderr)
         return 2
+    if args.port is not None and port != 0 and not _port_free(port):
+        # A port asked for by name is a promise to whoever reads the command line: no silent fallback.
+        print("svc-monitor demo: port %d on 127.0.0.1 is taken; stop what uses it, or leave out --port "
+              "to let the demo pick a free one" % port, file=sys.stderr)
+        return 1
     configure_logging()
     stop_event = threading.Event()
     install_stop_signals(stop_event)
     provider = SimulatedProvider().start()
     node = DemoNode(provider.url, started=provider.started)
     try:
-        if port == DEFAULT_PORT and not _port_free(port):
+        if args.port is None and not _port_free(port):
             print("svc-monitor demo: port %d is busy; using a free port instead" % port, file=sys.stderr)
             port = 0
+        command = invoked_as()
 
         def ready(server: Any) -> None:
             print("svc-monitor demo: dashboard at %s/  (Ctrl-C to stop)" % server.url, flush=True)
+            print("svc-monitor demo: simulated fleet at %s/fleet" % server.url, flush=True)
             # The demo's monitor.json is in its temporary home, where `hud` without --url never looks.
-            print("svc-monitor demo: terminal HUD: svc-monitor hud --url %s" % server.url, flush=True)
+            print("svc-monitor demo: terminal HUD: %s hud --url %s" % (command, server.url), flush=True)
+            print("svc-monitor demo: status line: %s statusline --url %s" % (command, server.url), flush=True)
             print("svc-monitor demo: demo home %s; events in %s" % (node.home, node.paths.events_dir), flush=True)
 
         return run_monitor(node.paths, node.environ, bind="127.0.0.1", port=port, probe_enabled=True,
-                           stop_event=stop_event, on_ready=ready, liveness=False)
+                           stop_event=stop_event, on_ready=ready, liveness=False,
+                           fleet_source=demofleet.fleet_source(provider.started, provider.clock))
     finally:
         provider.stop()
         if args.keep_home:
             print("svc-monitor demo: kept %s" % node.root, file=sys.stderr)
         else:
             node.remove()
+
+
+def _port_arg(text: Optional[str]) -> Optional[int]:
+    """--port as a number (DEFAULT_PORT when not given), or None when it is not one in 0..65535."""
+    if text is None:
+        return DEFAULT_PORT
+    try:
+        port = int(text)
+    except ValueError:
+        return None
+    return port if 0 <= port <= 65535 else None
+
+
+def invoked_as(argv0: Optional[str] = None, executable: Optional[str] = None) -> str:
+    """How this process was started, as a command prefix the printed commands can use:
+    `python3 -m svcposture monitor` under `-m`, `svc monitor` under the `svc` command,
+    else the script's own name (`svc-monitor`)."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    base = os.path.basename(argv0)
+    if base in ("__main__.py", "-m", "-c", ""):
+        python = executable
+        found = shutil.which("python3")
+        if found and os.path.realpath(found) == os.path.realpath(executable):
+            python = "python3"
+        package = (__package__ or "svcposture.monitor").rsplit(".", 1)[0]
+        return "%s -m %s monitor" % (python, package)
+    return "svc monitor" if base == "svc" else base
 
 
 def _port_free(port: int) -> bool:

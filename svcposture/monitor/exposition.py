@@ -11,7 +11,7 @@ from .._names import CLAIM_OF_FIELD, NODE_STATUSES
 from .._text import is_number
 from .._time import parse_iso_ms
 from .._version import __version__
-from . import vendor_openapi
+from . import login_openapi, vendor_openapi
 from .trust import GUARD_MESSAGES
 from .wire import JSON_TYPE
 
@@ -494,7 +494,7 @@ def _trajectory_paths() -> Dict[str, Any]:
 
 def openapi_document() -> Dict[str, Any]:
     """The OpenAPI 3.1 document of every route and schema (served at /api/openapi.json)."""
-    return vendor_openapi.extend({
+    return login_openapi.extend(vendor_openapi.extend({
         "openapi": "3.1.0",
         "info": {"title": "svc-monitor", "version": __version__,
                  "description": "Read-only, token-free account posture of one node."},
@@ -509,4 +509,4 @@ def openapi_document() -> Dict[str, Any]:
                 "TooLarge": _json_response("Request line or header fields too large.", "Error"),
             },
         },
-    })
+    }))

@@ -136,6 +136,7 @@ class Node:
                                usage_owner=UsageOwner(paths, environ, node))
         sampler.start()
         self._started.append(sampler)
+        self.app.login_source = sampler
         projector = CloudEnvProjector(paths)
         projector.start()
         self._started.append(projector)

@@ -103,6 +103,22 @@ def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Option
     return body if isinstance(body, dict) else None
 
 
+def fetch_login(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Dict[str, Any]]:
+    """The monitor's /api/login body (this machine's Claude Code login, DESIGN §22), or
+    None: a monitor without the route, an error or anything not a JSON object."""
+    import http.client
+    try:
+        raw = _read_once(base.rstrip("/") + "/api/login", timeout, 64 * 1024 + 1)
+        body = loads_bounded(raw, 64 * 1024)
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _wants_login(body: Mapping[str, Any], provider: str) -> bool:
+    return provider == "claude" and body.get("available") is False
+
+
 def _wants_trajectory(body: Mapping[str, Any]) -> bool:
     return body.get("available") is True and isinstance(body.get("active"), dict)
 
@@ -182,6 +198,7 @@ def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int
     while True:
         body: Optional[Dict[str, Any]] = None
         trajectory: Optional[Dict[str, Any]] = None
+        login: Optional[Dict[str, Any]] = None
         try:
             for item in stream_bodies(base, provider):
                 if item is None:
@@ -191,7 +208,9 @@ def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int
                     backoff = 1.0
                     body = item
                     trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
-                text = format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms)
+                    login = fetch_login(base) if _wants_login(body, provider) else None
+                text = (line.login_line(login, hud=True, colour=colour) if login is not None else None) \
+                    or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms)
                 if tty:
                     out.write("\r\x1b[2K" + text)
                 elif text != shown:
@@ -240,7 +259,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(printable("svc-monitor hud: %s" % exc), file=sys.stderr)
             return 1
         trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
-        out.write(format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms) + "\n")
+        login = fetch_login(base) if _wants_login(body, args.provider) else None
+        text = line.login_line(login, hud=True, colour=colour) if login is not None else None
+        out.write((text or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms)) + "\n")
         return 0
     try:
         return run(base, out, colour, tty, stale_ms, provider=args.provider)

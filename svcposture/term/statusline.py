@@ -413,7 +413,13 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     if body is not None and body.get("available") is True:
         if isinstance(body.get("active"), dict):
             trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
-    elif stdin_fd >= 0 and not payload_read:
+    elif body is not None and provider in (None, "claude") and line.local_line(payload, colour=False) is None:
+        # No usable accounts file: this machine's own login, from the quota sampler.
+        login = get_json(target, "/api/login", deadline)  # type: ignore[arg-type]
+        text = line.login_line(login, hud=False, colour=colour, now=int(time.time() * 1000))
+        if text is not None:
+            return text.encode("utf-8", "replace") + b"\n"
+    if (body is None or body.get("available") is not True) and stdin_fd >= 0 and not payload_read:
         # Only a line without the monitor's numbers needs the agent's own. By now the
         # agent has had the whole wait to write them, so they are normally in the pipe.
         payload = read_payload(stdin_fd, max(deadline, time.monotonic() + MIN_STDIN_S))
