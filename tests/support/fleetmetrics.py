@@ -66,7 +66,8 @@ class FleetMetrics:
     def set_account(self, host: str, active: str, five_pct: float, seven_pct: float) -> None:
         body = posture_body(host, active, five_pct, seven_pct)
         wall = iso_from_ms(int(time.time() * 1000) + 1800000) if 80 <= five_pct < 100 else None
-        windows = [(active, "five_hour", {"ratePctPerHour": 5.0, "pctAtReset": five_pct + 10, "wallAt": wall})]
+        forecast = {"ratePctPerHour": 5.0, "pctAtReset": five_pct + 10, "wallAt": wall}
+        windows = [(active, "five_hour", forecast, "claude")]
         text = render_metrics({"probeRuns": 3, "probeErrors": 0, "lastSuccessMs": int(time.time() * 1000),
                                "last": body}, subscribers=0, subscribers_max=16)
         text += render_trajectory_metrics({"windows": windows, "alerts": {}})
