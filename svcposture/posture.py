@@ -21,7 +21,6 @@ from . import _time
 from ._env import env_number
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
-from ._reserve import reserve_or_zero
 from ._text import EMAIL, account_label, finite_number, is_number, word
 from .broadcast import Broadcast
 from .errors import MESSAGES, clean_error
@@ -272,6 +271,8 @@ class PostureService:
       binding window and of every rejected account's, plus a margin (resetprobe).
     """
 
+    derive = staticmethod(derive_summary)  # the Codex posture hooks in here (codexposture)
+
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
                  reset_margin_s: Optional[float] = None) -> None:
@@ -290,6 +291,7 @@ class PostureService:
         self.interval_s = env_number(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)
         self.deadline_s = probe.sweep_deadline_s(self.environ)
         self._run_headers = probe.run_headers
+        self.probe_environ: Any = lambda: self.environ  # per probe; the Codex posture adds its poll state
         if reset_margin_s is None and self.environ.get(TEST_MARGIN_ENV):
             reset_margin_s = env_number(self.environ, TEST_MARGIN_ENV, DEFAULT_MARGIN_S, low=0.0)
         self.resets = ResetSchedule(DEFAULT_MARGIN_S if reset_margin_s is None else reset_margin_s)
@@ -451,11 +453,12 @@ class PostureService:
         summary: Optional[Dict[str, Any]] = None
         try:
             try:
-                report = self._run_headers(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
+                environ = self.probe_environ()
+                report = self._run_headers(self.paths, environ, deadline_s=self.deadline_s, cancel=self._stop)
             except Exception:  # noqa: BLE001 - a probe failure is an error posture
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
-            summary = derive_summary(report, self.node, _time.now_ms(), reserve_or_zero(str(self.paths.home)))
+            summary = self.derive(report, self.node, _time.now_ms())
             edge = None
             try:
                 edge = self._handle(summary)

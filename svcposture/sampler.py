@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from ._env import env_number
 from .events import EventLog, EventLogError, ratelimit_sampled
 from .paths import Paths
 from ._text import finite_number, printable
 from .errors import clean_error
+from .loginview import LoginSample, login_body
 from .usage import has_window
+from ._time import now_ms
 
 # The sampler's lines keep the logger they always had, so log filters still match.
 log = logging.getLogger("svcposture.posture")
@@ -115,6 +117,15 @@ class QuotaSampler:
         self.polls = 0
         self.samples = 0
         self.last_delay_s: Optional[float] = None
+        # The newest sample (GET /api/login shows it), and why there is none when there is none.
+        self.latest: Optional[LoginSample] = None
+        self.reason = ("the quota sampler is off (SVC_QUOTA_SAMPLER=0)" if not self.enabled else
+                       "no sample yet: the quota sampler's first poll of the login in %s is under way"
+                       % self.paths.login_credentials)
+
+    def login_body(self) -> Dict[str, Any]:
+        """The GET /api/login body from the newest sample (loginview.login_body)."""
+        return login_body(self.node, self.latest, self.reason)
 
     def start(self) -> None:
         if not self.enabled:
@@ -142,10 +153,14 @@ class QuotaSampler:
     def poll_once(self) -> float:
         """One poll; returns the delay before the next one. A failed poll emits nothing."""
         if not self.paths.login_credentials.exists():
-            self._note("no-credentials", "quota sampler idle: no login credentials file")
+            self.latest = None  # logged out: the old numbers are no one's any more
+            self.reason = "no login credentials file at %s" % self.paths.login_credentials
+            self._note("no-credentials", "quota sampler idle: no login credentials file at %s"
+                       % self.paths.login_credentials)
             return self.interval_s
         if not self._ours():
             self.skips += 1
+            self.reason = "another host of the cluster polls this login's usage"
             return self.interval_s
         self.polls += 1
         result = self._run_usage(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
@@ -155,6 +170,7 @@ class QuotaSampler:
         values = result.get("values")
         email = result.get("email")
         if not isinstance(values, Mapping) or not has_window(values):
+            self.reason = "the login's usage reply had no window in it"
             self._note("no-windows", "usage: no windows in the reply")
             return self.interval_s
         try:
@@ -168,6 +184,7 @@ class QuotaSampler:
             self._note("parse", "quota sample had values outside the contract")
             return self.interval_s
         self.samples += 1
+        self.latest = LoginSample(event["attributes"], now_ms())
         self._note(None, "quota sampler recovered")
         return self.interval_s
 
@@ -199,6 +216,7 @@ class QuotaSampler:
         err = clean_error(result.get("error")) or clean_error({"kind": "internal"})
         assert err is not None
         self._note(err["kind"], "quota poll failed: %s" % err["message"])
+        self.reason = "the last poll of the login's usage failed (%s)" % err["kind"]
         if err.get("httpStatus") == 429:
             self._failures += 1
             return backoff_delay(self.interval_s, _retry_after(result), self._failures)

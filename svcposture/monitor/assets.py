@@ -17,6 +17,8 @@ STATIC_FILES = {
     "/fleet": ("fleet.html", "text/html; charset=utf-8"),
     "/static/fleet.css": ("fleet.css", "text/css; charset=utf-8"),
     "/static/fleet.js": ("fleet.js", "text/javascript; charset=utf-8"),
+    # Named by both pages: without it the browser asks for /favicon.ico and logs the 404.
+    "/static/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
 PAGE_HEADERS = (b"Cache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\n"
                 b"X-Frame-Options: DENY\r\nReferrer-Policy: no-referrer\r\n"

@@ -32,8 +32,7 @@ def collect_report(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     try:
         report = liveness.collect_status(paths, environ)
     except ConfigError as exc:
-        source = "loki" if liveness.reads_from_loki(environ) else "tracker"
-        report = {"source": source, "anchor": None, "hosts": [],
+        report = {"source": liveness.read_source(environ), "anchor": None, "hosts": [],
                   "error": "cannot read the cluster config: %s" % exc}
     report["generatedAt"] = iso_now()
     return report

@@ -38,10 +38,11 @@ log = logging.getLogger("svcposture.monitor")
 def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
                 stop_event: Optional[threading.Event] = None,
                 on_ready: Optional[Callable[[MonitorServer], None]] = None, liveness: bool = True,
-                settings: Optional[Settings] = None) -> int:
+                settings: Optional[Settings] = None, fleet_source: Optional[Callable[[], Any]] = None) -> int:
     """The monitor process: posture service, HTTP server, sampler, publisher
     (unless `liveness` is False: the demo node is no cluster member).
-    `settings` default to those of `environ`.
+    `settings` default to those of `environ`; `fleet_source` (the demo's simulated
+    fleet) replaces the cluster read behind /api/fleet.
     Returns when `stop_event` is set (the caller maps SIGTERM/SIGINT to it)."""
     stop_event = stop_event or threading.Event()
     settings = Settings.from_environ(environ) if settings is None else settings
@@ -59,7 +60,7 @@ def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: in
         return 1
     try:
         return _run_claimed(paths, settings, bind=bind, port=port, probe_enabled=probe_enabled,
-                            stop_event=stop_event, on_ready=on_ready, liveness=liveness)
+                            stop_event=stop_event, on_ready=on_ready, liveness=liveness, fleet_source=fleet_source)
     finally:
         os.close(instance_fd)
 
@@ -148,9 +149,10 @@ def _stop_all(paths: Paths, server: MonitorServer, node: Node, serving: bool) ->
 
 def _run_claimed(paths: Paths, settings: Settings, *, bind: str, port: int, probe_enabled: bool,
                  stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]],
-                 liveness: bool) -> int:
+                 liveness: bool, fleet_source: Optional[Callable[[], Any]] = None) -> int:
     _remove_crash_leftovers(paths)
     node = Node(paths, settings, probe=probe_enabled)
+    node.app.fleet_source = fleet_source
     try:
         server = MonitorServer((bind, port), node.app, settings)
     except OSError as exc:

@@ -383,3 +383,35 @@ def _local_reset_ms(value: "Any") -> "Optional[int]":
     if seconds is not None:
         return int(seconds * 1000) if abs(seconds) < 1e11 else None
     return _instant_ms(value)
+
+
+
+# ---------------------------------------------------------------- this machine's login (GET /api/login)
+
+LOGIN_MARK = "this machine's Claude Code login"
+
+
+def login_line(login: "Any", *, hud: bool, colour: bool = False, now: "Optional[int]" = None) -> "Optional[str]":
+    """The HUD strip (`hud`) or the status line for a /api/login body, marked as
+    this machine's Claude Code login with its plan; None when it shows nothing."""
+    if not isinstance(login, dict) or login.get("available") is not True:
+        return None
+    now = int(time.time() * 1000) if now is None else now
+    plan = login.get("plan")
+    mark = LOGIN_MARK + (" (%s)" % _word(plan, 24) if isinstance(plan, str) and plan else "")
+    worst = -1.0
+    windows = []
+    for short, field in _WINDOWS:
+        parsed = _window(login.get(field))
+        if parsed is not None and parsed[0] is not None:
+            worst = max(worst, parsed[0])
+        windows.append(_hud_window(short, login.get(field), None, now) if hud
+                       else _status_window(short, login.get(field), now))
+    status = "rejected" if worst >= 100 else "degraded" if worst >= 80 else "ok" if worst >= 0 else "unknown"
+    if hud:
+        parts = ["svc %s" % _word(login.get("node") or "?", 64), mark, status.upper()] + windows
+        sampled = _instant_ms(login.get("sampledAt"))
+        if sampled is not None:
+            parts.append("sampled %s ago" % duration(max(0, now - sampled)))
+        return paint(_clip(" | ".join(parts), MAX_HUD_CHARS), status, colour)
+    return paint(_clip("%s: %s" % (mark, " | ".join(windows)), MAX_STATUS_CHARS), status, colour)

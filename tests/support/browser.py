@@ -19,6 +19,8 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 def require_chromium() -> None:
     import pytest
 
+    if os.environ.get("SVC_TEST_CORE"):
+        pytest.skip("a core run on another interpreter: the browser tests run on the default one")
     missing = None
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
         missing = "chromium/chromedriver"
@@ -48,6 +50,7 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                  "--user-data-dir=" + profile, "--window-size=%d,%d" % (width, height)):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors, for get_log("browser")
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
     try:

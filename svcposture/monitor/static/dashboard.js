@@ -7,10 +7,17 @@
   var HOUR = 3600000;
   var WINDOWS = [
     // field, short name, bar id, sparkline span
-    { field: "fiveHour", name: "5h", bar: "5h", span: 24 * HOUR },
-    { field: "sevenDay", name: "7d", bar: "7d", span: 7 * 24 * HOUR }
+    { field: "fiveHour", name: "5h", bar: "5h", span: 24 * HOUR, words: "5-hour window" },
+    { field: "sevenDay", name: "7d", bar: "7d", span: 7 * 24 * HOUR, words: "7-day window" }
   ];
+  // The provider's window names as people say them.
+  var WINDOW_WORDS = { five_hour: "5-hour window", seven_day: "7-day window",
+                       seven_day_opus: "7-day Opus window", seven_day_sonnet: "7-day Sonnet window" };
+  var LOGIN_POLL_MS = 60000;
   var last = null;          // newest posture body shown
+  var login = null;         // newest /api/login body, shown while the posture is unavailable
+  var loginFetched = 0;
+  var lastCodex = null;     // newest Codex posture body (?provider=codex), shown only when available
   var traj = null;          // newest trajectory body
   var history = { fiveHour: {}, sevenDay: {} };  // label -> [[t, pct], ...]
   var historyFetched = 0;
@@ -35,7 +42,22 @@
 
   // ------------------------------------------------------------ formatting
 
-  function fmtPct(p) { return typeof p === "number" ? (Math.round(p * 10) / 10) + "%" : "—"; }
+  function fmtPct(p) {
+    if (typeof p !== "number") return "—";
+    // Past the limit the exact figure says nothing more: "101%" reads as a bug.
+    return p > 100 ? "100%+" : (Math.round(p * 10) / 10) + "%";
+  }
+  function windowWords(name) { return WINDOW_WORDS[name] || String(name).replace(/_/g, " ") + " window"; }
+  function setProgress(bar, pct, label) {
+    // A bar is a progressbar with its value: screen readers read "acct1 5-hour window, 42%".
+    var value = typeof pct === "number" ? Math.max(0, Math.min(100, pct)) : 0;
+    bar.setAttribute("role", "progressbar");
+    bar.setAttribute("aria-valuemin", "0");
+    bar.setAttribute("aria-valuemax", "100");
+    bar.setAttribute("aria-valuenow", String(Math.round(value * 10) / 10));
+    bar.setAttribute("aria-valuetext", typeof pct === "number" ? fmtPct(pct) : "no data");
+    bar.setAttribute("aria-label", label);
+  }
   function fmtDuration(ms) {
     if (ms <= 0) return "now";
     var s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600),
@@ -103,6 +125,7 @@
     fill.style.width = pct + "%";
     fill.className = "fill" + (w && w.status ? " " + w.status : "");
     text("bar-" + key + "-text", w ? windowText(w) : "");
+    setProgress($("bar-" + key), w ? w.pct : null, (key === "5h" ? "5-hour" : "7-day") + " window of the active account");
   }
 
   function clearDisplay() {
@@ -119,15 +142,20 @@
     text("meta", "");
   }
 
+  function codexShown() { return !!(lastCodex && lastCodex.available === true); }
+
   function render(body) {
     last = body;
     text("node", body && body.node ? "· " + body.node : "");
     if (!body || body.available !== true) {
       clearDisplay();
-      $("unavailable").hidden = false;
+      // A node with only Codex accounts is not an unavailable node.
+      $("unavailable").hidden = codexShown();
+      loadLogin();
       return;
     }
     $("unavailable").hidden = true;
+    $("login-box").hidden = true;
     var active = body.active;
     var status = body.status || "unknown";
     text("footer-label", active ? active.label : "no active account");
@@ -140,12 +168,7 @@
 
     var banner = $("banner");
     if (status === "rejected") {
-      var sib = body.siblingWithHeadroom;
-      var msg = (active ? active.label : "The active account") + " is exhausted" +
-        (active && active.bindingWindow ? " (" + active.bindingWindow + " window)" : "") + ". ";
-      msg += sib ? "Switch to " + sib.label + (sib.email ? " (" + sib.email + ")" : "") + ", which has headroom."
-                 : "No sibling account has headroom.";
-      text("banner-text", msg);
+      text("banner-text", bannerText(body));
       banner.hidden = false;
     } else {
       banner.hidden = true;
@@ -161,6 +184,38 @@
     tick();
   }
 
+  // ------------------------------------------------------------ the exhausted banner
+
+  function reachesResetWithHeadroom(a) {
+    // A sibling is worth switching to when no window of it is forecast to hit
+    // 100% before its reset (the trajectory's forecasts); without a forecast,
+    // its current status decides.
+    if (a.active || a.error || a.bindingStatus === "rejected") return false;
+    for (var i = 0; i < WINDOWS.length; i++) {
+      var w = a[WINDOWS[i].field];
+      if (w && typeof w.pct === "number" && w.pct >= 100) return false;
+      var tw = trajWindow(a.label, WINDOWS[i].field);
+      if (tw && tw.forecast && tw.forecast.beforeReset) return false;
+    }
+    return true;
+  }
+
+  function bannerText(body) {
+    var active = body.active;
+    var msg = (active ? active.label : "The active account") + " is exhausted" +
+      (active && active.bindingWindow ? " (its " + windowWords(active.bindingWindow) + ")" : "") + ". ";
+    var fits = (body.accounts || []).filter(reachesResetWithHeadroom);
+    var named = body.siblingWithHeadroom;
+    var pick = null;
+    fits.forEach(function (a) { if (named && a.label === named.label) pick = a; });
+    if (!pick && fits.length) pick = fits[0];
+    if (pick) {
+      return msg + "Switch to " + pick.label + (pick.email ? " (" + pick.email + ")" : "") +
+        ": its forecast reaches the reset with headroom.";
+    }
+    return msg + "No sibling account is forecast to reach its reset with headroom.";
+  }
+
   // ------------------------------------------------------------ cards
 
   function trajWindow(label, field) {
@@ -174,6 +229,7 @@
   function renderCards() {
     var box = $("cards");
     box.textContent = "";
+    renderCodexCards();
     if (!last || last.available !== true) return;
     (last.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
     drawReserveMarks();
@@ -197,17 +253,62 @@
     }
   }
 
+  // ------------------------------------------------------------ the Codex section (only when present)
+
+  function renderCodex(body) {
+    lastCodex = body;
+    var shown = codexShown();
+    $("codex").hidden = !shown;
+    $("claude-title").hidden = !(shown && last && last.available === true);
+    if (shown) $("unavailable").hidden = true;
+    else if (!last || last.available !== true) $("unavailable").hidden = false;
+    if (!shown) { $("codex-cards").textContent = ""; return; }
+    var status = body.status || "unknown";
+    var pill = $("codex-status");
+    pill.textContent = status;
+    pill.className = "pill pill-" + status;
+    var err = $("codex-error");
+    err.hidden = !body.error;
+    err.textContent = body.error ? "Probe failed (" + body.error.kind + "): " + (body.error.message || "") : "";
+    renderCodexCards();
+    tick();
+  }
+
+  function renderCodexCards() {
+    var box = $("codex-cards");
+    box.textContent = "";
+    if (!codexShown()) return;
+    (lastCodex.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
+  }
+
+  function vendorExtras(node, a) {
+    // What the Codex vendor reports beyond the contract's fields.
+    if (a.error && a.error.fix) node.appendChild(el("p", "card-fix", a.error.fix));
+    var bits = [];
+    if (a.planType) bits.push("plan " + a.planType);
+    if (a.source) bits.push(a.source === "session" ? "from the CLI's session log" : "from the usage API");
+    if (a.credits && a.credits.unlimited) bits.push("unlimited credits");
+    else if (a.credits && typeof a.credits.balance === "number") bits.push("credits " + a.credits.balance);
+    if (bits.length) node.appendChild(el("p", "card-extra", bits.join(" · ")));
+    (a.extraWindows || []).concat(a.codeReview || []).forEach(function (w) {
+      var span = w.seconds % 86400 === 0 ? (w.seconds / 86400) + "d" : Math.round(w.seconds / 3600) + "h";
+      var c = countdown(w.resetsAt);
+      node.appendChild(el("p", "card-extra", (w.name || "limit") + " " + span + ": " + fmtPct(w.pct) + (c ? " · " + c : "")));
+    });
+  }
+
   function card(a) {
     var node = el("article", "card" + (a.active ? " active" : ""));
     node.setAttribute("data-label", a.label);
     var head = el("div", "card-head");
-    head.appendChild(el("span", "card-label", a.label));
+    head.appendChild(el("h3", "card-label", a.label));
     if (a.active) head.appendChild(el("span", "badge", "active"));
     var st = a.error ? "error" : ({ allowed: "ok", allowed_warning: "degraded", rejected: "rejected" }[a.bindingStatus] || "unknown");
     head.appendChild(el("span", "pill pill-" + st, st));
     head.appendChild(el("span", "card-email", a.email || ""));
     node.appendChild(head);
     if (a.error) node.appendChild(el("p", "card-error", a.error.kind + (a.error.message ? ": " + a.error.message : "")));
+    if (a.provider === "codex") vendorExtras(node, a);
     WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
     var stale = el("p", "stale-note", "");
     stale.hidden = true;
@@ -228,6 +329,7 @@
     head.appendChild(reset);
     block.appendChild(head);
     var bar = el("div", "bar");
+    setProgress(bar, w ? w.pct : null, a.label + " " + spec.words);
     var fill = el("div", "fill" + (w && w.status ? " " + w.status : ""));
     fill.style.width = (w && typeof w.pct === "number" ? Math.max(0, Math.min(100, w.pct)) : 0) + "%";
     bar.appendChild(fill);
@@ -344,6 +446,8 @@
     traj = body;
     (body.alerts || []).forEach(function (ev) { alertsSeen[ev.id] = true; });
     renderAlerts(body.alerts);
+    // New forecasts may change which sibling the exhausted banner recommends.
+    if (last && last.available === true && last.status === "rejected") text("banner-text", bannerText(last));
     if (typeof body.probedAt === "number") {
       (body.accounts || []).forEach(function (a) {
         WINDOWS.forEach(function (spec) {
@@ -375,11 +479,91 @@
     });
   }
 
+  // ------------------------------------------------------------ this machine's login (no accounts file)
+
+  function loadLogin() {
+    if (Date.now() - loginFetched < LOGIN_POLL_MS) { renderLogin(login); return; }
+    loginFetched = Date.now();
+    fetch("/api/login", { cache: "no-store" })
+      .then(function (r) { return r.json(); })
+      .then(renderLogin, function () { renderLogin(null); });
+  }
+
+  function loginStatus(body) {
+    var worst = -1;
+    WINDOWS.forEach(function (spec) {
+      var w = body[spec.field];
+      if (w && typeof w.pct === "number" && w.pct > worst) worst = w.pct;
+    });
+    return worst >= 100 ? "rejected" : worst >= 80 ? "degraded" : worst >= 0 ? "ok" : "unknown";
+  }
+
+  function renderLogin(body) {
+    login = body && body.available === true ? body : null;
+    var box = $("login-box");
+    box.hidden = !login || (last && last.available === true);
+    $("login-cards").textContent = "";
+    if (box.hidden) return;
+    var status = loginStatus(login);
+    text("footer-label", "this machine's Claude Code login");
+    text("footer-email", login.plan ? "plan " + login.plan : "");
+    var pill = $("footer-status");
+    pill.textContent = status;
+    pill.className = "pill pill-" + status;
+    setBar("5h", login.fiveHour);
+    setBar("7d", login.sevenDay);
+    var node = el("article", "card login-card");
+    var head = el("div", "card-head");
+    head.appendChild(el("h3", "card-label", "this machine's Claude Code login"));
+    head.appendChild(el("span", "pill pill-" + status, status));
+    node.appendChild(head);
+    node.appendChild(el("p", "card-plan", (login.plan ? "plan " + login.plan + " · " : "") + "from the quota sampler"));
+    WINDOWS.forEach(function (spec) {
+      var w = login[spec.field];
+      var block = el("div", "win");
+      block.setAttribute("data-window", spec.field);
+      var whead = el("div", "win-head");
+      whead.appendChild(el("span", "win-name", spec.name));
+      whead.appendChild(el("span", "win-pct", w ? fmtPct(w.pct) : "—"));
+      var reset = el("span", "win-reset", w ? countdown(w.resetsAt) : "");
+      reset.setAttribute("data-resets-at", w && w.resetsAt ? w.resetsAt : "");
+      whead.appendChild(reset);
+      block.appendChild(whead);
+      var bar = el("div", "bar");
+      setProgress(bar, w ? w.pct : null, "this machine's login " + spec.words);
+      var fill = el("div", "fill");
+      fill.style.width = (w && typeof w.pct === "number" ? Math.max(0, Math.min(100, w.pct)) : 0) + "%";
+      bar.appendChild(fill);
+      block.appendChild(bar);
+      node.appendChild(block);
+    });
+    node.appendChild(el("p", "card-plan login-age", ""));
+    $("login-cards").appendChild(node);
+    tickLogin();
+  }
+
+  function tickLogin() {
+    if (!login || $("login-box").hidden) return;
+    if (Date.now() - loginFetched >= LOGIN_POLL_MS) loadLogin();
+    var sampled = Date.parse(login.sampledAt);
+    var age = $("login-cards").querySelector(".login-age");
+    if (age) age.textContent = isNaN(sampled) ? "" : "sampled " + fmtDuration(Date.now() - sampled) + " ago";
+    text("bar-5h-text", login.fiveHour ? windowText(login.fiveHour) : "");
+    text("bar-7d-text", login.sevenDay ? windowText(login.sevenDay) : "");
+    tickCards($("login-cards").childNodes, false, "");
+  }
+
   // ------------------------------------------------------------ the clock
 
   function tick() {
     // Countdowns, ages and staleness move every second without a new frame.
-    if (!last || last.available !== true) return;
+    if (codexShown()) {
+      var cStale = isStale(lastCodex.probedAt);
+      var cAge = typeof lastCodex.probedAt === "number" ? fmtDuration(Date.now() - lastCodex.probedAt) : "";
+      text("codex-meta", cAge ? "probed " + cAge + " ago" + (cStale ? " · STALE" : "") : "");
+      tickCards($("codex-cards").childNodes, cStale, cAge);
+    }
+    if (!last || last.available !== true) { tickLogin(); return; }
     var a = last.active;
     text("bar-5h-text", a && a.fiveHour ? windowText(a.fiveHour) : "");
     text("bar-7d-text", a && a.sevenDay ? windowText(a.sevenDay) : "");
@@ -388,13 +572,18 @@
     var age = typeof last.probedAt === "number" ? fmtDuration(Date.now() - last.probedAt) : "";
     text("meta", (age ? "probed " + age + " ago (" + new Date(last.probedAt).toLocaleTimeString() + ")" : "") +
       (stale ? " · STALE: no fresh probe for over twice the probe interval" : (last.cached ? " · cached" : " · fresh")));
-    var cards = $("cards").childNodes;
+    tickCards($("cards").childNodes, stale, age);
+  }
+
+  function tickCards(cards, stale, age) {
     for (var i = 0; i < cards.length; i++) {
       var node = cards[i];
       node.className = node.className.replace(/ stale/g, "") + (stale ? " stale" : "");
       var note = node.querySelector(".stale-note");
-      note.hidden = !stale;
-      note.textContent = stale ? "stale: last probed " + age + " ago" : "";
+      if (note) {
+        note.hidden = !stale;
+        note.textContent = stale ? "stale: last probed " + age + " ago" : "";
+      }
       var resets = node.querySelectorAll(".win-reset");
       for (var j = 0; j < resets.length; j++) {
         var iso = resets[j].getAttribute("data-resets-at");
@@ -466,6 +655,7 @@
       .catch(function () {});
     loadHistory();
     connect("/api/accounts/stream", { account: render }, true);
+    connect("/api/accounts/stream?provider=codex", { account: renderCodex }, false);
     connect("/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false);
     setInterval(tick, 1000);
   });

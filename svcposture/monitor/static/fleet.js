@@ -38,18 +38,25 @@
     return el("span", "pill pill-" + (STATE_ORDER.hasOwnProperty(text) || /^[a-z_]+$/.test(text) ? text : "unknown"), text);
   }
 
-  function windowCell(pct, resetsAt) {
+  function windowCell(pct, resetsAt, label) {
     var cell = el("div", "win");
     if (typeof pct !== "number") {
       cell.appendChild(el("span", "win-text none", "—"));
       return cell;
     }
     var bar = el("div", "bar");
+    bar.setAttribute("role", "progressbar");
+    bar.setAttribute("aria-valuemin", "0");
+    bar.setAttribute("aria-valuemax", "100");
+    bar.setAttribute("aria-valuenow", String(Math.round(Math.max(0, Math.min(100, pct)) * 10) / 10));
+    bar.setAttribute("aria-valuetext", pctText(pct));
+    bar.setAttribute("aria-label", label || "window");
     var fill = el("div", "fill" + (pct >= 100 ? " bad" : pct >= 80 ? " warn" : ""));
     fill.style.width = Math.max(0, Math.min(100, pct)) + "%";
     bar.appendChild(fill);
     cell.appendChild(bar);
-    var text = (Math.round(pct * 10) / 10) + "%";
+    // The window's name in the text too: the stacked layout of a narrow screen has no column headers.
+    var text = (/5-hour/.test(label || "") ? "5h " : /7-day/.test(label || "") ? "7d " : "") + pctText(pct);
     var reset = msOf(resetsAt);
     if (reset !== null) text += " · resets in " + duration((reset - Date.now()) / 1000);
     cell.appendChild(el("span", "win-text", text));
@@ -84,6 +91,22 @@
     return cell;
   }
 
+  function pctText(pct) {
+    if (typeof pct !== "number") return "—";
+    return pct > 100 ? "100%+" : (Math.round(pct * 10) / 10) + "%";  // past the limit: no "101%"
+  }
+
+  function codexLine(acct, codex) {
+    // A host with Codex accounts: its active Codex account on its own line (absent elsewhere).
+    if (!codex) return;
+    var line = el("span", "codex-acct" + (codex.stale ? " stale-acct" : ""));
+    line.appendChild(el("span", "vendor", "Codex"));
+    line.appendChild(el("span", "label", codex.label || "(no label)"));
+    line.appendChild(pill(codex.status));
+    line.appendChild(el("span", "win-text", "5h " + pctText(codex.five_hour_pct) + " · 7d " + pctText(codex.seven_day_pct)));
+    acct.appendChild(line);
+  }
+
   function accountCells(host) {
     var account = host.account;
     var acct = el("div", "acct");
@@ -92,17 +115,20 @@
       if (host.quota && typeof host.quota.five_hour_pct === "number") {
         acct.appendChild(el("span", "stale-note", "login 5h " + host.quota.five_hour_pct + "%"));
       }
+      codexLine(acct, host.codex);
       return [acct, windowCell(null), windowCell(null), wallCell(null)];
     }
     acct.appendChild(el("span", "label", account.label || "(no label)"));
     acct.appendChild(pill(account.status));
-    var cells = [acct, windowCell(account.five_hour_pct, account.five_hour_resets_at),
-                 windowCell(account.seven_day_pct, account.seven_day_resets_at), wallCell(account)];
+    var who = (host.host || "host") + " " + (account.label || "");
+    var cells = [acct, windowCell(account.five_hour_pct, account.five_hour_resets_at, who + " 5-hour window"),
+                 windowCell(account.seven_day_pct, account.seven_day_resets_at, who + " 7-day window"), wallCell(account)];
     if (account.stale) {
       acct.appendChild(el("span", "stale-note", "probed " + duration((account.age_s || 0) + elapsedS()) + " ago"));
       for (var i = 1; i < cells.length; i++) cells[i].className += " stale";
       acct.className += " stale-acct";
     }
+    codexLine(acct, host.codex);
     return cells;
   }
 
@@ -110,7 +136,9 @@
     var r = el("div", "row");
     r.setAttribute("role", "row");
     r.dataset.state = host.state;
-    if (!host.account && !(host.quota && typeof host.quota.five_hour_pct === "number")) r.className += " no-acct";
+    if (!host.account && !host.codex && !(host.quota && typeof host.quota.five_hour_pct === "number")) {
+      r.className += " no-acct";
+    }
     var cells = [pill(host.state), el("span", "host", host.host),
                  el("span", "age", host.ageS === null || host.ageS === undefined ? "—"
                                      : duration(host.ageS + elapsedS()) + " ago")];

@@ -1,0 +1,60 @@
+"""The OpenAPI document's first-look parts (DESIGN §22), added onto exposition's document.
+
+GET /api/login (this machine's Claude Code login from the quota sampler) and
+the demo's simulated fleet source. Kept apart so the contract's schemas in
+exposition stay as they are.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+_JSON = "application/json"
+_COMMON = {
+    "403": {"$ref": "#/components/responses/Forbidden"},
+    "405": {"$ref": "#/components/responses/MethodNotAllowed"},
+    "414": {"$ref": "#/components/responses/TooLarge"},
+    "431": {"$ref": "#/components/responses/TooLarge"},
+}
+
+
+def login_schema() -> Dict[str, Any]:
+    window = {"oneOf": [{"type": "null"}, {
+        "type": "object", "additionalProperties": False, "required": ["pct", "resetsAt"],
+        "properties": {"pct": {"type": "number", "description": "Percent used; may exceed 100."},
+                       "resetsAt": {"type": ["string", "null"], "format": "date-time"}}}]}
+    available = {
+        "type": "object", "additionalProperties": False,
+        "required": ["available", "node", "plan", "fiveHour", "sevenDay", "sampledAt", "source"],
+        "properties": {"available": {"const": True}, "node": {"type": "string"},
+                       "plan": {"type": ["string", "null"], "description": "The login's subscription type."},
+                       "fiveHour": window, "sevenDay": window,
+                       "sampledAt": {"type": "string", "format": "date-time"},
+                       "source": {"const": "login"}}}
+    unavailable = {
+        "type": "object", "additionalProperties": False, "required": ["available", "node", "reason"],
+        "properties": {"available": {"const": False}, "node": {"type": "string"},
+                       "reason": {"type": "string", "description": "Why there is nothing to show; names the "
+                                                                   "credentials file the sampler looked for."}}}
+    return {"oneOf": [available, unavailable]}
+
+
+def extend(document: Dict[str, Any]) -> Dict[str, Any]:
+    """Add /api/login and the demo's fleet source to an OpenAPI document (in place)."""
+    document["components"]["schemas"]["Login"] = login_schema()
+    op = {"operationId": "getLogin",
+          "summary": "This machine's Claude Code login: its 5-hour and 7-day windows from the quota sampler.",
+          "description": ("Read-only and cached; the token never leaves the sampler's child. Shown by the "
+                          "dashboard, HUD and statusline when /api/accounts is unavailable."),
+          "responses": dict({"200": {"description": "The newest sample, or why there is none.",
+                                     "content": {_JSON: {"schema": {"$ref": "#/components/schemas/Login"}}}}},
+                            **_COMMON)}
+    document["paths"]["/api/login"] = {"get": op, "head": dict(op, operationId="getLoginHead",
+                                                               summary=op["summary"] + " (headers only)")}
+    icon = {"operationId": "favicon", "summary": "The pages' icon.",
+            "responses": dict({"200": {"description": "SVG.", "content": {"image/svg+xml": {"schema": {"type": "string"}}}}},
+                              **_COMMON)}
+    document["paths"]["/static/favicon.svg"] = {"get": icon, "head": dict(icon, operationId="faviconHead")}
+    source = document["components"]["schemas"]["FleetReport"]["properties"]["source"]
+    if "enum" in source and "demo" not in source["enum"]:
+        source["enum"] = list(source["enum"]) + ["demo"]  # the demo's simulated fleet
+    return document

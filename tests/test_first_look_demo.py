@@ -1,0 +1,107 @@
+"""The demo as a new user starts it (DESIGN §22): commands that run as printed, a
+simulated fleet on /fleet, a taken --port refused; and the exhausted banner's
+recommendation, which follows the forecasts."""
+from __future__ import annotations
+
+import shlex
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from svcposture.monitor import demo
+from svcposture.monitor.demofleet import simulated_report
+from tests.support.browser import chromium, wait_for
+from tests.support.firstlook import Demo, get_json
+from tests.support.home import REPO, clean_env
+from tests.support.monitor import start_monitor
+
+
+def test_printed_commands_run_as_written_and_the_fleet_is_simulated(tmp_path):
+    started = Demo(tmp_path / "home", ["--port", "0"]).wait_ready()
+    try:
+        text = started.text()
+        hud = [l for l in started.lines if "terminal HUD: " in l][0].split("terminal HUD: ", 1)[1]
+        status = [l for l in started.lines if "status line: " in l][0].split("status line: ", 1)[1]
+        assert not hud.startswith("svc-monitor") and " -m svcposture monitor hud --url " + started.url in hud
+        env = clean_env(tmp_path)
+        done = subprocess.run(shlex.split(hud) + ["--once"], cwd=str(REPO), env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith("svc demo-node | "), (done.stdout, done.stderr)
+        done = subprocess.run(shlex.split(status), cwd=str(REPO), env=env, capture_output=True, text=True,
+                              input="", timeout=60)
+        assert done.returncode == 0 and "5h " in done.stdout and "monitor not running" not in done.stdout, done
+        assert "/fleet" in text
+        fleet = get_json(started.url + "/api/fleet")
+        assert "error" not in fleet and fleet["source"] == "demo"
+        assert len(fleet["hosts"]) >= 5
+        assert {h["state"] for h in fleet["hosts"]} >= {"live", "stale", "missing"}
+        with_account = [h for h in fleet["hosts"] if h["account"]]
+        assert len(with_account) >= 4 and any(h["account"]["wall_at"] for h in with_account)
+    finally:
+        assert started.stop() == 0
+
+
+def test_a_taken_port_is_an_error(tmp_path):
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    try:
+        done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "demo", "--port", str(port)],
+                              cwd=str(REPO), env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
+    finally:
+        holder.close()
+    assert done.returncode != 0
+    assert "port %d" % port in done.stderr and "taken" in done.stderr
+    assert "dashboard at" not in done.stdout
+
+
+@pytest.mark.parametrize("argv0, expected", [
+    ("/usr/lib/python3/site-packages/svcposture/__main__.py", " -m svcposture monitor"),
+    ("/home/u/.local/bin/svc-monitor", "svc-monitor"),
+    ("/usr/local/bin/svc", "svc monitor"),
+    ("", " -m svcposture monitor"),
+])
+def test_invoked_as(argv0, expected):
+    got = demo.invoked_as(argv0, sys.executable)
+    assert got.endswith(expected) if expected.startswith(" ") else got == expected
+
+
+def test_simulated_fleet_moves_with_the_clock():
+    first = simulated_report(1000.0, 1000.0)
+    later = simulated_report(1000.0, 1300.0)
+    assert [h["host"] for h in first["hosts"]] == [h["host"] for h in later["hosts"]]
+    assert first["hosts"][0]["account"]["five_hour_pct"] != later["hosts"][0]["account"]["five_hour_pct"]
+
+
+def test_banner_recommends_the_sibling_whose_forecast_reaches_the_reset(tmp_path):
+    # acct1 exhausted (its 5-hour window); acct2 has headroom now but its forecast hits 100 %
+    # before its reset; acct3 is steady: the banner names acct3, in the words people use.
+    clock = [time.time()]
+    provider = demo.SimulatedProvider(clock=lambda: clock[0]).start()
+    node = demo.DemoNode(provider.url, base_environ=clean_env(REPO), started=provider.started)
+    mon = start_monitor(dict(node.environ, SVC_REFRESH_FLOOR_S="0", SVC_QUOTA_SAMPLER="0"))
+    try:
+        clock[0] += 100
+        body = mon.get_json("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"})[1]
+        assert body["status"] == "rejected"
+        wait_until_forecast = lambda: any(  # noqa: E731
+            a["label"] == "acct2" and (a["fiveHour"].get("forecast") or {}).get("beforeReset")
+            for a in get_json(mon.url + "/api/trajectory").get("accounts", []))
+        wait_for(wait_until_forecast, timeout=30, what="acct2's forecast before its reset")
+        with chromium(1280, 900) as driver:
+            driver.get(mon.url + "/")
+            wait_for(lambda: "Switch to acct3" in driver.find_element("id", "banner").text, timeout=30,
+                     what="the banner naming acct3")
+            banner = driver.find_element("id", "banner").text
+            assert "acct1 is exhausted (its 5-hour window)" in banner and "five_hour" not in banner
+            assert "acct2" not in banner
+            pct = driver.find_element("css selector", '#cards [data-label="acct1"] .win-pct').text
+            assert pct == "100%+"
+    finally:
+        mon.stop()
+        provider.stop()
+        node.remove()
