@@ -18,6 +18,7 @@ import time
 from typing import Any, Deque, Dict, Mapping, Optional
 
 from ._spawn import child_env, kill_group
+from .settings import Settings
 
 log = logging.getLogger("svcposture.notify")
 
@@ -43,8 +44,10 @@ class Notifier:
         self.dropped = 0
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Optional["Notifier"]:
-        command = environ.get("SVC_ALERT_CMD", "")
+    def from_environ(cls, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Optional["Notifier"]:
+        """The hook of `settings` (default: those of `environ`), or None when there is none;
+        it runs with the token-free copy of `environ`."""
+        command = (Settings.from_environ(environ) if settings is None else settings).alert_cmd
         return cls(command, environ) if command.strip() else None
 
     def start(self) -> None:

@@ -16,7 +16,6 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import config
-from .._env import env_number
 from .._text import is_number, printable
 from .._time import iso_from_ms, now_ms
 from .._version import __version__
@@ -29,25 +28,11 @@ from . import heartbeat
 from .heartbeat import heartbeat_url, host_of_heartbeat_url, peer_account, unlisted_rows  # noqa: F401
 from .loki import LOKI_URL_ENV, LokiError, loki_live_hosts
 
+# The liveness knobs live with the node's other settings; commands read them from here too.
+from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
+                        READ_SOURCE_ENV, Settings, publish_interval_ms, reads_from_loki)
+
 LOGGER_NAME = "svcposture.liveness"
-INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
-DEFAULT_INTERVAL_MS = 120000
-# Shorter intervals exist for tests; below this a tracker would rate-limit anyway.
-MIN_INTERVAL_MS = 100
-MAX_INTERVAL_MS = 24 * 3600 * 1000
-READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
-
-
-# ---------------------------------------------------------------- settings
-
-def publish_interval_ms(environ: Mapping[str, str]) -> int:
-    return int(env_number(environ, INTERVAL_ENV, DEFAULT_INTERVAL_MS, low=MIN_INTERVAL_MS, high=MAX_INTERVAL_MS,
-                          kind=int))
-
-
-
-def reads_from_loki(environ: Mapping[str, str]) -> bool:
-    return (environ.get(READ_SOURCE_ENV) or "").strip().lower() == "loki"
 
 
 # ---------------------------------------------------------------- publisher
@@ -59,11 +44,12 @@ class Publisher:
                  account_status: Callable[[], str], log: Optional[EventLog],
                  logger: Optional[logging.Logger] = None,
                  account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                 polls_usage: Optional[Callable[[], bool]] = None) -> None:
+                 polls_usage: Optional[Callable[[], bool]] = None, settings: Optional[Settings] = None) -> None:
         self.paths = paths
         self.environ = environ
+        self.settings = Settings.from_environ(environ) if settings is None else settings
         self.node = node
-        self.interval_ms = publish_interval_ms(environ)
+        self.interval_ms = self.settings.liveness_interval_ms
         self.anchor: Optional[str] = None
         self.armed = False
         self._arm_error: Optional[str] = None
@@ -131,7 +117,7 @@ class Publisher:
             self._logger.log(level, message, exc_info=exc_info)
 
     def _off_reason(self) -> Optional[Tuple[Tuple[str, ...], str]]:
-        if reads_from_loki(self.environ):
+        if self.settings.liveness_from_loki:
             return ("loki",), "liveness publisher off: %s=loki, peers are read from Loki" % READ_SOURCE_ENV
         if self.anchor is None:
             if self._arm_error:
@@ -172,7 +158,7 @@ class Publisher:
         published_at = iso_from_ms(published_ms)
         metadata = self._metadata(published_at)
         try:
-            client = tracker.TrackerClient(tracker.tracker_url(self.environ), auth)
+            client = tracker.TrackerClient(self.settings.tracker_url, auth)
             issue = client.upsert_attachment(anchor, heartbeat_url(self.node), "svc heartbeat %s" % self.node,
                                              published_at, metadata)
         except tracker.TrackerRateLimitedError as exc:
@@ -220,9 +206,11 @@ class Publisher:
 def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
                     account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                    polls_usage: Optional[Callable[[], bool]] = None) -> Publisher:
+                    polls_usage: Optional[Callable[[], bool]] = None,
+                    settings: Optional[Settings] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
-    publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage)
+    publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage,
+                          settings=settings)
     publisher.start()
     return publisher
 
@@ -254,16 +242,19 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
 
 # ---------------------------------------------------------------- status
 
-def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
+def collect_status(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
     """{"source", "anchor", "hosts": [...]} plus "error" when liveness is unknown.
 
+    The knobs come from `settings` (the monitor's), else from `environ`: a
+    command serves nothing, so a bad SVC_MONITOR_* value there is no error.
     ConfigError (a corrupt roster or config file) propagates: without a roster
     there is nothing to report on.
     """
+    settings = Settings.from_environ(environ, strict=False) if settings is None else settings
     hosts = config.roster(paths)
     anchor = config.liveness_anchor(paths)
-    interval = publish_interval_ms(environ)
-    source = "loki" if reads_from_loki(environ) else "tracker"
+    interval = settings.liveness_interval_ms
+    source = "loki" if settings.liveness_from_loki else "tracker"
     report: Dict[str, Any] = {"source": source, "anchor": anchor, "hosts": []}
 
     def unknown(error: str) -> Dict[str, Any]:
@@ -273,7 +264,7 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         return report
 
     if source == "loki":
-        base = (environ.get(LOKI_URL_ENV) or "").strip()
+        base = settings.loki_url
         if not base:
             return unknown("%s=loki but %s is unset" % (READ_SOURCE_ENV, LOKI_URL_ENV))
         try:
@@ -286,7 +277,7 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     if anchor is None:
         return unknown("no liveness anchor configured (svc-cluster set-anchor <TICKET>)")
     try:
-        issue = tracker.TrackerClient.for_paths(paths, environ).fetch_issue(anchor)
+        issue = tracker.TrackerClient.for_paths(paths, url=settings.tracker_url).fetch_issue(anchor)
     except tracker.TrackerError as exc:
         return unknown("cannot read anchor %s: %s" % (anchor, exc))
     now = now_ms()

@@ -319,7 +319,7 @@ class MonitorApp:
         return index.body(node=self.node, hours=hours)
 
     def _fleet_report(self) -> Dict[str, Any]:
-        return collect_report(self.service.paths, self.service.environ)
+        return collect_report(self.service.paths, self.service.environ, self.settings)
 
     def _index_page(self, interval_s: Any) -> None:
         # The page greys out a value older than twice the probe interval; it

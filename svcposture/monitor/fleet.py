@@ -16,19 +16,22 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from .._time import iso_now
 from ..paths import Paths
+from ..settings import Settings
 from .wire import dumps
 
 log = logging.getLogger("svcposture.monitor")
 
-def collect_report(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
-    """The status report; a roster or config file that cannot be read is the report's `error`."""
+def collect_report(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
+    """The status report (knobs from `settings`, else `environ`); a roster or config
+    file that cannot be read is the report's `error`."""
     from ..cluster import liveness
     from ..config import ConfigError
 
+    settings = Settings.from_environ(environ, strict=False) if settings is None else settings
     try:
-        report = liveness.collect_status(paths, environ)
+        report = liveness.collect_status(paths, environ, settings)
     except ConfigError as exc:
-        source = "loki" if liveness.reads_from_loki(environ) else "tracker"
+        source = "loki" if settings.liveness_from_loki else "tracker"
         report = {"source": source, "anchor": None, "hosts": [],
                   "error": "cannot read the cluster config: %s" % exc}
     report["generatedAt"] = iso_now()
