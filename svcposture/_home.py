@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class HomeError(SvcpostureError, ValueError):
-    """$HOME is set but empty or relative: every node path would land somewhere else."""
+    """$HOME is set but empty, relative or not an existing directory: every node path would land somewhere else."""
 
 
 def home_of(environ: Mapping[str, str]) -> str:
@@ -26,7 +26,8 @@ def home_of(environ: Mapping[str, str]) -> str:
     A HOME that is set but empty or relative is refused: `~/svc` would become
     `/svc` (expanduser of an empty HOME) or a directory below whatever the
     current directory happens to be, and the node's state would be written
-    outside any home.
+    outside any home. So is one that does not exist or is not a directory:
+    the package never creates a home.
     """
     value = environ.get("HOME")
     if value is None:
@@ -36,4 +37,10 @@ def home_of(environ: Mapping[str, str]) -> str:
     if not os.path.isabs(value):
         raise HomeError("HOME is relative (%r); set it to the absolute path of your home directory"
                         % printable(value))
+    if not os.path.isdir(value):
+        # Creating it would put the node's state, and its accounts file, in a
+        # directory nobody chose: a mistyped or stale HOME, or a service
+        # account's placeholder home such as /nonexistent.
+        raise HomeError("HOME is %r, which %s; set it to the absolute path of your home directory"
+                        % (printable(value), "is not a directory" if os.path.lexists(value) else "does not exist"))
     return value

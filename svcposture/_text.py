@@ -3,7 +3,11 @@
 
 Anything printed to a terminal or a log may have come from a hostile peer, a
 tracker or a monitor reply; an escape sequence in it could rewrite the
-operator's screen, so C0, DEL and C1 controls never pass through.
+operator's screen, so C0, DEL and C1 controls never pass through. Nor do the
+characters that change what the operator sees without being seen: every
+Unicode format character (category Cf: the bidirectional overrides such as
+U+202E, zero-width spaces and joiners, the BOM) and the line and paragraph
+separators U+2028/U+2029, which some terminals and editors break lines at.
 """
 from __future__ import annotations
 
@@ -17,7 +21,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional, Union
 
-_CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)), "?")
+# The separators break a line as a newline does, so they show as one does (`?`);
+# format characters are invisible by definition, so they are dropped.
+_C0_C1 = frozenset(map(chr, list(range(0x20)) + list(range(0x7f, 0xa0))))
+_CONTROLS = dict.fromkeys(list(range(0x20)) + list(range(0x7f, 0xa0)) + [0x2028, 0x2029], "?")
 
 # The shapes of the few words the package copies from a report it did not
 # build itself (the probe child's JSON, a history row). Anything else is
@@ -64,13 +71,27 @@ def account_label(value: Any) -> Optional[str]:
 
 
 def printable(text: Any) -> str:
-    """`str(text)` with every control character replaced by `?`."""
-    return str(text).translate(_CONTROLS)
+    """`str(text)` with every control character and line or paragraph separator
+    replaced by `?`, and every format (Cf) character removed."""
+    text = str(text).translate(_CONTROLS)
+    if text.isascii():
+        return text  # no format character is ASCII: the common case costs no lookup
+    return _without_format(text)
+
+
+def _without_format(text: str) -> str:
+    # unicodedata is imported only for non-ASCII text, which a status line
+    # rarely holds; the interpreter's own Unicode database decides, so a format
+    # character added by a later Unicode version is dropped too.
+    from unicodedata import category
+
+    return "".join(ch for ch in text if ch.isascii() or category(ch) != "Cf")
 
 
 def has_control(text: str) -> bool:
-    # Each control becomes a `?`, so the text changes exactly when it holds one.
-    return text.translate(_CONTROLS) != text
+    """Whether `text` holds a C0, DEL or C1 control (what CONTROL_RE finds);
+    validators use it, and what they accept is still shown through printable."""
+    return not _C0_C1.isdisjoint(text)
 
 
 def loads_bounded(raw: bytes, limit: int) -> Any:

@@ -87,6 +87,30 @@ def usable(value: Optional[str]) -> bool:
     return bool(value) and value != PLACEHOLDER
 
 
+def entry_lines(text: str) -> Dict[str, int]:
+    """{SUFFIX: line number (1-based)} of the last line assigning each entry, the one the shell keeps."""
+    lines: Dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _ENTRY_RE.match(line)
+        if m:
+            lines[m.group(1)] = number
+    return lines
+
+
+def placeholder_lines(text: str, environ: Mapping[str, str]) -> List[Dict[str, Any]]:
+    """[{label, line}] of the entries whose value, after sourcing, is still the placeholder.
+
+    The value is only compared with PLACEHOLDER; labels and line numbers are all
+    that leaves, so the report stays token-free.
+    """
+    found = []
+    for suffix, number in sorted(entry_lines(text).items(), key=lambda item: item[1]):
+        value = environ.get(ACCOUNT_TOKEN_PREFIX + suffix)
+        if value is not None and value.strip() == PLACEHOLDER:
+            found.append({"label": suffix.lower(), "line": number})
+    return found
+
+
 def entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[Dict[str, Any]], List[str]]:
     """Usable entries (label, email, token, active) in file order, plus unusable labels.
 

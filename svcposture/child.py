@@ -15,7 +15,7 @@ from typing import Any, Dict, Mapping, Optional
 from . import _time
 from ._env import env_number
 from ._text import EMAIL_RE, loads_bounded
-from .accounts import MAX_ENV_FILE_BYTES, entries_from_env, resolve_active, usable
+from .accounts import MAX_ENV_FILE_BYTES, entries_from_env, placeholder_lines, resolve_active, usable
 from .errors import MESSAGES, error
 from .paths import Paths
 from .provider import (DEFAULT_REQUEST_TIMEOUT_S, MAX_USAGE_BODY, fetch_usage, probe_account,
@@ -85,7 +85,7 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
     active, duplicates = resolve_active(entries)
     if check_only:
         return {"available": bool(entries), "usable": [e["label"] for e in entries], "unusable": unusable,
-                "active": active, "duplicateActive": duplicates}
+                "active": active, "duplicateActive": duplicates, "placeholders": placeholder_lines(text, environ)}
     if not entries:
         return {"available": False}
     timeout_s = request_timeout_s(environ)

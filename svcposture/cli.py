@@ -16,14 +16,16 @@ if TYPE_CHECKING:
     from typing import Callable, List, Optional, Sequence
 
 
-def _run(prog: str, func: Callable[[], int]) -> int:
+def _run(prog: str, func: Callable[[], int], argv: Optional[Sequence[str]] = None) -> int:
     from ._files import CorruptFileError
     from .config import ConfigError
     from ._home import HomeError, home_of
     try:
-        # Before anything runs: with an empty or relative HOME every node path
-        # would land outside any home (`~/svc` as `/svc`).
-        home_of(os.environ)
+        # Before anything runs: with an empty, relative or missing HOME every node
+        # path would land outside any home (`~/svc` as `/svc`). Help needs no home.
+        words = list(sys.argv[1:] if argv is None else argv)
+        if "-h" not in words and "--help" not in words:
+            home_of(os.environ)
         return func()
     except HomeError as exc:
         print("%s: error: %s" % (prog, exc), file=sys.stderr)
@@ -70,7 +72,7 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
         from .monitor import main as monitor
         return monitor.main(argv)
-    return _run("svc-monitor", go)
+    return _run("svc-monitor", go, argv)
 
 
 def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -89,14 +91,14 @@ def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         return int(args.func(args))
-    return _run("svc-cluster", go)
+    return _run("svc-cluster", go, argv)
 
 
 def stack_main(argv: Optional[Sequence[str]] = None) -> int:
     def go() -> int:
         from .cluster import stack
         return stack.main(argv)
-    return _run("svc-stack", go)
+    return _run("svc-stack", go, argv)
 
 
 _FAMILIES = {"monitor": monitor_main, "cluster": cluster_main, "stack": stack_main}

@@ -232,6 +232,28 @@ def host_name(paths: Paths) -> Optional[str]:
     return _string_setting(HOST_NAME_KEY, (paths.node_json, paths.config_json))
 
 
+# Every key the package reads from node.json; anything else there is a typo or
+# belongs to another program, and is ignored.
+NODE_JSON_KEYS: Tuple[str, ...] = (HOST_NAME_KEY, REPO_PATH_KEY)
+
+
+def unknown_node_keys(paths: Paths) -> List[str]:
+    """One sentence per key of node.json the package does not read, naming the
+    closest known key when one is close (a typo: `svc.hots.name`). A corrupt
+    file raises ConfigError, as every reader of it does."""
+    import difflib
+
+    notes = []
+    for key in sorted(flatten(load_layer(paths.node_json))):
+        if key in NODE_JSON_KEYS:
+            continue
+        close = difflib.get_close_matches(key, NODE_JSON_KEYS, n=1, cutoff=0.6)
+        notes.append("%s: unknown key %s is ignored%s" % (
+            paths.node_json, key[:200], " (did you mean %s?)" % close[0] if close else
+            "; the keys read from this file are %s" % ", ".join(NODE_JSON_KEYS)))
+    return notes
+
+
 def node_name(paths: Paths) -> str:
     """The configured host name, else the OS host name's short label."""
     name = host_name(paths)

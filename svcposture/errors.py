@@ -69,7 +69,8 @@ MESSAGES: Dict[str, Sentences] = {
         foreign_owner="The accounts env file is owned by another user; it is not sourced.",
         open_directory="The accounts env file's directory is not private (another user could swap the file); "
                        "it is not sourced.",
-        symlink="The accounts env file is a symbolic link; it is not sourced."),
+        symlink="The accounts env file is a symbolic link; it is not sourced.",
+        shell_syntax="The accounts env file is not valid shell: the shell stopped at a syntax error."),
     "internal": Sentences(no_result="The probe child failed without a result.",
                           bad_result="The probe child printed no valid result.",
                           not_started="The probe child could not be started.",

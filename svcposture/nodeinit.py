@@ -71,6 +71,24 @@ def _accounts_env_state(path: Any) -> Optional[str]:
     return "exists (not read: it holds tokens)"
 
 
+def _symlink_note(path: Any) -> Optional[str]:
+    """Why init leaves `path` alone when it is a symbolic link, dangling or not (None: it is not one).
+
+    A link there was made by someone else (a dotfile manager, say): writing
+    the host name would replace the link with a file, and writing through it
+    would change a file init never chose, so it does neither, and does not
+    read through it either.
+    """
+    try:
+        target = os.readlink(str(path))
+    except OSError:  # not a link, or nothing there
+        return None
+    state = "" if os.path.exists(str(path)) else "dangling "
+    return ("is a %ssymbolic link to %s; init neither follows nor replaces a link it did not make: set %s "
+            "in the file it points to, or replace the link with a file, yourself"
+            % (state, printable(target), HOST_NAME_KEY))
+
+
 def run_init(paths: Paths, *, host: Optional[str] = None, accounts: int = DEFAULT_ACCOUNTS,
              os_host: Optional[str] = None) -> Dict[str, Any]:
     """Create what the node at `paths` lacks; the report of what was created and left alone.
@@ -79,7 +97,8 @@ def run_init(paths: Paths, *, host: Optional[str] = None, accounts: int = DEFAUL
     (ConfigError) stops init with nothing done. OSError from a home that
     cannot be written propagates.
     """
-    current = host_name(paths)
+    link = _symlink_note(paths.node_json)
+    current = None if link else host_name(paths)
     created: List[Dict[str, str]] = []
     left: List[Dict[str, str]] = []
     if paths.config_dir.is_dir():
@@ -93,7 +112,11 @@ def run_init(paths: Paths, *, host: Optional[str] = None, accounts: int = DEFAUL
                              "mode 0600, %d placeholder account%s" % (accounts, "" if accounts == 1 else "s")))
     else:
         left.append(_item(paths.accounts_env, "accounts env file", why or "exists"))
-    effective = _host_name_step(paths, current, host, os_host, created, left)
+    if link:
+        left.append(_item(paths.node_json, "host name", link))
+        effective = None
+    else:
+        effective = _host_name_step(paths, current, host, os_host, created, left)
     return {"home": str(paths.home), "changed": bool(created), "created": created, "leftAlone": left,
             "hostName": effective, "accountsEnv": str(paths.accounts_env),
             "url": monitor_url(paths.environ), "nextSteps": next_steps(paths)}

@@ -3,7 +3,10 @@
 Each alert (and each account.status.changed edge) is queued; one worker
 thread runs `/bin/sh -c "$SVC_ALERT_CMD"` per event, one at a time, with the
 event as one JSON line on stdin and the token-free environment of the probe
-child. A hook gets 10 s; then its whole process group is killed. Its output
+child. A hook gets 10 s; then its whole process group is killed, and so is
+every process it started in a session of its own (hookcage: a cgroup, or the
+monitor as child subreaper and a sweep of its descendants). Stopping the
+notifier (the monitor stopping) kills the running hook the same way. Its output
 goes to /dev/null (a hook that floods stdout cannot fill
 memory or block). The queue holds 100 events; beyond that the oldest is
 dropped with one log line. Nothing here ever blocks a probe or a reply.
@@ -39,6 +42,8 @@ class Notifier:
         self._cond = threading.Condition()
         self._stopped = False
         self._thread: Optional[threading.Thread] = None
+        self._cage: Any = None
+        self._running: Any = None  # the hook's Popen while one runs
         self.runs = 0
         self.failures = 0
         self.dropped = 0
@@ -52,13 +57,21 @@ class Notifier:
 
     def start(self) -> None:
         if self._thread is None:
+            from .hookcage import HookCage
+            self._cage = HookCage(self.env)
             self._thread = threading.Thread(target=self._run, name="svc-alert-hook", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
+        """Stop taking events and kill the running hook with everything it started."""
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+            running = self._running
+        if running is not None:
+            kill_group(running.pid)
+        if self._cage is not None:
+            self._cage.close(running.pid if running is not None else None)
 
     def submit(self, event: Mapping[str, Any]) -> None:
         """Queue one event; never blocks. Overflow drops the oldest queued event."""
@@ -99,32 +112,50 @@ class Notifier:
         name = str(event.get("attributes", {}).get("event.name", "event"))
         data = (json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
         self.runs += 1
-        try:
-            proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.PIPE,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env,
-                                    start_new_session=True, close_fds=True)
-        except OSError as exc:
-            self.failures += 1
-            log.warning("alert hook could not start for %s: %s", name, exc.strerror or exc)
-            return
-        deadline = time.monotonic() + self.timeout_s
+        argv, env = self._cage.wrap(["/bin/sh", "-c", self.command], self.env)
+        with self._cond:
+            if self._stopped:
+                return
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
+            except OSError as exc:
+                self.failures += 1
+                log.warning("alert hook could not start for %s: %s", name, exc.strerror or exc)
+                return
+            self._running = proc
         feeder = threading.Thread(target=_feed, args=(proc, data), daemon=True)
         feeder.start()
         try:
-            code = proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            proc.wait()
-            self.failures += 1
-            log.warning("alert hook for %s ran over %.0f s; its process group was killed", name, self.timeout_s)
-            return
+            code = self._wait(proc, time.monotonic() + self.timeout_s)
         finally:
+            # A hook that left children behind, in its group or a session of their own, does not keep them.
+            kill_group(proc.pid)
+            self._cage.sweep(proc.pid)
+            proc.wait()
+            with self._cond:
+                self._running = None
             feeder.join(1.0)
-        # A hook that left children behind in its group does not keep them.
-        kill_group(proc.pid)
-        if code != 0:
+        if code is None:
+            self.failures += 1
+            log.warning("alert hook for %s ran over %.0f s; its processes were killed", name, self.timeout_s)
+        elif code != 0 and not self._stopped:
             self.failures += 1
             log.warning("alert hook for %s exited with status %d", name, code)
+
+    def _wait(self, proc: Any, deadline: float) -> Optional[int]:
+        """The hook's exit status, or None when it ran past `deadline`. Polled, so
+        that the processes it starts are noted while they live (hookcage.track)."""
+        import subprocess
+
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                return proc.wait(min(left, 0.2))
+            except subprocess.TimeoutExpired:
+                self._cage.track(proc.pid)
 
 
 def _feed(proc: Any, data: bytes) -> None:

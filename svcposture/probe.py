@@ -33,6 +33,8 @@ from .paths import HomeError, Paths, home_of
 
 # What the parent keeps of the child's stdout; a runaway file cannot fill memory.
 MAX_CHILD_OUTPUT = 4 * 1024 * 1024
+# What it keeps of the shell's stderr, where only a syntax error's line number is looked for.
+MAX_SHELL_STDERR = 64 * 1024
 
 
 def _state_of(st: os.stat_result) -> Tuple[str, Optional[Dict[str, Any]]]:
@@ -121,7 +123,9 @@ def child_command(subcommand: str, env_fd: Optional[int] = None) -> List[str]:
     """
     module = PACKAGE + ".probe"
     if env_fd is not None:
-        script = ('set -a; . /dev/fd/%d; set +a; exec "$PYTHON" -m %s %s --json --child --env-fd %d'
+        # The shell's own stderr reaches the parent (shell_syntax_line reads a line
+        # number from it); the Python child's never does.
+        script = ('set -a; . /dev/fd/%d; set +a; exec "$PYTHON" -m %s %s --json --child --env-fd %d 2>/dev/null'
                   % (env_fd, module, subcommand, env_fd))
         return ["/bin/sh", "-c", script]
     return [sys.executable or "python3", "-m", module, subcommand, "--json", "--child"]
@@ -166,6 +170,36 @@ def _drain(proc: "subprocess.Popen[bytes]", tail: bytearray) -> None:
             del tail[:len(tail) - MAX_CHILD_OUTPUT]
 
 
+def _drain_bounded(stream: Any, kept: bytearray) -> None:
+    """Read `stream` to its end, keeping the first MAX_SHELL_STDERR bytes."""
+    while True:
+        block = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+        if not block:
+            return
+        if len(kept) < MAX_SHELL_STDERR:
+            kept.extend(block[:MAX_SHELL_STDERR - len(kept)])
+
+
+def shell_syntax_line(stderr: bytes, env_fd: int) -> Optional[int]:
+    """The line of the accounts env file at which the shell reported a syntax
+    error, from its own message (dash: `sh: 2: /dev/fd/3: Syntax error: ...`;
+    bash: `/dev/fd/3: line 2: syntax error ...`); None when it reported none.
+
+    Only the number is kept: bash goes on to quote the offending line, which may
+    hold a token, so nothing else of the message ever leaves this function.
+    """
+    import re
+
+    source = b"/dev/fd/%d" % env_fd
+    for line in stderr.splitlines():
+        if source not in line or not re.search(rb"(?i)syntax error|unexpected EOF|unterminated", line):
+            continue
+        found = re.search(rb"\bline (\d{1,9})\b", line) or re.search(rb": (\d{1,9}): ", line)
+        if found:
+            return int(found.group(1))
+    return None
+
+
 def _last_json_object(out: bytes) -> Optional[Dict[str, Any]]:
     """The last stdout line that is a JSON object, or None."""
     import json
@@ -192,8 +226,10 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     started through /bin/sh sourcing that descriptor; `accounts_env`, the
     file's path, is exported to it as $SVC_ACCOUNTS_ENV for information only.
     Always returns a dict: a child that crashes, times out or prints no JSON
-    gives `{"error": {...}}` in the fixed vocabulary. Nothing the child wrote to
-    stderr is read, and stdout is used only through its last JSON line. Setting
+    gives `{"error": {...}}` in the fixed vocabulary; a shell that stopped at
+    a syntax error in the file gives the config error for it and `"line"`, the
+    line the shell named. Of what was written to stderr only that number is
+    read, and stdout is used only through its last JSON line. Setting
     `cancel` kills the child early (the monitor is stopping).
     """
     if deadline_s is None:
@@ -207,14 +243,18 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     try:
         proc = subprocess.Popen(child_command(subcommand, env_fd), env=child_env(environ, **extra),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, cwd="/", close_fds=True,
-                                pass_fds=(env_fd,) if env_fd is not None else (),
+                                stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
+                                cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
                                 start_new_session=True)
     except OSError:
         return {"error": error("internal", MESSAGES["internal"].not_started)}
-    tail = bytearray()
-    reader = threading.Thread(target=_drain, args=(proc, tail), name="probe-child-reader", daemon=True)
-    reader.start()
+    tail, shell_err = bytearray(), bytearray()
+    readers = [threading.Thread(target=_drain, args=(proc, tail), name="probe-child-reader", daemon=True)]
+    if proc.stderr is not None:
+        readers.append(threading.Thread(target=_drain_bounded, args=(proc.stderr, shell_err),
+                                        name="probe-shell-stderr", daemon=True))
+    for reader in readers:
+        reader.start()
     outcome = _wait_exit(proc, time.monotonic() + float(deadline_s), cancel)
     # The env file may have started background jobs; the whole session goes.
     kill_group(proc.pid)
@@ -222,19 +262,29 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
-    reader.join(2)
-    try:
-        assert proc.stdout is not None
-        proc.stdout.close()
-    except (OSError, ValueError):
-        pass
+    for reader in readers:
+        reader.join(2)
+    for stream in (proc.stdout, proc.stderr):
+        try:
+            if stream is not None:
+                stream.close()
+        except (OSError, ValueError):
+            pass
+    return _child_result(proc, outcome, bytes(tail), bytes(shell_err), env_fd)
+
+
+def _child_result(proc: "subprocess.Popen[bytes]", outcome: str, out: bytes, shell_err: bytes,
+                  env_fd: Optional[int]) -> Dict[str, Any]:
     if outcome == "timeout":
         return {"error": error("timeout", MESSAGES["timeout"].sweep_deadline)}
     if outcome == "cancelled":
         return {"error": error("internal", MESSAGES["internal"].stopping)}
-    obj = _last_json_object(bytes(tail))
+    obj = _last_json_object(out)
     if obj is not None:
         return obj
+    line = shell_syntax_line(shell_err, env_fd) if env_fd is not None and proc.returncode != 0 else None
+    if line is not None:
+        return {"error": error("config", MESSAGES["config"].shell_syntax), "line": line}
     if proc.returncode != 0:
         return {"error": error("internal", MESSAGES["internal"].no_result)}
     return {"error": error("internal", MESSAGES["internal"].bad_result)}
@@ -339,6 +389,26 @@ def _human(subcommand: str, result: Dict[str, Any]) -> str:
     return _human_accounts(result)
 
 
+def accounts_notes(result: Mapping[str, Any], path: "os.PathLike[str] | str") -> List[str]:
+    """What a probe or check result says about the accounts env file at `path`,
+    for a person: the line of a shell syntax error, the lines still holding the placeholder."""
+    from ._text import printable
+    from .accounts import PLACEHOLDER
+
+    notes = []
+    line = result.get("line")
+    if isinstance(line, int) and not isinstance(line, bool) and line > 0 and result.get("error"):
+        notes.append("%s:%d: the shell stopped at a syntax error on this line, so the file was not sourced "
+                     "and no account was probed; fix the line" % (printable(path), line))
+    found = result.get("placeholders")
+    if isinstance(found, list) and found:
+        where = ", ".join("line %d (%s)" % (p["line"], printable(p["label"])) for p in found[:20]
+                          if isinstance(p, dict) and isinstance(p.get("line"), int) and isinstance(p.get("label"), str))
+        notes.append("%s: the placeholder %s is still there on %s: paste each account's token over it"
+                     % (printable(path), PLACEHOLDER, where))
+    return notes
+
+
 def _parser() -> Any:
     import argparse
 
@@ -382,7 +452,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.json:
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
     else:
-        sys.stdout.write(_human(args.subcommand, result) + "\n")
+        notes = [] if args.child else accounts_notes(result, Paths(environ=environ).accounts_env)
+        sys.stdout.write("\n".join([_human(args.subcommand, result)] + notes) + "\n")
     sys.stdout.flush()
     failed = bool(result.get("error")) or (args.subcommand in ("usage", "login") and not result.get("ok"))
     return 1 if failed else 0

@@ -127,7 +127,8 @@ def test_error_sentences_are_addressed_by_name_and_stay_in_order():
     # Every sentence has exactly one name, and the names are the only attributes.
     for kind, sentences in MESSAGES.items():
         assert list(vars(sentences).values()) == list(sentences), kind
-    assert len(KNOWN_MESSAGES) == sum(len(s) for s in MESSAGES.values()) == 24
+    assert config.shell_syntax == "The accounts env file is not valid shell: the shell stopped at a syntax error."
+    assert len(KNOWN_MESSAGES) == sum(len(s) for s in MESSAGES.values()) == 25
     with pytest.raises(AttributeError):
         config.no_such_sentence  # noqa: B018
 

@@ -62,7 +62,8 @@ def test_bare_home_gets_config_dir_accounts_file_and_host_name(home: Path, env: 
     assert "svc-monitor" in out and "http://127.0.0.1:7400/" in out and STATUSLINE in out
     # placeholders are no usable account until a token is pasted in
     assert probe_check(env) == {"available": False, "usable": [], "unusable": ["acct1", "acct2"],
-                                "active": None, "duplicateActive": []}
+                                "active": None, "duplicateActive": [],
+                                "placeholders": [{"label": "acct1", "line": 5}, {"label": "acct2", "line": 6}]}
     text = accounts.read_text().replace("PASTE_TOKEN_HERE", "tok-one", 1).replace("PASTE_TOKEN_HERE", "tok-two")
     accounts.write_text(text.replace("you@example.com", "ada@example.com", 1))
     check = probe_check(env)

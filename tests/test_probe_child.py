@@ -182,12 +182,13 @@ def test_bad_env_files(home, env, provider):
             b"MODEL_TOKEN_GOOD=%s # g@x.io\n" % good.encode())
     assert [a["label"] for a in r["accounts"]] == ["good"] and r["accounts"][0]["email"] == "g@x.io"
     assert r["accounts"][0]["error"] is None
-    # A syntax error stops dash before the child starts: a node-level error, no traceback.
+    # A syntax error stops the shell before the child starts: a node-level config error
+    # naming the line the shell named, no traceback.
     r = run(b"MODEL_TOKEN_GOOD=%s\nif then fi (\n" % good.encode())
-    assert r["error"]["kind"] == "internal"
-    # Truncated mid-quote.
+    assert r["error"]["kind"] == "config" and r["line"] == 2
+    # Truncated mid-quote: the shell names the line it reached the end of the file on.
     r = run(b'MODEL_TOKEN_GOOD="' + good.encode()[:10])
-    assert r["error"]["kind"] == "internal"
+    assert r["error"]["kind"] == "config" and r["line"] == 1
     # Binary junk and a NUL byte: never a traceback, never a token.
     r = run(b"\x00\xff\xfeMODEL_TOKEN_X=\x00y\n")
     assert r.get("available") is False or r["error"]["kind"] == "internal"
@@ -266,7 +267,7 @@ def test_cli_check_and_headers_are_token_free(home, env, provider):
     assert out.returncode == 0, out.stderr
     check = json.loads(out.stdout)
     assert check == {"available": True, "usable": ["a", "b", "c"], "unusable": ["d"], "active": "b",
-                     "duplicateActive": ["b", "c"]}
+                     "duplicateActive": ["b", "c"], "placeholders": [{"label": "d", "line": 5}]}
     assert provider.message_calls() == 0
     out2 = subprocess.run([sys.executable, "-m", "svcposture.probe", "headers", "--json"], env=env,
                           capture_output=True, text=True, timeout=30)

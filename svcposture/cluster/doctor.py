@@ -25,6 +25,7 @@ from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, loa
 from ..events import EventLog, EventLogError
 from ..latch import read_latch
 from ..paths import Paths
+from ..probe import accounts_notes
 from . import tracker
 from ._common import print_json
 from .liveness import READ_SOURCE_ENV, peer_states, publish_interval_ms, reads_from_loki
@@ -213,6 +214,20 @@ def _check_roster(paths: Paths) -> Tuple[Dict[str, str], Optional[List[str]]]:
 
 
 def _check_host_name(paths: Paths, hosts: Optional[List[str]]) -> Tuple[Dict[str, str], Optional[str]]:
+    """The host name against the roster; an unknown key in node.json (a misspelt
+    host name key, say) turns a pass into a warning naming it."""
+    result, host = _host_name_result(paths, hosts)
+    try:
+        unknown = config.unknown_node_keys(paths)
+    except config.ConfigError:
+        unknown = []  # reported by the host name's own read
+    if unknown:
+        status = WARN if result["status"] == PASS else result["status"]
+        result = _check_result(result["name"], status, "; ".join([result["detail"]] + unknown))
+    return result, host
+
+
+def _host_name_result(paths: Paths, hosts: Optional[List[str]]) -> Tuple[Dict[str, str], Optional[str]]:
     name = "host-name"
     try:
         host = config.host_name(paths)
@@ -316,11 +331,12 @@ def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: 
     """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
     name = "accounts-env"
     error = report.get("error")
+    notes = "".join("; " + note for note in accounts_notes(report, path))
     if error:
         kind = error.get("kind") if isinstance(error, dict) else None
         message = error.get("message") if isinstance(error, dict) else None
         detail = "%s: %s (%s)" % (path, str(message or "check failed")[:200], kind or "error")
-        return _check_result(name, FAIL if kind == "config" else WARN, detail)
+        return _check_result(name, FAIL if kind == "config" else WARN, detail + notes)
     def labels(key: str) -> List[str]:
         value = report.get(key)
         return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
@@ -334,7 +350,7 @@ def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: 
     if returncode != 0:
         return _check_result(name, WARN, detail + "; the check exited %d" % returncode)
     if not usable:
-        return _check_result(name, INFO, detail + "; the posture surface is disabled")
+        return _check_result(name, INFO, detail + "; the posture surface is disabled" + notes)
     if duplicates:
         return _check_result(name, WARN, detail + "; several entries carry the active token (%s), the first is used"
                       % ", ".join(duplicates))

@@ -10,6 +10,7 @@ import math
 import urllib.parse
 from typing import Any, List, Tuple
 
+from .._http import Deadline, DeadlineExceeded
 from .._text import loads_bounded
 from .._version import __version__
 from ..errors import SvcpostureError
@@ -60,19 +61,21 @@ def _loki_get(url: str, timeout: float) -> Tuple[int, bytes]:
     """(HTTP status, at most MAX_LOKI_REPLY_BYTES + 1 bytes of the body); an error status is still read."""
     import urllib.error
     import urllib.request
-    host = urllib.parse.urlsplit(url).hostname or ""
-    handlers = [urllib.request.ProxyHandler({})] if host in ("127.0.0.1", "localhost", "::1") else []
     request = urllib.request.Request(url, headers={"Accept": "application/json",
                                                    "User-Agent": "svcposture/%s" % __version__})
     status = 0
     try:
-        try:
-            response = urllib.request.build_opener(*handlers).open(request, timeout=timeout)
-        except urllib.error.HTTPError as exc:
-            response = exc
-        with response:
-            status = response.getcode() or 0
-            raw = response.read(MAX_LOKI_REPLY_BYTES + 1)
+        # `timeout` bounds the whole exchange, however slowly Loki trickles it.
+        with Deadline(timeout) as deadline:
+            try:
+                response = deadline.open(request)
+            except urllib.error.HTTPError as exc:
+                response = exc
+            with response:
+                status = response.getcode() or 0
+                raw = deadline.read(response, MAX_LOKI_REPLY_BYTES + 1)
+    except DeadlineExceeded:
+        raise LokiUnreachableError("cannot reach Loki: no complete answer within %g s" % timeout) from None
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or type(exc).__name__
         raise LokiUnreachableError("cannot reach Loki: %s" % str(reason)[:200]) from None

@@ -14,6 +14,7 @@ import urllib.parse
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .. import config
+from .._http import Deadline
 from .._text import loads_bounded
 from .._version import __version__
 from ..errors import SvcpostureError
@@ -50,7 +51,6 @@ _TEAM_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Loki text is made into one line of a message. Not _text.CONTROL_RE, which also
 # matches C1 and stands for one character, not a run: these messages would change.
 CONTROL_RUN_RE = re.compile(r"[\x00-\x1f\x7f]+")
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class TrackerError(SvcpostureError):
@@ -160,16 +160,6 @@ def _scrub(text: Any, secret: str, limit: int = 200) -> str:
     return out.strip()
 
 
-def _opener(url: str) -> "urllib.request.OpenerDirector":
-    # urllib.request costs ~30 ms to import; only commands that talk to the tracker pay it.
-    import urllib.request
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host in _LOOPBACK:
-        # A loopback tracker (tests, a local proxy) must never be sent through an env proxy.
-        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    return urllib.request.build_opener()
-
-
 def _backoff_seconds(headers: Any, now_s: float) -> float:
     """How long to stay away after RATELIMITED, from Retry-After or Linear's reset headers."""
     if headers is None:
@@ -247,15 +237,18 @@ class TrackerClient:
         status = 0
         headers: Any = None
         try:
-            try:
-                response = _opener(self.url).open(request, timeout=self.timeout)
-            except urllib.error.HTTPError as exc:
-                # Linear answers GraphQL errors with 400 too: the body still matters.
-                response = exc
-            with response:
-                status = response.getcode() or 0
-                headers = response.headers
-                raw = response.read(MAX_REPLY_BYTES + 1)
+            # A total deadline, not a per-recv timeout: a tracker trickling its
+            # reply must not hold the caller (a fleet read, a publisher tick).
+            with Deadline(self.timeout) as deadline:
+                try:
+                    response = deadline.open(request)
+                except urllib.error.HTTPError as exc:
+                    # Linear answers GraphQL errors with 400 too: the body still matters.
+                    response = exc
+                with response:
+                    status = response.getcode() or 0
+                    headers = response.headers
+                    raw = deadline.read(response, MAX_REPLY_BYTES + 1)
         except (socket.timeout, TimeoutError):
             raise TrackerUnreachableError("tracker did not answer within %g s" % self.timeout) from None
         except urllib.error.URLError as exc:

@@ -338,6 +338,11 @@ def fleet_schemas() -> Dict[str, Any]:
                   "warning": {"type": "string"},
                   "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker "
                                                              "or Loki unreadable): every host is `unknown`."},
+                  "stale": {"type": "boolean", "enum": [True],
+                            "description": "Present when a newer read is still running after a few seconds "
+                                           "(a slow tracker or Loki): this is the last good report."},
+                  "staleAgeS": {"type": "number", "minimum": 0,
+                                "description": "With `stale`: seconds since that report was read."},
                   "generatedAt": {"type": "string", "format": "date-time"}}}
     return {"FleetReport": report, "FleetHost": host,
             "HeartbeatAccount": account_schema(), "HeartbeatQuota": quota_schema()}

@@ -21,6 +21,10 @@ from .wire import dumps
 
 log = logging.getLogger("svcposture.monitor")
 
+# How long a reader waits for a fleet read in flight before it takes the last good body, marked stale.
+DEFAULT_WAIT_S = 3.0
+
+
 def collect_report(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
     """The status report (knobs from `settings`, else `environ`); a roster or config
     file that cannot be read is the report's `error`."""
@@ -39,45 +43,67 @@ def collect_report(paths: Paths, environ: Mapping[str, str], settings: Optional[
 
 
 class FleetCache:
-    """The /api/fleet body as bytes, refreshed at most once per TTL by one reader at a time."""
+    """The /api/fleet body as bytes, refreshed at most once per TTL by one read at a time.
 
-    def __init__(self, collect: Callable[[], Dict[str, Any]], ttl_s: float) -> None:
+    The read runs in a thread of its own, and no reader waits for it longer
+    than `wait_s`: a tracker that trickles its reply (bounded by the client's
+    own total deadline, but seconds long) must not hold every reader's thread.
+    A reader that gives up gets the last good body marked `"stale": true` with
+    `staleAgeS`, or, before any good read, an error body; the read goes on and
+    the next reader gets its result.
+    """
+
+    def __init__(self, collect: Callable[[], Dict[str, Any]], ttl_s: float, wait_s: float = DEFAULT_WAIT_S) -> None:
         self._collect = collect
         self.ttl_s = ttl_s
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         self._body: Optional[bytes] = None
         self._at = 0.0
+        self._good: Optional[Dict[str, Any]] = None  # the last report without an error, and when it was read
+        self._good_at = 0.0
         self._flight: Optional[threading.Event] = None
         self.reads = 0
 
     def body(self) -> bytes:
-        while True:
+        with self._lock:
+            if self._body is not None and time.monotonic() - self._at < self.ttl_s:
+                return self._body
+            flight = self._flight
+            if flight is None:
+                flight = self._flight = threading.Event()
+                threading.Thread(target=self._read, args=(flight,), name="svc-fleet-read", daemon=True).start()
+        if flight.wait(self.wait_s):
             with self._lock:
-                if self._body is not None and time.monotonic() - self._at < self.ttl_s:
+                if self._body is not None:
                     return self._body
-                flight = self._flight
-                if flight is None:
-                    flight = self._flight = threading.Event()
-                    leader = True
-                else:
-                    leader = False
-            if not leader:
-                flight.wait()
-                with self._lock:
-                    if self._body is not None:
-                        return self._body
-                continue  # the leader failed outright: try to lead
-            try:
-                body = dumps(self._collect())
-            except Exception as exc:  # a bug in the read must not take the route down
-                log.warning("fleet read failed: %s: %s", type(exc).__name__, exc)
-                body = dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
-                              "error": "the fleet could not be read (see the monitor log)"})
-            with self._lock:
-                self._body = body
-                self._at = time.monotonic()
-                self._flight = None
-                self.reads += 1
-            flight.set()
-            return body
+        return self._while_reading()
+
+    def _while_reading(self) -> bytes:
+        with self._lock:
+            good, age = self._good, time.monotonic() - self._good_at
+        if good is not None:
+            return dumps(dict(good, stale=True, staleAgeS=round(age, 1)))
+        return dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+                      "error": "the fleet is still being read (the tracker or Loki is slow to answer); "
+                               "try again in a few seconds"})
+
+    def _read(self, flight: threading.Event) -> None:
+        report: Optional[Dict[str, Any]] = None
+        try:
+            report = self._collect()
+            body = dumps(report)
+        except Exception as exc:  # a bug in the read must not take the route down
+            log.warning("fleet read failed: %s: %s", type(exc).__name__, exc)
+            report = None
+            body = dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+                          "error": "the fleet could not be read (see the monitor log)"})
+        with self._lock:
+            self._body = body
+            self._at = time.monotonic()
+            if isinstance(report, dict) and not report.get("error"):
+                self._good, self._good_at = report, self._at
+            self._flight = None
+            self.reads += 1
+        flight.set()
 

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 from .._version import __version__
 from . import sse, wire
 from .fastlane import closed_reader, replay_reader
+from .framing import framing_error
 from .wire import (MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS, REQUEST_READ_TIMEOUT_S,
                    TOKEN_BYTES_RE, TOKEN_RE, Request, RequestHeaders)
 
@@ -84,6 +85,10 @@ class MonitorHandler(BaseHTTPRequestHandler):
             return False
         self._request_read()
         self.headers = RequestHeaders(fields)  # type: ignore[assignment]
+        untrusted = framing_error(fields.get("content-length", ()), "transfer-encoding" in fields)
+        if untrusted:
+            self.send_error(400, untrusted)  # closes: where this request ends is unknown
+            return False
         conntype = (self.headers.get("Connection") or "").lower()
         if conntype == "close":
             self.close_connection = True

@@ -24,6 +24,7 @@ from .._dirs import ensure_dir
 from .._files import open_nofollow, read_json, remove_stale_temps, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
+from .. import firstrun
 from ..paths import Paths
 from ..settings import DEFAULT_BIND, DEFAULT_PORT, Settings
 from .node import Node, one_line, start_server
@@ -153,7 +154,8 @@ def _run_claimed(paths: Paths, settings: Settings, *, bind: str, port: int, prob
     try:
         server = MonitorServer((bind, port), node.app, settings)
     except OSError as exc:
-        print("svc-monitor: cannot listen on %s:%s: %s" % (bind, port, exc.strerror or exc), file=sys.stderr)
+        print("svc-monitor: cannot listen on %s:%s: %s%s" % (bind, port, exc.strerror or exc,
+                                                           firstrun.listen_hint(paths, exc)), file=sys.stderr)
         return 1
     serving = False
     try:
@@ -163,6 +165,7 @@ def _run_claimed(paths: Paths, settings: Settings, *, bind: str, port: int, prob
         thread.start()
         serving = True
         _announce(paths, server, node)
+        firstrun.log_start_notes(paths, paths.environ, probe_enabled)
         if on_ready is not None:
             on_ready(server)
         while not stop_event.wait(0.5):
@@ -212,6 +215,9 @@ def install_stop_signals(stop_event: threading.Event) -> None:
         stop_event.set()
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+SUBCOMMANDS = ("init", "hud", "statusline", "demo")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -279,6 +285,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "statusline":
         from ..term import statusline
         return statusline.main(args_list[1:])
+    if args_list and not args_list[0].startswith("-") and args_list[0] != "demo":
+        return firstrun.unknown_subcommand("svc-monitor", args_list[0], SUBCOMMANDS, _build_parser())
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
         from . import demo

@@ -56,12 +56,23 @@ def _open(url: str, timeout: float, headers: Optional[Dict[str, str]] = None) ->
     return opener.open(request, timeout=timeout)
 
 
+def _read_once(url: str, timeout: float, limit: int) -> bytes:
+    """At most `limit` bytes of the body at `url`, the whole exchange within `timeout`:
+    a monitor (or something else on its port) that trickles cannot hold the HUD."""
+    import urllib.request
+
+    from .._http import Deadline
+    with Deadline(timeout) as deadline:
+        # Never through a proxy from the environment: the monitor is this node's own.
+        with deadline.open(urllib.request.Request(url), urllib.request.ProxyHandler({})) as resp:
+            return deadline.read(resp, limit)
+
+
 def fetch_once(base: str, timeout: float = 20.0) -> Dict[str, Any]:
     import http.client
     import urllib.error
     try:
-        with _open(base.rstrip("/") + "/api/accounts", timeout) as resp:
-            raw = resp.read(4 * 1024 * 1024)
+        raw = _read_once(base.rstrip("/") + "/api/accounts", timeout, 4 * 1024 * 1024)
     except urllib.error.HTTPError as exc:
         raise HudError("monitor answered HTTP %d" % exc.code) from None
     except (OSError, ValueError, http.client.HTTPException) as exc:
@@ -80,8 +91,7 @@ def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Option
     route (404), an error or anything that is not a JSON object means no forecast."""
     import http.client
     try:
-        with _open(base.rstrip("/") + "/api/trajectory", timeout) as resp:
-            raw = resp.read(MAX_TRAJECTORY + 1)
+        raw = _read_once(base.rstrip("/") + "/api/trajectory", timeout, MAX_TRAJECTORY + 1)
         body = loads_bounded(raw, MAX_TRAJECTORY)
     except (OSError, ValueError, http.client.HTTPException):
         return None

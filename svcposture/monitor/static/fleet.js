@@ -157,6 +157,8 @@
     var unlisted = Array.isArray(body.unlisted) ? body.unlisted : [];
     var meta = "source " + (body.source || "?") + (body.anchor ? " · anchor " + body.anchor : "");
     if (body.generatedAt) meta += " · read " + new Date(body.generatedAt).toLocaleTimeString();
+    // The monitor's read is still running (a slow tracker): this is the last good one, not current.
+    if (body.stale === true) meta += " · stale: " + Math.round(Number(body.staleAgeS) || 0) + " s old, a newer read is slow";
     document.getElementById("meta").textContent = meta;
     renderCounts(hosts, unlisted);
     var notice = document.getElementById("notice");
