@@ -137,7 +137,8 @@ def _quota_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Di
 
 
 def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
-    """History retention, alert thresholds (their problems become notes) and the notify hook."""
+    """History retention, alert thresholds (their problems become notes) and the notify hook
+    (in a cgroup of its own unless SVC_ALERT_HOOK_CGROUP=0)."""
     from ._env import env_number
     from .alerts import parse_thresholds
     from .history import DEFAULT_DAYS
@@ -146,7 +147,8 @@ def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) 
     notes.extend(("SVC_ALERT_THRESHOLDS", problem) for problem in problems)
     return dict(history_days=int(env_number(environ, "SVC_HISTORY_DAYS", DEFAULT_DAYS, low=1, high=3650, kind=int)),
                 alert_thresholds=tuple(thresholds),
-                alert_cmd=environ.get("SVC_ALERT_CMD", ""))
+                alert_cmd=environ.get("SVC_ALERT_CMD", ""),
+                alert_hook_cgroup=environ.get("SVC_ALERT_HOOK_CGROUP", "").strip() != "0")
 
 
 def _cluster_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
@@ -183,7 +185,7 @@ class Settings:
                  "max_connections", "trusted_hosts", "trusted_origins", "fleet_ttl_s",
                  "posture_ttl_s", "refresh_floor_s", "probe_interval_s", "probe_deadline_s", "reset_margin_s",
                  "quota_sampler", "quota_poll_interval_s",
-                 "history_days", "alert_thresholds", "alert_cmd",
+                 "history_days", "alert_thresholds", "alert_cmd", "alert_hook_cgroup",
                  "liveness_interval_ms", "liveness_from_loki", "loki_url", "tracker_url",
                  "notes")
 

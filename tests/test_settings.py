@@ -37,7 +37,7 @@ DEFAULTS = {
     "max_connections": 4096, "trusted_hosts": "", "trusted_origins": "", "fleet_ttl_s": 60.0,
     "posture_ttl_s": 300.0, "refresh_floor_s": 30.0, "probe_interval_s": 300.0, "probe_deadline_s": 30.0,
     "reset_margin_s": 60.0, "quota_sampler": True, "quota_poll_interval_s": 300.0,
-    "history_days": 8, "alert_thresholds": (80, 90), "alert_cmd": "",
+    "history_days": 8, "alert_thresholds": (80, 90), "alert_cmd": "", "alert_hook_cgroup": True,
     "liveness_interval_ms": 120000, "liveness_from_loki": False, "loki_url": "",
     "tracker_url": "https://api.linear.app/graphql", "notes": (),
 }
@@ -186,6 +186,9 @@ def test_switches_and_words_are_read_as_before():
     urls = Settings.from_environ({"SVC_TRACKER_URL": "  ", "SVC_LOKI_URL": " http://127.0.0.1:9 "})
     assert (urls.tracker_url, urls.loki_url) == ("https://api.linear.app/graphql", "http://127.0.0.1:9")
     assert Settings.from_environ({"SVC_ALERT_CMD": " true "}).alert_cmd == " true "
+    for word in ("false", "no", "off", "", "1"):
+        assert Settings.from_environ({"SVC_ALERT_HOOK_CGROUP": word}).alert_hook_cgroup is True
+    assert Settings.from_environ({"SVC_ALERT_HOOK_CGROUP": " 0 "}).alert_hook_cgroup is False
 
 
 def test_alert_thresholds_keep_their_parser_and_messages():
@@ -227,7 +230,10 @@ def test_services_take_their_knobs_from_the_settings_given_not_the_environment(n
     assert (trajectory.days, trajectory.thresholds) == (5, (70,))
     assert (sampler.interval_s, sampler.enabled, sampler.deadline_s) == (200.0, False, 3.0)
     assert Notifier.from_environ(node_paths.environ, settings) is None
-    assert Notifier.from_environ({}, settings.replace(alert_cmd="true")) is not None
+    hook = Notifier.from_environ({"SVC_ALERT_HOOK_CGROUP": "1"}, settings.replace(alert_cmd="true",
+                                                                                 alert_hook_cgroup=False))
+    assert hook is not None and hook.use_cgroup is False
+    assert Notifier("true", {"SVC_ALERT_HOOK_CGROUP": "0"}).use_cgroup is False  # no settings: its environment
     assert caplog.records == []
     # The environment still goes whole (token-free) to the probe child.
     assert service.environ is node_paths.environ and sampler.environ is node_paths.environ
