@@ -9,8 +9,20 @@
    against the one-write stdlib ThreadingHTTPServer serving a body of the same
    size, alternating rounds (target >= 0.5x).
 
-Loopback only. Installs wrk (apt-get) when missing.
-Usage: python3 -m scripts.bench_fleet [--quick] [--duration S] [--rounds N]
+3. The fleet past the tracker's budget (DESIGN §19): `svc-cluster status --json` for
+   1,000 hosts read from a real Prometheus scraping 1,000 stand-in monitors (10 s),
+   and from a real VictoriaMetrics fed by its remote_write: wall time (target < 1 s)
+   and queries per status (target <= 3), against the tracker path for the same
+   1,000 hosts (50 ms a request) measured in the same run.
+4. The tracker path's hosts per bot user at the default interval, before and after
+   budgeting: N real publishers at the default 120 s (on an hour scaled down to
+   24 s, as the stand-in tracker enforces it: 1,500 requests, RATELIMITED past
+   them) and a reader every scaled minute; after one window of start-up, the
+   figure is the largest N with no request refused and no host ever seen not
+   live by the reader for a whole window.
+
+Loopback only. Installs wrk (apt-get) when missing (parts 1-2).
+Usage: python3 -m scripts.bench_fleet [--quick] [--duration S] [--rounds N] [--parts 1,2,3,4]
 """
 from __future__ import annotations
 
@@ -97,7 +109,14 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="short runs (2 s, 1 round) for a smoke check")
     parser.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5; quick 2)")
     parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3; quick 1)")
+    parser.add_argument("--parts", default="1,2,3,4", help="which parts to run (default all: 1,2,3,4)")
     args = parser.parse_args()
+    parts = {p.strip() for p in args.parts.split(",")}
+    if parts & {"3", "4"}:
+        from scripts.bench_fleet_scale import run_scale
+        run_scale(parts, quick=args.quick)
+    if not parts & {"1", "2"}:
+        return 0
     duration = args.duration or (2.0 if args.quick else 5.0)
     rounds = args.rounds or (1 if args.quick else 3)
     runs = 1 if args.quick else 3

@@ -1,29 +1,229 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs on a bare machine, then runs all of it.
-# .ci/run runs exactly this script; so does a newcomer (see README).
+# Installs what the test suite needs on a bare machine, then runs it: the whole suite on the default
+# interpreter, and its core again on the oldest supported Python (3.9) and the newest stable one (3.13),
+# each in a throw-away virtual environment. .ci/run runs exactly this script; so does a newcomer.
+#
+#   bash scripts/run_tests.sh                  # everything, as CI runs it
+#   bash scripts/run_tests.sh --quick          # the default interpreter only, for local loops
+#   bash scripts/run_tests.sh [--quick] ARGS   # pytest ARGS (files, -k ...) on each interpreter instead
+#
+# docs/testing.md says what runs where and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
 PY=${PYTHON:-python3}
+# The other interpreters, by version; each one missing is a failure under CI, a warning elsewhere.
+OTHER_PYTHONS=${SVC_TEST_PYTHONS-"3.9 3.13"}
+# pytest-xdist workers: the default interpreter's run, then each core run (two side by side). Tests
+# mostly wait on their subprocesses, so a 2-core machine keeps up with 3 and 2 + 2. Each file runs whole,
+# in order, on one worker (--dist loadfile): a module-scoped monitor sees its tests as in a plain run.
+WORKERS=${SVC_TEST_WORKERS:-3}
+CORE_WORKERS=${SVC_TEST_CORE_WORKERS:-2}
+# A run that has not finished by then is stuck, not slow.
+RUN_TIMEOUT_S=${SVC_TEST_RUN_TIMEOUT_S:-1500}
 
-# Debian packages for the browser test; installed only when missing.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
-  else
-    echo "run_tests: chromium/chromedriver missing and cannot apt-get install them" >&2
-  fi
+# ------------------------------------------------------------------ what the tests need
+# Debian packages, one line each: "commands it provides : packages to install". A line's packages are
+# installed when any of its commands is missing. Add a line for a new one.
+DEBIAN_NEEDS=(
+  "chromium chromedriver : chromium chromium-driver"   # the browser tests (selenium)
+  "prometheus promtool : prometheus"                   # the rule, rule-test and scrape tests
+  "victoria-metrics : victoria-metrics"                # the fleet engine tests (remote_write from Prometheus)
+  "prometheus-alertmanager amtool : prometheus-alertmanager"   # the grouped-notification and config tests
+)
+# pip packages for the default interpreter's whole suite (the package itself needs none at run time).
+PIP_NEEDS="pytest pytest-xdist hypothesis selenium schemathesis setuptools wheel"
+# pip packages for the core runs on the other interpreters.
+CORE_PIP_NEEDS="pytest pytest-xdist hypothesis setuptools wheel"
+# What the core runs leave out; the default interpreter runs all of it. The browser pages and the
+# schemathesis run (their tools are the default interpreter's); the `serial` tests (load figures that
+# need the cores to themselves; tests/conftest.py lists them); and the long end-to-end scenarios, which
+# exercise timing across several processes rather than the interpreter: kill -9 crashes, the env-file
+# swap race, the token-leak memory scan, multi-monitor clusters, Prometheus, 500-host fleets, and the
+# doc examples; and the test of this script. docs/testing.md gives the reasons.
+CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/test_fleet_page.py
+  tests/test_schemathesis.py tests/test_crash_edges.py tests/test_hostile_envswap.py tests/test_leak_tokens.py
+  tests/test_anchor_move.py tests/test_usage_budget.py tests/test_prometheus.py tests/test_fleet_status.py
+  tests/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py tests/test_fleet_engines.py
+  tests/test_tracker_budget.py tests/test_codex_pages.py tests/test_codex_schemathesis.py"
+
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then
+  QUICK=1
+  shift
 fi
 
-# Debian's Prometheus (prometheus, promtool) for the rule and scrape tests; only when missing.
-if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+say() { echo "run_tests: $*"; }
+
+install_debian_needs() {
+  local line commands packages missing=() cmd
+  for line in "${DEBIAN_NEEDS[@]}"; do
+    commands=${line%%:*}
+    packages=${line#*:}
+    for cmd in $commands; do
+      if ! command -v "$cmd" >/dev/null 2>&1; then
+        missing+=($packages)
+        break
+      fi
+    done
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
-    echo "run_tests: prometheus/promtool missing and cannot apt-get install them" >&2
+    say "missing ${missing[*]} and cannot apt-get install them" >&2
   fi
+}
+
+# The path of an interpreter of version $1 (e.g. 3.9): on PATH, pyenv's, or the system's.
+find_python() {
+  local want=$1 root candidate
+  root=$( (pyenv root 2>/dev/null) || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+  for candidate in "python$want" $(ls -d "$root"/versions/"$want".*/bin/python"$want" 2>/dev/null | sort -rV) \
+                   "/usr/local/bin/python$want" "/usr/bin/python$want"; do
+    candidate=$(command -v "$candidate" 2>/dev/null) || continue
+    if "$candidate" -c "import sys; sys.exit(sys.version_info[:2] != tuple(int(p) for p in '$want'.split('.')))" \
+         >/dev/null 2>&1; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+version_of() { "$1" -c 'import platform; print(platform.python_version())'; }
+
+# pytest's own exit codes, as words; 5 (no test collected) is a failure, not a pass.
+verdict() {
+  case $1 in
+    0) echo "passed" ;;
+    5) echo "FAILED (pytest ran no test)" ;;
+    124) echo "FAILED (over ${RUN_TIMEOUT_S} s)" ;;
+    *) echo "FAILED (exit $1)" ;;
+  esac
+}
+
+# A throw-away venv of interpreter $1 in $2 with the core's packages (output to $3).
+make_venv() {
+  "$1" -m venv "$2" >>"$3" 2>&1 &&
+    "$2/bin/python" -m pip install -q --disable-pip-version-check $CORE_PIP_NEEDS >>"$3" 2>&1 &&
+    byte_compile "$2/bin/python" >>"$3" 2>&1
+}
+
+# The tests start thousands of Python children with PYTHONDONTWRITEBYTECODE set (so that no run leaves
+# bytecode of its own behind): compiled once here, for interpreter $1, they read it instead of each
+# compiling the package again (__pycache__ is ignored by git).
+byte_compile() {
+  "$1" -m compileall -q svcposture tests scripts >/dev/null || true   # a file that does not compile fails its tests
+}
+
+# pytest in the venv $1 (output to $2): its python and scripts first on PATH, so a test's `python3` is it too.
+core_run() {
+  local venv=$1 log=$2
+  shift 2
+  PATH="$venv/bin:$PATH" SVC_TEST_CORE=1 timeout "$RUN_TIMEOUT_S" \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" >>"$log" 2>&1
+}
+
+# pytest on the default interpreter; its exit code in $code.
+main_run() {
+  set +e
+  timeout "$RUN_TIMEOUT_S" "$PY" -m pytest -q -p no:cacheprovider "$@"
+  code=$?
+  set -e
+}
+
+# SVC_TEST_NO_INSTALL=1 skips the installs: the suite's own test of this script sets it.
+if [ -z "${SVC_TEST_NO_INSTALL:-}" ]; then
+  install_debian_needs
+  "$PY" -m pip install -q --disable-pip-version-check -e . $PIP_NEEDS
+  byte_compile "$PY"
 fi
 
-"$PY" -m pip install -q --disable-pip-version-check -e . pytest hypothesis selenium schemathesis
-exec "$PY" -m pytest -q -p no:cacheprovider "$@"
+if [ $# -gt 0 ]; then
+  CORE_ARGS=("$@")
+else
+  CORE_ARGS=(-n "$CORE_WORKERS" --dist loadfile -m "not serial")
+  for f in $CORE_EXCLUDES; do CORE_ARGS+=("--ignore=$f"); done
+fi
+
+# The other interpreters' venvs are made in the background while the main run goes; their core runs
+# follow it, side by side.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/svc-run-tests.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+declare -A PID_OF=() LOG_OF=() PATH_OF=()   # by version
+SUMMARY=()
+FAILED=0
+if [ "$QUICK" = 0 ]; then
+  for want in $OTHER_PYTHONS; do
+    if python=$(find_python "$want"); then
+      PATH_OF[$want]=$python
+      LOG_OF[$want]=$WORK/core-$want.log
+      make_venv "$python" "$WORK/venv-$want" "${LOG_OF[$want]}" &
+      PID_OF[$want]=$!
+      say "Python $(version_of "$python") ($python): making its throw-away venv for the core run"
+    elif [ -n "${CI:-}" ]; then
+      SUMMARY+=("Python $want: FAILED (no interpreter found: python$want on PATH, pyenv's versions/$want.*)")
+      FAILED=1
+    else
+      SUMMARY+=("Python $want: not run (no interpreter found; CI counts this as a failure)")
+    fi
+  done
+fi
+
+MAIN="Python $(version_of "$PY") ($(command -v "$PY"))"
+began=$SECONDS
+if [ $# -gt 0 ]; then
+  say "$MAIN: pytest $*"
+  main_run "$@"
+  SUMMARY=("$MAIN, pytest $*: $(verdict $code) ($((SECONDS - began)) s)" "${SUMMARY[@]}")
+else
+  say "$MAIN: the whole suite but the serial tests, $WORKERS workers"
+  main_run -n "$WORKERS" --dist loadfile -m "not serial"
+  SUMMARY=("$MAIN, whole suite in parallel: $(verdict $code) ($((SECONDS - began)) s)" "${SUMMARY[@]}")
+fi
+[ "$code" = 0 ] || FAILED=1
+
+began=$SECONDS
+for want in $OTHER_PYTHONS; do
+  [ -n "${PID_OF[$want]:-}" ] || continue
+  if wait "${PID_OF[$want]}"; then
+    say "Python $want: core run started"
+    core_run "$WORK/venv-$want" "${LOG_OF[$want]}" "${CORE_ARGS[@]}" &
+    PID_OF[$want]=$!
+  else
+    PID_OF[$want]=""
+    say "---- Python $want: its venv could not be made ----"
+    cat "${LOG_OF[$want]}"
+    SUMMARY+=("Python $(version_of "${PATH_OF[$want]}"), core: FAILED (no venv with $CORE_PIP_NEEDS)")
+    FAILED=1
+  fi
+done
+for want in $OTHER_PYTHONS; do
+  [ -n "${PID_OF[$want]:-}" ] || continue
+  set +e
+  wait "${PID_OF[$want]}"
+  code=$?
+  set -e
+  echo
+  say "---- Python $want core run (${PATH_OF[$want]}) ----"
+  cat "${LOG_OF[$want]}"
+  SUMMARY+=("Python $(version_of "${PATH_OF[$want]}"), core: $(verdict $code) ($((SECONDS - began)) s)")
+  [ "$code" = 0 ] || FAILED=1
+done
+
+# The serial tests last, once nothing else of this run competes for the cores.
+if [ $# -eq 0 ]; then
+  echo
+  say "$MAIN: the serial tests, alone"
+  began=$SECONDS
+  main_run -m serial
+  SUMMARY=("${SUMMARY[0]}" "$MAIN, serial tests: $(verdict $code) ($((SECONDS - began)) s)" "${SUMMARY[@]:1}")
+  [ "$code" = 0 ] || FAILED=1
+fi
+
+echo
+say "interpreters (${SECONDS} s in all):"
+for line in "${SUMMARY[@]}"; do say "  $line"; done
+exit "$FAILED"

@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from .errors import SvcpostureError
 
@@ -126,6 +126,25 @@ class Deadline:
         if proxied and is_loopback(urllib.parse.urlsplit(url).hostname or ""):
             extra.insert(0, urllib.request.ProxyHandler({}))
         return urllib.request.build_opener(*extra, *_handlers(self))
+
+
+def get(url: str, timeout: float, max_bytes: int, user_agent: str) -> Tuple[int, bytes]:
+    """(HTTP status, at most max_bytes + 1 bytes of the body) of one JSON GET under
+    a total deadline; an error status is still read (query APIs explain a 400 in
+    the body). Raises DeadlineExceeded, or OSError/ValueError for what urllib and
+    http.client raise (no route, reset, a bad status line)."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": user_agent})
+    with Deadline(timeout) as deadline:
+        try:
+            response = deadline.open(request)
+        except urllib.error.HTTPError as exc:
+            response = exc
+        with response:
+            status = response.getcode() or 0
+            return status, deadline.read(response, max_bytes + 1)
 
 
 def _shutdown(sock: socket.socket) -> None:

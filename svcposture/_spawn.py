@@ -12,6 +12,7 @@ import sys
 from typing import Dict, List, Mapping
 
 from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
+from .codex.accounts import is_codex_home_var
 
 CLOUD_TOKEN_VAR = "SVC_CLOUD_TOKEN"
 
@@ -32,8 +33,9 @@ def is_token_var(name: str) -> bool:
 
 
 def without_tokens(environ: Mapping[str, str]) -> Dict[str, str]:
-    """A copy of `environ` with no model-provider or cloud token variable."""
-    return {k: v for k, v in environ.items() if not is_token_var(k)}
+    """A copy of `environ` with no model-provider or cloud token variable, and no Codex home:
+    which Codex logins a child probes, and which one is active, is the accounts env file's say alone."""
+    return {k: v for k, v in environ.items() if not is_token_var(k) and not is_codex_home_var(k)}
 
 
 def child_env(environ: Mapping[str, str], **extra: str) -> Dict[str, str]:

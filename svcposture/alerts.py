@@ -30,7 +30,7 @@ from ._files import CorruptFileError, move_aside, read_json, write_json_atomic
 from ._names import CLAIM_OF_FIELD, WINDOW_CLAIMS
 from ._text import is_int
 from ._time import iso_from_ms, now_ms, parse_iso_ms
-from .events import EventLog, envelope, event_name
+from .events import EventLog, envelope, event_name, provider_attrs
 
 log = logging.getLogger("svcposture.alerts")
 
@@ -80,10 +80,12 @@ def parse_thresholds(text: Optional[str]) -> Tuple[Tuple[int, ...], List[str]]:
 # ---------------------------------------------------------------- events
 
 def threshold_event(node: str, handle: str, email: Optional[str], window: str, threshold: int,
-                    pct: float, resets_at_ms: Optional[int], ts_ms: Optional[int] = None) -> Dict[str, Any]:
+                    pct: float, resets_at_ms: Optional[int], ts_ms: Optional[int] = None,
+                    provider: Optional[str] = None) -> Dict[str, Any]:
     attrs: Dict[str, Any] = {"event.label": email or handle, "account.handle": handle}
     if email is not None:
         attrs["account.email"] = email
+    provider_attrs(attrs, provider)
     attrs.update({"node.name": node, "ratelimit.window": window, "ratelimit.threshold": threshold,
                   "ratelimit.pct": pct})
     if resets_at_ms is not None:
@@ -92,10 +94,12 @@ def threshold_event(node: str, handle: str, email: Optional[str], window: str, t
 
 
 def forecast_event(node: str, handle: str, email: Optional[str], window: str, wall_at: str,
-                   resets_at_ms: Optional[int], rate: float, ts_ms: Optional[int] = None) -> Dict[str, Any]:
+                   resets_at_ms: Optional[int], rate: float, ts_ms: Optional[int] = None,
+                   provider: Optional[str] = None) -> Dict[str, Any]:
     attrs: Dict[str, Any] = {"event.label": email or handle, "account.handle": handle}
     if email is not None:
         attrs["account.email"] = email
+    provider_attrs(attrs, provider)
     attrs.update({"node.name": node, "ratelimit.window": window, "ratelimit.wall_at": wall_at})
     if resets_at_ms is not None:
         attrs["ratelimit.resets_at"] = iso_from_ms(resets_at_ms)
@@ -260,7 +264,7 @@ class AlertLatch:
         threshold, fired = thresholds_to_fire(cycle["fired"], float(window["pct"]), self.thresholds)
         if threshold is not None:
             event = threshold_event(self.node, label, email, claim, threshold, float(window["pct"]),
-                                    resets_ms, ts_ms)
+                                    resets_ms, ts_ms, provider=account.get("provider"))
             if self._emit(event):
                 cycle["fired"] = fired
                 self._write_quietly()
@@ -268,7 +272,7 @@ class AlertLatch:
         forecast = window.get("forecast")
         if account.get("active") and not cycle["forecast"] and _forecast_alarm(forecast, ts_ms):
             event = forecast_event(self.node, label, email, claim, forecast["wallAt"], resets_ms,
-                                   forecast["ratePctPerHour"], ts_ms)
+                                   forecast["ratePctPerHour"], ts_ms, provider=account.get("provider"))
             if self._emit(event):
                 cycle["forecast"] = True
                 self._write_quietly()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import _time
 from ._env import env_number
@@ -20,22 +20,16 @@ from .errors import MESSAGES, error
 from .paths import Paths
 from .provider import (DEFAULT_REQUEST_TIMEOUT_S, MAX_USAGE_BODY, fetch_usage, probe_account,
                        unanswered)
+# The sweep deadline is a knob of the monitor (which kills the child then) as of the child (which answers
+# a little before it): its reader lives with the monitor's settings.
+from .settings import DEFAULT_DEADLINE_S, MIN_DEADLINE_S, sweep_deadline_s  # noqa: F401
 
-# The sweep deadline ($SVC_PROBE_DEADLINE_S): the parent kills the child then,
-# and the child answers a little before it.
-DEFAULT_DEADLINE_S = 30.0
-MIN_DEADLINE_S = 0.1
 # Header probes in flight at once (DESIGN §3).
 MAX_IN_FLIGHT = 4
 
 
 def request_timeout_s(environ: Mapping[str, str]) -> float:
     return env_number(environ, "SVC_PROBE_TIMEOUT_S", DEFAULT_REQUEST_TIMEOUT_S, low=0.01)
-
-
-def sweep_deadline_s(environ: Mapping[str, str]) -> float:
-    """$SVC_PROBE_DEADLINE_S (30 s, at least 0.1 s; a bad value gives the default)."""
-    return env_number(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
 
 
 def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None) -> Dict[str, Any]:
@@ -81,18 +75,36 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
         text = _env_text(env_fd)
     except OSError:
         return {"error": error("config", MESSAGES["config"].unreadable)}
+    from .codex.child import CodexSweep
+
     entries, unusable = entries_from_env(text, environ)
     active, duplicates = resolve_active(entries)
+    codex = CodexSweep(text, environ, [e["token"] for e in entries])
     if check_only:
-        return {"available": bool(entries), "usable": [e["label"] for e in entries], "unusable": unusable,
-                "active": active, "duplicateActive": duplicates, "placeholders": placeholder_lines(text, environ)}
-    if not entries:
+        listed: Dict[str, Any] = {"available": bool(entries), "usable": [e["label"] for e in entries],
+                                  "unusable": unusable, "active": active, "duplicateActive": duplicates,
+                                  "placeholders": placeholder_lines(text, environ)}
+        return _with_codex(listed, codex.check())
+    if not entries and not codex.present:
         return {"available": False}
     timeout_s = request_timeout_s(environ)
     budget = _sweep_budget(environ, started)
     pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT)
+    # Codex logins get their own pool: Claude's header probes keep their pace whatever Codex does.
+    codex_pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT)
     futures = [pool.submit(probe_account, e["token"], environ, timeout_s) for e in entries]
-    wait(futures, timeout=max(0.0, budget))
+    wait(futures + codex.submit(codex_pool, timeout_s), timeout=max(0.0, budget))
+    # Probes still running are abandoned: probe.py exits with os._exit.
+    pool.shutdown(wait=False)
+    codex_pool.shutdown(wait=False)
+    if not entries:
+        return _with_codex({"available": False}, codex.block())
+    report = {"available": True, "probedAt": _time.now_ms(), "active": active,
+              "duplicateActive": duplicates, "accounts": _claude_rows(entries, futures)}
+    return _with_codex(report, codex.block())
+
+
+def _claude_rows(entries: List[Dict[str, Any]], futures: List[Any]) -> List[Dict[str, Any]]:
     accounts = []
     for entry, future in zip(entries, futures):
         if future.done() and future.exception() is None:
@@ -104,10 +116,14 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
                          "overallStatus": view["overallStatus"],
                          "representativeClaim": view["representativeClaim"],
                          "fiveHour": view["fiveHour"], "sevenDay": view["sevenDay"], "error": view["error"]})
-    # Probes still running are abandoned: probe.py exits with os._exit.
-    pool.shutdown(wait=False)
-    return {"available": True, "probedAt": _time.now_ms(), "active": active,
-            "duplicateActive": duplicates, "accounts": accounts}
+    return accounts
+
+
+def _with_codex(report: Dict[str, Any], block: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The report with its `codex` block, which is there only when the file has a Codex line."""
+    if block is not None:
+        report["codex"] = block
+    return report
 
 
 # ---------------------------------------------------------------- usage probe

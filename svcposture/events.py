@@ -110,13 +110,24 @@ def ratelimit_sampled(node: str, email: Optional[str], values: Mapping[str, Any]
     return envelope(RATELIMIT_SAMPLED, node, attrs, ts_ms)
 
 
+def provider_attrs(attrs: Dict[str, Any], provider: Optional[str]) -> None:
+    """Tag a non-Claude account's event with `account.provider` (DESIGN §17).
+
+    Claude's events stay the contract's, byte for byte: no key is added for them.
+    """
+    if provider is not None and provider != "claude":
+        attrs["account.provider"] = provider
+
+
 def status_changed(node: str, handle: str, email: Optional[str], status: str,
-                   binding_window: Optional[str], ts_ms: Optional[int] = None) -> Dict[str, Any]:
+                   binding_window: Optional[str], ts_ms: Optional[int] = None,
+                   provider: Optional[str] = None) -> Dict[str, Any]:
     if status not in EDGE_STATUSES:
         raise ValueError("account.status must be rejected or ok")
     attrs: Dict[str, Any] = {"event.label": email or handle, "account.handle": handle}
     if email is not None:
         attrs["account.email"] = email
+    provider_attrs(attrs, provider)
     attrs["account.status"] = status
     if binding_window is not None:
         attrs["account.binding_window"] = binding_window

@@ -22,11 +22,12 @@ from ._cycle import same_cycle
 from ._env import InvalidSetting
 from ._files import append_lines, iter_lines_reverse
 from ._names import WINDOW_FIELDS
-from ._text import account_label, finite_number, is_int, loads_bounded
+from ._text import finite_number, is_int, loads_bounded
 from . import _time
 from ._time import iso_from_ms, parse_iso_ms
 from .errors import FACE, SvcpostureError
 from .paths import Paths
+from .vendors import is_account_label, provider_of_label
 
 DEFAULT_DAYS = 8
 DEFAULT_HOURS = 24
@@ -115,8 +116,8 @@ def parse_row(raw: bytes) -> Optional[Dict[str, Any]]:
         return None
     if not isinstance(obj, dict):
         return None
-    t, label = _ms(obj.get("t")), account_label(obj.get("label"))
-    if t is None or label is None:
+    t, label = _ms(obj.get("t")), obj.get("label")
+    if t is None or not is_account_label(label):
         return None
     row: Dict[str, Any] = {"t": t, "label": label}
     for field in WINDOW_FIELDS:
@@ -247,9 +248,9 @@ def bucket_max(points: Sequence[Tuple[int, float]], start_ms: int, end_ms: int,
 def history_body(rows: Iterable[Mapping[str, Any]], *, node: str, now_ms: int, hours: int) -> Dict[str, Any]:
     """The /api/history body from rows (pure): `{"node", "from", "to", "accounts"}`.
 
-    `accounts` maps each label (sorted) to `{"fiveHour": [[t, pct], ...],
-    "sevenDay": [...]}`, oldest first, rows outside [now - hours, now]
-    left out, at most MAX_POINTS points per series (see bucket_max). When
+    `accounts` maps each label (sorted) to `{"provider", "fiveHour": [[t, pct], ...],
+    "sevenDay": [...]}` (provider: `claude`, or `codex` for a `codex-*` label),
+    oldest first, rows outside [now - hours, now] left out, at most MAX_POINTS points per series (see bucket_max). When
     several rows share a time, the series keeps the highest pct.
     """
     end = int(now_ms)
@@ -267,7 +268,8 @@ def history_body(rows: Iterable[Mapping[str, Any]], *, node: str, now_ms: int, h
                 pct = float(window["pct"])
                 if by_time.get(t, -1.0) < pct:
                     by_time[t] = pct
-    accounts = {label: {field: bucket_max(sorted(account[field].items()), start, end) for field in WINDOW_FIELDS}
+    accounts = {label: dict({"provider": provider_of_label(label)},
+                            **{field: bucket_max(sorted(account[field].items()), start, end) for field in WINDOW_FIELDS})
                 for label, account in sorted(series.items())}
     return {"node": node, "from": start, "to": end, "accounts": accounts}
 

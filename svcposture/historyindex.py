@@ -22,6 +22,7 @@ from . import _time
 from ._names import WINDOW_FIELDS
 from .history import HOUR_MS, MAX_POINTS, MAX_ROW_LINE, _day_files, check_hours, day_key, parse_row
 from .paths import Paths
+from .vendors import provider_of_label
 
 Series = Tuple[List[int], List[float]]
 Part = Tuple[List[int], List[float], int, int, Optional[List[float]]]
@@ -132,9 +133,10 @@ class HistoryIndex:
                     if hi > lo:
                         # Day files are disjoint in time and taken in order: no copy, no merge.
                         parts.setdefault(key, []).append((times, pcts, lo, hi, entry.block_maxima(key)))
-        accounts: Dict[str, Dict[str, List[List[Any]]]] = {}
+        accounts: Dict[str, Dict[str, Any]] = {}
         for (label, field), series in sorted(parts.items()):
-            account = accounts.setdefault(label, {f: [] for f in WINDOW_FIELDS})
+            account = accounts.setdefault(label, dict({"provider": provider_of_label(label)},
+                                                      **{f: [] for f in WINDOW_FIELDS}))
             account[field] = thin_parts(series, start, end)
         return {"node": node, "from": start, "to": end, "accounts": accounts}
 

@@ -140,7 +140,7 @@ class Latch:
     # ------------------------------------------------------------ edges
 
     def observe(self, handle: Optional[str], email: Optional[str], status: str,
-                binding_window: Optional[str]) -> Optional[Dict[str, Any]]:
+                binding_window: Optional[str], provider: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """Feed the ACTIVE account's node status; returns the event emitted, if any.
 
         `rejected` with no latch emits `rejected` and latches; `ok` with a latch
@@ -171,7 +171,7 @@ class Latch:
             else:
                 return None
             window = binding_window if binding_window in WINDOW_CLAIMS else None
-            event = status_changed(self.node, handle, email, new_status, window)
+            event = status_changed(self.node, handle, email, new_status, window, provider=provider)
             self.log.append(event)  # EventLogError: nothing advanced
             self._advance(handle, event, new_status == EDGE_REJECTED, window)
             return event

@@ -31,6 +31,16 @@ MAX_ACCOUNTS = 20
 STATUSLINE_SETTING = '{"statusLine": {"type": "command", "command": "svc-monitor statusline"}}'
 
 
+# Commented out: a node without Codex shows nothing about it, and the directory must be a real login.
+CODEX_EXAMPLE = [
+    "#",
+    "# Codex logins (optional): one line per login, naming the CODEX_HOME directory `codex login`",
+    "# wrote auth.json into; the probe child reads it there. The active one is what CODEX_HOME names.",
+    '# CODEX_HOME_WORK="$HOME/.codex"  # %s' % PLACEHOLDER_EMAIL,
+    '# export CODEX_HOME="$CODEX_HOME_WORK"',
+]
+
+
 def accounts_env_text(count: int) -> str:
     """The accounts env file init writes: `count` placeholder entries, the first one active."""
     lines = [
@@ -42,7 +52,7 @@ def accounts_env_text(count: int) -> str:
     lines += ["%sACCT%d=%s  # %s" % (ACCOUNT_TOKEN_PREFIX, k, PLACEHOLDER, PLACEHOLDER_EMAIL)
               for k in range(1, count + 1)]
     lines.append('export %s="$%sACCT1"' % (ACTIVE_TOKEN_VAR, ACCOUNT_TOKEN_PREFIX))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + CODEX_EXAMPLE) + "\n"
 
 
 def os_short_host_name() -> str:

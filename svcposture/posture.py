@@ -263,6 +263,8 @@ class PostureService:
       binding window and of every rejected account's, plus a margin (resetprobe).
     """
 
+    derive = staticmethod(derive_summary)  # the Codex posture hooks in here (codexposture)
+
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
                  reset_margin_s: Optional[float] = None, settings: Optional[Settings] = None) -> None:
@@ -283,6 +285,7 @@ class PostureService:
         self.interval_s = settings.probe_interval_s
         self.deadline_s = settings.probe_deadline_s
         self._run_headers = probe.run_headers
+        self.probe_environ: Any = lambda: self.environ  # per probe; the Codex posture adds its poll state
         self.resets = ResetSchedule(settings.reset_margin_s if reset_margin_s is None else reset_margin_s)
         self._wake = threading.Event()
         self.reset_probes = 0
@@ -421,11 +424,12 @@ class PostureService:
         summary: Optional[Dict[str, Any]] = None
         try:
             try:
-                report = self._run_headers(self.paths, self.environ, deadline_s=self.deadline_s, cancel=self._stop)
+                environ = self.probe_environ()
+                report = self._run_headers(self.paths, environ, deadline_s=self.deadline_s, cancel=self._stop)
             except Exception:  # noqa: BLE001 - a probe failure is an error posture
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}
-            summary = derive_summary(report, self.node, _time.now_ms())
+            summary = self.derive(report, self.node, _time.now_ms())
             edge = None
             try:
                 edge = self._handle(summary)

@@ -348,9 +348,30 @@ def run_usage(paths: Paths, environ: Optional[Mapping[str, str]] = None,
 
 # ---------------------------------------------------------------- command line
 
+def _human_codex(block: Any) -> List[str]:
+    """One line per Codex login of a headers report; nothing without a Codex line."""
+    if not isinstance(block, dict):
+        return []
+    lines = []
+    for row in block.get("accounts") or []:
+        mark = "*" if row.get("active") else " "
+        head = "%s%s %s:" % (mark, row.get("label"), row.get("email") or "-")
+        err = row.get("error")
+        if err:
+            fix = "; fix: %s" % err["fix"] if err.get("fix") else ""
+            lines.append("%s error %s: %s%s" % (head, err.get("kind"), err.get("message"), fix))
+            continue
+        parts = ["%s %s%% %s" % (name, row[field]["pct"], row[field]["status"])
+                 for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")) if row.get(field)]
+        how = row.get("source") or "no new sample (%s)" % (row.get("skipped") or "-")
+        lines.append("%s %s [%s]" % (head, " ".join(parts) or "-", how))
+    return lines or ["no usable Codex login"]
+
+
 def _human_accounts(result: Dict[str, Any]) -> str:
+    codex = _human_codex(result.get("codex"))
     if not result.get("available"):
-        return "no usable account (probe disabled)"
+        return "\n".join(["no usable account (probe disabled)"] + codex)
     lines = []
     for acct in result.get("accounts", []):
         mark = "*" if acct.get("active") else " "
@@ -365,7 +386,15 @@ def _human_accounts(result: Dict[str, Any]) -> str:
                 parts.append("%s %s%% %s" % (name, window.get("pct"), window.get("status")))
         lines.append("%s%s %s: %s %s" % (mark, acct.get("label"), acct.get("email") or "-",
                                          acct.get("overallStatus"), " ".join(parts)))
-    return "\n".join(lines)
+    return "\n".join(lines + codex)
+
+
+def _human_codex_check(block: Any) -> List[str]:
+    if not isinstance(block, dict):
+        return []
+    return ["codex usable: %s" % (", ".join(block.get("usable") or []) or "-"),
+            "codex unusable: %s" % (", ".join(block.get("unusable") or []) or "-"),
+            "codex active: %s" % (block.get("active") or "-")]
 
 
 def _human(subcommand: str, result: Dict[str, Any]) -> str:
@@ -385,7 +414,7 @@ def _human(subcommand: str, result: Dict[str, Any]) -> str:
             "unusable: %s" % (", ".join(result.get("unusable") or []) or "-"),
             "active: %s" % (result.get("active") or "-"),
             "duplicate active: %s" % (", ".join(result.get("duplicateActive") or []) or "-"),
-        ])
+        ] + _human_codex_check(result.get("codex")))
     return _human_accounts(result)
 
 

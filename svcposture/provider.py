@@ -129,7 +129,7 @@ def provider_url(environ: Mapping[str, str]) -> str:
     return (environ.get("SVC_PROVIDER_URL") or DEFAULT_PROVIDER_URL).rstrip("/")
 
 
-def _classify_transport(exc: BaseException) -> str:
+def classify_transport(exc: BaseException) -> str:
     """'timeout' when a timeout is anywhere in the cause chain, else 'transport'."""
     import socket
 
@@ -159,7 +159,7 @@ def _opener(url: str) -> Any:
     return urllib.request.build_opener(NoRedirect())
 
 
-def _open_any_status(request: Any, timeout_s: float) -> Any:
+def open_any_status(request: Any, timeout_s: float) -> Any:
     """The response whatever its status: the rate-limit headers ride on 429s too."""
     import urllib.error
     try:
@@ -188,7 +188,7 @@ def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> D
         "user-agent": "svcposture/" + __version__,
     })
     try:
-        with _open_any_status(request, timeout_s) as response:
+        with open_any_status(request, timeout_s) as response:
             status = int(response.getcode() or 0)
             headers = {k.lower(): v for k, v in response.headers.items()}
             try:
@@ -196,7 +196,7 @@ def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> D
             except Exception:  # noqa: BLE001 - the body is never used
                 pass
     except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
-        return dict(_NO_VIEW, error=error(_classify_transport(exc)))
+        return dict(_NO_VIEW, error=error(classify_transport(exc)))
     if status in (401, 403):
         return dict(_NO_VIEW, error=error("auth", http_status=status))
     try:
@@ -251,12 +251,12 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
         "user-agent": "svcposture/" + __version__,
     })
     try:
-        with _open_any_status(request, timeout_s) as response:
+        with open_any_status(request, timeout_s) as response:
             status = int(response.getcode() or 0)
             retry_after = retry_after_s(response.headers.get("retry-after"))
             raw = response.read(MAX_USAGE_BODY + 1)
     except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
-        return {"ok": False, "error": error(_classify_transport(exc))}
+        return {"ok": False, "error": error(classify_transport(exc))}
     if status in (401, 403):
         return {"ok": False, "error": error("auth", http_status=status)}
     if status == 429:

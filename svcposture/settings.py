@@ -19,9 +19,10 @@ nothing.
 
 The module imports nothing at load time: the terminal clients take
 DEFAULT_PORT from here and their start-up time is counted. The home modules of
-a knob's helper (alerts, history, child, resetprobe, tracker, loki) are loaded
+a knob's helper (alerts, history, resetprobe, tracker, budget, loki) are loaded
 when settings are built; the knobs of modules that themselves take Settings
-(posture, sampler, liveness) live here, so no import goes in a circle.
+(posture, sampler, liveness) or import it (the probe child) live here, so no
+import goes in a circle.
 """
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ MAX_FLEET_TTL_S = 3600.0
 DEFAULT_TTL_S = 300.0
 DEFAULT_FLOOR_S = 30.0
 DEFAULT_INTERVAL_S = 300.0
+
+# The sweep deadline ($SVC_PROBE_DEADLINE_S): the parent kills the child then,
+# and the child answers a little before it.
+DEFAULT_DEADLINE_S = 30.0
+MIN_DEADLINE_S = 0.1
 
 # The quota sampler (DESIGN §14).
 DEFAULT_QUOTA_INTERVAL_S = 300.0
@@ -76,9 +82,21 @@ def publish_interval_ms(environ: Mapping[str, str]) -> int:
                           kind=int))
 
 
+def read_source(environ: Mapping[str, str]) -> str:
+    """Where peers' liveness is read: "loki", "prometheus", or (anything else) "tracker"."""
+    source = (environ.get(READ_SOURCE_ENV) or "").strip().lower()
+    return source if source in ("loki", "prometheus") else "tracker"
+
+
 def reads_from_loki(environ: Mapping[str, str]) -> bool:
-    """Whether peers' liveness is read from Loki (SVC_LIVENESS_READ_SOURCE=loki) instead of the tracker."""
-    return (environ.get(READ_SOURCE_ENV) or "").strip().lower() == "loki"
+    return read_source(environ) == "loki"
+
+
+def sweep_deadline_s(environ: Mapping[str, str]) -> float:
+    """$SVC_PROBE_DEADLINE_S (30 s, at least 0.1 s; a bad value gives the default)."""
+    from ._env import env_number
+
+    return env_number(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
 
 
 def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
@@ -103,7 +121,6 @@ def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
 def _probe_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
     """The posture service's schedule: TTL, refresh floor (at most the TTL), interval, deadline, reset margin."""
     from ._env import env_number
-    from .child import sweep_deadline_s
     from .resetprobe import DEFAULT_MARGIN_S, TEST_MARGIN_ENV
 
     ttl_s = env_number(environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
@@ -152,14 +169,17 @@ def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) 
 
 
 def _cluster_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
-    """Liveness (publish interval, read source, Loki) and the tracker the anchor lives on."""
+    """Liveness (publish interval, read source, Loki) and the tracker the anchor lives on
+    (its URL, and the rate-limit window its budget is counted over)."""
+    from .cluster.budget import window_ms
     from .cluster.loki import LOKI_URL_ENV
     from .cluster.tracker import tracker_url
 
     return dict(liveness_interval_ms=publish_interval_ms(environ),
-                liveness_from_loki=reads_from_loki(environ),
+                liveness_read_source=read_source(environ),
                 loki_url=(environ.get(LOKI_URL_ENV) or "").strip(),
-                tracker_url=tracker_url(environ))
+                tracker_url=tracker_url(environ),
+                tracker_window_ms=window_ms(environ))
 
 
 def _parse(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
@@ -186,7 +206,7 @@ class Settings:
                  "posture_ttl_s", "refresh_floor_s", "probe_interval_s", "probe_deadline_s", "reset_margin_s",
                  "quota_sampler", "quota_poll_interval_s",
                  "history_days", "alert_thresholds", "alert_cmd", "alert_hook_cgroup",
-                 "liveness_interval_ms", "liveness_from_loki", "loki_url", "tracker_url",
+                 "liveness_interval_ms", "liveness_read_source", "loki_url", "tracker_url", "tracker_window_ms",
                  "notes")
 
     def __init__(self, **values: Any) -> None:

@@ -31,6 +31,7 @@ from .forecast import LOOKBACK_MS, forecast
 from .history import (HistoryError, append_rows, day_key, prune, read_rows, rows_from_summary)
 from .paths import Paths
 from .settings import Settings
+from .vendors import CLAUDE, PROVIDERS, provider_of_label
 
 log = logging.getLogger("svcposture.trajectory")
 
@@ -91,6 +92,10 @@ class TrajectoryService:
         self._recent: Deque[Dict[str, Any]] = collections.deque(maxlen=RECENT_ALERTS)
         self._pruned_day = ""
         self._body: Dict[str, Any] = {}
+        # Per vendor: its newest probe's (probedAt, account rows), or None while
+        # that vendor's posture is disabled. A vendor never seen shows nothing.
+        self._vendors: Dict[str, Optional[Tuple[Optional[int], List[Dict[str, Any]]]]] = {}
+        self._sampled: Dict[str, int] = {}  # label -> sampledAt of its newest history row (Codex)
         self.alert_counts = {"threshold": 0, "forecast": 0}
         self.history_errors = 0
 
@@ -108,10 +113,12 @@ class TrajectoryService:
         rows.reverse()  # oldest first
         for row in rows:
             self._remember(row)
+            if provider_of_label(row["label"]) != CLAUDE:
+                self._sampled[row["label"]] = max(self._sampled.get(row["label"], -1), row["t"])
         for event in reversed(recent_alerts(self.event_log, RECENT_ALERTS)):
             self._recent.appendleft(event)
         with self._lock:
-            self._body = self._build(None, None, [])
+            self._body = self._build()
 
     def _prune(self, now: int) -> None:
         day = day_key(now)
@@ -128,19 +135,24 @@ class TrajectoryService:
 
     # ------------------------------------------------------------ per probe
 
-    def observe(self, summary: Mapping[str, Any], edge: Optional[Mapping[str, Any]] = None) -> None:
-        """Handle one fresh probe result (and the status edge it emitted, if any)."""
+    def observe(self, summary: Mapping[str, Any], edge: Optional[Mapping[str, Any]] = None,
+                provider: str = CLAUDE) -> None:
+        """Handle one fresh probe result of one vendor (and the status edge it emitted, if any)."""
         if edge is not None and self.notifier is not None:
             self.notifier.submit(edge)
         if summary.get("available") is not True:
             with self._lock:
-                self._body = {"available": False, "node": self.node}
-            self.broadcast.publish(self._body)
+                self._vendors[provider] = None
+                self._body = self._build()
+                body = self._body
+            self.broadcast.publish(body)
             return
         probed_at = summary.get("probedAt")
         now = probed_at if is_int(probed_at) else _time.now_ms()
         self._prune(_time.now_ms())
         rows = rows_from_summary(summary)
+        if provider != CLAUDE:
+            rows = self._fresh_samples(summary, rows)
         if rows:
             try:
                 # History is a chart, not a ledger: no fsync per probe (DESIGN §10 sets
@@ -151,7 +163,7 @@ class TrajectoryService:
                 log.warning("history append failed: %s", exc)
         for row in rows:
             self._remember(row)
-        accounts = self._accounts(summary, now)
+        accounts = self._accounts(summary, now, provider)
         fired = self.alerts.observe(accounts, now)
         for event in fired:
             kind = "forecast" if event["attributes"]["event.name"].endswith("forecast") else "threshold"
@@ -160,9 +172,34 @@ class TrajectoryService:
             if self.notifier is not None:
                 self.notifier.submit(event)
         with self._lock:
-            self._body = self._build(now, accounts, fired)
+            self._vendors[provider] = (now, accounts)
+            self._body = self._build()
             body = self._body
         self.broadcast.publish(body)
+
+    def observer(self, provider: str) -> Any:
+        """The posture observer of one vendor's service: observe() with its provider."""
+        def observe(summary: Mapping[str, Any], edge: Optional[Mapping[str, Any]] = None) -> None:
+            self.observe(summary, edge, provider=provider)
+        return observe
+
+    def _fresh_samples(self, summary: Mapping[str, Any], rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The rows of accounts whose sample is new, each at its sample's time.
+
+        A Codex account is not measured on every probe (the usage floor, another
+        host polls it): the summary repeats its last sample, which is one point
+        of history, not one per probe.
+        """
+        sampled = {a.get("label"): a.get("sampledAt") for a in summary.get("accounts") or []
+                   if isinstance(a, Mapping)}
+        fresh = []
+        for row in rows:
+            at = sampled.get(row["label"])
+            if not isinstance(at, int) or isinstance(at, bool) or at <= self._sampled.get(row["label"], -1):
+                continue
+            self._sampled[row["label"]] = at
+            fresh.append(dict(row, t=at))
+        return fresh
 
     def _remember(self, row: Mapping[str, Any]) -> None:
         t = row["t"]
@@ -176,21 +213,38 @@ class TrajectoryService:
             while series and series[0][0] < newest - KEEP_MS:
                 series.popleft()
 
-    def _accounts(self, summary: Mapping[str, Any], now: int) -> List[Dict[str, Any]]:
+    def _accounts(self, summary: Mapping[str, Any], now: int, provider: str) -> List[Dict[str, Any]]:
         out = []
         for account in summary.get("accounts") or []:
             label = account.get("label")
-            view: Dict[str, Any] = {"label": label, "email": account.get("email"), "active": account.get("active") is True}
+            view: Dict[str, Any] = {"label": label, "provider": provider, "email": account.get("email"),
+                                    "active": account.get("active") is True}
             for field in WINDOW_FIELDS:
                 points = self._series.get((label, field), ())
                 view[field] = window_view(account.get(field), points, now, field)
             out.append(view)
         return out
 
-    def _build(self, probed_at: Optional[int], accounts: Optional[List[Dict[str, Any]]],
-               fired: List[Dict[str, Any]]) -> Dict[str, Any]:
-        return {"node": self.node, "generatedAt": _time.iso_now(), "probedAt": probed_at,
-                "accounts": accounts or [], "alerts": list(self._recent)}
+    def _build(self) -> Dict[str, Any]:
+        """The body from every vendor's newest rows: Claude's first, then Codex's.
+
+        Disabled (`{"available": false, "node"}`) only when every vendor seen is;
+        `probedAt` is the newest probe of any vendor shown.
+        """
+        seen = self._vendors
+        if seen and all(entry is None for entry in seen.values()):
+            return {"available": False, "node": self.node}
+        probed: Optional[int] = None
+        accounts: List[Dict[str, Any]] = []
+        for provider in PROVIDERS:
+            entry = seen.get(provider)
+            if entry is None:
+                continue
+            if entry[0] is not None and (probed is None or entry[0] > probed):
+                probed = entry[0]
+            accounts.extend(entry[1])
+        return {"node": self.node, "generatedAt": _time.iso_now(), "probedAt": probed,
+                "accounts": accounts, "alerts": list(self._recent)}
 
     # ------------------------------------------------------------ reads
 
@@ -199,7 +253,7 @@ class TrajectoryService:
             return self._body
 
     def metrics(self) -> Dict[str, Any]:
-        """Per account and window: rate, pct at reset, wall (seconds); alert counts."""
+        """Per account and window (label, window, forecast, provider); alert counts."""
         body = self.body()
         windows = []
         for account in body.get("accounts") or []:
@@ -207,7 +261,7 @@ class TrajectoryService:
                 view = account.get(field)
                 fc = view.get("forecast") if isinstance(view, Mapping) else None
                 if isinstance(fc, Mapping):
-                    windows.append((account["label"], CLAIM_OF_FIELD[field], fc))
+                    windows.append((account["label"], CLAIM_OF_FIELD[field], fc, account.get("provider", CLAUDE)))
         return {"windows": windows, "alerts": dict(self.alert_counts)}
 
     def stop(self) -> None:

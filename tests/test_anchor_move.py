@@ -15,7 +15,6 @@ import sys
 
 from tests.support.cli import run_json
 from tests.support.home import BEARER, CANARY, REPO, make_node, node_env
-from tests.support.monitor import start_monitor
 from tests.support.tracker import TrackerServer
 from tests.support.waiting import wait_until
 
@@ -43,7 +42,7 @@ def anchor_check(env):
     return code, report, check
 
 
-def test_anchor_move_with_three_hosts(tmp_path):
+def test_anchor_move_with_three_hosts(tmp_path, monitors):
     with TrackerServer(tokens=[BEARER]) as srv:
         srv.add_issue("OLD-1")
         srv.add_issue("NEW-2")
@@ -51,17 +50,17 @@ def test_anchor_move_with_three_hosts(tmp_path):
         for host in HOSTS:
             home = make_node(tmp_path, host, HOSTS, anchor="OLD-1")
             envs[host] = node_env(home, tracker_url=srv.url, interval_ms=INTERVAL_MS, SVC_ACCOUNTS_PROBE="0")
-        monitors = {h: start_monitor(envs[h], args=("--no-probe",)) for h in ("a", "b")}
-        every_monitor = list(monitors.values())
+        by_host = {h: monitors.start(envs[h], args=("--no-probe",)) for h in ("a", "b")}
+        every_monitor = list(by_host.values())
         stack(envs["c"], "start", "--port", "0", "--no-probe")
 
         def restart(host):
             if host == "c":
                 stack(envs["c"], "restart")
                 return
-            monitors[host].stop()
-            monitors[host] = start_monitor(envs[host], args=("--no-probe",))
-            every_monitor.append(monitors[host])
+            by_host[host].stop()
+            by_host[host] = monitors.start(envs[host], args=("--no-probe",))
+            every_monitor.append(by_host[host])
         try:
             # Before the move: every host live on the old anchor, doctor PASS.
             wait_until(lambda: states(envs["a"])[0] == {h: "live" for h in HOSTS}, timeout=30)
@@ -126,13 +125,13 @@ def test_anchor_move_with_three_hosts(tmp_path):
         assert CANARY not in logs and "Traceback" not in logs
 
 
-def test_monitor_publisher_off_then_on_without_restart(tmp_path):
+def test_monitor_publisher_off_then_on_without_restart(tmp_path, monitors):
     import time
 
     with TrackerServer(tokens=[BEARER]) as srv:
         srv.add_issue("OPS-1")
         home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
-        mon = start_monitor(node_env(home, tracker_url=srv.url, interval_ms=100, SVC_ACCOUNTS_PROBE="0"),
+        mon = monitors.start(node_env(home, tracker_url=srv.url, interval_ms=100, SVC_ACCOUNTS_PROBE="0"),
                             args=("--no-probe",))
         try:
             wait_until(lambda: "liveness publisher off" in mon.stderr_text())

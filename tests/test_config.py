@@ -6,6 +6,7 @@ import os
 import platform
 import stat
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
@@ -28,7 +29,8 @@ def put(path: Path, obj) -> Path:
 # ---------------------------------------------------------------- load_layer: bad input
 
 BAD_FILES = [
-    ("corrupt", b'{"svc": {"host": {"name": "a",}}}', 1, 31),
+    # The interpreter's json decides where a syntax error is (3.13 points at the trailing comma, col 30).
+    ("corrupt", b'{"svc": {"host": {"name": "a",}}}', 1, None),
     ("empty", b"", 1, 1),
     ("whitespace", b"\n\n", 1, 1),
     ("truncated", b'{\n "svc": {\n  "host": ', 3, 11),
@@ -40,6 +42,15 @@ BAD_FILES = [
 ]
 
 
+def json_error_position(raw: bytes) -> Tuple[int, int]:
+    """(line, column) of the syntax error this interpreter's json reports for `raw`."""
+    try:
+        json.loads(raw.decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        return exc.lineno, exc.colno
+    raise AssertionError("%r parses" % raw)
+
+
 @pytest.mark.parametrize("name, raw, line, column", BAD_FILES, ids=[b[0] for b in BAD_FILES])
 def test_load_layer_bad_input_names_file_line_column(home: Path, name: str, raw: bytes, line: int,
                                                      column: int) -> None:
@@ -48,6 +59,8 @@ def test_load_layer_bad_input_names_file_line_column(home: Path, name: str, raw:
         config.load_layer(path)
     err = info.value
     assert err.path == str(path)
+    if column is None:
+        line, column = json_error_position(raw)
     assert (err.line, err.column) == (line, column)
     assert str(path) in str(err)
     assert path.read_bytes() == raw

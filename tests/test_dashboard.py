@@ -6,7 +6,6 @@ import re
 
 from tests.support.browser import wait_for
 from tests.support.home import canary, node_env
-from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from svcposture.monitor import assets as server_mod
 
@@ -29,27 +28,24 @@ def test_assets_ship_inside_the_package():
     assert "EventSource" in js and "X-Svc-Refresh" in js and "innerHTML" not in js
 
 
-def test_page_headers(tmp_path):
+def test_page_headers(tmp_path, monitors):
     from tests.support.home import clean_env
-    m = start_monitor(clean_env(tmp_path), ["--no-probe"])
-    try:
-        status, headers, body = m.get("/")
-        assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
-        csp = headers["content-security-policy"]
-        assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
-        assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
-        assert b'src="/static/dashboard.js"' in body
-    finally:
-        m.stop()
+    m = monitors.start(clean_env(tmp_path), ["--no-probe"])
+    status, headers, body = m.get("/")
+    assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+    csp = headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
+    assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
+    assert b'src="/static/dashboard.js"' in body
 
 
-def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path):
+def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path, monitors):
     with ProviderServer() as provider:
         provider.set_account(TOK1, five_hour=(0.42, "allowed"), seven_day=(0.10, "allowed"))
         provider.set_account(TOK2, five_hour=(0.05, "allowed"))
         env = node_env(tmp_path, provider.url, [("ACCT1", TOK1, "ada@example.com"), ("ACCT2", TOK2, "bob@example.com")],
                        active="ACCT1", extra={"SVC_REFRESH_FLOOR_S": "0"})
-        mon = start_monitor(env)
+        mon = monitors.start(env)
         try:
             by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
             browser.get(mon.url + "/")
@@ -86,15 +82,12 @@ def test_footer_changes_after_a_forced_refresh_without_reload(browser, tmp_path)
             mon.stop()
 
 
-def test_unavailable_clears_the_display(browser, tmp_path):
+def test_unavailable_clears_the_display(browser, tmp_path, monitors):
     from tests.support.home import clean_env
-    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
-    try:
-        browser.get(mon.url + "/")
-        by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
-        wait_for(lambda: by_id("unavailable").is_displayed(), what="unavailable note")
-        assert by_id("footer-status").text.lower() == "unavailable"
-        assert by_id("footer-label").text == "—" and by_id("footer-email").text == ""
-        assert not by_id("banner").is_displayed()
-    finally:
-        mon.stop()
+    mon = monitors.start(clean_env(tmp_path), ["--no-probe"])
+    browser.get(mon.url + "/")
+    by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
+    wait_for(lambda: by_id("unavailable").is_displayed(), what="unavailable note")
+    assert by_id("footer-status").text.lower() == "unavailable"
+    assert by_id("footer-label").text == "—" and by_id("footer-email").text == ""
+    assert not by_id("banner").is_displayed()

@@ -8,7 +8,6 @@ import time
 
 from tests.support.history import HOUR_MS, climb_rows, write_rows
 from tests.support.home import canary, clean_env, node_env
-from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.browser import wait_for
 
@@ -20,7 +19,7 @@ def _no_horizontal_scroll(driver) -> bool:
     return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path):  # noqa: F811
+def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path, monitors):  # noqa: F811
     now = int(time.time() * 1000)
     reset_5h = (now + HOUR_MS) // 1000 * 1000
     write_rows(tmp_path, climb_rows("acct1", now - 30 * 60_000, now - 60_000, step_ms=60_000, pct0=40.0, rate=60.0,
@@ -31,7 +30,7 @@ def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path):
         env = node_env(tmp_path, provider.url, [("ACCT1", TOK1, "ada@example.com"), ("ACCT2", TOK2, "bob@example.com")],
                        active="ACCT1", extra={"SVC_PROBE_INTERVAL_S": "0.5", "SVC_POSTURE_TTL_S": "0.5",
                                               "SVC_REFRESH_FLOOR_S": "0.05"})
-        mon = start_monitor(env)
+        mon = monitors.start(env)
         try:
             browser.set_window_size(360, 900)
             browser.get(mon.url + "/")
@@ -69,13 +68,13 @@ def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path):
             mon.stop()
 
 
-def test_a_value_older_than_two_probe_intervals_is_greyed_with_its_age(browser, tmp_path):  # noqa: F811
+def test_a_value_older_than_two_probe_intervals_is_greyed_with_its_age(browser, tmp_path, monitors):  # noqa: F811
     with ProviderServer() as provider:
         provider.set_account(TOK1, five_hour=(0.30, "allowed"))
         env = node_env(tmp_path, provider.url, [("ACCT1", TOK1, "ada@example.com")], active="ACCT1",
                        extra={"SVC_PROBE_INTERVAL_S": "1", "SVC_POSTURE_TTL_S": "1", "SVC_REFRESH_FLOOR_S": "0.05",
                               "SVC_PROBE_DEADLINE_S": "120", "SVC_PROBE_TIMEOUT_S": "120"})
-        mon = start_monitor(env)
+        mon = monitors.start(env)
         try:
             browser.set_window_size(1280, 900)
             browser.get(mon.url + "/")
@@ -93,14 +92,11 @@ def test_a_value_older_than_two_probe_intervals_is_greyed_with_its_age(browser, 
             mon.stop()
 
 
-def test_unavailable_says_why_and_how_to_fix_it(browser, tmp_path):  # noqa: F811
-    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
-    try:
-        browser.get(mon.url + "/")
-        box = lambda: browser.find_element("id", "unavailable")  # noqa: E731
-        wait_for(lambda: box().is_displayed(), what="the explanation")
-        assert "accounts env file" in box().text and "svc-monitor init" in box().text
-        assert browser.find_element("id", "fleet-link").get_attribute("href").endswith("/fleet")
-        assert not browser.find_elements("css selector", ".card")
-    finally:
-        mon.stop()
+def test_unavailable_says_why_and_how_to_fix_it(browser, tmp_path, monitors):  # noqa: F811
+    mon = monitors.start(clean_env(tmp_path), ["--no-probe"])
+    browser.get(mon.url + "/")
+    box = lambda: browser.find_element("id", "unavailable")  # noqa: E731
+    wait_for(lambda: box().is_displayed(), what="the explanation")
+    assert "accounts env file" in box().text and "svc-monitor init" in box().text
+    assert browser.find_element("id", "fleet-link").get_attribute("href").endswith("/fleet")
+    assert not browser.find_elements("css selector", ".card")

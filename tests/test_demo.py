@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.home import REPO, clean_env
-from tests.support.monitor import start_monitor
 from tests.support.waiting import wait_until
 from svcposture.monitor import demo
 
@@ -81,12 +80,12 @@ def test_demo_node_files(tmp_path):
     assert not node.root.exists()
 
 
-def test_real_monitor_against_the_simulated_provider_emits_edges():
+def test_real_monitor_against_the_simulated_provider_emits_edges(monitors):
     clock = [1_800_000_000.0]
     provider = demo.SimulatedProvider(clock=lambda: clock[0]).start()
     node = demo.DemoNode(provider.url, base_environ=clean_env(REPO))
     env = dict(node.environ, SVC_REFRESH_FLOOR_S="0", SVC_QUOTA_SAMPLER="0")
-    mon = start_monitor(env)
+    mon = monitors.start(env)
     try:
         force = {"X-Svc-Refresh": "1"}
         body = mon.get_json("/api/accounts")[1]

@@ -8,26 +8,18 @@ import time
 import pytest
 
 from tests.support.cli import run_cluster, run_inproc
-from tests.support.home import BEARER, CANARY, canary, make_node, node_env, write_accounts
+from tests.support.home import CANARY, canary, make_node, node_env, write_accounts
 from svcposture.cluster import doctor as cluster_doctor, liveness
 from svcposture._time import iso_from_ms
-from tests.support.tracker import TrackerServer
 
 CHECKS = ["liveness-anchor", "host-name", "roster", "legacy-roster", "cloud-env", "accounts-env", "event-log",
-          "latch", "directories"]
+          "latch", "directories", "tracker-budget"]
 
 
-@pytest.fixture
-def srv():
-    with TrackerServer(tokens=[BEARER]) as server:
-        server.add_issue("OPS-1")
-        yield server
-
-
-def beat_all(srv, hosts, issue="OPS-1"):
+def beat_all(anchor_tracker, hosts, issue="OPS-1"):
     now = iso_from_ms(int(time.time() * 1000))
     for host in hosts:
-        srv.put_attachment(issue, liveness.heartbeat_url(host), subtitle=now,
+        anchor_tracker.put_attachment(issue, liveness.heartbeat_url(host), subtitle=now,
                            metadata={"host": host, "publishedAt": now, "publishIntervalMs": 120000})
 
 
@@ -42,10 +34,10 @@ def doctor(monkeypatch, capsys, env):
     return code, {c["name"]: c for c in report["checks"]}
 
 
-def test_healthy_node_passes(tmp_path, srv, monkeypatch, capsys):
+def test_healthy_node_passes(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    beat_all(srv, ["a", "b"])
-    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))
+    beat_all(anchor_tracker, ["a", "b"])
+    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url))
     assert code == 0
     assert checks["liveness-anchor"]["status"] == "PASS" and "OPS-1" in checks["liveness-anchor"]["detail"]
     assert checks["host-name"]["status"] == "PASS" and checks["roster"]["status"] == "PASS"
@@ -67,23 +59,23 @@ def test_healthy_node_passes(tmp_path, srv, monkeypatch, capsys):
     ("loki", "INFO", "Loki"),
     ("no-own-heartbeat", "WARN", "svc-stack restart"),
 ])
-def test_liveness_anchor_check(tmp_path, srv, monkeypatch, capsys, case, status, words):
+def test_liveness_anchor_check(tmp_path, anchor_tracker, monkeypatch, capsys, case, status, words):
     anchor = None if case == "unset" else "OPS-404" if case == "missing" else "OPS-1"
     token = None if case == "no-token" else CANARY + "x" if case == "refused" else CANARY
     home = make_node(tmp_path, "a", ["a", "b"], anchor=anchor, token=token)
     if case != "no-own-heartbeat":
-        beat_all(srv, ["a"])
+        beat_all(anchor_tracker, ["a"])
     if case == "archived":
-        srv.set_issue("OPS-1", archived=True)
+        anchor_tracker.set_issue("OPS-1", archived=True)
     if case == "trashed":
-        srv.set_issue("OPS-1", trashed=True)
+        anchor_tracker.set_issue("OPS-1", trashed=True)
     if case == "closed":
-        srv.set_issue("OPS-1", state="completed")
+        anchor_tracker.set_issue("OPS-1", state="completed")
     if case == "canceled":
-        srv.set_issue("OPS-1", state="canceled")
+        anchor_tracker.set_issue("OPS-1", state="canceled")
     if case == "ratelimited":
-        srv.fail_next("ratelimit", count=-1)
-    url = "http://127.0.0.1:9/graphql" if case == "unreachable" else srv.url
+        anchor_tracker.fail_next("ratelimit", count=-1)
+    url = "http://127.0.0.1:9/graphql" if case == "unreachable" else anchor_tracker.url
     extra = {"SVC_LIVENESS_READ_SOURCE": "loki"} if case == "loki" else {}
     code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=url, **extra))
     check = checks["liveness-anchor"]
@@ -91,18 +83,18 @@ def test_liveness_anchor_check(tmp_path, srv, monkeypatch, capsys, case, status,
     assert code == (1 if status == "FAIL" else 0)
 
 
-def test_stale_own_heartbeat_warns(tmp_path, srv, monkeypatch, capsys):
+def test_stale_own_heartbeat_warns(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     old = iso_from_ms(int((time.time() - 600) * 1000))
-    srv.put_attachment("OPS-1", liveness.heartbeat_url("a"), subtitle=old,
+    anchor_tracker.put_attachment("OPS-1", liveness.heartbeat_url("a"), subtitle=old,
                        metadata={"host": "a", "publishedAt": old, "publishIntervalMs": 120000})
-    check = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["liveness-anchor"]
+    check = doctor(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url))[1]["liveness-anchor"]
     assert check["status"] == "WARN" and "stale" in check["detail"] and "svc-stack status" in check["detail"]
 
 
-def test_single_host_roster_needs_no_own_heartbeat(tmp_path, srv, monkeypatch, capsys):
+def test_single_host_roster_needs_no_own_heartbeat(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
-    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["liveness-anchor"]["status"] == "PASS"
+    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url))[1]["liveness-anchor"]["status"] == "PASS"
 
 
 @pytest.mark.parametrize("case,check,status", [
@@ -113,14 +105,14 @@ def test_single_host_roster_needs_no_own_heartbeat(tmp_path, srv, monkeypatch, c
     ("roster-empty", "roster", "WARN"),
     ("roster-corrupt", "roster", "FAIL"),
 ])
-def test_host_name_and_roster(tmp_path, srv, monkeypatch, capsys, case, check, status):
+def test_host_name_and_roster(tmp_path, anchor_tracker, monkeypatch, capsys, case, check, status):
     roster = {"host-not-in-roster": ["b", "c"], "roster-duplicate": ["a", "b", "a"], "roster-missing": None,
               "roster-empty": []}.get(case, ["a", "b"])
     home = make_node(tmp_path, None if case == "host-unset" else "a", roster, anchor="OPS-1")
     if case == "roster-corrupt":
         (home / "svc" / "cluster" / "cluster.json").write_bytes(b"\x00\x01garbage")
-    beat_all(srv, ["a"])
-    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))
+    beat_all(anchor_tracker, ["a"])
+    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url))
     assert checks[check]["status"] == status, checks[check]
     if case == "host-not-in-roster":
         assert "owns zero tickets" in checks[check]["detail"]
@@ -128,46 +120,46 @@ def test_host_name_and_roster(tmp_path, srv, monkeypatch, capsys, case, check, s
         assert checks["host-name"]["status"] == "FAIL"
 
 
-def test_legacy_roster(tmp_path, srv, monkeypatch, capsys):
+def test_legacy_roster(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    beat_all(srv, ["a"])
+    beat_all(anchor_tracker, ["a"])
     repo = tmp_path / "project"
     (repo / ".svc").mkdir(parents=True)
-    env = node_env(home, tracker_url=srv.url, SVC_REPO_ROOT=str(repo))
+    env = node_env(home, tracker_url=anchor_tracker.url, SVC_REPO_ROOT=str(repo))
     assert doctor(monkeypatch, capsys, env)[1]["legacy-roster"]["status"] == "PASS"
     (repo / ".svc" / "hosts.json").write_text('{"hosts": ["a"]}')
     check = doctor(monkeypatch, capsys, env)[1]["legacy-roster"]
     assert check["status"] == "WARN" and "retired" in check["detail"]
-    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["legacy-roster"]["status"] == "INFO"
+    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url))[1]["legacy-roster"]["status"] == "INFO"
 
 
 @pytest.mark.parametrize("mode,status", [(0o600, "PASS"), (0o644, "FAIL"), (0o640, "FAIL"), (0o400, "FAIL")])
-def test_cloud_env_mode(tmp_path, srv, monkeypatch, capsys, mode, status):
+def test_cloud_env_mode(tmp_path, anchor_tracker, monkeypatch, capsys, mode, status):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    beat_all(srv, ["a"])
+    beat_all(anchor_tracker, ["a"])
     path = home / ".config" / "svc" / "cluster.env"
     path.write_text("export SVC_CLOUD_TOKEN='x'\n")
     os.chmod(str(path), mode)
-    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))
+    code, checks = doctor(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url))
     assert checks["cloud-env"]["status"] == status
     if status == "FAIL":
         assert "0600" in checks["cloud-env"]["detail"] and code == 1
 
 
-def test_cloud_env_not_a_file(tmp_path, srv, monkeypatch, capsys):
+def test_cloud_env_not_a_file(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     (home / ".config" / "svc" / "cluster.env").mkdir()
-    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=srv.url))[1]["cloud-env"]["status"] == "FAIL"
+    assert doctor(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url))[1]["cloud-env"]["status"] == "FAIL"
 
 
-def test_accounts_env_checks(tmp_path, srv, monkeypatch, capsys):
+def test_accounts_env_checks(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    beat_all(srv, ["a"])
+    beat_all(anchor_tracker, ["a"])
     env_file = home / ".config" / "svc" / "model-accounts.env"
     tok1, tok2 = canary("one"), canary("two")
     write_accounts(env_file, [("ACCT1", tok1, "one@example.com"), ("ACCT2", tok2, "two@example.com")],
                    active="ACCT2")
-    env = node_env(home, tracker_url=srv.url)
+    env = node_env(home, tracker_url=anchor_tracker.url)
     check = doctor(monkeypatch, capsys, env)[1]["accounts-env"]
     assert check["status"] == "PASS" and "active acct2" in check["detail"] and "2 usable" in check["detail"]
     write_accounts(env_file, [("ACCT1", tok1, None), ("ACCT2", tok1, None)], active="ACCT1")
@@ -193,10 +185,10 @@ def test_accounts_env_report_mapping():
     assert f(path, {"usable": "junk", "active": 5}, 0)["status"] == "INFO"
 
 
-def test_event_log_and_latch(tmp_path, srv, monkeypatch, capsys):
+def test_event_log_and_latch(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    beat_all(srv, ["a"])
-    env = node_env(home, tracker_url=srv.url)
+    beat_all(anchor_tracker, ["a"])
+    env = node_env(home, tracker_url=anchor_tracker.url)
     (home / "svc" / "events").write_text("not a directory")
     (home / "svc" / "account-status-latch.json").write_text('{"version": 1, "accounts": {"acct1": ')
     code, checks = doctor(monkeypatch, capsys, env)
@@ -209,9 +201,9 @@ def test_event_log_and_latch(tmp_path, srv, monkeypatch, capsys):
     assert check["status"] == "PASS" and "latched: acct1" in check["detail"]
 
 
-def test_text_output_and_exit_code_as_a_real_command(tmp_path, srv):
+def test_text_output_and_exit_code_as_a_real_command(tmp_path, anchor_tracker):
     home = make_node(tmp_path, "a", ["b"], anchor="OPS-1")
-    proc = run_cluster(node_env(home, tracker_url=srv.url), "doctor")
+    proc = run_cluster(node_env(home, tracker_url=anchor_tracker.url), "doctor")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("PASS  liveness-anchor") or lines[0].startswith("WARN  liveness-anchor")
@@ -220,7 +212,7 @@ def test_text_output_and_exit_code_as_a_real_command(tmp_path, srv):
     assert run_cluster(node_env(home), "doctor", "--help").returncode == 0
 
 
-def test_accounts_env_check_runs_the_vendored_copy(tmp_path, srv):
+def test_accounts_env_check_runs_the_vendored_copy(tmp_path, anchor_tracker):
     import shutil
     import subprocess
     import sys
@@ -232,11 +224,11 @@ def test_accounts_env_check_runs_the_vendored_copy(tmp_path, srv):
     (tmp_path / "proj" / "__init__.py").write_text("")
     (vendor / "__init__.py").write_text("")
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    beat_all(srv, ["a"])
+    beat_all(anchor_tracker, ["a"])
     write_accounts(home / ".config" / "svc" / "model-accounts.env", [("ACCT1", canary("v"), None)], active="ACCT1")
     env = clean_env(home)
     env["PYTHONPATH"] = str(tmp_path)  # the original package is not importable here
-    env["SVC_TRACKER_URL"] = srv.url
+    env["SVC_TRACKER_URL"] = anchor_tracker.url
     code = ("import sys; from proj._vendor.svcposture.cli import cluster_main; "
             "sys.exit(cluster_main(['doctor', '--json']))")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path), capture_output=True,

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.support.home import canary, node_env
-from tests.support.monitor import read_response, start_monitor
+from tests.support.monitor import read_response
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -24,18 +24,17 @@ def provider():
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory, provider):
+def node(tmp_path_factory, provider, module_monitors):
     home = tmp_path_factory.mktemp("fast") / "home"
     home.mkdir()
     env = node_env(home, provider.url, [("ACCT1", TOK, "one@example.com")], active="ACCT1",
                    extra={"SVC_MONITOR_REQUEST_TIMEOUT_S": "1.5"})
-    mon = start_monitor(env)
+    mon = module_monitors.start(env)
     # Warm the cache so the fast lane has a fresh posture to answer from.
     with socket.create_connection(("127.0.0.1", mon.port), timeout=10) as s:
         s.sendall(READ)
         assert read_response(s)[0] == 200
     yield mon
-    mon.stop()
 
 
 def connect(node):

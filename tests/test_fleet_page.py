@@ -9,34 +9,26 @@ import pytest
 from svcposture.cluster import liveness
 from tests.support.browser import chromium, wait_for
 from tests.support.fleet import populate
-from tests.support.home import BEARER, CANARY, make_node, node_env
+from tests.support.home import CANARY, make_node, node_env
 from tests.support.loki import LokiServer
 from tests.support.monitor import start_monitor
-from tests.support.tracker import TrackerServer
 from tests.support.waiting import wait_until
 from tests.test_metrics_openapi import _validate
 
 EVIL = "<script>alert(1)</script>"
 
 
-@pytest.fixture
-def srv():
-    with TrackerServer(tokens=[BEARER]) as server:
-        server.add_issue("OPS-1")
-        yield server
-
-
-def fleet_monitor(tmp_path, srv, count, *, extra_roster=(), anchor="OPS-1", **env):
-    names = populate(srv, "OPS-1", count)
+def fleet_monitor(tmp_path, anchor_tracker, count, *, extra_roster=(), anchor="OPS-1", **env):
+    names = populate(anchor_tracker, "OPS-1", count)
     roster = names + list(extra_roster)
     home = make_node(tmp_path, roster[0], roster, anchor=anchor)
-    environ = node_env(home, tracker_url=srv.url, interval_ms=120000, **env)
+    environ = node_env(home, tracker_url=anchor_tracker.url, interval_ms=120000, **env)
     return start_monitor(environ, ["--no-probe"]), roster
 
 
-def test_api_fleet_is_cached_single_flight_and_never_writes(tmp_path, srv):
-    srv.latency_s = 0.3  # readers arriving together overlap one slow read
-    mon, roster = fleet_monitor(tmp_path, srv, 150, SVC_FLEET_TTL_S="60")
+def test_api_fleet_is_cached_single_flight_and_never_writes(tmp_path, anchor_tracker):
+    anchor_tracker.latency_s = 0.3  # readers arriving together overlap one slow read
+    mon, roster = fleet_monitor(tmp_path, anchor_tracker, 150, SVC_FLEET_TTL_S="60")
     try:
         bodies = []
         def read():
@@ -48,9 +40,9 @@ def test_api_fleet_is_cached_single_flight_and_never_writes(tmp_path, srv):
             t.join(30)
         assert len(bodies) == 12 and all(b[0] == 200 for b in bodies)
         assert len({b[2] for b in bodies}) == 1            # one read, one body
-        assert srv.count("issue") == 2                     # 150 hosts: two pages, read once
+        assert anchor_tracker.count("issue") == 2                     # 150 hosts: two pages, read once
         status, headers, raw = mon.get("/api/fleet")
-        assert raw == bodies[0][2] and srv.count("issue") == 2
+        assert raw == bodies[0][2] and anchor_tracker.count("issue") == 2
         assert headers["cache-control"] == "no-store" and headers["content-type"] == "application/json"
         body = json.loads(raw)
         assert [h["host"] for h in body["hosts"]] == roster
@@ -60,26 +52,26 @@ def test_api_fleet_is_cached_single_flight_and_never_writes(tmp_path, srv):
         _validate(doc, {"$ref": "#/components/schemas/FleetReport"}, body)
         # The only write is the monitor's own heartbeat.
         own = liveness.heartbeat_url(roster[0])
-        writes = [c["variables"]["input"]["url"] for c in srv.calls if c["op"] == "attachmentCreate"]
+        writes = [c["variables"]["input"]["url"] for c in anchor_tracker.calls if c["op"] == "attachmentCreate"]
         assert set(writes) <= {own}
         assert CANARY not in raw.decode()
     finally:
         mon.stop()
 
 
-def test_api_fleet_rereads_after_the_ttl(tmp_path, srv):
-    mon, _ = fleet_monitor(tmp_path, srv, 5, SVC_FLEET_TTL_S="0.2")
+def test_api_fleet_rereads_after_the_ttl(tmp_path, anchor_tracker):
+    mon, _ = fleet_monitor(tmp_path, anchor_tracker, 5, SVC_FLEET_TTL_S="0.2")
     try:
         first = mon.get_json("/api/fleet")[1]["generatedAt"]
         wait_until(lambda: mon.get_json("/api/fleet")[1]["generatedAt"] != first, timeout=10,
                    message="a fresh read after the TTL")
-        assert srv.count("issue") >= 2
+        assert anchor_tracker.count("issue") >= 2
     finally:
         mon.stop()
 
 
-def test_unset_anchor_says_so_and_every_host_is_unknown(tmp_path, srv):
-    mon, roster = fleet_monitor(tmp_path, srv, 4, anchor=None)
+def test_unset_anchor_says_so_and_every_host_is_unknown(tmp_path, anchor_tracker):
+    mon, roster = fleet_monitor(tmp_path, anchor_tracker, 4, anchor=None)
     try:
         body = mon.get_json("/api/fleet")[1]
         assert "no liveness anchor" in body["error"]
@@ -95,9 +87,9 @@ def test_unset_anchor_says_so_and_every_host_is_unknown(tmp_path, srv):
         mon.stop()
 
 
-def test_unreachable_tracker_is_plain_on_the_page(tmp_path, srv):
-    mon, _ = fleet_monitor(tmp_path, srv, 3)
-    srv.fail_next("http500", count=-1, op="issue")
+def test_unreachable_tracker_is_plain_on_the_page(tmp_path, anchor_tracker):
+    mon, _ = fleet_monitor(tmp_path, anchor_tracker, 3)
+    anchor_tracker.fail_next("http500", count=-1, op="issue")
     try:
         body = mon.get_json("/api/fleet")[1]
         assert body["error"].startswith("cannot read anchor OPS-1") and "hosts" in body
@@ -106,10 +98,10 @@ def test_unreachable_tracker_is_plain_on_the_page(tmp_path, srv):
         mon.stop()
 
 
-def test_loki_hosts_are_live_or_missing_without_accounts(tmp_path, srv):
+def test_loki_hosts_are_live_or_missing_without_accounts(tmp_path, anchor_tracker):
     with LokiServer() as loki:
         loki.set_counts({"host-000": 3, "host-002": 1})
-        mon, _ = fleet_monitor(tmp_path, srv, 3, SVC_LIVENESS_READ_SOURCE="loki", SVC_LOKI_URL=loki.url)
+        mon, _ = fleet_monitor(tmp_path, anchor_tracker, 3, SVC_LIVENESS_READ_SOURCE="loki", SVC_LOKI_URL=loki.url)
         try:
             body = mon.get_json("/api/fleet")[1]
             assert body["source"] == "loki"
@@ -119,8 +111,8 @@ def test_loki_hosts_are_live_or_missing_without_accounts(tmp_path, srv):
             mon.stop()
 
 
-def test_fleet_page_headers_and_head(tmp_path, srv):
-    mon, _ = fleet_monitor(tmp_path, srv, 2)
+def test_fleet_page_headers_and_head(tmp_path, anchor_tracker):
+    mon, _ = fleet_monitor(tmp_path, anchor_tracker, 2)
     try:
         status, headers, body = mon.get("/fleet")
         assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
@@ -134,12 +126,12 @@ def test_fleet_page_headers_and_head(tmp_path, srv):
         mon.stop()
 
 
-def test_500_hosts_on_one_page_with_hostile_names_shown_as_text(tmp_path, srv):
+def test_500_hosts_on_one_page_with_hostile_names_shown_as_text(tmp_path, anchor_tracker):
     evil_host = EVIL
-    srv.put_attachment("OPS-1", liveness.heartbeat_url(evil_host), subtitle=None, metadata={
+    anchor_tracker.put_attachment("OPS-1", liveness.heartbeat_url(evil_host), subtitle=None, metadata={
         "publishedAt": "2999-01-01T00:00:00.000Z", "publishIntervalMs": 120000,
         "account": {"label": "<img src=x onerror=alert(2)>", "status": "ok", "five_hour_pct": 50.0}})
-    mon, roster = fleet_monitor(tmp_path, srv, 500, extra_roster=[evil_host])
+    mon, roster = fleet_monitor(tmp_path, anchor_tracker, 500, extra_roster=[evil_host])
     try:
         with chromium(360, 800) as browser:
             browser.get(mon.url + "/fleet")
@@ -174,7 +166,7 @@ def test_500_hosts_on_one_page_with_hostile_names_shown_as_text(tmp_path, srv):
         mon.stop()
 
 
-def test_a_monitor_publishes_its_active_account_in_the_heartbeat(tmp_path, srv):
+def test_a_monitor_publishes_its_active_account_in_the_heartbeat(tmp_path, anchor_tracker, monitors):
     from tests.support.home import canary, monitor_env
     from tests.support.provider import ProviderServer
 
@@ -183,11 +175,11 @@ def test_a_monitor_publishes_its_active_account_in_the_heartbeat(tmp_path, srv):
         provider.set_account(token, five_hour=(0.42, "allowed"), seven_day=(0.10, "allowed"))
         home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
         env = monitor_env(home, provider.url, accounts=[("ACCT1", token, "a@example.com")], active="ACCT1",
-                          SVC_TRACKER_URL=srv.url, EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="300")
-        mon = start_monitor(env)
+                          SVC_TRACKER_URL=anchor_tracker.url, EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="300")
+        mon = monitors.start(env)
         try:
             def account():
-                meta = srv.attachments("OPS-1").get(liveness.heartbeat_url("a"), {}).get("metadata") or {}
+                meta = anchor_tracker.attachments("OPS-1").get(liveness.heartbeat_url("a"), {}).get("metadata") or {}
                 return meta.get("account")
             block = wait_until(account, timeout=30, message="a heartbeat with the account block")
             assert block["label"] == "acct1" and block["status"] == "ok"
@@ -195,7 +187,7 @@ def test_a_monitor_publishes_its_active_account_in_the_heartbeat(tmp_path, srv):
             assert block["probed_at"] and block["five_hour_resets_at"] and "wall_at" in block
             row = mon.get_json("/api/fleet")[1]["hosts"][0]
             assert row["host"] == "a" and row["state"] == "live" and row["account"]["label"] == "acct1"
-            assert token not in json.dumps(srv.attachments("OPS-1"))
+            assert token not in json.dumps(anchor_tracker.attachments("OPS-1"))
         finally:
             mon.stop()
 

@@ -14,22 +14,14 @@ from svcposture.paths import Paths
 from tests.support.cli import run_inproc, run_json
 from tests.support.fleet import populate
 from tests.support.home import BEARER, CANARY, make_node, node_env
-from tests.support.tracker import TrackerServer
 
 
-@pytest.fixture
-def srv():
-    with TrackerServer(tokens=[BEARER]) as server:
-        server.add_issue("OPS-1")
-        yield server
+def client(anchor_tracker):
+    return tracker.TrackerClient(anchor_tracker.url, tracker.TrackerAuth(BEARER, "bot"))
 
 
-def client(srv):
-    return tracker.TrackerClient(srv.url, tracker.TrackerAuth(BEARER, "bot"))
-
-
-def post(srv, query, variables):
-    request = urllib.request.Request(srv.url, data=json.dumps({"query": query, "variables": variables}).encode(),
+def post(anchor_tracker, query, variables):
+    request = urllib.request.Request(anchor_tracker.url, data=json.dumps({"query": query, "variables": variables}).encode(),
                                      headers={"Authorization": BEARER, "Content-Type": "application/json"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -39,85 +31,85 @@ def post(srv, query, variables):
         return exc.code, json.loads(exc.read())
 
 
-def beat(srv, host, age_s=1.0, url=None, **meta):
+def beat(anchor_tracker, host, age_s=1.0, url=None, **meta):
     published = iso_from_ms(int((time.time() - age_s) * 1000))
     metadata = {"host": host, "publishedAt": published, "publishIntervalMs": 60000}
     metadata.update(meta)
-    srv.put_attachment("OPS-1", url or liveness.heartbeat_url(host), subtitle=published, metadata=metadata)
+    anchor_tracker.put_attachment("OPS-1", url or liveness.heartbeat_url(host), subtitle=published, metadata=metadata)
 
 
 # ---------------------------------------------------------------- pagination
 
-def test_the_test_tracker_pages_like_linear(srv):
-    populate(srv, "OPS-1", 120, stale_every=0, missing_every=0)
+def test_the_test_tracker_pages_like_linear(anchor_tracker):
+    populate(anchor_tracker, "OPS-1", 120, stale_every=0, missing_every=0)
     unpaged = ("query($id: String!, $prefix: String!) { issue(id: $id) {id attachments(filter:{url:{startsWith: "
                "$prefix}}){nodes{url} pageInfo{hasNextPage endCursor}}} }")
-    status, body = post(srv, unpaged, {"id": "OPS-1", "prefix": "svc://heartbeat/"})
+    status, body = post(anchor_tracker, unpaged, {"id": "OPS-1", "prefix": "svc://heartbeat/"})
     page = body["data"]["issue"]["attachments"]
     # Linear's default page is 50: a reader that ignores pageInfo loses the rest.
     assert status == 200 and len(page["nodes"]) == 50 and page["pageInfo"]["hasNextPage"] is True
     too_big = tracker.ISSUE_QUERY.replace("first: 100", "first: 300")
-    status, body = post(srv, too_big, {"id": "OPS-1", "prefix": "svc://heartbeat/", "after": None})
+    status, body = post(anchor_tracker, too_big, {"id": "OPS-1", "prefix": "svc://heartbeat/", "after": None})
     assert status == 400 and body["errors"][0]["extensions"]["code"] == "INVALID_INPUT"
-    status, body = post(srv, tracker.ISSUE_QUERY, {"id": "OPS-1", "prefix": "svc://heartbeat/", "after": "forged"})
+    status, body = post(anchor_tracker, tracker.ISSUE_QUERY, {"id": "OPS-1", "prefix": "svc://heartbeat/", "after": "forged"})
     assert status == 400
 
 
-def test_500_heartbeats_are_read_in_5_pages_of_100(srv):
-    names = populate(srv, "OPS-1", 500, stale_every=0, missing_every=0)
-    issue = client(srv).fetch_issue("OPS-1")
+def test_500_heartbeats_are_read_in_5_pages_of_100(anchor_tracker):
+    names = populate(anchor_tracker, "OPS-1", 500, stale_every=0, missing_every=0)
+    issue = client(anchor_tracker).fetch_issue("OPS-1")
     assert sorted(liveness.host_of_heartbeat_url(h.url) for h in issue.heartbeats) == names
-    calls = [c for c in srv.calls if c["op"] == "issue"]
+    calls = [c for c in anchor_tracker.calls if c["op"] == "issue"]
     assert len(calls) == 5
     assert all("first: 100" in c["query"] for c in calls)
     assert calls[0]["variables"]["after"] is None and all(c["variables"]["after"] for c in calls[1:])
 
 
-def test_a_cursor_loop_that_never_ends_stops_at_50_pages(tmp_path, srv, monkeypatch, capsys):
-    populate(srv, "OPS-1", 3, stale_every=0, missing_every=0)
-    srv.endless_pages = True
+def test_a_cursor_loop_that_never_ends_stops_at_50_pages(tmp_path, anchor_tracker, monkeypatch, capsys):
+    populate(anchor_tracker, "OPS-1", 3, stale_every=0, missing_every=0)
+    anchor_tracker.endless_pages = True
     with pytest.raises(tracker.TrackerPaginationError, match="did not end within 50 pages"):
-        client(srv).fetch_issue("OPS-1")
-    assert srv.count("issue") == 50
+        client(anchor_tracker).fetch_issue("OPS-1")
+    assert anchor_tracker.count("issue") == 50
     home = make_node(tmp_path, "host-000", ["host-000", "host-001"], anchor="OPS-1")
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "status", "--json")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url), "status", "--json")
     report = json.loads(out)
     assert code == 1 and "50 pages" in report["error"]
     assert [h["state"] for h in report["hosts"]] == ["unknown", "unknown"]
 
 
-def test_a_next_page_without_a_new_cursor_is_an_error(srv):
-    srv.fail_next("wrong_shape", count=-1, body={"data": {"issue": {
+def test_a_next_page_without_a_new_cursor_is_an_error(anchor_tracker):
+    anchor_tracker.fail_next("wrong_shape", count=-1, body={"data": {"issue": {
         "id": "x", "attachments": {"nodes": [], "pageInfo": {"hasNextPage": True, "endCursor": None}}}}})
     with pytest.raises(tracker.TrackerPaginationError, match="no new endCursor"):
-        client(srv).fetch_issue("OPS-1")
-    assert srv.count("issue") == 1
+        client(anchor_tracker).fetch_issue("OPS-1")
+    assert anchor_tracker.count("issue") == 1
 
 
 @pytest.mark.parametrize("mode", ["internal_error", "ratelimit", "garbage"])
-def test_errors_on_page_3_make_liveness_unknown(tmp_path, srv, monkeypatch, capsys, mode):
-    names = populate(srv, "OPS-1", 300, stale_every=0, missing_every=0)
-    srv.fail_next(mode, count=-1, op="issue", page=3)
+def test_errors_on_page_3_make_liveness_unknown(tmp_path, anchor_tracker, monkeypatch, capsys, mode):
+    names = populate(anchor_tracker, "OPS-1", 300, stale_every=0, missing_every=0)
+    anchor_tracker.fail_next(mode, count=-1, op="issue", page=3)
     home = make_node(tmp_path, names[0], names, anchor="OPS-1")
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "status", "--json")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url), "status", "--json")
     report = json.loads(out)
     # A partial list would show 100 live hosts as missing: the whole read fails instead.
     assert code == 1 and report["error"] and CANARY not in out + err
     assert {h["state"] for h in report["hosts"]} == {"unknown"}
-    assert srv.count("issue") == 3
+    assert anchor_tracker.count("issue") == 3
 
 
-def test_500_publishers_all_live(tmp_path, srv):
+def test_500_publishers_all_live(tmp_path, anchor_tracker):
     names = ["host-%03d" % i for i in range(500)]
     home = make_node(tmp_path, names[0], names, anchor="OPS-1")
-    env = node_env(home, tracker_url=srv.url, interval_ms=60000)
+    env = node_env(home, tracker_url=anchor_tracker.url, interval_ms=60000)
     paths = Paths(home, env)
     for i, name in enumerate(names):
         block = {"label": "acct%d" % (i % 3), "status": "ok", "five_hour_pct": float(i % 100)}
         publisher = liveness.Publisher(paths, env, name, lambda: "ok", None, account=lambda b=block: b)
         publisher.arm()
         assert publisher.tick() == "publishing", publisher.detail
-    assert len(srv.attachments("OPS-1")) == 500
+    assert len(anchor_tracker.attachments("OPS-1")) == 500
     code, report = run_json(env, "status", "--json")
     assert code == 0 and "error" not in report
     assert [h["host"] for h in report["hosts"]] == names
@@ -177,28 +169,28 @@ def test_hostile_account_blocks_are_whitelisted(case):
                          "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms", "age_s", "stale"}
 
 
-def test_hostile_peer_metadata_through_the_real_command(tmp_path, srv):
+def test_hostile_peer_metadata_through_the_real_command(tmp_path, anchor_tracker):
     roster = ["a", "b", "c", "d", "e", "f"]
     home = make_node(tmp_path, "a", roster, anchor="OPS-1")
-    beat(srv, "a", account={"label": "acct1", "status": "ok", "five_hour_pct": 12.0, "extra": "dropped"},
+    beat(anchor_tracker, "a", account={"label": "acct1", "status": "ok", "five_hour_pct": 12.0, "extra": "dropped"},
          quota=None)
     deep = current = {}
     for _ in range(400):
         current["x"] = {}
         current = current["x"]
-    beat(srv, "b", account=deep, quota=deep)
-    beat(srv, "c", account="not an object", quota=[1, 2], filler="y" * 200000)
-    beat(srv, "d", account={"label": "<script>alert(1)</script>", "status": "rejected"})
+    beat(anchor_tracker, "b", account=deep, quota=deep)
+    beat(anchor_tracker, "c", account="not an object", quota=[1, 2], filler="y" * 200000)
+    beat(anchor_tracker, "d", account={"label": "<script>alert(1)</script>", "status": "rejected"})
     # Duplicates: one host under two urls, and one node served twice; the newest beat wins.
-    beat(srv, "e", age_s=500, account={"label": "old"})
-    beat(srv, "e", age_s=2, url="svc://heartbeat/%65", account={"label": "new"})
-    srv.add_raw_node("OPS-1", {"url": "svc://heartbeat/e", "subtitle": None, "updatedAt": None,
+    beat(anchor_tracker, "e", age_s=500, account={"label": "old"})
+    beat(anchor_tracker, "e", age_s=2, url="svc://heartbeat/%65", account={"label": "new"})
+    anchor_tracker.add_raw_node("OPS-1", {"url": "svc://heartbeat/e", "subtitle": None, "updatedAt": None,
                                "metadata": {"publishedAt": iso_from_ms(int(time.time() * 1000) - 900000),
                                             "account": {"label": "older"}}})
     # Not in the roster: listed apart, never counted live.
-    beat(srv, "stranger\x1b[2J", account={"label": "acct9"})
-    srv.add_raw_node("OPS-1", {"url": 5, "metadata": None})
-    code, report = run_json(node_env(home, tracker_url=srv.url), "status", "--json")
+    beat(anchor_tracker, "stranger\x1b[2J", account={"label": "acct9"})
+    anchor_tracker.add_raw_node("OPS-1", {"url": 5, "metadata": None})
+    code, report = run_json(node_env(home, tracker_url=anchor_tracker.url), "status", "--json")
     rows = {h["host"]: h for h in report["hosts"]}
     # 0 or 3 (f is missing): the exit code is the status command's own business.
     assert list(rows) == roster and code in (0, 3) and "error" not in report

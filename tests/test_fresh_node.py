@@ -19,7 +19,6 @@ from svcposture.monitor.main import accounts_env_note
 from svcposture.paths import HomeError, Paths
 from tests.support.cli import assert_clean, cli
 from tests.support.home import clean_env
-from tests.support.monitor import start_monitor
 from tests.support.waiting import wait_until
 
 ENTRY_POINTS = [
@@ -120,7 +119,7 @@ def test_home_with_control_characters_is_shown_safely(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- 0700 everywhere
 
-def test_every_directory_any_command_creates_is_owner_only(home: Path, env: dict) -> None:
+def test_every_directory_any_command_creates_is_owner_only(home: Path, env: dict, monitors) -> None:
     env = dict(env, SVC_ACCOUNTS_PROBE="0", SVC_QUOTA_SAMPLER="0", SVC_PROVIDER_URL="http://127.0.0.1:9",
                SVC_TRACKER_URL="http://127.0.0.1:9/graphql")
     commands = [
@@ -137,7 +136,7 @@ def test_every_directory_any_command_creates_is_owner_only(home: Path, env: dict
         assert_clean(done)
         assert loose_dirs(home) == [], args
     assert (home / "svc" / "events").is_dir() and (home / ".config" / "svc").is_dir()
-    mon = start_monitor(env)
+    mon = monitors.start(env)
     try:
         assert loose_dirs(home) == [], "monitor"
     finally:
@@ -154,9 +153,9 @@ def test_every_directory_any_command_creates_is_owner_only(home: Path, env: dict
 
 # ---------------------------------------------------------------- the monitor's start-up line
 
-def test_start_up_line_names_the_missing_accounts_file_and_init(home: Path, env: dict) -> None:
+def test_start_up_line_names_the_missing_accounts_file_and_init(home: Path, env: dict, monitors) -> None:
     accounts = home / ".config" / "svc" / "model-accounts.env"
-    mon = start_monitor(env)
+    mon = monitors.start(env)
     try:
         line = [l for l in mon.stderr_text().splitlines() if "svc-monitor listening on" in l][0]
         assert line == ("svc-monitor listening on %s (accounts env file %s: missing, so the posture is "
@@ -165,14 +164,11 @@ def test_start_up_line_names_the_missing_accounts_file_and_init(home: Path, env:
     finally:
         mon.stop()
     assert cli(env, "monitor", "init", "--host-name", "node-a").returncode == 0
-    mon = start_monitor(env)
-    try:
-        assert "svc-monitor listening on %s (accounts env file %s)\n" % (mon.url, accounts) in mon.stderr_text()
-        # placeholders only: still exactly the disabled body
-        body = wait_until(lambda: mon.get_json("/api/accounts")[1], message="a posture body")
-        assert body == {"available": False, "node": "node-a"}
-    finally:
-        mon.stop()
+    mon = monitors.start(env)
+    assert "svc-monitor listening on %s (accounts env file %s)\n" % (mon.url, accounts) in mon.stderr_text()
+    # placeholders only: still exactly the disabled body
+    body = wait_until(lambda: mon.get_json("/api/accounts")[1], message="a posture body")
+    assert body == {"available": False, "node": "node-a"}
 
 
 def test_accounts_note_for_each_state(home: Path) -> None:

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from tests.support.home import canary, node_env
-from tests.support.monitor import get_request, raw_http, start_monitor
+from tests.support.waiting import wait_until
+from tests.support.monitor import get_request, raw_http
 from tests.support.provider import ProviderServer
 from svcposture.monitor.trust import TrustPolicy, split_host
 
@@ -80,7 +81,7 @@ def provider():
 
 
 @pytest.fixture(scope="module")
-def mon(tmp_path_factory, provider):
+def mon(tmp_path_factory, provider, module_monitors):
     home = tmp_path_factory.mktemp("guard") / "home"
     home.mkdir()
     (home / ".config" / "svc").mkdir(parents=True)
@@ -89,9 +90,11 @@ def mon(tmp_path_factory, provider):
                    extra={"SVC_REFRESH_FLOOR_S": "0",
                           "SVC_MONITOR_TRUSTED_HOSTS": "proxy.example:*, fixed.example:8443",
                           "SVC_MONITOR_TRUSTED_ORIGINS": "https://dash.example"})
-    m = start_monitor(env)
+    m = module_monitors.start(env)
+    # The first probe starts with the monitor and may reach the provider after /healthz answers; the
+    # tests count provider calls from here, so they begin once it has.
+    wait_until(lambda: provider.message_calls() >= 1, timeout=30, message="the monitor's first probe")
     yield m
-    m.stop()
 
 
 def _fill(text, port):
@@ -169,20 +172,17 @@ def test_plain_reads_need_no_guard(mon, provider):
     assert provider.message_calls() == before
 
 
-def test_read_guard_env_guards_every_route(tmp_path, provider):
+def test_read_guard_env_guards_every_route(tmp_path, provider, monitors):
     env = node_env(tmp_path, provider.url, extra={"SVC_MONITOR_READ_GUARD": "1"})
-    m = start_monitor(env, ["--no-probe"])
-    try:
-        for path in ("/", "/api/accounts", "/api/accounts/stream", "/metrics", "/healthz", "/api/openapi.json"):
-            status, _, body = raw_http(m.port, get_request(path, "evil.com:%d" % m.port))
-            assert status == 403 and json.loads(body)["reason"] == "untrusted_host", path
-            status, _, body = raw_http(m.port, get_request(path, "localhost:%d" % m.port, ["Origin: null"]))
-            assert status == 403 and json.loads(body)["reason"] == "untrusted_origin", path
-        status, _, body = raw_http(m.port, get_request("/api/accounts", "localhost:%d" % m.port,
-                                                       ["Origin: http://localhost:%d" % m.port]))
-        assert status == 200
-    finally:
-        m.stop()
+    m = monitors.start(env, ["--no-probe"])
+    for path in ("/", "/api/accounts", "/api/accounts/stream", "/metrics", "/healthz", "/api/openapi.json"):
+        status, _, body = raw_http(m.port, get_request(path, "evil.com:%d" % m.port))
+        assert status == 403 and json.loads(body)["reason"] == "untrusted_host", path
+        status, _, body = raw_http(m.port, get_request(path, "localhost:%d" % m.port, ["Origin: null"]))
+        assert status == 403 and json.loads(body)["reason"] == "untrusted_origin", path
+    status, _, body = raw_http(m.port, get_request("/api/accounts", "localhost:%d" % m.port,
+                                                   ["Origin: http://localhost:%d" % m.port]))
+    assert status == 200
 
 
 # ---- the trust policy in-process (fast, many more cases) ----

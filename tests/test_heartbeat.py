@@ -129,14 +129,13 @@ def test_the_fleet_schemas_name_every_field_the_readers_return():
 
 # ---------------------------------------------------------------- through a real monitor
 
-def test_a_monitors_heartbeat_carries_the_wall_its_trajectory_serves(tmp_path):
+def test_a_monitors_heartbeat_carries_the_wall_its_trajectory_serves(tmp_path, monitors):
     import json
     import time
 
     from svcposture._time import iso_from_ms
     from svcposture.paths import Paths
     from tests.support.home import BEARER, canary, make_node, monitor_env
-    from tests.support.monitor import start_monitor
     from tests.support.provider import ProviderServer
     from tests.support.tracker import TrackerServer
     from tests.support.waiting import wait_until
@@ -159,7 +158,7 @@ def test_a_monitors_heartbeat_carries_the_wall_its_trajectory_serves(tmp_path):
         env = monitor_env(home, provider.url, accounts=[("ACCT1", token, "a@example.com")], active="ACCT1",
                           SVC_TRACKER_URL=srv.url, EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="300",
                           SVC_PROBE_INTERVAL_S="3", SVC_POSTURE_TTL_S="3")
-        mon = start_monitor(env)
+        mon = monitors.start(env)
         try:
             def agreeing():
                 meta = srv.attachments("OPS-1").get(liveness.heartbeat_url("a"), {}).get("metadata") or {}

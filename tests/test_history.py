@@ -168,9 +168,9 @@ def test_body_is_oldest_first_per_label_and_window():
             row(NOW - 3 * HOUR, "a", five=2.0), row(NOW - 2 * HOUR, "a", five=7.0)]  # same t twice: the max
     body = history_body(rows, node="n", now_ms=NOW, hours=24)
     assert list(body["accounts"]) == ["a", "b"]
-    assert body["accounts"]["a"] == {"fiveHour": [[NOW - 3 * HOUR, 2.0], [NOW - 2 * HOUR, 7.0]],
+    assert body["accounts"]["a"] == {"provider": "claude", "fiveHour": [[NOW - 3 * HOUR, 2.0], [NOW - 2 * HOUR, 7.0]],
                                      "sevenDay": [[NOW - 3 * HOUR, 40.0], [NOW - 2 * HOUR, 40.0]]}
-    assert body["accounts"]["b"] == {"fiveHour": [[NOW - HOUR, 5.0]], "sevenDay": []}
+    assert body["accounts"]["b"] == {"provider": "claude", "fiveHour": [[NOW - HOUR, 5.0]], "sevenDay": []}
 
 
 # ---------------------------------------------------------------- bucketing

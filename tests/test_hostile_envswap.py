@@ -16,7 +16,6 @@ import threading
 import time
 
 from tests.support.home import accounts_path, monitor_env, write_accounts
-from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -54,7 +53,7 @@ def _evil_text(marker) -> str:
             "export MODEL_CODE_OAUTH_TOKEN=\"$MODEL_TOKEN_EVIL\"\n" % (marker, EVIL))
 
 
-def test_a_swapping_attacker_never_gets_code_run_or_a_token_used(home, tmp_path):
+def test_a_swapping_attacker_never_gets_code_run_or_a_token_used(home, tmp_path, monitors):
     config_dir = accounts_path(home).parent
     config_dir.mkdir(parents=True, mode=0o700)
     marker = tmp_path / "attacker-code-ran"
@@ -70,7 +69,7 @@ def test_a_swapping_attacker_never_gets_code_run_or_a_token_used(home, tmp_path)
     with ProviderServer() as provider:
         provider.set_account(GOOD)
         provider.set_account(EVIL)
-        mon = start_monitor(monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S="0.1"))
+        mon = monitors.start(monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S="0.1"))
         swapper = Swapper(accounts_path(home), good, evil_loose, evil_target)
         outcomes = {"ok": 0, "config": 0}
         seen = set()

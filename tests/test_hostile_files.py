@@ -21,7 +21,6 @@ import pytest
 from svcposture import _dirs, _files
 from svcposture.paths import Paths
 from tests.support.home import REPO, accounts_path, clean_env, monitor_env, status_events, write_accounts
-from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -183,7 +182,7 @@ def test_monitor_refuses_to_start_on_a_svc_directory_others_can_write(home):
     assert len(lines) == 1 and "writable by group or others" in lines[0] and str(home / "svc") in lines[0]
 
 
-def test_monitor_never_writes_through_links_at_its_event_log_and_history(home, tmp_path):
+def test_monitor_never_writes_through_links_at_its_event_log_and_history(home, tmp_path, monitors):
     paths = Paths(home, environ={"HOME": str(home)})
     log_target = _outside(tmp_path, "events")
     history_target = _outside(tmp_path, "history")
@@ -192,7 +191,7 @@ def test_monitor_never_writes_through_links_at_its_event_log_and_history(home, t
     with ProviderServer() as provider:
         provider.set_account("tok-rejected", status="rejected", five_hour=(1.02, "rejected"))
         write_accounts(accounts_path(home), [("A", "tok-rejected", "a@example.com")], active="A")
-        mon = start_monitor(monitor_env(home, provider.url))
+        mon = monitors.start(monitor_env(home, provider.url))
         try:
             # The ok -> rejected edge is due on every probe, and every append is refused.
             wait_until(lambda: mon.stderr_text().count("could not append account.status.changed") >= 2,

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.support.home import monitor_env, write_accounts, accounts_path
-from tests.support.monitor import SSEClient, start_monitor
+from tests.support.monitor import SSEClient
 from tests.support.provider import PREFIX, ProviderServer
 from tests.support.waiting import wait_until
 
@@ -25,14 +25,14 @@ def _headers(status: str, window_status: str = "allowed") -> dict:
 
 
 @pytest.mark.parametrize("where", ["overall", "window"])
-def test_token_echoed_as_a_status_is_a_parse_error_and_never_served(home, where):
+def test_token_echoed_as_a_status_is_a_parse_error_and_never_served(home, where, monitors):
     with ProviderServer() as provider:
         bad = _headers(TOKEN) if where == "overall" else _headers("allowed", TOKEN)
         provider.set_account(TOKEN, raw_headers=bad)
         provider.set_account(GOOD, raw_headers=_headers("allowed_warning"))
         write_accounts(accounts_path(home), [("EVIL", TOKEN, "evil@example.com"),
                                              ("GOOD", GOOD, "good@example.com")], active="EVIL")
-        mon = start_monitor(monitor_env(home, provider.url))
+        mon = monitors.start(monitor_env(home, provider.url))
         try:
             def probed():
                 status, body = mon.get_json("/api/accounts")

@@ -246,11 +246,11 @@ def test_once_when_the_trajectory_is_garbage_shows_no_forecast(tmp_path):
         assert b"Traceback" not in proc.stderr
 
 
-def test_once_unavailable_says_why(tmp_path):
+def test_once_unavailable_says_why(tmp_path, monitors):
     home = tmp_path / "home"
     home.mkdir()
     env = clean_env(home)
-    m = start_monitor(env, args=("--no-probe",))
+    m = monitors.start(env, args=("--no-probe",))
     try:
         proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", m.url],
                               env=env, capture_output=True, timeout=30)
@@ -262,14 +262,14 @@ def test_once_unavailable_says_why(tmp_path):
     assert "svc-monitor init" in out
 
 
-def test_live_strip_redraws_at_keepalives_and_turns_stale(tmp_path):
+def test_live_strip_redraws_at_keepalives_and_turns_stale(tmp_path, monitors):
     with ProviderServer() as provider:
         provider.set_account(TOK1, five_hour=(0.5, "allowed"))
         home = tmp_path / "home"
         home.mkdir()
         env = node_env(home, provider.url, [("ACCT1", TOK1, "h@example.com")], active="ACCT1",
                        extra={"SVC_SSE_KEEPALIVE_S": "1", "SVC_PROBE_INTERVAL_S": "300"})
-        m = start_monitor(env)
+        m = monitors.start(env)
         # The HUD reads its staleness limit from its own environment: twice 1 s here.
         hud_env = dict(env, SVC_PROBE_INTERVAL_S="1")
         master, slave = pty.openpty()

@@ -8,22 +8,14 @@ import time
 import pytest
 
 from tests.support.cli import ListHandler
-from tests.support.home import BEARER, CANARY, make_node
+from tests.support.home import CANARY, make_node
 from tests.support.waiting import wait_until
 from svcposture.cluster import liveness
 from svcposture._time import parse_iso_ms
 from svcposture.events import EventLog, ratelimit_sampled
 from svcposture.paths import Paths
-from tests.support.tracker import TrackerServer
 
 INTERVAL_MS = 200
-
-
-@pytest.fixture
-def srv():
-    with TrackerServer(tokens=[BEARER]) as server:
-        server.add_issue("OPS-1")
-        yield server
 
 
 @pytest.fixture
@@ -46,8 +38,8 @@ def running():
         p.stop()
 
 
-def start(home, srv, running, host="a", status=lambda: "ok", log=None, **extra):
-    environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url,
+def start(home, anchor_tracker, running, host="a", status=lambda: "ok", log=None, **extra):
+    environ = {"HOME": str(home), "SVC_TRACKER_URL": anchor_tracker.url,
                liveness.INTERVAL_ENV: str(extra.pop("interval_ms", INTERVAL_MS))}
     environ.update(extra)
     paths = Paths(home, environ)
@@ -56,7 +48,7 @@ def start(home, srv, running, host="a", status=lambda: "ok", log=None, **extra):
     return publisher
 
 
-def test_first_heartbeat_is_immediate_with_the_contract_metadata(tmp_path, srv, running, logs):
+def test_first_heartbeat_is_immediate_with_the_contract_metadata(tmp_path, anchor_tracker, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     log = EventLog.for_paths(Paths(home, {}))
     log.append(ratelimit_sampled("a", "a@example.com", {"ratelimit.five_hour_pct": 12.5,
@@ -64,9 +56,9 @@ def test_first_heartbeat_is_immediate_with_the_contract_metadata(tmp_path, srv, 
                                                         "subscription.type": "max"}))
     before = int(time.time() * 1000)
     # A long interval: only the immediate first heartbeat can satisfy the wait.
-    publisher = start(home, srv, running, status=lambda: "degraded", log=log, interval_ms=60000)
-    wait_until(lambda: srv.attachments("OPS-1"), timeout=5)
-    attachment = srv.attachments("OPS-1")["svc://heartbeat/a"]
+    publisher = start(home, anchor_tracker, running, status=lambda: "degraded", log=log, interval_ms=60000)
+    wait_until(lambda: anchor_tracker.attachments("OPS-1"), timeout=5)
+    attachment = anchor_tracker.attachments("OPS-1")["svc://heartbeat/a"]
     meta = attachment["metadata"]
     assert attachment["title"] == "svc heartbeat a"
     assert attachment["subtitle"] == meta["publishedAt"]
@@ -75,26 +67,27 @@ def test_first_heartbeat_is_immediate_with_the_contract_metadata(tmp_path, srv, 
     assert meta["host"] == "a" and meta["publishIntervalMs"] == 60000 and meta["accountStatus"] == "degraded"
     assert meta["quota"] == {"five_hour_pct": 12.5, "seven_day_pct": 40.0, "subscription_type": "max"}
     assert parse_iso_ms(meta["publishedAt"]) >= before - 1
-    assert publisher.snapshot()["state"] == "publishing"
+    # The tracker holds the attachment as soon as it has answered; the publisher notes the answer after.
+    wait_until(lambda: publisher.snapshot()["state"] == "publishing", timeout=5, message="the publisher's state")
     assert "published to anchor OPS-1" in logs.text()
 
 
-def test_repeats_every_interval_and_keeps_one_attachment(tmp_path, srv, running):
+def test_repeats_every_interval_and_keeps_one_attachment(tmp_path, anchor_tracker, running):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    publisher = start(home, srv, running)
+    publisher = start(home, anchor_tracker, running)
     wait_until(lambda: publisher.snapshot()["published"] >= 3)
-    assert list(srv.attachments("OPS-1")) == ["svc://heartbeat/a"]
-    assert all(c["authorized"] for c in srv.calls)
+    assert list(anchor_tracker.attachments("OPS-1")) == ["svc://heartbeat/a"]
+    assert all(c["authorized"] for c in anchor_tracker.calls)
 
 
-def test_account_status_failure_or_junk_is_unavailable(tmp_path, srv, running):
+def test_account_status_failure_or_junk_is_unavailable(tmp_path, anchor_tracker, running):
     def broken():
         raise RuntimeError("posture not ready")
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    start(home, srv, running, status=broken)
-    wait_until(lambda: srv.attachments("OPS-1"))
-    assert srv.attachments("OPS-1")["svc://heartbeat/a"]["metadata"]["accountStatus"] == "unavailable"
-    assert srv.attachments("OPS-1")["svc://heartbeat/a"]["metadata"]["quota"] is None
+    start(home, anchor_tracker, running, status=broken)
+    wait_until(lambda: anchor_tracker.attachments("OPS-1"))
+    assert anchor_tracker.attachments("OPS-1")["svc://heartbeat/a"]["metadata"]["accountStatus"] == "unavailable"
+    assert anchor_tracker.attachments("OPS-1")["svc://heartbeat/a"]["metadata"]["quota"] is None
 
 
 @pytest.mark.parametrize("case,expect", [
@@ -105,107 +98,107 @@ def test_account_status_failure_or_junk_is_unavailable(tmp_path, srv, running):
     ("loki", "SVC_LIVENESS_READ_SOURCE=loki"),
     ("roster-corrupt", "cannot read the roster"),
 ])
-def test_off_conditions_log_one_clear_line_and_send_nothing(tmp_path, srv, running, logs, case, expect):
+def test_off_conditions_log_one_clear_line_and_send_nothing(tmp_path, anchor_tracker, running, logs, case, expect):
     home = make_node(tmp_path, "a", ["a"] if case == "roster-one" else None if case == "roster-missing" else ["a", "b"],
                      anchor=None if case == "no-anchor" else "OPS-1", token=None if case == "no-token" else CANARY)
     if case == "roster-corrupt":
         (home / "svc" / "cluster" / "cluster.json").write_text('{"roster": "a,b"}')
     extra = {"SVC_LIVENESS_READ_SOURCE": "loki"} if case == "loki" else {}
-    publisher = start(home, srv, running, interval_ms=100, **extra)
+    publisher = start(home, anchor_tracker, running, interval_ms=100, **extra)
     wait_until(lambda: publisher.snapshot()["state"] == "off")
     time.sleep(0.35)  # several ticks: the line must not repeat
     lines = [line for line in logs.lines if "publisher off" in line]
     assert len(lines) == 1 and expect in lines[0], logs.lines
-    assert srv.count() == 0
+    assert anchor_tracker.count() == 0
 
 
-def test_off_conditions_are_rechecked_every_tick(tmp_path, srv, running, logs):
+def test_off_conditions_are_rechecked_every_tick(tmp_path, anchor_tracker, running, logs):
     home = make_node(tmp_path, "a", ["a"], anchor="OPS-1", token=None)
-    publisher = start(home, srv, running, interval_ms=100)
+    publisher = start(home, anchor_tracker, running, interval_ms=100)
     wait_until(lambda: publisher.snapshot()["state"] == "off")
     (home / "svc" / "cluster" / "cluster.json").write_text(json.dumps({"roster": ["a", "b"]}))
     wait_until(lambda: "no tracker token" in publisher.snapshot()["detail"])
     # The token is re-read every tick too.
     make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     wait_until(lambda: publisher.snapshot()["published"] >= 1)
-    assert "svc://heartbeat/a" in srv.attachments("OPS-1")
+    assert "svc://heartbeat/a" in anchor_tracker.attachments("OPS-1")
 
 
-def test_anchor_is_read_once_at_arming(tmp_path, srv, running):
-    srv.add_issue("OPS-2")
+def test_anchor_is_read_once_at_arming(tmp_path, anchor_tracker, running):
+    anchor_tracker.add_issue("OPS-2")
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    publisher = start(home, srv, running)
+    publisher = start(home, anchor_tracker, running)
     wait_until(lambda: publisher.snapshot()["published"] >= 1)
     make_node(tmp_path, "a", ["a", "b"], anchor="OPS-2")
     count = publisher.snapshot()["published"]
     wait_until(lambda: publisher.snapshot()["published"] >= count + 3)
-    assert srv.attachments("OPS-2") == {}
+    assert anchor_tracker.attachments("OPS-2") == {}
     assert publisher.anchor == "OPS-1"
 
 
-def test_failures_log_once_per_change_and_retry(tmp_path, srv, running, logs):
+def test_failures_log_once_per_change_and_retry(tmp_path, anchor_tracker, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    srv.fail_next("http500", count=-1)
-    publisher = start(home, srv, running, interval_ms=100)
-    wait_until(lambda: srv.count() >= 4)
+    anchor_tracker.fail_next("http500", count=-1)
+    publisher = start(home, anchor_tracker, running, interval_ms=100)
+    wait_until(lambda: anchor_tracker.count() >= 4)
     assert publisher.snapshot()["state"] == "error"
-    srv.clear_failures()
+    anchor_tracker.clear_failures()
     wait_until(lambda: publisher.snapshot()["state"] == "publishing")
     failures = [line for line in logs.lines if "failed" in line]
     assert len(failures) == 1 and "HTTP 500" in failures[0]
     assert sum("published to anchor" in line for line in logs.lines) == 1
 
 
-def test_rate_limit_backs_off_without_hammering(tmp_path, srv, running, logs):
+def test_rate_limit_backs_off_without_hammering(tmp_path, anchor_tracker, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    srv.fail_next("ratelimit", count=1, retry_after=1, reset_in_s=0)
-    publisher = start(home, srv, running, interval_ms=100)
+    anchor_tracker.fail_next("ratelimit", count=1, retry_after=1, reset_in_s=0)
+    publisher = start(home, anchor_tracker, running, interval_ms=100)
     wait_until(lambda: publisher.snapshot()["state"] == "backoff")
     time.sleep(0.5)
-    assert srv.count() == 1  # nothing sent inside the back-off window
+    assert anchor_tracker.count() == 1  # nothing sent inside the back-off window
     wait_until(lambda: publisher.snapshot()["state"] == "publishing", timeout=10)
     assert sum("backing off" in line for line in logs.lines) == 1
 
 
-def test_archived_anchor_is_logged_once_and_still_published(tmp_path, srv, running, logs):
+def test_archived_anchor_is_logged_once_and_still_published(tmp_path, anchor_tracker, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    srv.set_issue("OPS-1", archived=True)
-    publisher = start(home, srv, running, interval_ms=100)
+    anchor_tracker.set_issue("OPS-1", archived=True)
+    publisher = start(home, anchor_tracker, running, interval_ms=100)
     wait_until(lambda: publisher.snapshot()["published"] >= 3)
     assert sum("is archived" in line for line in logs.lines) == 1
-    srv.set_issue("OPS-1", archived=False)
+    anchor_tracker.set_issue("OPS-1", archived=False)
     wait_until(lambda: publisher.snapshot()["state"] == "publishing")
 
 
-def test_missing_anchor_issue_is_an_error_state(tmp_path, srv, running, logs):
+def test_missing_anchor_issue_is_an_error_state(tmp_path, anchor_tracker, running, logs):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-404")
-    publisher = start(home, srv, running, interval_ms=100)
-    wait_until(lambda: srv.count() >= 3)
+    publisher = start(home, anchor_tracker, running, interval_ms=100)
+    wait_until(lambda: anchor_tracker.count() >= 3)
     assert publisher.snapshot()["state"] == "error"
     assert sum("Entity not found" in line for line in logs.lines) == 1
 
 
 @pytest.mark.parametrize("mode", ["garbage", "huge", "wrong_shape", "echo_token", "drop", "auth"])
-def test_canary_token_never_logged(tmp_path, srv, running, logs, mode):
+def test_canary_token_never_logged(tmp_path, anchor_tracker, running, logs, mode):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    srv.fail_next(mode, count=-1)
-    publisher = start(home, srv, running, interval_ms=100)
-    wait_until(lambda: srv.count() >= 2)
+    anchor_tracker.fail_next(mode, count=-1)
+    publisher = start(home, anchor_tracker, running, interval_ms=100)
+    wait_until(lambda: anchor_tracker.count() >= 2)
     publisher.stop()
     assert logs.lines and CANARY not in logs.text()
     assert "Traceback" not in logs.text()
 
 
-def test_stop_is_prompt_and_final(tmp_path, srv, running):
+def test_stop_is_prompt_and_final(tmp_path, anchor_tracker, running):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    publisher = start(home, srv, running, interval_ms=60000)
+    publisher = start(home, anchor_tracker, running, interval_ms=60000)
     wait_until(lambda: publisher.snapshot()["published"] >= 1)
     t0 = time.monotonic()
     publisher.stop()
     assert time.monotonic() - t0 < 2.0
-    count = srv.count()
+    count = anchor_tracker.count()
     time.sleep(0.2)
-    assert srv.count() == count
+    assert anchor_tracker.count() == count
 
 
 def test_interval_setting():

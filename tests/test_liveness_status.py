@@ -6,35 +6,27 @@ import time
 import pytest
 
 from tests.support.cli import run_cluster, run_inproc, run_json
-from tests.support.home import BEARER, CANARY, make_node, node_env
+from tests.support.home import CANARY, make_node, node_env
 from tests.support.loki import LokiServer, first_query
 from svcposture.cluster import liveness, loki
 from svcposture._time import iso_from_ms
-from tests.support.tracker import TrackerServer
 
 
-@pytest.fixture
-def srv():
-    with TrackerServer(tokens=[BEARER]) as server:
-        server.add_issue("OPS-1")
-        yield server
-
-
-def beat(srv, host, age_s, interval_ms=60000, quota=None, **kw):
+def beat(anchor_tracker, host, age_s, interval_ms=60000, quota=None, **kw):
     published = iso_from_ms(int((time.time() - age_s) * 1000))
     meta = {"host": host, "publishedAt": published, "publishIntervalMs": interval_ms, "version": "0.1.0",
             "accountStatus": "ok", "quota": quota}
     meta.update(kw)
-    srv.put_attachment("OPS-1", liveness.heartbeat_url(host), subtitle=published, metadata=meta)
+    anchor_tracker.put_attachment("OPS-1", liveness.heartbeat_url(host), subtitle=published, metadata=meta)
 
 
-def test_live_stale_missing_by_each_hosts_own_interval(tmp_path, srv):
+def test_live_stale_missing_by_each_hosts_own_interval(tmp_path, anchor_tracker):
     home = make_node(tmp_path, "a", ["a", "b", "c", "d"], anchor="OPS-1")
-    beat(srv, "a", 5, quota={"five_hour_pct": 12.5, "seven_day_pct": 40})
-    beat(srv, "b", 200, interval_ms=60000)        # > 2 x 60 s: stale
-    beat(srv, "c", 200, interval_ms=120000)       # < 2 x 120 s: live by its own interval
-    beat(srv, "stranger", 1)                      # not in the roster: not listed
-    code, report = run_json(node_env(home, tracker_url=srv.url), "status", "--json")
+    beat(anchor_tracker, "a", 5, quota={"five_hour_pct": 12.5, "seven_day_pct": 40})
+    beat(anchor_tracker, "b", 200, interval_ms=60000)        # > 2 x 60 s: stale
+    beat(anchor_tracker, "c", 200, interval_ms=120000)       # < 2 x 120 s: live by its own interval
+    beat(anchor_tracker, "stranger", 1)                      # not in the roster: not listed
+    code, report = run_json(node_env(home, tracker_url=anchor_tracker.url), "status", "--json")
     assert code == 3  # b is stale and d missing
     assert report["source"] == "tracker" and report["anchor"] == "OPS-1" and "error" not in report
     rows = {h["host"]: h for h in report["hosts"]}
@@ -46,37 +38,37 @@ def test_live_stale_missing_by_each_hosts_own_interval(tmp_path, srv):
     assert rows["d"] == {"host": "d", "state": "missing", "ageS": None, "quota": None, "account": None}
 
 
-def test_missing_interval_falls_back_to_the_local_one(tmp_path, srv):
+def test_missing_interval_falls_back_to_the_local_one(tmp_path, anchor_tracker):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     published = iso_from_ms(int((time.time() - 10) * 1000))
-    srv.put_attachment("OPS-1", "svc://heartbeat/a", subtitle=published, metadata={"publishedAt": published})
-    srv.put_attachment("OPS-1", "svc://heartbeat/b", subtitle="garbage", metadata={"publishIntervalMs": "x"})
-    env = node_env(home, tracker_url=srv.url, interval_ms=4000)
+    anchor_tracker.put_attachment("OPS-1", "svc://heartbeat/a", subtitle=published, metadata={"publishedAt": published})
+    anchor_tracker.put_attachment("OPS-1", "svc://heartbeat/b", subtitle="garbage", metadata={"publishIntervalMs": "x"})
+    env = node_env(home, tracker_url=anchor_tracker.url, interval_ms=4000)
     code, report = run_json(env, "status", "--json")
     rows = {h["host"]: h for h in report["hosts"]}
     assert rows["a"]["state"] == "stale"      # 10 s > 2 x 4 s
     assert rows["b"]["state"] == "live"       # no publishedAt, no subtitle: updatedAt (just now)
-    env = node_env(home, tracker_url=srv.url, interval_ms=60000)
+    env = node_env(home, tracker_url=anchor_tracker.url, interval_ms=60000)
     assert {h["host"]: h["state"] for h in run_json(env, "status", "--json")[1]["hosts"]}["a"] == "live"
 
 
-def test_text_output(tmp_path, srv):
+def test_text_output(tmp_path, anchor_tracker):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    beat(srv, "a", 1, quota={"five_hour_pct": 12.5})
-    proc = run_cluster(node_env(home, tracker_url=srv.url), "status")
+    beat(anchor_tracker, "a", 1, quota={"five_hour_pct": 12.5})
+    proc = run_cluster(node_env(home, tracker_url=anchor_tracker.url), "status")
     assert proc.returncode == 3  # b has no heartbeat
     assert "anchor: OPS-1" in proc.stdout
     assert "live" in proc.stdout and "missing" in proc.stdout and "5h 12.5%" in proc.stdout
 
 
 @pytest.mark.parametrize("ages,expected", [((1, 5), 0), ((1, 500), 3), ((1, None), 3), ((None, None), 3)])
-def test_exit_code_is_0_only_when_every_host_is_live(tmp_path, srv, ages, expected):
+def test_exit_code_is_0_only_when_every_host_is_live(tmp_path, anchor_tracker, ages, expected):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     for host, age in zip(("a", "b"), ages):
         if age is not None:
-            beat(srv, host, age)
+            beat(anchor_tracker, host, age)
     for args in (("status", "--json"), ("status",)):
-        proc = run_cluster(node_env(home, tracker_url=srv.url), *args)
+        proc = run_cluster(node_env(home, tracker_url=anchor_tracker.url), *args)
         assert proc.returncode == expected, (ages, args, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr
 
@@ -90,20 +82,20 @@ def test_exit_code_under_loki_every_host_live_is_0(tmp_path):
         assert code == 0 and {h["state"] for h in report["hosts"]} == {"live"}
 
 
-def test_help_documents_the_exit_codes(tmp_path, srv):
+def test_help_documents_the_exit_codes(tmp_path, anchor_tracker):
     home = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
-    proc = run_cluster(node_env(home, tracker_url=srv.url), "status", "--help")
+    proc = run_cluster(node_env(home, tracker_url=anchor_tracker.url), "status", "--help")
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     assert "0 when every host is live, 3 when any is stale or missing" in text and "1 when liveness is unknown" in text
 
 
 @pytest.mark.parametrize("case", ["no-anchor", "not-found", "unreachable", "no-token", "refused"])
-def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, srv, monkeypatch, capsys, case):
+def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, anchor_tracker, monkeypatch, capsys, case):
     home = make_node(tmp_path, "a", ["a", "b"], anchor=None if case == "no-anchor" else
                      "OPS-9" if case == "not-found" else "OPS-1",
                      token=None if case == "no-token" else CANARY + "-bad" if case == "refused" else CANARY)
-    url = "http://127.0.0.1:9/graphql" if case == "unreachable" else srv.url
+    url = "http://127.0.0.1:9/graphql" if case == "unreachable" else anchor_tracker.url
     code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=url), "status", "--json")
     assert code == 1
     import json
@@ -117,28 +109,28 @@ def test_unknown_liveness_is_exit_1_with_every_host_unknown(tmp_path, srv, monke
 
 @pytest.mark.parametrize("mode", ["garbage", "huge", "wrong_shape", "errors_not_list", "html", "drop",
                                   "echo_token", "internal_error", "ratelimit", "empty"])
-def test_hostile_tracker_replies_are_clear_errors(tmp_path, srv, monkeypatch, capsys, mode):
+def test_hostile_tracker_replies_are_clear_errors(tmp_path, anchor_tracker, monkeypatch, capsys, mode):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    srv.fail_next(mode, count=-1)
+    anchor_tracker.fail_next(mode, count=-1)
     for args in (("status", "--json"), ("status",)):
-        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), *args)
+        code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url), *args)
         assert code == 1, (mode, out, err)
         assert CANARY not in out + err and len(out + err) < 4000
         assert "unknown" in out
 
 
-def test_hostile_reply_in_a_real_command(tmp_path, srv):
+def test_hostile_reply_in_a_real_command(tmp_path, anchor_tracker):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
-    srv.fail_next("echo_token", count=-1)
-    proc = run_cluster(node_env(home, tracker_url=srv.url), "status")
+    anchor_tracker.fail_next("echo_token", count=-1)
+    proc = run_cluster(node_env(home, tracker_url=anchor_tracker.url), "status")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert CANARY not in proc.stdout + proc.stderr and "[redacted]" in proc.stderr
 
 
-def test_corrupt_roster_is_a_config_error(tmp_path, srv):
+def test_corrupt_roster_is_a_config_error(tmp_path, anchor_tracker):
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     (home / "svc" / "cluster" / "cluster.json").write_text('{"roster": [1, 2]')
-    proc = run_cluster(node_env(home, tracker_url=srv.url), "status", "--json")
+    proc = run_cluster(node_env(home, tracker_url=anchor_tracker.url), "status", "--json")
     assert proc.returncode == 2 and "config error" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -179,16 +171,16 @@ def test_loki_failures_are_unknown_exit_1(tmp_path, monkeypatch, capsys, mode):
         assert report["error"] and {h["state"] for h in report["hosts"]} == {"unknown"}
 
 
-def test_peer_quota_is_whitelisted_and_names_are_printable(tmp_path, srv, monkeypatch, capsys):
+def test_peer_quota_is_whitelisted_and_names_are_printable(tmp_path, anchor_tracker, monkeypatch, capsys):
     home = make_node(tmp_path, "a", ["a", "evil\x1b[2Jname"], anchor="OPS-1")
-    beat(srv, "a", 1, quota={"five_hour_pct": 10, "seven_day_pct": "90", "subscription_type": "max",
+    beat(anchor_tracker, "a", 1, quota={"five_hour_pct": 10, "seven_day_pct": "90", "subscription_type": "max",
                              "rate_limit_tier": "x" * 500, "token": CANARY, "five_hour_resets_at": "a\nb",
                              "seven_day_large_pct": 3})
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "status", "--json")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url), "status", "--json")
     import json
     rows = {h["host"]: h for h in json.loads(out)["hosts"]}
     assert rows["a"]["quota"] == {"five_hour_pct": 10, "seven_day_large_pct": 3, "subscription_type": "max"}
-    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=srv.url), "status")
+    code, out, err = run_inproc(monkeypatch, capsys, node_env(home, tracker_url=anchor_tracker.url), "status")
     assert "\x1b" not in out and "evil?[2Jname" in out
 
 

@@ -68,13 +68,13 @@ def test_metrics_parse_and_carry_the_posture(mon):
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
     fam = parse_metrics(body.decode("utf-8"))
     pct = fam["svc_account_utilization_percent"]["samples"]
-    assert pct['{account="acct1",window="five_hour"}'] == 42.5
-    assert pct['{account="acct1",window="seven_day"}'] == 90.0
-    assert pct['{account="acct2",window="five_hour"}'] == 107.0
+    assert pct['{account="acct1",provider="claude",window="five_hour"}'] == 42.5
+    assert pct['{account="acct1",provider="claude",window="seven_day"}'] == 90.0
+    assert pct['{account="acct2",provider="claude",window="five_hour"}'] == 107.0
     resets = fam["svc_account_window_resets_at_seconds"]["samples"]
-    assert resets['{account="acct1",window="five_hour"}'] == 1800000000
-    assert resets['{account="acct1",window="seven_day"}'] == 1800300000
-    assert fam["svc_account_active"]["samples"] == {'{account="acct1"}': 1, '{account="acct2"}': 0}
+    assert resets['{account="acct1",provider="claude",window="five_hour"}'] == 1800000000
+    assert resets['{account="acct1",provider="claude",window="seven_day"}'] == 1800300000
+    assert fam["svc_account_active"]["samples"] == {'{account="acct1",provider="claude"}': 1, '{account="acct2",provider="claude"}': 0}
     statuses = fam["svc_node_status"]["samples"]
     assert statuses['{status="ok"}'] == 1 and sum(statuses.values()) == 1
     assert fam["svc_posture_available"]["samples"][""] == 1
@@ -88,17 +88,14 @@ def test_metrics_parse_and_carry_the_posture(mon):
     assert "CANARY" not in body.decode()
 
 
-def test_metrics_of_a_disabled_node(tmp_path):
+def test_metrics_of_a_disabled_node(tmp_path, monitors):
     from tests.support.home import clean_env
-    m = start_monitor(clean_env(tmp_path), ["--no-probe"])
-    try:
-        fam = parse_metrics(m.get("/metrics")[2].decode())
-        assert fam["svc_posture_available"]["samples"][""] == 0
-        assert sum(fam["svc_node_status"]["samples"].values()) == 0
-        assert fam["svc_account_utilization_percent"]["samples"] == {}
-        assert fam["svc_probe_last_success_timestamp_seconds"]["samples"] == {}
-    finally:
-        m.stop()
+    m = monitors.start(clean_env(tmp_path), ["--no-probe"])
+    fam = parse_metrics(m.get("/metrics")[2].decode())
+    assert fam["svc_posture_available"]["samples"][""] == 0
+    assert sum(fam["svc_node_status"]["samples"].values()) == 0
+    assert fam["svc_account_utilization_percent"]["samples"] == {}
+    assert fam["svc_probe_last_success_timestamp_seconds"]["samples"] == {}
 
 
 # ---------------------------------------------------------------- OpenAPI
@@ -139,6 +136,14 @@ def _validate(doc, schema, value, where="$"):
                 pass
         assert matches == 1, "%s matches %d oneOf options" % (where, matches)
         return
+    if "anyOf" in schema:
+        problems = []
+        for option in schema["anyOf"]:
+            try:
+                return _validate(doc, option, value, where)
+            except AssertionError as exc:
+                problems.append(str(exc))
+        raise AssertionError("%s matches no anyOf option: %s" % (where, "; ".join(problems)))
     if "const" in schema:
         assert value == schema["const"], where
     if "enum" in schema:

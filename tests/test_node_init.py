@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import assert_clean, cli
-from tests.support.home import clean_env, mode, snapshot
+from tests.support.home import REPO, clean_env, mode, snapshot
 
 PLACEHOLDER_LINE = "MODEL_TOKEN_ACCT%d=PASTE_TOKEN_HERE  # you@example.com"
 STATUSLINE = '{"statusLine": {"type": "command", "command": "svc-monitor statusline"}}'
@@ -183,12 +184,26 @@ def unprivileged():
     raise AssertionError("running as root and no Python 3.9+ that user nobody can run")
 
 
+def readable_package_copy() -> Path:
+    """A directory every user can read holding a copy of svcposture/, for a child run as another user:
+    the checkout itself may sit where that user cannot read (a clone under /root or in a 0700 home)."""
+    root = Path(tempfile.mkdtemp(prefix="svc-readable-pkg-"))
+    shutil.copytree(str(REPO / "svcposture"), str(root / "svcposture"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for where, dirs, files in os.walk(str(root)):
+        os.chmod(where, 0o755)
+        for name in files:
+            os.chmod(os.path.join(where, name), 0o644)
+    return root
+
+
 def test_read_only_home_is_a_clear_error(tmp_path: Path) -> None:
     python, options = unprivileged()
     ro_home = Path(tempfile.mkdtemp(prefix="svc-ro-home-"))
+    package_root = readable_package_copy() if options else REPO
     try:
         os.chmod(str(ro_home), 0o555)
-        env = clean_env(ro_home)
+        env = dict(clean_env(ro_home), PYTHONPATH=str(package_root))
         done = subprocess.run([python, "-m", "svcposture", "monitor", "init"], env=env,
                               capture_output=True, text=True, timeout=60, cwd="/", **options)
         assert done.returncode == 1, (done.stdout, done.stderr)
@@ -198,6 +213,8 @@ def test_read_only_home_is_a_clear_error(tmp_path: Path) -> None:
     finally:
         os.chmod(str(ro_home), 0o700)
         os.rmdir(str(ro_home))
+        if package_root != REPO:
+            shutil.rmtree(str(package_root))
 
 
 @pytest.mark.parametrize("args, message", [

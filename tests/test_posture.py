@@ -10,7 +10,6 @@ import threading
 import pytest
 
 from tests.support.home import assert_no_canary, canary, files_text, write_accounts
-from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 from svcposture import _time, posture
 from svcposture.events import STATUS_CHANGED, EventLog, event_name
@@ -149,12 +148,6 @@ def test_broadcast_semantics():
 
 
 # ---------------------------------------------------------------- the service
-
-@pytest.fixture
-def provider():
-    with ProviderServer() as server:
-        yield server
-
 
 class Node:
     """One node: paths, event log, latch and posture service against the provider."""

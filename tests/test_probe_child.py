@@ -10,18 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.support.home import REPO, assert_no_canary, canary, write_accounts
 from tests.support.provider import ProviderServer
 from svcposture import probe
 from svcposture.paths import Paths
-
-
-@pytest.fixture
-def provider():
-    with ProviderServer() as server:
-        yield server
 
 
 def _setup(home: Path, env: dict, provider: ProviderServer, **extra: str) -> Paths:

@@ -14,7 +14,6 @@ import pytest
 
 from tests.support.cli import run_cluster
 from tests.support.home import REPO, canary, make_node, monitor_env
-from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -114,7 +113,7 @@ def prom_get(base: str, path: str, **params: str) -> dict:
         return json.loads(response.read())
 
 
-def test_real_prometheus_scrapes_a_monitor_and_fires_a_rule(tmp_path):
+def test_real_prometheus_scrapes_a_monitor_and_fires_a_rule(tmp_path, monitors):
     binary = tool("prometheus")
     with ProviderServer() as provider:
         provider.set_account(TOK1, five_hour=(0.42, "allowed"), seven_day=(0.10, "allowed"))
@@ -122,7 +121,7 @@ def test_real_prometheus_scrapes_a_monitor_and_fires_a_rule(tmp_path):
         home = make_node(tmp_path, "127.0.0.1", ["127.0.0.1"], token=None)
         env = monitor_env(home, provider.url, accounts=[("ACCT1", TOK1, "a@example.com"),
                                                         ("ACCT2", TOK2, "b@example.com")], active="ACCT1")
-        mon = start_monitor(env)
+        mon = monitors.start(env)
         prom = None
         try:
             sd = tmp_path / "prom" / "svc-fleet.json"

@@ -1,7 +1,7 @@
-"""Every example in README.md runs, so the docs cannot rot.
+"""Every example in README.md and docs/*.md runs, so the docs cannot rot.
 
-The convention (README, "The examples in this README are tested"), by the
-language of the fence:
+The convention (docs/testing.md, "The examples are tested"), the same in every
+file, by the language of the fence:
 
 - ```sh / ```bash: commands. Logical commands (a line, its `\\` continuations,
   its here-document) run one after another with `bash -c`, from the checkout's
@@ -28,7 +28,9 @@ language of the fence:
   language fails test_every_fence_has_a_known_language, so an example cannot
   escape the test by a typo in its fence.
 
-Each block is one test whose id is its README line (`-k L42`).
+Each block is one test whose id is its file and line (`-k README.md:L42-`,
+`-k docs/monitor.md:L30-`). Every link in those files points inside the
+repository: to a file that exists and, with `#anchor`, to one of its headings.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 import pytest
 
@@ -52,6 +54,7 @@ from tests.support.home import (BEARER, CANARY, REPO, accounts_path, clean_env, 
 from tests.support.waiting import wait_until
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 RUN_LANGS = ("sh", "bash", "python")
 KNOWN_LANGS = RUN_LANGS + ("json", "text")
 CMD_TIMEOUT_S = 90.0       # one command (svc-stack restart waits for a monitor: well under this)
@@ -68,16 +71,26 @@ URL_RE = re.compile(r"https?://(?:127\.0\.0\.1|localhost):\d+[^\s\"'<>)]*")
 # ---------------------------------------------------------------- README parsing
 
 class Block(NamedTuple):
-    line: int       # README line of the opening fence (1-based)
+    line: int       # line of the opening fence in its file (1-based)
     lang: str       # first word of the info string
     text: str       # body, dedented by the fence's indentation
+    file: str = "README.md"     # relative to the checkout's root
 
     @property
     def id(self) -> str:
-        return "L%d-%s" % (self.line, self.lang or "none")
+        return "%s:L%d-%s" % (self.file, self.line, self.lang or "none")
+
+    @property
+    def where(self) -> str:
+        return "%s line %d" % (self.file, self.line)
 
 
-def fenced_blocks(text: str) -> List[Block]:
+def documents() -> List[Path]:
+    """README.md and every page under docs/, in a stable order."""
+    return [README] + sorted(DOCS.glob("**/*.md"))
+
+
+def fenced_blocks(text: str, file: str = "README.md") -> List[Block]:
     out: List[Block] = []
     lines = text.split("\n")
     i = 0
@@ -96,17 +109,20 @@ def fenced_blocks(text: str) -> List[Block]:
             body.append(raw[indent:] if raw[:indent].strip() == "" else raw.lstrip())
             i += 1
         i += 1  # the closing fence
-        out.append(Block(start + 1, info.split()[0] if info else "", "\n".join(body)))
+        out.append(Block(start + 1, info.split()[0] if info else "", "\n".join(body), file))
     return out
 
 
 BLOCKS = fenced_blocks(README.read_text(encoding="utf-8"))
+ALL_BLOCKS = [b for doc in documents()
+              for b in fenced_blocks(doc.read_text(encoding="utf-8"), str(doc.relative_to(REPO)))]
 
 
 class Command(NamedTuple):
-    line: int       # README line of its first physical line
+    line: int       # line of its first physical line in its file
     text: str       # what bash runs (comments and here-documents included)
     comment: str    # the trailing comment of its first line, without '#'
+    file: str = "README.md"
 
     @property
     def bare(self) -> str:
@@ -155,7 +171,7 @@ def shell_commands(block: Block) -> List[Command]:
                 if lines[i].strip() == heredoc.group(1):
                     break
         i += 1
-        out.append(Command(block.line + 1 + start, "\n".join(chunk), _comment(chunk[0])))
+        out.append(Command(block.line + 1 + start, "\n".join(chunk), _comment(chunk[0]), block.file))
     return out
 
 
@@ -379,19 +395,19 @@ def run_command(text: str, env: Dict[str, str], log: Path) -> Tuple[Optional[int
 
 
 def failure(cmd: Command, why: str, output: str) -> str:
-    return "README line %d: `%s` %s\n--- output ---\n%s" % (cmd.line, cmd.bare, why, output[-4000:])
+    return "%s line %d: `%s` %s\n--- output ---\n%s" % (cmd.file, cmd.line, cmd.bare, why, output[-4000:])
 
 
 def run_shell_block(block: Block, node: Node, tmp_path: Path) -> None:
     text = block.text.replace("7400", str(node.port))
     commands = shell_commands(block._replace(text=text))
-    assert commands, "README line %d: a shell block with no command" % block.line
+    assert commands, "%s: a shell block with no command" % block.where
     background: List[Tuple[Command, Background]] = []
     starts_monitor = any(c.long_running or re.search(r"svc-stack (start|restart)", c.bare) for c in commands)
     if not starts_monitor and re.search(r"7400|/api/|hud --once", block.text):
         monitor = Background([sys.executable, "-m", "svcposture", "monitor"], node.env,
                              tmp_path / "needed-monitor.log")
-        needed = Command(block.line, "svc-monitor", "started by the test for this block")
+        needed = Command(block.line, "svc-monitor", "started by the test for this block", block.file)
         background.append((needed, monitor))
         try:
             monitor.wait_serving("http://127.0.0.1:%d/healthz" % node.port)
@@ -458,7 +474,7 @@ def named_paths(text: str) -> List[str]:
     return names
 
 
-RUNNABLE = [b for b in BLOCKS if b.lang in RUN_LANGS + ("json",)]
+RUNNABLE = [b for b in ALL_BLOCKS if b.lang in RUN_LANGS + ("json",)]
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
@@ -467,30 +483,30 @@ def test_readme_block(block: Block, request: Any, tmp_path: Path) -> None:
         try:
             json.loads(block.text)
         except ValueError as exc:
-            pytest.fail("README line %d: the json block does not parse: %s" % (block.line, exc))
+            pytest.fail("%s: the json block does not parse: %s" % (block.where, exc))
         return
     first = block.text.lstrip().split("\n", 1)[0].strip()
     if first.startswith(SKIP_MARK):
         reason = first[len(SKIP_MARK):].strip()
-        assert reason, "README line %d: say why the block is not run" % block.line
+        assert reason, "%s: say why the block is not run" % block.where
         missing = [p for p in named_paths(block.text) if not list(REPO.glob(p))]
-        assert not missing, "README line %d names files that do not exist: %s" % (block.line, missing)
-        pytest.skip("README line %d: %s" % (block.line, reason))
+        assert not missing, "%s names files that do not exist: %s" % (block.where, missing)
+        pytest.skip("%s: %s" % (block.where, reason))
     n = request.getfixturevalue("node")
     if first.startswith(NEW_NODE_MARK):
         n = new_node(tmp_path, n, request.getfixturevalue("provider"), request.getfixturevalue("tracker"))
     if block.lang == "python":
-        script = tmp_path / ("readme_L%d.py" % block.line)
+        script = tmp_path / ("doc_L%d.py" % block.line)
         script.write_text(block.text)
         try:
             done = subprocess.run([sys.executable, str(script)], cwd=str(REPO), env=n.env, capture_output=True,
                                   timeout=CMD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            pytest.fail("README line %d: the python block ran over %.0f s" % (block.line, CMD_TIMEOUT_S))
+            pytest.fail("%s: the python block ran over %.0f s" % (block.where, CMD_TIMEOUT_S))
         out = (done.stdout + done.stderr).decode("utf-8", "replace")
         if done.returncode != 0 or "Traceback" in out:
-            pytest.fail("README line %d: the python block exited %d\n--- output ---\n%s"
-                        % (block.line, done.returncode, out))
+            pytest.fail("%s: the python block exited %d\n--- output ---\n%s"
+                        % (block.where, done.returncode, out))
         return
     try:
         run_shell_block(block, n, tmp_path)
@@ -502,8 +518,8 @@ def test_readme_block(block: Block, request: Any, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the README's shape
 
 def test_every_fence_has_a_known_language() -> None:
-    odd = [(b.line, b.lang) for b in BLOCKS if b.lang not in KNOWN_LANGS]
-    assert not odd, "fences must be one of %s (line, language): %s" % (KNOWN_LANGS, odd)
+    odd = [(b.where, b.lang) for b in ALL_BLOCKS if b.lang not in KNOWN_LANGS]
+    assert not odd, "fences must be one of %s (where, language): %s" % (KNOWN_LANGS, odd)
 
 
 def test_it_opens_with_the_two_commands() -> None:
@@ -529,18 +545,71 @@ def slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def test_links_resolve() -> None:
-    text = README.read_text(encoding="utf-8")
-    prose = re.sub(r"^( *)(```|~~~).*?^\1\2\s*$", "", text, flags=re.S | re.M)
-    anchors = {slug(m.group(2)) for m in re.finditer(r"^(#{1,6}) (.+)$", prose, re.M)}
+def prose_of(text: str) -> str:
+    """The text without its fenced blocks (a `# comment` in a block is no heading, a `](x)` no link)."""
+    return re.sub(r"^( *)(```|~~~).*?^\1\2\s*$", "", text, flags=re.S | re.M)
+
+
+def anchors_of(text: str) -> Set[str]:
+    """Every heading's anchor, a repeated one numbered as GitHub does (`environment`, `environment-1`)."""
+    seen: Dict[str, int] = {}
+    out = set()
+    for m in re.finditer(r"^(#{1,6}) (.+)$", prose_of(text), re.M):
+        base = slug(m.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else "%s-%d" % (base, n))
+    return out
+
+
+def bad_links(doc: Path, text: str, root: Path = REPO) -> List[str]:
+    """The links of one document that a fresh clone cannot follow: outside the checkout (`../shared/`),
+    to a missing file, or to a heading its target does not have. The only absolute URLs allowed are the
+    node's own (http://127.0.0.1)."""
     bad = []
-    for target in re.findall(r"\]\(([^)\s]+)\)", prose):
-        if target.startswith("#"):
-            if target[1:] not in anchors:
-                bad.append(target)
-        elif re.match(r"[a-z]+://", target):
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose_of(text)):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):
             if not target.startswith("http://127.0.0.1"):
                 bad.append(target + " (links must be relative)")
-        elif not (REPO / target.split("#")[0]).exists():
-            bad.append(target)
-    assert not bad, bad
+            continue
+        path, _, anchor = target.partition("#")
+        if not path:
+            if anchor not in anchors_of(text):
+                bad.append(target + " (no such heading)")
+            continue
+        dest = Path(os.path.normpath(str(doc.parent / path)))
+        if path.startswith("/") or not (dest == root or root in dest.parents):
+            bad.append(target + " (outside the repository)")
+        elif not dest.exists():
+            bad.append(target + " (no such file)")
+        elif anchor and (not dest.is_file() or anchor not in anchors_of(dest.read_text(encoding="utf-8"))):
+            bad.append(target + " (no such heading)")
+    return bad
+
+
+@pytest.mark.parametrize("doc", documents(), ids=[str(d.relative_to(REPO)) for d in documents()])
+def test_links_resolve(doc: Path) -> None:
+    bad = bad_links(doc, doc.read_text(encoding="utf-8"))
+    assert not bad, "%s: %s" % (doc.relative_to(REPO), bad)
+
+
+def test_a_link_a_clone_cannot_follow_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# Page\n\n## A part\n\n## A part\n")
+    doc = tmp_path / "README.md"
+    good = "[a](docs/page.md) [b](docs/page.md#a-part-1) [c](#top) [d](http://127.0.0.1:7400/) [e](docs/)"
+    assert bad_links(doc, "# Top\n" + good, tmp_path) == []
+    hostile = ["../shared/DESIGN.md", "../shared/", "docs/missing.md", "docs/page.md#nowhere", "#nowhere",
+               "/etc/passwd", "docs/../../x.md", "https://example.com/", "file:///etc/passwd"]
+    found = bad_links(doc, "# Top\n" + " ".join("[x](%s)" % h for h in hostile), tmp_path)
+    assert [f.split(" ")[0] for f in found] == hostile, found
+    assert bad_links(doc, "```text\n[x](../shared/)\n```\n", tmp_path) == []   # a sample in a block is no link
+
+
+def test_the_docs_index_links_every_page() -> None:
+    index = DOCS / "README.md"
+    linked = {os.path.normpath(str(index.parent / t.partition("#")[0]))
+              for t in re.findall(r"\]\(([^)\s#]+)[^)\s]*\)", prose_of(index.read_text(encoding="utf-8")))}
+    pages = [d for d in DOCS.glob("**/*.md") if d != index]
+    missing = [str(d.relative_to(REPO)) for d in pages if str(d) not in linked]
+    assert pages and not missing, "docs/README.md does not link: %s" % missing

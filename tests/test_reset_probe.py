@@ -20,8 +20,7 @@ from svcposture.paths import Paths
 from svcposture.posture import PostureService, derive_summary
 from svcposture.resetprobe import ResetSchedule, reset_instants_ms
 from tests.support.home import accounts_path, canary, monitor_env, status_events, write_accounts
-from tests.support.monitor import SSEClient, start_monitor
-from tests.support.provider import ProviderServer
+from tests.support.monitor import SSEClient
 from tests.support.waiting import wait_until
 
 R1 = "2026-01-01T05:00:00.000Z"
@@ -79,12 +78,6 @@ def test_schedule_keeps_only_probes_ahead_and_is_replaced_whole():
 
 
 # ---------------------------------------------------------------- in-process service
-
-@pytest.fixture
-def provider():
-    with ProviderServer() as server:
-        yield server
-
 
 def service_for(home, env, provider, floor_s="0.2", **kw):
     env.update({"SVC_PROVIDER_URL": provider.url, "SVC_PROBE_INTERVAL_S": "3600", "SVC_POSTURE_TTL_S": "3600",
@@ -151,7 +144,7 @@ def test_stop_cancels_a_scheduled_reset_probe(home, env, provider):
 
 # ---------------------------------------------------------------- the monitor process
 
-def test_monitor_pushes_the_ok_edge_at_the_reset_without_a_forced_refresh(home, provider):
+def test_monitor_pushes_the_ok_edge_at_the_reset_without_a_forced_refresh(home, provider, monitors):
     token = canary("a")
     env = monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S="300", SVC_POSTURE_TTL_S="300",
                       SVC_REFRESH_FLOOR_S="1", SVC_PROBE_DEADLINE_S="10", _SVC_TEST_RESET_MARGIN_S="1")
@@ -159,7 +152,7 @@ def test_monitor_pushes_the_ok_edge_at_the_reset_without_a_forced_refresh(home, 
     reset = time.time() + 12
     provider.set_account(token, status="rejected", five_hour=(1.0, "rejected"), seven_day=(0.3, "allowed"),
                          reset_5h=reset, rolls_over=True)
-    mon = start_monitor(env)
+    mon = monitors.start(env)
     try:
         with SSEClient(mon.port) as stream:
             first = stream.next_account()

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from tests.support.home import assert_no_canary, canary, files_text
-from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 from svcposture import sampler as sampler_mod
 from svcposture.events import QUOTA_KEYS, RATELIMIT_SAMPLED, EventLog, event_name
@@ -25,12 +24,6 @@ USAGE = {
     "seven_day_sonnet": None,
     "unknown_future_key": {"utilization": 1},
 }
-
-
-@pytest.fixture
-def provider():
-    with ProviderServer() as server:
-        yield server
 
 
 @pytest.fixture

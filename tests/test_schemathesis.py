@@ -14,7 +14,6 @@ from xml.etree import ElementTree
 import pytest
 
 from tests.support.home import canary, node_env
-from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 
 TOK1 = canary("st1")
@@ -65,7 +64,7 @@ def provider():
 
 
 @pytest.mark.parametrize("probe", ["probing", "disabled"])
-def test_schemathesis_finds_nothing_on_any_route(tmp_path, provider, probe):
+def test_schemathesis_finds_nothing_on_any_route(tmp_path, provider, probe, monitors):
     _schemathesis_or_skip()
     home = tmp_path / "home"
     home.mkdir()
@@ -76,7 +75,7 @@ def test_schemathesis_finds_nothing_on_any_route(tmp_path, provider, probe):
     else:
         env = node_env(home, None, extra={"SVC_SSE_KEEPALIVE_S": "1", "SVC_QUOTA_SAMPLER": "0"})
         args = ["--no-probe"]
-    monitor = start_monitor(env, args)
+    monitor = monitors.start(env, args)
     try:
         status, _, body = monitor.get("/api/openapi.json")
         assert status == 200

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.support.home import REPO, canary, clean_env, files_text, node_env
-from tests.support.monitor import get_request, raw_http, read_response, start_monitor
+from tests.support.monitor import get_request, raw_http, read_response
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -28,15 +28,14 @@ def provider():
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory, provider):
+def node(tmp_path_factory, provider, module_monitors):
     home = tmp_path_factory.mktemp("srv") / "home"
     home.mkdir()
     env = node_env(home, provider.url, [("ACCT1", TOK1, "one@example.com"), ("ACCT2", TOK2, "two@example.com")],
                    active="ACCT1", extra={"SVC_REFRESH_FLOOR_S": "0"})
-    mon = start_monitor(env)
+    mon = module_monitors.start(env)
     mon.home = home
     yield mon
-    mon.stop()
 
 
 def test_listening_line_shows_the_real_port_and_monitor_json(node):
@@ -184,9 +183,9 @@ def test_client_hang_ups_log_no_traceback(node):
     assert "Traceback" not in text and "Exception occurred" not in text
 
 
-def test_slowloris_connection_is_dropped(tmp_path, provider):
+def test_slowloris_connection_is_dropped(tmp_path, provider, monitors):
     env = node_env(tmp_path, provider.url, extra={"SVC_MONITOR_REQUEST_TIMEOUT_S": "1.5"})
-    mon = start_monitor(env, ["--no-probe"])
+    mon = monitors.start(env, ["--no-probe"])
     try:
         s = socket.create_connection(("127.0.0.1", mon.port), timeout=20)
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -201,9 +200,9 @@ def test_slowloris_connection_is_dropped(tmp_path, provider):
     assert "Traceback" not in mon.stderr_text()
 
 
-def test_sigterm_stops_cleanly_and_removes_monitor_json(tmp_path, provider):
+def test_sigterm_stops_cleanly_and_removes_monitor_json(tmp_path, provider, monitors):
     env = node_env(tmp_path, provider.url)
-    mon = start_monitor(env, ["--no-probe"])
+    mon = monitors.start(env, ["--no-probe"])
     path = tmp_path / "svc" / "run" / "monitor.json"
     assert path.exists()
     sse = socket.create_connection(("127.0.0.1", mon.port), timeout=5)
@@ -217,10 +216,10 @@ def test_sigterm_stops_cleanly_and_removes_monitor_json(tmp_path, provider):
     assert "Traceback" not in mon.stderr_text()
 
 
-def test_port_from_environment_and_bad_ports(tmp_path):
+def test_port_from_environment_and_bad_ports(tmp_path, monitors):
     env = clean_env(tmp_path)
     env["SVC_MONITOR_PORT"] = "0"
-    mon = start_monitor(env, ["--no-probe"], port=None)
+    mon = monitors.start(env, ["--no-probe"], port=None)
     try:
         assert mon.port > 0 and mon.get("/healthz")[0] == 200
     finally:
@@ -260,7 +259,7 @@ def test_help_explains_itself():
         assert word in out
 
 
-def test_ipv6_loopback_bind(tmp_path):
+def test_ipv6_loopback_bind(tmp_path, monitors):
     if not socket.has_ipv6:
         pytest.skip("no IPv6")
     try:
@@ -268,23 +267,20 @@ def test_ipv6_loopback_bind(tmp_path):
             s.bind(("::1", 0))
     except OSError:
         pytest.skip("no ::1 on this host")
-    mon = start_monitor(clean_env(tmp_path), ["--no-probe", "--bind", "::1"])
-    try:
-        assert mon.url.startswith("http://[::1]:")
-        status, _, body = raw_http(mon.port, get_request("/api/accounts", "[::1]:%d" % mon.port), host="::1")
-        assert status == 200 and json.loads(body) == {"available": False, "node": json.loads(body)["node"]}
-    finally:
-        mon.stop()
+    mon = monitors.start(clean_env(tmp_path), ["--no-probe", "--bind", "::1"])
+    assert mon.url.startswith("http://[::1]:")
+    status, _, body = raw_http(mon.port, get_request("/api/accounts", "[::1]:%d" % mon.port), host="::1")
+    assert status == 200 and json.loads(body) == {"available": False, "node": json.loads(body)["node"]}
 
 
-def test_run_wiring_cloud_env_liveness_and_latch(tmp_path):
+def test_run_wiring_cloud_env_liveness_and_latch(tmp_path, monitors):
     token = canary("cloud")
     cfg = tmp_path / ".config" / "svc"
     cfg.mkdir(parents=True)
     (cfg / "cluster-cloud.json").write_text(json.dumps({"svc": {"cloud": {"token": token}}}))
     (tmp_path / "svc").mkdir()
     (tmp_path / "svc" / "account-status-latch.json").write_text("{not json")
-    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
+    mon = monitors.start(clean_env(tmp_path), ["--no-probe"])
     try:
         env_file = cfg / "cluster.env"
         assert wait_until(lambda: env_file.exists(), 10)
@@ -297,15 +293,12 @@ def test_run_wiring_cloud_env_liveness_and_latch(tmp_path):
     assert token not in mon.stderr_text() + mon.stdout_text()
 
 
-def test_cloud_env_failure_is_one_line_and_not_fatal(tmp_path):
+def test_cloud_env_failure_is_one_line_and_not_fatal(tmp_path, monitors):
     cfg = tmp_path / ".config" / "svc"
     cfg.mkdir(parents=True)
     (cfg / "cluster-cloud.json").write_text("{corrupt")
-    mon = start_monitor(clean_env(tmp_path), ["--no-probe"])
-    try:
-        assert wait_until(lambda: "cloud env projection failed" in mon.stderr_text(), 10)
-        assert mon.get("/healthz")[0] == 200
-        line = [l for l in mon.stderr_text().splitlines() if "cloud env projection failed" in l]
-        assert len(line) == 1 and "Traceback" not in mon.stderr_text()
-    finally:
-        mon.stop()
+    mon = monitors.start(clean_env(tmp_path), ["--no-probe"])
+    assert wait_until(lambda: "cloud env projection failed" in mon.stderr_text(), 10)
+    assert mon.get("/healthz")[0] == 200
+    line = [l for l in mon.stderr_text().splitlines() if "cloud env projection failed" in l]
+    assert len(line) == 1 and "Traceback" not in mon.stderr_text()

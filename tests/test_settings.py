@@ -38,8 +38,8 @@ DEFAULTS = {
     "posture_ttl_s": 300.0, "refresh_floor_s": 30.0, "probe_interval_s": 300.0, "probe_deadline_s": 30.0,
     "reset_margin_s": 60.0, "quota_sampler": True, "quota_poll_interval_s": 300.0,
     "history_days": 8, "alert_thresholds": (80, 90), "alert_cmd": "", "alert_hook_cgroup": True,
-    "liveness_interval_ms": 120000, "liveness_from_loki": False, "loki_url": "",
-    "tracker_url": "https://api.linear.app/graphql", "notes": (),
+    "liveness_interval_ms": 120000, "liveness_read_source": "tracker", "loki_url": "",
+    "tracker_url": "https://api.linear.app/graphql", "tracker_window_ms": 3600000, "notes": (),
 }
 
 # Knob -> (attribute, its default): the timing knobs that fall back to their default on a bad value.
@@ -54,6 +54,7 @@ LENIENT = {
     "_SVC_TEST_QUOTA_POLL_S": ("quota_poll_interval_s", 300.0),
     "SVC_HISTORY_DAYS": ("history_days", 8),
     "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": ("liveness_interval_ms", 120000),
+    "SVC_TRACKER_RATE_WINDOW_MS": ("tracker_window_ms", 3600000),
 }
 # Knob -> (attribute, the InvalidSetting message for the value "x"): what decides what the monitor serves.
 STRICT = {
@@ -180,9 +181,10 @@ def test_switches_and_words_are_read_as_before():
         assert Settings.from_environ({"SVC_MONITOR_READ_GUARD": word}).read_guard is False
     assert Settings.from_environ({"SVC_MONITOR_READ_GUARD": "1"}).read_guard is True
     for word in ("loki", " LOKI ", "Loki"):
-        assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": word}).liveness_from_loki is True
+        assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": word}).liveness_read_source == "loki"
+    assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": " Prometheus"}).liveness_read_source == "prometheus"
     for word in ("", "tracker", "lokii", "1"):
-        assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": word}).liveness_from_loki is False
+        assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": word}).liveness_read_source == "tracker"
     urls = Settings.from_environ({"SVC_TRACKER_URL": "  ", "SVC_LOKI_URL": " http://127.0.0.1:9 "})
     assert (urls.tracker_url, urls.loki_url) == ("https://api.linear.app/graphql", "http://127.0.0.1:9")
     assert Settings.from_environ({"SVC_ALERT_CMD": " true "}).alert_cmd == " true "

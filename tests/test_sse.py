@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.support.home import canary, node_env, write_accounts
-from tests.support.monitor import SSEClient, get_request, raw_http, start_monitor
+from tests.support.monitor import SSEClient, get_request, raw_http
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
@@ -26,7 +26,7 @@ def provider():
 
 
 @pytest.fixture(scope="module")
-def mon(tmp_path_factory, provider):
+def mon(tmp_path_factory, provider, module_monitors):
     home = tmp_path_factory.mktemp("sse") / "home"
     home.mkdir()
     env = node_env(home, provider.url, [("ACCT1", TOK1, "one@example.com"), ("ACCT2", TOK2, "two@example.com")],
@@ -34,9 +34,8 @@ def mon(tmp_path_factory, provider):
                                           # A write to a client that never reads blocks this long:
                                           # far beyond any frame's delivery to the others.
                                           "SVC_MONITOR_REQUEST_TIMEOUT_S": str(STALL_S)})
-    m = start_monitor(env)
+    m = module_monitors.start(env)
     yield m
-    m.stop()
 
 
 def _force(mon):
@@ -136,88 +135,79 @@ def test_stalled_subscriber_does_not_delay_others(mon):
         stalled.close()
 
 
-def test_subscriber_cap_answers_503(tmp_path, provider):
+def test_subscriber_cap_answers_503(tmp_path, provider, monitors):
     # A hung-up subscriber frees its slot at the next write (a keepalive at the latest).
     env = node_env(tmp_path, provider.url, extra={"SVC_MONITOR_MAX_STREAMS": "2", "SVC_SSE_KEEPALIVE_S": "0.2"})
-    m = start_monitor(env, ["--no-probe"])
-    try:
-        a, b = SSEClient(m.port), SSEClient(m.port)
-        a.next_account(), b.next_account()
-        c = SSEClient(m.port)
-        assert c.status == 503 and c.headers["retry-after"] == "5"
-        assert json.loads(c.body)["error"] == "unavailable"
-        c.close()
-        a.close()
+    m = monitors.start(env, ["--no-probe"])
+    a, b = SSEClient(m.port), SSEClient(m.port)
+    a.next_account(), b.next_account()
+    c = SSEClient(m.port)
+    assert c.status == 503 and c.headers["retry-after"] == "5"
+    assert json.loads(c.body)["error"] == "unavailable"
+    c.close()
+    a.close()
 
-        def reopened():
-            d = SSEClient(m.port)
-            try:
-                return d.status == 200
-            finally:
-                d.close()
-        assert wait_until(reopened, 10, 0.1)
-        b.close()
-        assert m.get("/healthz")[0] == 200
-    finally:
-        m.stop()
+    def reopened():
+        d = SSEClient(m.port)
+        try:
+            return d.status == 200
+        finally:
+            d.close()
+    assert wait_until(reopened, 10, 0.1)
+    b.close()
+    assert m.get("/healthz")[0] == 200
 
 
-def test_disabled_body_exact_on_json_and_sse_then_enable_is_pushed(tmp_path, provider):
+def test_disabled_body_exact_on_json_and_sse_then_enable_is_pushed(tmp_path, provider, monitors):
     env = node_env(tmp_path, provider.url, extra={"SVC_PROBE_INTERVAL_S": "0.3", "SVC_REFRESH_FLOOR_S": "0",
                                                         "SVC_SSE_KEEPALIVE_S": "0.2"})
     (tmp_path / ".config" / "svc").mkdir(parents=True)
     (tmp_path / ".config" / "svc" / "node.json").write_text('{"svc": {"host": {"name": "dis-node"}}}')
-    m = start_monitor(env)
-    try:
-        exact = b'{"available":false,"node":"dis-node"}'
-        status, headers, body = m.get("/api/accounts")
-        assert status == 200 and body == exact and headers["cache-control"] == "no-store"
-        with socket.create_connection(("127.0.0.1", m.port), timeout=10) as sock:
-            sock.sendall(get_request("/api/accounts/stream", "127.0.0.1:%d" % m.port))
-            buf = b""
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:  # several periodic probes and keepalives pass
-                sock.settimeout(max(0.05, deadline - time.monotonic()))
-                try:
-                    chunk = sock.recv(65536)
-                except socket.timeout:
-                    break
-                assert chunk, "the stream closed"
-                buf += chunk
-            body_part = buf.partition(b"\r\n\r\n")[2]
-            assert body_part.count(b"event: account") == 1  # one disabled frame, not one per probe
-            assert b"data: " + exact + b"\n\n" in body_part
-            assert b": keepalive\n\n" in body_part
-        # A later enable is pushed to an open stream.
-        with SSEClient(m.port, timeout=15) as client:
-            assert client.next_account() == {"available": False, "node": "dis-node"}
-            write_accounts(tmp_path / ".config" / "svc" / "model-accounts.env", [("ACCT1", TOK1, "one@example.com")],
-                           active="ACCT1")
-            pushed = client.next_account()
-            assert pushed["available"] is True and pushed["cached"] is False
-            assert pushed["active"]["label"] == "acct1"
-    finally:
-        m.stop()
+    m = monitors.start(env)
+    exact = b'{"available":false,"node":"dis-node"}'
+    status, headers, body = m.get("/api/accounts")
+    assert status == 200 and body == exact and headers["cache-control"] == "no-store"
+    with socket.create_connection(("127.0.0.1", m.port), timeout=10) as sock:
+        sock.sendall(get_request("/api/accounts/stream", "127.0.0.1:%d" % m.port))
+        buf = b""
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # several periodic probes and keepalives pass
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                break
+            assert chunk, "the stream closed"
+            buf += chunk
+        body_part = buf.partition(b"\r\n\r\n")[2]
+        assert body_part.count(b"event: account") == 1  # one disabled frame, not one per probe
+        assert b"data: " + exact + b"\n\n" in body_part
+        assert b": keepalive\n\n" in body_part
+    # A later enable is pushed to an open stream.
+    with SSEClient(m.port, timeout=15) as client:
+        assert client.next_account() == {"available": False, "node": "dis-node"}
+        write_accounts(tmp_path / ".config" / "svc" / "model-accounts.env", [("ACCT1", TOK1, "one@example.com")],
+                       active="ACCT1")
+        pushed = client.next_account()
+        assert pushed["available"] is True and pushed["cached"] is False
+        assert pushed["active"]["label"] == "acct1"
 
 
-def test_no_probe_sse_is_the_disabled_frame(tmp_path):
+def test_no_probe_sse_is_the_disabled_frame(tmp_path, monitors):
     from tests.support.home import clean_env
-    m = start_monitor(clean_env(tmp_path), ["--no-probe"])
-    try:
-        with SSEClient(m.port) as client:
-            body = client.next_account()
-        assert set(body) == {"available", "node"} and body["available"] is False
-        assert m.get("/api/accounts")[2] == json.dumps(body, separators=(",", ":")).encode()
-    finally:
-        m.stop()
+    m = monitors.start(clean_env(tmp_path), ["--no-probe"])
+    with SSEClient(m.port) as client:
+        body = client.next_account()
+    assert set(body) == {"available", "node"} and body["available"] is False
+    assert m.get("/api/accounts")[2] == json.dumps(body, separators=(",", ":")).encode()
 
 
-def test_on_connect_waits_for_the_first_probe(tmp_path):
+def test_on_connect_waits_for_the_first_probe(tmp_path, monitors):
     tok = canary("slow")
     with ProviderServer() as slow:
         slow.set_account(tok, mode="slow", delay=1.5)
         env = node_env(tmp_path, slow.url, [("ACCT1", tok, "s@example.com")], active="ACCT1")
-        m = start_monitor(env)
+        m = monitors.start(env)
         try:
             with SSEClient(m.port, timeout=20) as client:
                 body = client.next_account()

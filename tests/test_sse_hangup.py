@@ -10,17 +10,17 @@ import struct
 import pytest
 
 from tests.support.home import node_env
-from tests.support.monitor import SSEClient, get_request, start_monitor
+from tests.support.monitor import SSEClient, get_request
 from tests.support.waiting import wait_until
 
 CAP = 4
 
 
 @pytest.fixture
-def mon(tmp_path):
+def mon(tmp_path, monitors):
     env = node_env(tmp_path, None, extra={"SVC_MONITOR_MAX_STREAMS": str(CAP), "SVC_SSE_KEEPALIVE_S": "3600",
                                           "SVC_ACCOUNTS_PROBE": "0", "SVC_QUOTA_SAMPLER": "0"})
-    m = start_monitor(env, ["--no-probe"])
+    m = monitors.start(env, ["--no-probe"])
     yield m
     m.stop()
 

@@ -202,16 +202,13 @@ def test_any_payload_with_a_live_monitor_gives_the_monitor_line(mon, stdin):
     assert re.match(r"^acct1 5h 61% 1h0[12]m \| 7d 41% 3d6h$", out), out
 
 
-def test_disabled_monitor_says_so_or_shows_the_agents_numbers(tmp_path):
+def test_disabled_monitor_says_so_or_shows_the_agents_numbers(tmp_path, monitors):
     home = tmp_path / "home"
     home.mkdir()
     env = dict(clean_env(home), **SLOW)
-    m = start_monitor(env, args=("--no-probe",))
-    try:
-        assert run(env, "--url", m.url, "--no-color") == "svc: no usable account (svc-monitor init)"
-        assert LOCAL.match(run(env, "--url", m.url, "--no-color", stdin=agent_payload()))
-    finally:
-        m.stop()
+    m = monitors.start(env, args=("--no-probe",))
+    assert run(env, "--url", m.url, "--no-color") == "svc: no usable account (svc-monitor init)"
+    assert LOCAL.match(run(env, "--url", m.url, "--no-color", stdin=agent_payload()))
 
 
 # ---------------------------------------------------------------- no monitor, a hung one, a broken one
@@ -396,7 +393,7 @@ def test_help_and_bad_arguments(tmp_path):
     done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "statusline", "--help"], env=env,
                           capture_output=True, timeout=20)
     assert done.returncode == 0 and done.stderr == b""
-    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] [--no-color]")
+    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] [--provider claude|codex] [--no-color]")
     assert b'"statusLine": {"type": "command", "command": "svc-monitor statusline"}' in done.stdout
     assert run(env, "--bogus") == "svc: statusline: bad argument '--bogus' (see svc-monitor statusline --help)"
     for bad in ("ftp://x", "http://", "http://h:99999", "http://user@h:1", "http://h:1/?q", "x" * 5000,

@@ -86,7 +86,8 @@ def test_trajectory_body_forecasts_the_climb(node):
                       message="a trajectory after the first probe")
     assert set(body) == {"node", "generatedAt", "probedAt", "accounts", "alerts"}
     acct1 = _account(body, "acct1")
-    assert set(acct1) == {"label", "email", "active", "fiveHour", "sevenDay"}
+    assert set(acct1) == {"label", "provider", "email", "active", "fiveHour", "sevenDay"}
+    assert acct1["provider"] == "claude"
     assert acct1["active"] is True and acct1["email"] == "ada@example.com"
     five = acct1["fiveHour"]
     assert five["pct"] == 72.0 and set(five) == {"pct", "resetsAt", "forecast"}
@@ -210,8 +211,8 @@ def test_metrics_carry_the_forecast(node):
     mon = node["mon"]
     wait_until(lambda: b"svc_account_forecast_wall_timestamp_seconds{" in mon.get("/metrics")[2], message="wall metric")
     text = mon.get("/metrics")[2].decode()
-    assert 'svc_account_burn_rate_percent_per_hour{account="acct1",window="five_hour"}' in text
-    assert 'svc_account_forecast_pct_at_reset{account="acct1",window="five_hour"}' in text
+    assert 'svc_account_burn_rate_percent_per_hour{account="acct1",provider="claude",window="five_hour"}' in text
+    assert 'svc_account_forecast_pct_at_reset{account="acct1",provider="claude",window="five_hour"}' in text
     assert 'svc_alerts_total{kind="threshold"}' in text and 'svc_alerts_total{kind="forecast"} 1' in text
     try:
         from prometheus_client.parser import text_string_to_metric_families
@@ -237,13 +238,13 @@ def test_openapi_describes_the_trajectory_routes(node):
     assert {e["properties"]["event"]["const"] for e in one_of} == {"trajectory", "alert"}
 
 
-def test_restart_and_kill9_fire_nothing_again(node, tmp_path):
+def test_restart_and_kill9_fire_nothing_again(node, tmp_path, monitors):
     mon, home = node["mon"], node["home"]
     wait_until(lambda: len(_events(home)) >= 3, message="alerts so far")
     mon.kill9()
     count = len(_events(home))
     (home / "svc" / "alert-latch.json").unlink()  # as if killed before the latch write
-    again = node["mon"] = start_monitor(node["env"])
+    again = node["mon"] = monitors.start(node["env"])
     first = _trajectory(again)
     wait_until(lambda: (_trajectory(again).get("probedAt") or 0) > (first.get("probedAt") or 0) + 1000,
                message="probes after the restart")
@@ -252,21 +253,18 @@ def test_restart_and_kill9_fire_nothing_again(node, tmp_path):
     assert len(_trajectory(again)["alerts"]) == count
 
 
-def test_disabled_node_has_the_disabled_trajectory(tmp_path):
+def test_disabled_node_has_the_disabled_trajectory(tmp_path, monitors):
     from tests.support.home import clean_env
     env = dict(clean_env(tmp_path), SVC_ALERT_THRESHOLDS="0,abc,80,80,,101")
-    mon = start_monitor(env, ["--no-probe"])
-    try:
-        # Bad thresholds: one clear log line each, never a traceback.
-        err = mon.stderr_text()
-        for item in ("'0'", "'abc'", "'101'", "repeats 80", "empty item"):
-            assert item in err, (item, err)
-        assert "Traceback" not in err
-        assert mon.get_json("/api/trajectory") == (200, {"available": False, "node": mon.get_json("/healthz")[1]["node"]})
-        with SSEClient(mon.port, "/api/trajectory/stream") as client:
-            event = client.next_event()
-        assert event["event"] == "trajectory" and json.loads(event["data"])["available"] is False
-        status, _, _ = http_get(mon.url, "/api/history?hours=2")
-        assert status == 200
-    finally:
-        mon.stop()
+    mon = monitors.start(env, ["--no-probe"])
+    # Bad thresholds: one clear log line each, never a traceback.
+    err = mon.stderr_text()
+    for item in ("'0'", "'abc'", "'101'", "repeats 80", "empty item"):
+        assert item in err, (item, err)
+    assert "Traceback" not in err
+    assert mon.get_json("/api/trajectory") == (200, {"available": False, "node": mon.get_json("/healthz")[1]["node"]})
+    with SSEClient(mon.port, "/api/trajectory/stream") as client:
+        event = client.next_event()
+    assert event["event"] == "trajectory" and json.loads(event["data"])["available"] is False
+    status, _, _ = http_get(mon.url, "/api/history?hours=2")
+    assert status == 200

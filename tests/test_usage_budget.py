@@ -20,7 +20,7 @@ from svcposture.cluster.usageowner import usage_ticket
 from svcposture.events import RATELIMIT_SAMPLED, EventLog, event_name
 from svcposture.paths import Paths
 from tests.support.home import BEARER, canary, make_node, node_env
-from tests.support.monitor import Monitor, start_monitor
+from tests.support.monitor import Monitor
 from tests.support.provider import ANY, ProviderServer
 from tests.support.tracker import TrackerServer
 from tests.support.waiting import wait_until
@@ -52,7 +52,7 @@ def heartbeat(srv: TrackerServer, host: str) -> Dict:
     return srv.attachments("OPS-1").get("svc://heartbeat/%s" % host) or {}
 
 
-def test_one_host_polls_a_shared_login_and_another_takes_over(tmp_path):
+def test_one_host_polls_a_shared_login_and_another_takes_over(tmp_path, monitors):
     token = canary("login")
     owner = svcposture.owner(usage_ticket(EMAIL), HOSTS, live=HOSTS)
     others = [h for h in HOSTS if h != owner]
@@ -62,18 +62,18 @@ def test_one_host_polls_a_shared_login_and_another_takes_over(tmp_path):
         provider.set_usage(ANY, USAGE)
         srv.add_issue("OPS-1")
         homes = {}
-        monitors: Dict[str, Monitor] = {}
+        by_host: Dict[str, Monitor] = {}
         try:
             for host in HOSTS:
                 homes[host] = make_node(tmp_path, host, HOSTS, anchor="OPS-1")
                 give_login(homes[host], token)
                 env = node_env(homes[host], provider.url, tracker_url=srv.url, interval_ms=HEARTBEAT_MS,
                                SVC_QUOTA_SAMPLER="1", _SVC_TEST_QUOTA_POLL_S="0.5", SVC_ACCOUNTS_PROBE="0")
-                monitors[host] = start_monitor(env, args=("--no-probe",))
+                by_host[host] = monitors.start(env, args=("--no-probe",))
 
             # Once every heartbeat is on the anchor, the two others skip, each with one line.
             wait_until(lambda: all(heartbeat(srv, h) for h in HOSTS), timeout=30, message="three heartbeats")
-            wait_until(lambda: all(skip_lines(monitors[h], owner) for h in others), timeout=30,
+            wait_until(lambda: all(skip_lines(by_host[h], owner) for h in others), timeout=30,
                        message="the others to skip")
             before = {h: len(sample_times(homes[h])) for h in HOSTS}
             calls = provider.usage_calls()
@@ -83,8 +83,8 @@ def test_one_host_polls_a_shared_login_and_another_takes_over(tmp_path):
             assert {h: len(sample_times(homes[h])) for h in others} == {h: before[h] for h in others}
             # Every usage request the provider saw came from the owner's polls.
             assert abs((provider.usage_calls() - calls) - polled) <= 1
-            assert all(skip_lines(monitors[h], owner) == 1 for h in others)
-            assert skip_lines(monitors[owner], owner) == 0
+            assert all(skip_lines(by_host[h], owner) == 1 for h in others)
+            assert skip_lines(by_host[owner], owner) == 0
 
             # The heartbeat quota is the owner's; the others publish null.
             wait_until(lambda: all(heartbeat(srv, h)["metadata"].get("quota") is None for h in others),
@@ -93,7 +93,7 @@ def test_one_host_polls_a_shared_login_and_another_takes_over(tmp_path):
             assert quota["five_hour_pct"] == 42.0 and quota["seven_day_pct"] == 17.0
 
             # The owner dies; once its heartbeat is stale, the successor polls.
-            monitors[owner].kill9()
+            by_host[owner].kill9()
             last_beat = _time.parse_iso_ms(heartbeat(srv, owner)["metadata"]["publishedAt"])
             stale_at = last_beat + 2 * HEARTBEAT_MS
             successor_before = len(sample_times(homes[successor]))
@@ -101,13 +101,13 @@ def test_one_host_polls_a_shared_login_and_another_takes_over(tmp_path):
                        message="the successor's first poll")
             first = [t for t in sample_times(homes[successor]) if t > stale_at]
             assert first and first[0] <= stale_at + 2 * HEARTBEAT_MS, (first[:1], stale_at)
-            wait_until(lambda: skip_lines(monitors[bystander], successor) == 1, timeout=30,
+            wait_until(lambda: skip_lines(by_host[bystander], successor) == 1, timeout=30,
                        message="the bystander to name the successor")
             bystander_count = len(sample_times(homes[bystander]))
             wait_until(lambda: len(sample_times(homes[successor])) >= successor_before + 3, timeout=30)
             assert len(sample_times(homes[bystander])) == bystander_count
         finally:
-            for mon in monitors.values():
+            for mon in by_host.values():
                 mon.stop(check=False)
     for host in others:
-        assert "Traceback" not in monitors[host].stderr_text()
+        assert "Traceback" not in by_host[host].stderr_text()

@@ -1,5 +1,8 @@
+import os
 import subprocess
 import sys
+
+import pytest
 
 from tests.support.cli import checker_python
 from tests.support.home import REPO
@@ -8,7 +11,11 @@ CHECKER = REPO.parent / "shared" / "tools" / "check_vendorable.py"
 
 
 def test_package_imports_only_stdlib_and_itself_relatively():
-    assert CHECKER.is_file(), "shared/ must sit beside the repo"
+    if not CHECKER.is_file():
+        # The project's tools sit beside the repository in CI, not beside a clone made elsewhere.
+        if os.environ.get("CI"):
+            pytest.fail("%s missing under CI: shared/ must sit beside the repo" % CHECKER)
+        pytest.skip("%s is not beside this checkout (CI has it)" % CHECKER)
     python = checker_python()
     proc = subprocess.run([python, str(CHECKER), "svcposture"], cwd=str(REPO),
                           capture_output=True, text=True)

@@ -28,7 +28,9 @@ from ..paths import Paths
 from ..probe import accounts_notes
 from . import tracker
 from ._common import print_json
-from .liveness import READ_SOURCE_ENV, peer_states, publish_interval_ms, reads_from_loki
+from .budget import RateBudget
+from .budgetcheck import check_tracker_budget
+from .liveness import READ_SOURCE_ENV, peer_states, publish_interval_ms, read_source
 
 PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
 PROBE_CHECK_TIMEOUT_S = 30.0
@@ -150,11 +152,13 @@ def _check_result(name: str, status: str, detail: str) -> Dict[str, str]:
 
 
 def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
-                  hosts: Optional[List[str]]) -> Dict[str, str]:
+                  hosts: Optional[List[str]], seen: Optional[List[RateBudget]] = None) -> Dict[str, str]:
+    """The anchor check; the tracker's stated rate-limit budget, when it answered, goes to `seen`."""
     name = "liveness-anchor"
-    if reads_from_loki(environ):
-        return _check_result(name, INFO, "liveness is read from Loki (%s=loki); the anchor is not used"
-                             % READ_SOURCE_ENV)
+    source = read_source(environ)
+    if source != "tracker":
+        return _check_result(name, INFO, "liveness is read from %s (%s=%s); the anchor is not used"
+                             % (source.capitalize(), READ_SOURCE_ENV, source))
     try:
         anchor = config.liveness_anchor(paths)
     except config.ConfigError as exc:
@@ -164,7 +168,11 @@ def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
                                          "then svc-stack restart")
     try:
         client = tracker.TrackerClient.for_paths(paths, environ)
-        issue = client.fetch_issue(anchor)
+        try:
+            issue = client.fetch_issue(anchor)
+        finally:
+            if seen is not None:
+                seen.append(client.budget)
     except config.ConfigError as exc:
         return _check_result(name, WARN, "%s: cannot read the tracker token: %s" % (anchor, exc))
     except tracker.TrackerTokenMissingError:
@@ -327,6 +335,27 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
     return _accounts_check_from_report(path, report, proc.returncode)
 
 
+def _codex_summary(block: Any) -> Tuple[str, bool, str]:
+    """(detail, any usable login, warning) of the check report's Codex lines; empty without any."""
+    if not isinstance(block, dict):
+        return "", False, ""
+    def labels(key: str) -> List[str]:
+        value = block.get(key)
+        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
+
+    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
+    active = block.get("active") if isinstance(block.get("active"), str) else None
+    detail = "; Codex: %d usable login%s%s" % (len(usable), "" if len(usable) == 1 else "s",
+                                                " (%s)" % ", ".join(usable) if usable else "")
+    if unusable:
+        detail += ", unusable (empty or placeholder): %s" % ", ".join(unusable)
+    if usable:
+        detail += ", active %s" % active[:64] if active else ", none is CODEX_HOME"
+    warning = ("; several Codex lines name CODEX_HOME (%s), the first is used" % ", ".join(duplicates)
+               if duplicates else "")
+    return detail, bool(usable), warning
+
+
 def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
     """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
     name = "accounts-env"
@@ -347,8 +376,14 @@ def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: 
                                         " (%s)" % ", ".join(usable) if usable else "")
     if unusable:
         detail += "; unusable (empty or placeholder): %s" % ", ".join(unusable)
+    codex_detail, codex_usable, codex_warning = _codex_summary(report.get("codex"))
+    detail += codex_detail
     if returncode != 0:
         return _check_result(name, WARN, detail + "; the check exited %d" % returncode)
+    if codex_warning:
+        return _check_result(name, WARN, detail + codex_warning)
+    if not usable and codex_usable:
+        return _check_result(name, PASS, detail + "; Claude's posture is disabled (no Claude entry)")
     if not usable:
         return _check_result(name, INFO, detail + "; the posture surface is disabled" + notes)
     if duplicates:
@@ -413,8 +448,9 @@ def _check_latch(paths: Paths) -> Dict[str, str]:
 def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     roster_check, hosts = _check_roster(paths)
     host_check, node = _check_host_name(paths, hosts)
+    seen: List[RateBudget] = []
     checks = [
-        _check_anchor(paths, environ, node, hosts),
+        _check_anchor(paths, environ, node, hosts, seen),
         host_check,
         roster_check,
         _check_legacy_roster(paths),
@@ -423,6 +459,7 @@ def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         _check_event_log(paths),
         _check_latch(paths),
         _check_directories(paths),
+        check_tracker_budget(environ, hosts, seen[0] if seen else None),
     ]
     return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
 
@@ -446,7 +483,8 @@ def add_commands(sub: Any) -> None:
         "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
-                    "accounts-env, event-log, latch, directories. Each is PASS, INFO, WARN or FAIL.\n"
+                    "accounts-env, event-log, latch, directories, tracker-budget.\n"
+                    "Each is PASS, INFO, WARN or FAIL.\n"
                     "Exit 1 when any check FAILs.")
     p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")
     p.set_defaults(func=cmd_doctor)

@@ -16,12 +16,11 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import config
-from .._text import is_number, printable
 from .._time import iso_from_ms, now_ms
 from .._version import __version__
 from ..events import EventLog
 from ..paths import Paths
-from . import tracker
+from . import budget, promread, tracker
 from ._common import print_json, valid_ticket
 from . import heartbeat
 # host_of_heartbeat_url too: callers address heartbeats through this module.
@@ -30,7 +29,7 @@ from .loki import LOKI_URL_ENV, LokiError, loki_live_hosts
 
 # The liveness knobs live with the node's other settings; commands read them from here too.
 from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
-                        READ_SOURCE_ENV, Settings, publish_interval_ms, reads_from_loki)
+                        READ_SOURCE_ENV, Settings, publish_interval_ms, read_source, reads_from_loki)
 
 LOGGER_NAME = "svcposture.liveness"
 
@@ -44,17 +43,26 @@ class Publisher:
                  account_status: Callable[[], str], log: Optional[EventLog],
                  logger: Optional[logging.Logger] = None,
                  account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                 polls_usage: Optional[Callable[[], bool]] = None, settings: Optional[Settings] = None) -> None:
+                 polls_usage: Optional[Callable[[], bool]] = None,
+                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                 settings: Optional[Settings] = None) -> None:
         self.paths = paths
         self.environ = environ
         self.settings = Settings.from_environ(environ) if settings is None else settings
         self.node = node
-        self.interval_ms = self.settings.liveness_interval_ms
+        # The configured interval, and the one in force: stretched to the tracker's budget.
+        self.configured_interval_ms = self.settings.liveness_interval_ms
+        self.interval_ms = self.configured_interval_ms
+        self._budget = budget.NO_BUDGET
+        self._roster_size = 0
+        self._claimed_ms = self.interval_ms
         self.anchor: Optional[str] = None
         self.armed = False
         self._arm_error: Optional[str] = None
         self._account_status = account_status
         self._account = account
+        # The active Codex account's block (DESIGN §17); None: the node shows nothing of Codex.
+        self._codex = codex
         self._log = log
         # False while another host polls this login's usage: this heartbeat's quota is then null.
         self._polls_usage = polls_usage
@@ -97,13 +105,28 @@ class Publisher:
             except Exception:  # a bug must not kill heartbeats for the life of the monitor
                 self._note(("internal",), "error", "liveness publisher: unexpected error; retrying next tick",
                            exc_info=True)
-            self._stop.wait(self.interval_ms / 1000.0)
+            self._stop.wait(self._next_wait_s())
+
+    def _next_wait_s(self) -> float:
+        """Until the next beat: never longer than the interval the last heartbeat claimed,
+        so a stretch never leaves a peer looking stale; until the reset while rate-limited."""
+        backoff = self._backoff_until - time.monotonic()
+        if backoff > 0:
+            return backoff
+        return min(self.interval_ms, self._claimed_ms) / 1000.0
+
+    def _apply_budget(self, stated: budget.RateBudget) -> None:
+        self._budget = budget.merge(self._budget, stated)
+        in_force = budget.interval_in_force_ms(self.configured_interval_ms, self._roster_size, self._budget,
+                                               self.settings.tracker_window_ms, int(time.time() * 1000))
+        with self._lock:
+            self.interval_ms = in_force
 
     def snapshot(self) -> Dict[str, Any]:
         with self._lock:
             return {"state": self.state, "detail": self.detail, "anchor": self.anchor,
                     "published": self.published, "lastPublishedMs": self.last_published_ms,
-                    "intervalMs": self.interval_ms}
+                    "intervalMs": self.interval_ms, "configuredIntervalMs": self.configured_interval_ms}
 
     def _note(self, key: Tuple[str, ...], state: str, message: str, level: int = logging.WARNING,
               exc_info: bool = False) -> None:
@@ -117,8 +140,10 @@ class Publisher:
             self._logger.log(level, message, exc_info=exc_info)
 
     def _off_reason(self) -> Optional[Tuple[Tuple[str, ...], str]]:
-        if self.settings.liveness_from_loki:
-            return ("loki",), "liveness publisher off: %s=loki, peers are read from Loki" % READ_SOURCE_ENV
+        source = self.settings.liveness_read_source
+        if source != "tracker":
+            return (source,), "liveness publisher off: %s=%s, peers are read from %s" % (
+                READ_SOURCE_ENV, source, source.capitalize())
         if self.anchor is None:
             if self._arm_error:
                 return ("anchor-error",), "liveness publisher off: cannot read the liveness anchor: %s" % self._arm_error
@@ -132,6 +157,7 @@ class Publisher:
             return ("roster-small", str(len(set(hosts)))), (
                 "liveness publisher off: the roster has %d host(s), so there is no peer to be live for"
                 % len(set(hosts)))
+        self._roster_size = len(set(hosts))
         return None
 
     def tick(self) -> str:
@@ -156,24 +182,30 @@ class Publisher:
         anchor = self.anchor or ""
         published_ms = now_ms()
         published_at = iso_from_ms(published_ms)
+        self._apply_budget(budget.NO_BUDGET)
         metadata = self._metadata(published_at)
+        client = None
         try:
             client = tracker.TrackerClient(self.settings.tracker_url, auth)
             issue = client.upsert_attachment(anchor, heartbeat_url(self.node), "svc heartbeat %s" % self.node,
                                              published_at, metadata)
         except tracker.TrackerRateLimitedError as exc:
+            self._apply_budget(client.budget if client is not None else budget.NO_BUDGET)
             self._backoff_until = time.monotonic() + exc.retry_after_s
             self._note(("rate-limited",), "backoff", "liveness publisher: %s on anchor %s; backing off %.0f s"
                        % (exc, anchor, exc.retry_after_s))
             return self.state
         except tracker.TrackerError as exc:
+            self._apply_budget(client.budget if client is not None else budget.NO_BUDGET)
             self._note(("error", type(exc).__name__), "error",
                        "liveness publisher: heartbeat to anchor %s failed: %s; retrying every %d ms"
                        % (anchor, exc, self.interval_ms))
             return self.state
+        self._apply_budget(client.budget)
         with self._lock:
             self.published += 1
             self.last_published_ms = published_ms
+            self._claimed_ms = metadata["publishIntervalMs"]
         if issue.get("archivedAt") or issue.get("trashed") is True:
             self._note(("archived",), "error",
                        "liveness publisher: anchor %s is %s; peers may not see heartbeats. Restore it, or move "
@@ -199,18 +231,27 @@ class Publisher:
             account = self._account() if self._account is not None else None
         except Exception:  # a broken account read must not cost the beat
             account = None
-        return heartbeat.metadata(host=self.node, published_at=published_at, publish_interval_ms=self.interval_ms,
-                                  version=__version__, account_status=status, quota=quota, account=account)
+        metadata = heartbeat.metadata(host=self.node, published_at=published_at,
+                                      publish_interval_ms=self.interval_ms, version=__version__,
+                                      account_status=status, quota=quota, account=account)
+        try:
+            codex = self._codex() if self._codex is not None else None
+        except Exception:  # as for `account`: never costs the beat
+            codex = None
+        if isinstance(codex, dict):
+            metadata["codex"] = codex
+        return metadata
 
 
 def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
                     account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                     polls_usage: Optional[Callable[[], bool]] = None,
+                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                     settings: Optional[Settings] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
     publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage,
-                          settings=settings)
+                          codex=codex, settings=settings)
     publisher.start()
     return publisher
 
@@ -232,30 +273,37 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
         quota = heartbeat.peer_quota(beat.metadata.get("quota"))
         account = peer_account(beat.metadata.get("account"), publish_interval_ms=interval, now=now)
         if published is None:
-            rows.append({"host": host, "state": "stale", "ageS": None, "quota": quota, "account": account})
-            continue
-        age_ms = max(0, now - published)
-        rows.append({"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
-                     "ageS": round(age_ms / 1000.0, 1), "quota": quota, "account": account})
+            row = {"host": host, "state": "stale", "ageS": None, "quota": quota, "account": account}
+        else:
+            age_ms = max(0, now - published)
+            row = {"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
+                   "ageS": round(age_ms / 1000.0, 1), "quota": quota, "account": account}
+        # A host with Codex accounts adds their block; one without shows nothing of Codex.
+        codex = peer_account(beat.metadata.get("codex"), publish_interval_ms=interval, now=now)
+        if codex is not None:
+            row["codex"] = codex
+        rows.append(row)
     return rows
 
 
 # ---------------------------------------------------------------- status
 
 def collect_status(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
-    """{"source", "anchor", "hosts": [...]} plus "error" when liveness is unknown.
+    """{"source", "anchor", "publishIntervalMs", "hosts": [...]} plus "error" when liveness is unknown.
 
-    The knobs come from `settings` (the monitor's), else from `environ`: a
-    command serves nothing, so a bad SVC_MONITOR_* value there is no error.
-    ConfigError (a corrupt roster or config file) propagates: without a roster
-    there is nothing to report on.
+    `publishIntervalMs` is the interval in force: under the tracker, the one
+    its stated budget stretches the roster's heartbeats to. The knobs come
+    from `settings` (the monitor's), else from `environ`: a command serves
+    nothing, so a bad SVC_MONITOR_* value there is no error. ConfigError (a
+    corrupt roster or config file) propagates: without a roster there is
+    nothing to report on.
     """
     settings = Settings.from_environ(environ, strict=False) if settings is None else settings
     hosts = config.roster(paths)
     anchor = config.liveness_anchor(paths)
     interval = settings.liveness_interval_ms
-    source = "loki" if settings.liveness_from_loki else "tracker"
-    report: Dict[str, Any] = {"source": source, "anchor": anchor, "hosts": []}
+    source = settings.liveness_read_source
+    report: Dict[str, Any] = {"source": source, "anchor": anchor, "publishIntervalMs": interval, "hosts": []}
 
     def unknown(error: str) -> Dict[str, Any]:
         report["hosts"] = [{"host": h, "state": "unknown", "ageS": None, "quota": None, "account": None}
@@ -274,13 +322,25 @@ def collect_status(paths: Paths, environ: Mapping[str, str], settings: Optional[
         report["hosts"] = [{"host": h, "state": "live" if h in live else "missing", "ageS": None, "quota": None,
                             "account": None} for h in dict.fromkeys(hosts)]
         return report
+    if source == "prometheus":
+        try:
+            report["hosts"] = promread.fleet_rows(environ, hosts, interval)
+        except promread.PrometheusError as exc:
+            return unknown(str(exc))
+        return report
     if anchor is None:
         return unknown("no liveness anchor configured (svc-cluster set-anchor <TICKET>)")
+    client: Optional[tracker.TrackerClient] = None
+    now = now_ms()
     try:
-        issue = tracker.TrackerClient.for_paths(paths, url=settings.tracker_url).fetch_issue(anchor)
+        client = tracker.TrackerClient.for_paths(paths, url=settings.tracker_url)
+        issue = client.fetch_issue(anchor)
     except tracker.TrackerError as exc:
         return unknown("cannot read anchor %s: %s" % (anchor, exc))
-    now = now_ms()
+    finally:
+        stated = client.budget if client is not None else budget.NO_BUDGET
+        report["publishIntervalMs"] = budget.interval_in_force_ms(interval, len(set(hosts)), stated,
+                                                                  settings.tracker_window_ms, now)
     report["hosts"] = peer_states(hosts, issue.heartbeats, now, interval)
     by_host = heartbeat.newest_by_host(issue.heartbeats)
     report["unlisted"] = unlisted_rows(hosts, {h: heartbeat.published_ms(b) for h, b in by_host.items()}, now)
@@ -307,49 +367,6 @@ def cmd_set_anchor(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
-    if not quota:
-        return "-"
-    parts = []
-    for key, label in (("five_hour_pct", "5h"), ("seven_day_pct", "7d"), ("seven_day_large_pct", "7d-large")):
-        value = quota.get(key)
-        if is_number(value):
-            parts.append("%s %g%%" % (label, value))
-    return " ".join(parts) or "-"
-
-
-def cmd_status(ns: argparse.Namespace) -> int:
-    report = collect_status(Paths(environ=os.environ), os.environ)
-    if ns.json:
-        print_json(report, ensure_ascii=False)
-    else:
-        print("source: %s   anchor: %s" % (report["source"], report["anchor"] or "(unset)"))
-        # Roster names come from a shared repo: never let one drive the terminal.
-        names = [printable(h["host"]) for h in report["hosts"]]
-        width = max([len(n) for n in names] + [4])
-        print("%-*s  %-7s  %8s  %s" % (width, "HOST", "STATE", "AGE", "QUOTA"))
-        for name, row in zip(names, report["hosts"]):
-            age = "-" if row["ageS"] is None else "%gs" % row["ageS"]
-            print("%-*s  %-7s  %8s  %s" % (width, name, row["state"], age, _format_quota(row["quota"])))
-        if not report["hosts"]:
-            print("(the roster is empty)")
-        if report.get("warning"):
-            print("warning: %s" % report["warning"], file=sys.stderr)
-        if report.get("error"):
-            print("svc-cluster status: %s" % report["error"], file=sys.stderr)
-    return status_exit_code(report)
-
-
-def status_exit_code(report: Dict[str, Any]) -> int:
-    """1 when liveness is unknown, 3 when any roster host is stale or missing, else 0
-    (an empty roster has no host that is not live)."""
-    if report.get("error"):
-        return 1
-    if any(row.get("state") != "live" for row in report.get("hosts", [])):
-        return 3
-    return 0
-
-
 def add_commands(sub: Any) -> None:
     raw = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -362,17 +379,3 @@ def add_commands(sub: Any) -> None:
     p.add_argument("ticket", metavar="TICKET", help="tracker ticket identifier, e.g. ENG-123")
     p.add_argument("--json", action="store_true", help="accepted for symmetry; the output is always JSON")
     p.set_defaults(func=cmd_set_anchor)
-
-    p = sub.add_parser(
-        "status", help="show every roster host as live, stale or missing", formatter_class=raw,
-        description="Read every roster host's heartbeat from the liveness anchor, or from Loki\n"
-                    "($SVC_LOKI_URL) when SVC_LIVENESS_READ_SOURCE=loki.\n\n"
-                    "  live     heartbeat at most two of the host's publish intervals old\n"
-                    "  stale    older than that\n"
-                    "  missing  no heartbeat on the anchor (or no Loki lines in the window)\n"
-                    "  unknown  the anchor is unset or unreadable\n\n"
-                    "Exit status: 0 when every host is live, 3 when any is stale or missing,\n"
-                    "1 when liveness is unknown (anchor unset, tracker or Loki unreadable).\n\n"
-                    "The interval is EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS (120000).")
-    p.add_argument("--json", action="store_true", help="print {source, anchor, hosts[]} as JSON")
-    p.set_defaults(func=cmd_status)

@@ -10,7 +10,8 @@ import math
 import urllib.parse
 from typing import Any, List, Tuple
 
-from .._http import Deadline, DeadlineExceeded
+from .._http import DeadlineExceeded
+from .._http import get as http_get
 from .._text import loads_bounded
 from .._version import __version__
 from ..errors import SvcpostureError
@@ -59,27 +60,14 @@ def loki_live_hosts(base_url: str, interval_ms: int, timeout: float = LOKI_TIMEO
 
 def _loki_get(url: str, timeout: float) -> Tuple[int, bytes]:
     """(HTTP status, at most MAX_LOKI_REPLY_BYTES + 1 bytes of the body); an error status is still read."""
-    import urllib.error
-    import urllib.request
-    request = urllib.request.Request(url, headers={"Accept": "application/json",
-                                                   "User-Agent": "svcposture/%s" % __version__})
-    status = 0
     try:
         # `timeout` bounds the whole exchange, however slowly Loki trickles it.
-        with Deadline(timeout) as deadline:
-            try:
-                response = deadline.open(request)
-            except urllib.error.HTTPError as exc:
-                response = exc
-            with response:
-                status = response.getcode() or 0
-                raw = deadline.read(response, MAX_LOKI_REPLY_BYTES + 1)
+        return http_get(url, timeout, MAX_LOKI_REPLY_BYTES, "svcposture/%s" % __version__)
     except DeadlineExceeded:
         raise LokiUnreachableError("cannot reach Loki: no complete answer within %g s" % timeout) from None
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or type(exc).__name__
         raise LokiUnreachableError("cannot reach Loki: %s" % str(reason)[:200]) from None
-    return status, raw
 
 
 def _live_hosts_from_reply(reply: Any, status: int) -> List[str]:

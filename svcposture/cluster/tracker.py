@@ -19,6 +19,7 @@ from .._text import loads_bounded
 from .._version import __version__
 from ..errors import SvcpostureError
 from ..paths import Paths
+from .budget import NO_BUDGET, RateBudget, budget_from_headers, merge
 
 DEFAULT_TRACKER_URL = "https://api.linear.app/graphql"
 TIMEOUT_S = 10.0
@@ -43,9 +44,10 @@ ATTACHMENT_MUTATION = (
     "{ success attachment { id url issue { identifier archivedAt trashed } } } }"
 )
 
-# Back-off bounds for RATELIMITED when the reply's headers say nothing usable.
+# Back-off for RATELIMITED when the reply's headers say nothing usable, and the
+# longest wait obeyed: the stated reset, but never past one rate-limit window.
 DEFAULT_BACKOFF_S = 60.0
-MAX_BACKOFF_S = 15 * 60.0
+MAX_BACKOFF_S = 3600.0
 _TEAM_KEY_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Runs of C0 controls and DEL: each run of them becomes one space when tracker or
 # Loki text is made into one line of a message. Not _text.CONTROL_RE, which also
@@ -206,6 +208,8 @@ class TrackerClient:
         self.url = url
         self._auth = auth
         self.timeout = timeout
+        # The rate-limit figures of the newest reply that stated them (every reply, errors too).
+        self.budget: RateBudget = NO_BUDGET
 
     def __repr__(self) -> str:
         return "TrackerClient(url=%r, source=%r)" % (self.url, self._auth.source)
@@ -257,6 +261,7 @@ class TrackerClient:
             # http.client's own errors (bad status line, reset, incomplete read) land here.
             raise TrackerUnreachableError("tracker connection failed: %s" % _scrub(
                 type(exc).__name__ + (": %s" % exc if str(exc) else ""), self._auth.header)) from None
+        self.budget = merge(self.budget, budget_from_headers(headers))
         if len(raw) > MAX_REPLY_BYTES:
             raise TrackerResponseError("tracker reply larger than %d bytes (HTTP %d)" % (MAX_REPLY_BYTES, status))
         return self._interpret(status, headers, raw)

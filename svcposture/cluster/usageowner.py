@@ -13,7 +13,7 @@ per poll, on the sampler's thread; the header probe never waits on it.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Mapping, Optional
+from typing import Callable, List, Mapping, Optional, Tuple
 
 from .. import config
 from ..paths import Paths
@@ -41,7 +41,8 @@ class UsageOwner:
         self.node = node
         self.liveness_known: Optional[bool] = None
 
-    def __call__(self, login_email: Callable[[], Optional[str]]) -> Optional[str]:
+    def _fleet(self) -> Optional[List[str]]:
+        """The roster when this host shares logins with others; None when it runs alone."""
         try:
             hosts = config.roster(self.paths)
             anchor = config.liveness_anchor(self.paths)
@@ -49,7 +50,21 @@ class UsageOwner:
             return None
         if len(set(hosts)) <= 1 or self.node not in hosts:
             return None
-        if anchor is None and not self.settings.liveness_from_loki:
+        if anchor is None and self.settings.liveness_read_source == "tracker":
+            return None
+        return list(hosts)
+
+    def codex_candidates(self) -> Optional[Tuple[List[str], Optional[List[str]]]]:
+        """(roster, live hosts or None when unknown) for the Codex child, which scores
+        `usage:codex:<account_id>` itself (the id stays in the child); None: a lone host."""
+        hosts = self._fleet()
+        if hosts is None:
+            return None
+        return hosts, self._live_hosts()
+
+    def __call__(self, login_email: Callable[[], Optional[str]]) -> Optional[str]:
+        hosts = self._fleet()
+        if hosts is None:
             return None
         email = login_email()
         if not email:

@@ -50,6 +50,7 @@ from .fleet import FleetCache, collect_report
 from .sse import FrameCache, Stream, StreamSlots
 from .streams import ACCOUNT, PostureFrames, TrajectoryFrames
 from .trust import GUARD_MESSAGES, TrustPolicy
+from .vendor_routes import CODEX_TARGET, cached_reply_bytes, vendor_accounts_reply, vendor_service
 from .wire import JSON_HEADERS, JSON_TYPE, Request, dumps
 
 log = logging.getLogger("svcposture.monitor")
@@ -78,13 +79,16 @@ class MonitorApp:
     """Every route of the monitor over a posture service (and its trajectory service)."""
 
     ROUTES: Dict[str, str] = ROUTES
-    FAST_TARGETS = frozenset((b"/api/accounts", b"/api/trajectory"))
+    FAST_TARGETS = frozenset((b"/api/accounts", b"/api/trajectory", CODEX_TARGET))
 
     def __init__(self, service: Any, *, node: str, settings: Settings) -> None:
         self.service = service
         self.node = node
         self.settings = settings
         self.trajectory = getattr(service, "trajectory", None)
+        self.codex = getattr(service, "codex", None)  # the Codex posture (DESIGN §17), on the same probes
+        self._codex_frames = FrameCache(ACCOUNT)
+        self._codex_read: Tuple[Any, bytes] = (None, b"")
         self.started_at = iso_now()
         self.streams = StreamSlots(settings.max_streams)  # the server lends its own in listening()
         self.trust: Optional[TrustPolicy] = None
@@ -136,11 +140,15 @@ class MonitorApp:
             return self.cached_accounts(conn)
         if target == b"/api/trajectory":
             return self.trajectory_response(conn)
+        if target == CODEX_TARGET:
+            return self.cached_codex_accounts(conn)
         return None
 
     def wake_streams(self) -> None:
         """Wake every stream waiting for a frame, so that those whose client hung up end."""
         self.service.broadcast.wake()
+        if self.codex is not None:
+            self.codex.broadcast.wake()
         if self.trajectory is not None:
             self.trajectory.broadcast.wake()
 
@@ -171,6 +179,11 @@ class MonitorApp:
     # -- the routes --
 
     def get_accounts(self, request: Request) -> Reply:
+        service, bad = vendor_service(self.service, request.query)
+        if bad is not None:
+            return wire.json_response(400, bad, request.conn, head_only=request.head_only)
+        if service is not self.service:
+            return self.vendor_accounts(service, request)
         refresh = refresh_requested(request.query)
         if refresh:
             reason = self.refresh_refusal(request.headers)
@@ -189,9 +202,27 @@ class MonitorApp:
         return wire.response(200, JSON_TYPE, self.posture_bytes(body), request.conn, JSON_HEADERS,
                              request.head_only)
 
+    def vendor_accounts(self, service: Any, request: Request) -> bytes:
+        """/api/accounts?provider=codex: the same guard and caching rules, another vendor's body."""
+        refresh = refresh_requested(request.query)
+        reason = self.refresh_refusal(request.headers) if refresh else None
+        if reason:
+            return self.forbidden(reason, request)
+        if not refresh and request.method == "GET" and service is self.codex:
+            cached = self.cached_codex_accounts(request.conn)
+            if cached is not None:
+                return cached
+        status, body = vendor_accounts_reply(service, refresh)
+        return wire.response(status, JSON_TYPE, body, request.conn, JSON_HEADERS, request.head_only)
+
     def get_accounts_stream(self, request: Request) -> Reply:
+        service, bad = vendor_service(self.service, request.query)
+        if bad is not None:
+            return wire.json_response(400, bad, request.conn, head_only=request.head_only)
         if request.head_only:
             return wire.response(200, "text/event-stream", b"", request.conn, _STREAM_HEAD_HEADERS, True)
+        if service is not self.service:
+            return Stream(PostureFrames(service, dumps, self._codex_frames), self.settings.keepalive_s)
         return Stream(PostureFrames(self.service, self.posture_bytes, self._frames), self.settings.keepalive_s)
 
     def get_trajectory(self, request: Request) -> Reply:
@@ -235,7 +266,8 @@ class MonitorApp:
         except Exception as exc:
             log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
             figures = {}
-        text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit)
+        text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit,
+                              codex=self.codex.metrics() if self.codex is not None else None)
         if self.trajectory is not None:
             text += render_trajectory_metrics(self.trajectory.metrics())
         return wire.response(200, METRICS_TYPE, text.encode("utf-8"), request.conn, b"Cache-Control: no-store\r\n",
@@ -294,6 +326,20 @@ class MonitorApp:
         body = self.posture_bytes(reply(summary, cached=True, generated_ms=ms))
         response = wire.response(200, JSON_TYPE, body, conn, JSON_HEADERS)
         self._cached_read = (key, response)
+        return response
+
+    def cached_codex_accounts(self, conn: bytes) -> Optional[bytes]:
+        """The whole response of a cached plain read of /api/accounts?provider=codex, or None
+        (no fresh summary); built once per summary, millisecond and Connection line, as Claude's."""
+        summary = self.codex.fresh_summary() if self.codex is not None else None
+        if summary is None:
+            return None
+        key = (id(summary), now_ms(), conn)
+        cached = self._codex_read
+        if cached[0] == key:
+            return cached[1]
+        response = wire.response(200, JSON_TYPE, cached_reply_bytes(self.codex, summary, key[1]), conn, JSON_HEADERS)
+        self._codex_read = (key, response)
         return response
 
     def trajectory_response(self, conn: bytes) -> Optional[bytes]:

@@ -35,6 +35,9 @@ DEMO_ACCOUNTS = (
     ("ACCT3", "demo-token-acct3-not-a-secret", "linus@demo.invalid"),
 )
 DEMO_LOGIN_TOKEN = "demo-login-token-not-a-secret"
+# One Codex login (DESIGN §17): its CODEX_HOME in the demo home, answered on the Codex usage route.
+DEMO_CODEX = ("DEMO", "demo-codex-token-not-a-secret", "demo-codex-account", "hopper@demo.invalid")
+CODEX_USAGE_PATH = "/backend-api/wham/usage"
 DEMO_NODE = "demo-node"
 DEMO_ENV = {
     # Short clocks so that a visitor sees every transition in a few minutes.
@@ -65,6 +68,11 @@ def account_state(label: str, elapsed_s: float, started: float) -> Dict[str, Any
         return {"status": status, "claim": "five_hour", "5h": (five, status, reset_5h),
                 "7d": (seven, "allowed", seven_reset)}
     hours = elapsed_s / 3600.0
+    if label == "codex-demo":
+        # Codex's own pace: 5 h window climbing 12 %/h from 35 %, weekly at 62 %.
+        five = min(1.2, 0.35 + 0.12 * hours)
+        return {"status": None, "claim": None, "5h": (five, None, started + 4 * 3600),
+                "7d": (0.62 + 0.001 * hours, None, seven_reset + 2 * 86400)}
     if label == "acct2":
         # Climbing 30 %/h, from 40 % at the start: the wall (in 2 h) beats the reset (in 3 h).
         return {"status": "allowed", "claim": "five_hour", "5h": (0.40 + 0.30 * hours, "allowed", started + 3 * 3600),
@@ -85,9 +93,9 @@ def seed_rows(started: float, hours: float = 25.0, step_s: float = 60.0) -> List
     elapsed = -hours * 3600.0
     while elapsed < 0:
         t_ms = int((started + elapsed) * 1000)
-        for suffix, _, _ in DEMO_ACCOUNTS:
-            state = account_state(suffix.lower(), elapsed, started)
-            row: Dict[str, Any] = {"t": t_ms, "label": suffix.lower()}
+        for label in [suffix.lower() for suffix, _, _ in DEMO_ACCOUNTS] + ["codex-" + DEMO_CODEX[0].lower()]:
+            state = account_state(label, elapsed, started)
+            row: Dict[str, Any] = {"t": t_ms, "label": label}
             for field, short in (("fiveHour", "5h"), ("sevenDay", "7d")):
                 fraction, _, reset = state[short]
                 row[field] = {"pct": math.floor(max(0.0, fraction) * 1000 + 0.5) / 10.0, "resetsAt": int(reset) * 1000}
@@ -145,6 +153,8 @@ class _ProviderHandler(BaseHTTPRequestHandler):
         self._send(200, message_body("demo"), headers)
 
     def do_GET(self) -> None:  # noqa: N802
+        if self.path.split("?")[0] == CODEX_USAGE_PATH:
+            return self._codex_usage()
         if self.path.split("?")[0] != "/api/oauth/usage":
             return self._send(404, {"error": "not found"})
         if self._token() != DEMO_LOGIN_TOKEN:
@@ -153,6 +163,26 @@ class _ProviderHandler(BaseHTTPRequestHandler):
         self._send(200, usage_body(usage_window(state["5h"][0], state["5h"][2]),
                                    usage_window(state["7d"][0], state["7d"][2]),
                                    seven_day_opus={"utilization": 12.0, "resets_at": None}))
+
+
+    def _codex_usage(self) -> None:
+        """The Codex usage reply (its real shape: windows by length, reset instants in epoch s)."""
+        if self._token() != DEMO_CODEX[1] or self.headers.get("chatgpt-account-id") != DEMO_CODEX[2]:
+            return self._send(401, {"detail": "Could not validate your token."})
+        state = self.server.provider.state("codex-" + DEMO_CODEX[0].lower())
+        self._send(200, codex_usage_body(state))
+
+
+def codex_usage_body(state: Mapping[str, Any]) -> Dict[str, Any]:
+    """`GET /backend-api/wham/usage`'s reply for a simulated state."""
+    def window(short: str, seconds: int) -> Dict[str, Any]:
+        fraction, _, reset = state[short]
+        return {"used_percent": round(fraction * 100.0, 1), "limit_window_seconds": seconds,
+                "reset_after_seconds": max(0, int(reset - time.time())), "reset_at": int(reset)}
+    return {"plan_type": "plus",
+            "rate_limit": {"allowed": True, "limit_reached": False,
+                           "primary_window": window("5h", 18000), "secondary_window": window("7d", 604800)},
+            "credits": {"has_credits": False, "unlimited": False, "balance": "0"}}
 
 
 class SimulatedProvider:
@@ -201,6 +231,7 @@ class DemoNode:
         environ.update(DEMO_ENV)
         environ["HOME"] = str(self.home)
         environ["SVC_PROVIDER_URL"] = provider_url
+        environ["SVC_CODEX_URL"] = provider_url
         self.environ: Dict[str, str] = environ
         self.paths = Paths(self.home, environ=environ)
         self._write_files()
@@ -214,10 +245,21 @@ class DemoNode:
         for suffix, token, email in DEMO_ACCOUNTS:
             lines.append("export MODEL_TOKEN_%s='%s'  # %s" % (suffix, token, email))
         lines.append('export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"')
+        lines.extend(self._codex_home())
         write_text_atomic(self.paths.accounts_env, "\n".join(lines) + "\n")
         write_json_atomic(self.paths.login_credentials, {"claudeAiOauth": {
             "accessToken": DEMO_LOGIN_TOKEN, "subscriptionType": "max", "rateLimitTier": "default_demo"}})
         write_json_atomic(self.paths.login_profile, {"oauthAccount": {"emailAddress": DEMO_ACCOUNTS[0][2]}})
+
+    def _codex_home(self) -> List[str]:
+        """The demo Codex login's CODEX_HOME (an auth.json as `codex login` writes it) and its lines."""
+        name, token, account_id, email = DEMO_CODEX
+        codex_home = self.root / "codex-home"
+        ensure_dir(codex_home)
+        write_json_atomic(codex_home / "auth.json", {"OPENAI_API_KEY": None, "tokens": {
+            "access_token": token, "account_id": account_id}})
+        return ["export CODEX_HOME_%s='%s'  # %s" % (name, codex_home, email),
+                'export CODEX_HOME="$CODEX_HOME_%s"' % name]
 
     def remove(self) -> None:
         shutil.rmtree(str(self.root), ignore_errors=True)
@@ -228,7 +270,7 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
     parser = argparse.ArgumentParser(
         prog="svc-monitor demo",
         description=("Run the monitor against a simulated provider with three demo accounts in a "
-                     "temporary home, all on 127.0.0.1. The active account goes ok -> degraded -> "
+                     "temporary home (and one Codex login), all on 127.0.0.1. The active account goes ok -> degraded -> "
                      "rejected -> ok every three minutes, so the dashboard, the exhausted banner, "
                      "the SSE stream and the account.status.changed events all happen for real; "
                      "acct2 climbs towards a wall before its reset (the forecast) and threshold "

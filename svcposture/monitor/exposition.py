@@ -11,6 +11,7 @@ from .._names import CLAIM_OF_FIELD, NODE_STATUSES
 from .._text import is_number
 from .._time import parse_iso_ms
 from .._version import __version__
+from . import vendor_openapi
 from .trust import GUARD_MESSAGES
 from .wire import JSON_TYPE
 
@@ -53,21 +54,21 @@ def _family(lines: List[str], name: str, kind: str, help_text: str, samples: Seq
             lines.append("%s%s %s" % (name, labels, text))
 
 
-def _account_samples(accounts: Any) -> Tuple[Samples, Samples, Samples]:
-    """(utilization pct, window reset seconds, active flag) samples per account."""
+def _account_samples(accounts: Any, provider: str) -> Tuple[Samples, Samples, Samples]:
+    """(utilization pct, window reset seconds, active flag) samples per account of one vendor."""
     pct: Samples = []
     resets: Samples = []
     active: Samples = []
     for account in accounts if isinstance(accounts, list) else []:
         if not isinstance(account, dict) or not isinstance(account.get("label"), str):
             continue
-        label = _label(account["label"])
-        active.append(('{account="%s"}' % label, 1 if account.get("active") else 0))
+        label = 'account="%s",provider="%s"' % (_label(account["label"]), _label(provider))
+        active.append(("{%s}" % label, 1 if account.get("active") else 0))
         for key, window in WINDOWS:
             view = account.get(key)
             if not isinstance(view, dict):
                 continue
-            labels = '{account="%s",window="%s"}' % (label, window)
+            labels = '{%s,window="%s"}' % (label, window)
             pct.append((labels, view.get("pct")))
             seconds = _epoch_s(view.get("resetsAt"))
             if seconds is not None:
@@ -75,33 +76,78 @@ def _account_samples(accounts: Any) -> Tuple[Samples, Samples, Samples]:
     return pct, resets, active
 
 
-def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_max: int) -> str:
+def _node_active_account_family(lines: List[str], last: Optional[Mapping[str, Any]],
+                                codex: Optional[Mapping[str, Any]] = None) -> None:
+    """`svc_node_active_account{node,account,provider} 1`: which account this node works on, per vendor.
+
+    The series a fleet read from Prometheus joins on (cluster/promread.py): its
+    `node` is this host's name, which Prometheus keeps as `exported_node` when
+    the roster's file_sd target label `node` is set on the scrape too.
+    """
+    codex_last = codex.get("last") if codex and isinstance(codex.get("last"), dict) else None
+    samples: Samples = []
+    for provider, body in (("claude", last), ("codex", codex_last)):
+        active = body.get("active") if body else None
+        node = body.get("node") if body else None
+        if isinstance(active, Mapping) and isinstance(active.get("label"), str) and isinstance(node, str):
+            samples.append(('{node="%s",account="%s",provider="%s"}'
+                            % (_label(node), _label(active["label"]), provider), 1))
+    _family(lines, "svc_node_active_account", "gauge",
+            "1 for the account this node works on, by node name and provider.", samples)
+
+
+def _node_samples(figures: Mapping[str, Any], vendor: str) -> Dict[str, Samples]:
+    """One vendor's node-level samples by family; `vendor` is the label set ("" for Claude's)."""
+    last = figures.get("last") if isinstance(figures.get("last"), dict) else None
+    status = last.get("status") if last else None
+    sep = "," if vendor else ""
+    last_ok = figures.get("lastSuccessMs")
+    return {
+        "available": [("{%s}" % vendor if vendor else "", 1 if last and last.get("available") else 0)],
+        "status": [('{%s%sstatus="%s"}' % (vendor, sep, s), 1 if s == status else 0) for s in NODE_STATUSES],
+        "runs": [("{%s}" % vendor if vendor else "", figures.get("probeRuns", 0))],
+        "errors": [("{%s}" % vendor if vendor else "", figures.get("probeErrors", 0))],
+        "success": ([("{%s}" % vendor if vendor else "", last_ok / 1000.0)]
+                    if is_number(last_ok) else []),
+    }
+
+
+def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_max: int,
+                   codex: Optional[Mapping[str, Any]] = None) -> str:
     """Prometheus text format 0.0.4 of the posture service's figures.
 
     `figures` is PostureService.metrics() ({} when it failed); `subscribers` and
     `subscribers_max` are the open /api/accounts/stream connections and their cap.
+    `codex` is the Codex posture service's metrics(), shown only while that
+    posture is available (a node without Codex accounts says nothing of Codex).
+    Every account series carries `provider`; Claude's node-level series keep
+    the labels they always had, and Codex's add `provider="codex"`.
     """
     last = figures.get("last") if isinstance(figures.get("last"), dict) else None
+    nodes = _node_samples(figures, "")
+    pct, resets, active = _account_samples(last.get("accounts") if last else None, "claude")
+    codex_last = codex.get("last") if codex and isinstance(codex.get("last"), dict) else None
+    if codex is not None and codex_last is not None and codex_last.get("available") is True:
+        for family, samples in _node_samples(codex, 'provider="codex"').items():
+            nodes[family].extend(samples)
+        more = _account_samples(codex_last.get("accounts"), "codex")
+        for mine, theirs in zip((pct, resets, active), more):
+            mine.extend(theirs)
     lines: List[str] = []
-    available = bool(last and last.get("available"))
     _family(lines, "svc_posture_available", "gauge", "1 when the posture surface is enabled and probed.",
-            [("", 1 if available else 0)])
-    status = last.get("status") if last else None
+            nodes["available"])
     _family(lines, "svc_node_status", "gauge",
-            "Node-level account status, one series per status; 1 marks the current one.",
-            [('{status="%s"}' % s, 1 if s == status else 0) for s in NODE_STATUSES])
-    pct, resets, active = _account_samples(last.get("accounts") if last else None)
+            "Node-level account status, one series per status; 1 marks the current one.", nodes["status"])
     _family(lines, "svc_account_utilization_percent", "gauge",
             "Account utilization of a rate-limit window, percent (may exceed 100).", pct)
     _family(lines, "svc_account_window_resets_at_seconds", "gauge", "When the window resets, Unix seconds.", resets)
     _family(lines, "svc_account_active", "gauge", "1 for the node's active account.", active)
-    _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.",
-            [("", figures.get("probeRuns", 0))])
+    _node_active_account_family(lines, last, codex)
+    _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.", nodes["runs"])
     _family(lines, "svc_probe_errors_total", "counter", "Header probes that ended in an error posture.",
-            [("", figures.get("probeErrors", 0))])
-    last_ok = figures.get("lastSuccessMs")
+            nodes["errors"])
     _family(lines, "svc_probe_last_success_timestamp_seconds", "gauge", "When a probe last succeeded, Unix seconds.",
-            [("", last_ok / 1000.0)] if is_number(last_ok) else [])
+            nodes["success"])
     _family(lines, "svc_sse_subscribers", "gauge", "Open /api/accounts/stream connections.", [("", subscribers)])
     _family(lines, "svc_sse_subscribers_max", "gauge", "Stream subscriber cap (SVC_MONITOR_MAX_STREAMS).",
             [("", subscribers_max)])
@@ -112,13 +158,13 @@ def render_trajectory_metrics(figures: Mapping[str, Any]) -> str:
     """The trajectory families of /metrics (DESIGN §10), appended to render_metrics' text.
 
     `figures` is TrajectoryService.metrics(): `windows`, a list of (account,
-    window, forecast), and `alerts`, the alert counts by kind.
+    window, forecast, provider), and `alerts`, the alert counts by kind.
     """
     rate: Samples = []
     at_reset: Samples = []
     wall: Samples = []
-    for account, window, forecast in figures.get("windows") or []:
-        labels = '{account="%s",window="%s"}' % (_label(account), _label(window))
+    for account, window, forecast, provider in figures.get("windows") or []:
+        labels = '{account="%s",provider="%s",window="%s"}' % (_label(account), _label(provider), _label(window))
         rate.append((labels, forecast.get("ratePctPerHour")))
         at_reset.append((labels, forecast.get("pctAtReset")))
         seconds = _epoch_s(forecast.get("wallAt"))
@@ -326,8 +372,10 @@ def fleet_schemas() -> Dict[str, Any]:
     report = {"type": "object", "additionalProperties": False,
               "required": ["source", "anchor", "hosts", "generatedAt"],
               "properties": {
-                  "source": {"type": "string", "enum": ["tracker", "loki"]},
+                  "source": {"type": "string", "enum": ["tracker", "loki", "prometheus"]},
                   "anchor": {"type": ["string", "null"]},
+                  "publishIntervalMs": {"type": "integer", "minimum": 1, "description": "The heartbeat interval "
+                                        "in force: the tracker's budget may stretch the configured one."},
                   "hosts": {"type": "array", "items": _ref("FleetHost"),
                             "description": "Every roster host, in roster order."},
                   "unlisted": {"type": "array", "maxItems": 100, "items": {
@@ -336,8 +384,9 @@ def fleet_schemas() -> Dict[str, Any]:
                                      "ageS": {"type": ["number", "null"], "minimum": 0}}},
                       "description": "Heartbeats of hosts not in the roster: never counted live."},
                   "warning": {"type": "string"},
-                  "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker "
-                                                             "or Loki unreadable): every host is `unknown`."},
+                  "error": {"type": "string", "description": "Liveness is unknown (anchor unset, tracker, "
+                                                             "Loki or Prometheus unreadable): every host is "
+                                                             "`unknown`."},
                   "stale": {"type": "boolean", "enum": [True],
                             "description": "Present when a newer read is still running after a few seconds "
                                            "(a slow tracker or Loki): this is the last good report."},
@@ -445,7 +494,7 @@ def _trajectory_paths() -> Dict[str, Any]:
 
 def openapi_document() -> Dict[str, Any]:
     """The OpenAPI 3.1 document of every route and schema (served at /api/openapi.json)."""
-    return {
+    return vendor_openapi.extend({
         "openapi": "3.1.0",
         "info": {"title": "svc-monitor", "version": __version__,
                  "description": "Read-only, token-free account posture of one node."},
@@ -460,4 +509,4 @@ def openapi_document() -> Dict[str, Any]:
                 "TooLarge": _json_response("Request line or header fields too large.", "Error"),
             },
         },
-    }
+    })

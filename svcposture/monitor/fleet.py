@@ -35,8 +35,7 @@ def collect_report(paths: Paths, environ: Mapping[str, str], settings: Optional[
     try:
         report = liveness.collect_status(paths, environ, settings)
     except ConfigError as exc:
-        source = "loki" if settings.liveness_from_loki else "tracker"
-        report = {"source": source, "anchor": None, "hosts": [],
+        report = {"source": settings.liveness_read_source, "anchor": None, "hosts": [],
                   "error": "cannot read the cluster config: %s" % exc}
     report["generatedAt"] = iso_now()
     return report

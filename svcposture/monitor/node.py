@@ -74,6 +74,7 @@ class Node:
         from ..config import node_name
         from ..events import EventLog
         from ..latch import Latch, LatchError
+        from ..codexposture import CodexPosture
         from ..posture import PostureService
 
         self.paths = paths
@@ -89,6 +90,9 @@ class Node:
             log.warning("latch could not be loaded: %s", one_line(exc))
         self.service = PostureService(paths, node=self.name, log=self.event_log, latch=latch,
                                       environ=self.environ, probe_enabled=self.probe, settings=settings)
+        # The Codex accounts ride on the same child runs (DESIGN §17); a node without them shows none.
+        self.codex = CodexPosture(self.service, node=self.name, latch=latch)
+        self.service.codex = self.codex
         self.trajectory = self._trajectory_service()
         self.service.trajectory = self.trajectory
         self.app = MonitorApp(self.service, node=self.name, settings=settings)
@@ -111,6 +115,7 @@ class Node:
         if not self.service.probe_enabled:
             trajectory.observe({"available": False, "node": self.name})
         self.service.observers.append(trajectory.observe)
+        self.codex.observers.append(trajectory.observer("codex"))
         return trajectory
 
     def start(self, *, background: bool = True, liveness: bool = True) -> None:
@@ -137,18 +142,22 @@ class Node:
         self._started.append(projector)
         if not liveness_on:
             return
+        # One poller per Codex login across the fleet: the child is told the roster and live hosts.
+        self.codex.candidates_source = UsageOwner(paths, environ, node, settings).codex_candidates
         try:
             from ..cluster.heartbeat import account_source
             account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
+            codex = account_source(self.codex.current, self.trajectory.body, self.service.interval_s)
             self._started.append(liveness.start_publisher(
                 paths, environ, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, settings=settings))
+                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, settings=settings))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 
     def close_streams(self) -> None:
         """Close the broadcasts, which wakes every stream so it can end."""
         self.service.broadcast.close()
+        self.codex.broadcast.close()
         self.trajectory.broadcast.close()
 
     def stop(self) -> None:

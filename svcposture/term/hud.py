@@ -68,11 +68,16 @@ def _read_once(url: str, timeout: float, limit: int) -> bytes:
             return deadline.read(resp, limit)
 
 
-def fetch_once(base: str, timeout: float = 20.0) -> Dict[str, Any]:
+def accounts_path(provider: str = "claude") -> str:
+    """The posture route of a vendor: Claude's is the contract's, unchanged (DESIGN §17)."""
+    return "/api/accounts" if provider == "claude" else "/api/accounts?provider=" + provider
+
+
+def fetch_once(base: str, timeout: float = 20.0, provider: str = "claude") -> Dict[str, Any]:
     import http.client
     import urllib.error
     try:
-        raw = _read_once(base.rstrip("/") + "/api/accounts", timeout, 4 * 1024 * 1024)
+        raw = _read_once(base.rstrip("/") + accounts_path(provider), timeout, 4 * 1024 * 1024)
     except urllib.error.HTTPError as exc:
         raise HudError("monitor answered HTTP %d" % exc.code) from None
     except (OSError, ValueError, http.client.HTTPException) as exc:
@@ -140,9 +145,10 @@ def iter_sse(lines: Iterator[bytes], comments: bool = False
                 retry = int(value)
 
 
-def stream_bodies(base: str) -> Iterator[Optional[Dict[str, Any]]]:
+def stream_bodies(base: str, provider: str = "claude") -> Iterator[Optional[Dict[str, Any]]]:
     """Each `account` body of the stream, and None for each keepalive comment."""
-    resp = _open(base.rstrip("/") + "/api/accounts/stream", READ_TIMEOUT_S, {"Accept": "text/event-stream"})
+    path = accounts_path(provider).replace("/api/accounts", "/api/accounts/stream", 1)
+    resp = _open(base.rstrip("/") + path, READ_TIMEOUT_S, {"Accept": "text/event-stream"})
     with resp:
         # Bounded lines: a broken server cannot grow one line without end.
         for event, data, _id, _retry in iter_sse(iter(lambda: resp.readline(MAX_SSE_LINE), b""), comments=True):
@@ -164,7 +170,7 @@ MAX_TRAJECTORY = 4 * 1024 * 1024
 
 
 def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int] = None,
-        sleep: Callable[[float], None] = time.sleep) -> int:
+        sleep: Callable[[float], None] = time.sleep, provider: str = "claude") -> int:
     """Draw the strip from the stream until interrupted, reconnecting with backoff.
 
     On a terminal the line is also re-drawn at every keepalive, so countdowns
@@ -177,7 +183,7 @@ def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int
         body: Optional[Dict[str, Any]] = None
         trajectory: Optional[Dict[str, Any]] = None
         try:
-            for item in stream_bodies(base):
+            for item in stream_bodies(base, provider):
                 if item is None:
                     if body is None or not tty:
                         continue
@@ -216,6 +222,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--url", default=None,
                         help="monitor base URL (default: the url in ~/svc/run/monitor.json, else %s)" % DEFAULT_URL)
     parser.add_argument("--once", action="store_true", help="print one line from a plain read and exit")
+    parser.add_argument("--provider", choices=("claude", "codex"), default="claude",
+                        help="whose accounts: claude (default) or codex")
     args = parser.parse_args(argv)
     base = args.url or default_url(Paths())
     if not base.startswith(("http://", "https://")):
@@ -227,7 +235,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     stale_ms = line.stale_after_ms(os.environ)
     if args.once:
         try:
-            body = fetch_once(base)
+            body = fetch_once(base, provider=args.provider)
         except HudError as exc:
             print(printable("svc-monitor hud: %s" % exc), file=sys.stderr)
             return 1
@@ -235,7 +243,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         out.write(format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms) + "\n")
         return 0
     try:
-        return run(base, out, colour, tty, stale_ms)
+        return run(base, out, colour, tty, stale_ms, provider=args.provider)
     except KeyboardInterrupt:
         if tty:
             out.write("\n")

@@ -383,3 +383,4 @@ def _local_reset_ms(value: "Any") -> "Optional[int]":
     if seconds is not None:
         return int(seconds * 1000) if abs(seconds) < 1e11 else None
     return _instant_ms(value)
+

@@ -30,6 +30,7 @@ import _socket
 
 from .._text import loads_bounded, printable
 from ..settings import DEFAULT_PORT
+from ..vendors import provider_of_payload
 from . import line
 
 TYPE_CHECKING = False
@@ -45,13 +46,15 @@ DEFAULT_BUDGET_MS = 250
 # the fallback is printed.
 MIN_MONITOR_S = 0.10
 MIN_STDIN_S = 0.02
+# How long the vendor of the calling agent is looked for on stdin before the monitor is asked.
+VENDOR_LOOK_S = 0.05
 MAX_PAYLOAD = 64 * 1024
 MAX_BODY = 1024 * 1024
 MAX_HEAD = 16 * 1024
 DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
 
 HELP = """\
-usage: svc-monitor statusline [--url URL] [--no-color]
+usage: svc-monitor statusline [--url URL] [--provider claude|codex] [--no-color]
 
 Print one line for the coding agent's status line: the active account, its
 5h and 7d utilization with the time to each reset, the wall forecast when it
@@ -67,6 +70,9 @@ rate_limits from the statusLine JSON on stdin, marked (local); with neither,
 options:
   --url URL     monitor base URL (default: the url in ~/svc/run/monitor.json,
                 else {default_url})
+  --provider P  whose accounts: claude or codex (default: the vendor of the
+                agent that runs the command, told by its statusLine JSON on
+                stdin, else claude)
   --no-color    no ANSI colours (also when NO_COLOR is set)
   -h, --help    show this help
 
@@ -331,27 +337,44 @@ def is_posture(body: "Any") -> bool:
     return isinstance(body, dict) and isinstance(body.get("available"), bool)
 
 
-def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str]]":
-    """(url, no_color, help, error) of the command line."""
+PROVIDERS = ("claude", "codex")
+def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str], Optional[str]]":
+    """(url, no_color, help, error, provider) of the command line (provider None: not given)."""
     url: "Optional[str]" = None
+    provider: "Optional[str]" = None
     no_color = False
     args = list(argv)
     while args:
         arg = args.pop(0)
         if arg in ("-h", "--help"):
-            return url, no_color, True, None
+            return url, no_color, True, None, provider
         if arg == "--no-color":
             no_color = True
-        elif arg == "--url" and args:
-            url = args.pop(0)
-        elif arg.startswith("--url="):
-            url = arg[len("--url="):]
+        elif arg in ("--url", "--provider") and args:
+            value = args.pop(0)
+            url, provider = (value, provider) if arg == "--url" else (url, value)
+        elif arg.startswith(("--url=", "--provider=")):
+            name, _, value = arg.partition("=")
+            url, provider = (value, provider) if name == "--url" else (url, value)
         else:
             return url, no_color, False, "svc: statusline: bad argument %r (see svc-monitor statusline --help)" \
-                % arg[:40]
+                % arg[:40], provider
     if url is not None and parse_url(url) is None:
-        return url, no_color, False, "svc: statusline: --url must be http[s]://host[:port]"
-    return url, no_color, False, None
+        return url, no_color, False, "svc: statusline: --url must be http[s]://host[:port]", provider
+    if provider is not None and provider not in PROVIDERS:
+        return url, no_color, False, "svc: statusline: --provider must be claude or codex", provider
+    return url, no_color, False, None, provider
+
+
+def stdin_ready(fd: int) -> bool:
+    """Whether the agent has already written to `fd` (a pipe with data or at its end); never waits."""
+    import select
+    try:
+        if fd < 0 or os.isatty(fd):
+            return False
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
 
 
 def budget_ms(environ: "Mapping[str, str]") -> int:
@@ -364,7 +387,7 @@ def budget_ms(environ: "Mapping[str, str]") -> int:
 
 def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, started: float) -> bytes:
     """Everything but the write: the bytes to print."""
-    url, no_color, wants_help, error = parse_args(argv)
+    url, no_color, wants_help, error, provider = parse_args(argv)
     if wants_help:
         return HELP.encode("utf-8")
     if error is not None:
@@ -372,15 +395,25 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     colour = not no_color and "NO_COLOR" not in environ
     deadline = max(started + budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
     target = parse_url(url or monitor_url(environ))
-    body = get_json(target, "/api/accounts", deadline) if target is not None else None
+    payload = None
+    payload_read = False
+    if provider is None and stdin_ready(stdin_fd):
+        # The agent writes its JSON before it waits for the line, so when it is
+        # there already it says which vendor's accounts to show (else Claude's).
+        # A pipe left open gets a short look only: the monitor keeps its budget.
+        payload = read_payload(stdin_fd, min(deadline, time.monotonic() + VENDOR_LOOK_S))
+        payload_read = payload is not None
+        provider = provider_of_payload(payload)
+        deadline = max(deadline, time.monotonic() + MIN_MONITOR_S)
+    path = "/api/accounts" if provider in (None, "claude") else "/api/accounts?provider=" + str(provider)
+    body = get_json(target, path, deadline) if target is not None else None
     if not is_posture(body):
         body = None
     trajectory = None
-    payload = None
     if body is not None and body.get("available") is True:
         if isinstance(body.get("active"), dict):
             trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
-    elif stdin_fd >= 0:
+    elif stdin_fd >= 0 and not payload_read:
         # Only a line without the monitor's numbers needs the agent's own. By now the
         # agent has had the whole wait to write them, so they are normally in the pipe.
         payload = read_payload(stdin_fd, max(deadline, time.monotonic() + MIN_STDIN_S))

@@ -33,6 +33,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from tests.support.httpserver import StandInServer, send_raw
+from tests.support.ratebudget import RateBudgetGate
 
 # Linear's page sizes: 50 when `first` is not given, 250 at most.
 DEFAULT_PAGE = 50
@@ -66,8 +67,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
 
+    # The budget headers of the request being answered (when the budget is enforced).
+    _rate_headers: Optional[Dict[str, str]] = None
+
     def _send_raw(self, status: int, raw: bytes, content_type: str = "application/json",
                   headers: Optional[Dict[str, str]] = None) -> None:
+        if self._rate_headers:
+            headers = dict(self._rate_headers, **(headers or {}))
         send_raw(self, status, raw, content_type, headers)
 
     def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
@@ -95,6 +101,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         op = _operation(query)
         owner._record(op, query, variables, auth)
+        gate = owner.budget
+        if gate is not None:
+            allowed, self._rate_headers = gate.take()
+            if not allowed:
+                self._send(gate.refusal_status, {"errors": [{"message": "Rate limit exceeded",
+                                                             "extensions": {"code": "RATELIMITED"}}]})
+                return
         if owner.latency_s:
             time.sleep(owner.latency_s)
         failure = owner._take_failure(op, _page_number(variables.get("after")))
@@ -298,6 +311,8 @@ class TrackerServer:
         self.latency_s = 0.0
         # pageInfo.hasNextPage is always true: a cursor loop that never ends.
         self.endless_pages = False
+        # The hourly budget (RateBudgetGate), enforced only after enforce_budget().
+        self.budget: Optional[RateBudgetGate] = None
         self._httpd = StandInServer((host, port), self, _Handler)
         self._thread: Optional[threading.Thread] = None
 
@@ -321,6 +336,11 @@ class TrackerServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+    def enforce_budget(self, **options: Any) -> RateBudgetGate:
+        """From now on every reply states the budget, and a request over it is RATELIMITED."""
+        self.budget = RateBudgetGate(**options)
+        return self.budget
 
     # ------------------------------------------------------------ state
 

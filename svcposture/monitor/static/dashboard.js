@@ -11,6 +11,7 @@
     { field: "sevenDay", name: "7d", bar: "7d", span: 7 * 24 * HOUR }
   ];
   var last = null;          // newest posture body shown
+  var lastCodex = null;     // newest Codex posture body (?provider=codex), shown only when available
   var traj = null;          // newest trajectory body
   var history = { fiveHour: {}, sevenDay: {} };  // label -> [[t, pct], ...]
   var historyFetched = 0;
@@ -119,12 +120,15 @@
     text("meta", "");
   }
 
+  function codexShown() { return !!(lastCodex && lastCodex.available === true); }
+
   function render(body) {
     last = body;
     text("node", body && body.node ? "· " + body.node : "");
     if (!body || body.available !== true) {
       clearDisplay();
-      $("unavailable").hidden = false;
+      // A node with only Codex accounts is not an unavailable node.
+      $("unavailable").hidden = codexShown();
       return;
     }
     $("unavailable").hidden = true;
@@ -174,8 +178,53 @@
   function renderCards() {
     var box = $("cards");
     box.textContent = "";
+    renderCodexCards();
     if (!last || last.available !== true) return;
     (last.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
+  }
+
+  // ------------------------------------------------------------ the Codex section (only when present)
+
+  function renderCodex(body) {
+    lastCodex = body;
+    var shown = codexShown();
+    $("codex").hidden = !shown;
+    $("claude-title").hidden = !(shown && last && last.available === true);
+    if (shown) $("unavailable").hidden = true;
+    else if (!last || last.available !== true) $("unavailable").hidden = false;
+    if (!shown) { $("codex-cards").textContent = ""; return; }
+    var status = body.status || "unknown";
+    var pill = $("codex-status");
+    pill.textContent = status;
+    pill.className = "pill pill-" + status;
+    var err = $("codex-error");
+    err.hidden = !body.error;
+    err.textContent = body.error ? "Probe failed (" + body.error.kind + "): " + (body.error.message || "") : "";
+    renderCodexCards();
+    tick();
+  }
+
+  function renderCodexCards() {
+    var box = $("codex-cards");
+    box.textContent = "";
+    if (!codexShown()) return;
+    (lastCodex.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
+  }
+
+  function vendorExtras(node, a) {
+    // What the Codex vendor reports beyond the contract's fields.
+    if (a.error && a.error.fix) node.appendChild(el("p", "card-fix", a.error.fix));
+    var bits = [];
+    if (a.planType) bits.push("plan " + a.planType);
+    if (a.source) bits.push(a.source === "session" ? "from the CLI's session log" : "from the usage API");
+    if (a.credits && a.credits.unlimited) bits.push("unlimited credits");
+    else if (a.credits && typeof a.credits.balance === "number") bits.push("credits " + a.credits.balance);
+    if (bits.length) node.appendChild(el("p", "card-extra", bits.join(" · ")));
+    (a.extraWindows || []).concat(a.codeReview || []).forEach(function (w) {
+      var span = w.seconds % 86400 === 0 ? (w.seconds / 86400) + "d" : Math.round(w.seconds / 3600) + "h";
+      var c = countdown(w.resetsAt);
+      node.appendChild(el("p", "card-extra", (w.name || "limit") + " " + span + ": " + fmtPct(w.pct) + (c ? " · " + c : "")));
+    });
   }
 
   function card(a) {
@@ -189,6 +238,7 @@
     head.appendChild(el("span", "card-email", a.email || ""));
     node.appendChild(head);
     if (a.error) node.appendChild(el("p", "card-error", a.error.kind + (a.error.message ? ": " + a.error.message : "")));
+    if (a.provider === "codex") vendorExtras(node, a);
     WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
     var stale = el("p", "stale-note", "");
     stale.hidden = true;
@@ -360,6 +410,12 @@
 
   function tick() {
     // Countdowns, ages and staleness move every second without a new frame.
+    if (codexShown()) {
+      var cStale = isStale(lastCodex.probedAt);
+      var cAge = typeof lastCodex.probedAt === "number" ? fmtDuration(Date.now() - lastCodex.probedAt) : "";
+      text("codex-meta", cAge ? "probed " + cAge + " ago" + (cStale ? " · STALE" : "") : "");
+      tickCards($("codex-cards").childNodes, cStale, cAge);
+    }
     if (!last || last.available !== true) return;
     var a = last.active;
     text("bar-5h-text", a && a.fiveHour ? windowText(a.fiveHour) : "");
@@ -369,7 +425,10 @@
     var age = typeof last.probedAt === "number" ? fmtDuration(Date.now() - last.probedAt) : "";
     text("meta", (age ? "probed " + age + " ago (" + new Date(last.probedAt).toLocaleTimeString() + ")" : "") +
       (stale ? " · STALE: no fresh probe for over twice the probe interval" : (last.cached ? " · cached" : " · fresh")));
-    var cards = $("cards").childNodes;
+    tickCards($("cards").childNodes, stale, age);
+  }
+
+  function tickCards(cards, stale, age) {
     for (var i = 0; i < cards.length; i++) {
       var node = cards[i];
       node.className = node.className.replace(/ stale/g, "") + (stale ? " stale" : "");
@@ -447,6 +506,7 @@
       .catch(function () {});
     loadHistory();
     connect("/api/accounts/stream", { account: render }, true);
+    connect("/api/accounts/stream?provider=codex", { account: renderCodex }, false);
     connect("/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false);
     setInterval(tick, 1000);
   });

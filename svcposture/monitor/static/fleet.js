@@ -84,6 +84,19 @@
     return cell;
   }
 
+  function pctText(pct) { return typeof pct === "number" ? (Math.round(pct * 10) / 10) + "%" : "—"; }
+
+  function codexLine(acct, codex) {
+    // A host with Codex accounts: its active Codex account on its own line (absent elsewhere).
+    if (!codex) return;
+    var line = el("span", "codex-acct" + (codex.stale ? " stale-acct" : ""));
+    line.appendChild(el("span", "vendor", "Codex"));
+    line.appendChild(el("span", "label", codex.label || "(no label)"));
+    line.appendChild(pill(codex.status));
+    line.appendChild(el("span", "win-text", "5h " + pctText(codex.five_hour_pct) + " · 7d " + pctText(codex.seven_day_pct)));
+    acct.appendChild(line);
+  }
+
   function accountCells(host) {
     var account = host.account;
     var acct = el("div", "acct");
@@ -92,6 +105,7 @@
       if (host.quota && typeof host.quota.five_hour_pct === "number") {
         acct.appendChild(el("span", "stale-note", "login 5h " + host.quota.five_hour_pct + "%"));
       }
+      codexLine(acct, host.codex);
       return [acct, windowCell(null), windowCell(null), wallCell(null)];
     }
     acct.appendChild(el("span", "label", account.label || "(no label)"));
@@ -103,6 +117,7 @@
       for (var i = 1; i < cells.length; i++) cells[i].className += " stale";
       acct.className += " stale-acct";
     }
+    codexLine(acct, host.codex);
     return cells;
   }
 
@@ -110,7 +125,9 @@
     var r = el("div", "row");
     r.setAttribute("role", "row");
     r.dataset.state = host.state;
-    if (!host.account && !(host.quota && typeof host.quota.five_hour_pct === "number")) r.className += " no-acct";
+    if (!host.account && !host.codex && !(host.quota && typeof host.quota.five_hour_pct === "number")) {
+      r.className += " no-acct";
+    }
     var cells = [pill(host.state), el("span", "host", host.host),
                  el("span", "age", host.ageS === null || host.ageS === undefined ? "—"
                                      : duration(host.ageS + elapsedS()) + " ago")];

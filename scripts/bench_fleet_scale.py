@@ -1,0 +1,233 @@
+"""Parts 3 and 4 of scripts/bench_fleet.py: the fleet past the tracker's budget (DESIGN §19).
+
+3. Status for 1,000 hosts from Prometheus and from VictoriaMetrics (real engines on
+   loopback, 1,000 stand-in monitors), against the tracker path for the same hosts.
+4. Hosts per bot user on the tracker path, before and after budgeting.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Set, Tuple
+
+from svcposture.cluster import budget, liveness, promread
+from svcposture.paths import Paths
+from tests.support.engines import query, start_prometheus, start_victoria, stop_all
+from tests.support.fleet import populate
+from tests.support.fleetmetrics import FleetMetrics
+from tests.support.home import BEARER, make_node, node_env, write_json
+from tests.support.tracker import TrackerServer
+from tests.support.waiting import wait_until
+
+HOSTS = 1000
+INTERVAL_MS = 120000
+TRACKER_LATENCY_S = 0.05
+# The example config scrapes every 60 s; 10 s keeps the engines honest without letting 1,000
+# scrapes a second (Python serving them on the same two cores) stand in for the query's cost.
+SCRAPE = "10s"
+
+
+# ---------------------------------------------------------------- part 3: status from the engines
+
+def _status_cli(env: Dict[str, str], runs: int) -> Tuple[float, Dict[str, Any]]:
+    times: List[float] = []
+    report: Dict[str, Any] = {}
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "svcposture", "cluster", "status", "--json"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        times.append(time.perf_counter() - start)
+        report = json.loads(done.stdout)
+        if report.get("error"):
+            raise RuntimeError("status failed: %s" % report["error"])
+    return statistics.median(times), report
+
+
+def _in_process(env: Dict[str, str], hosts: List[str], runs: int) -> Tuple[float, int]:
+    """(median seconds of promread.fleet_rows, HTTP requests of one read)."""
+    calls = [0]
+    real_get = promread.http_get
+
+    def counting_get(url: str, timeout_s: float, max_bytes: int) -> Tuple[int, bytes]:
+        calls[0] += 1
+        return real_get(url, timeout_s, max_bytes)
+
+    promread.http_get = counting_get
+    try:
+        times = []
+        for _ in range(runs):
+            calls[0] = 0
+            start = time.perf_counter()
+            promread.fleet_rows(env, hosts, INTERVAL_MS)
+            times.append(time.perf_counter() - start)
+    finally:
+        promread.http_get = real_get
+    return statistics.median(times), calls[0]
+
+
+def _tracker_baseline(root: Path, runs: int) -> Tuple[float, int]:
+    with TrackerServer(tokens=[BEARER]) as srv:
+        srv.add_issue("OPS-1")
+        names = populate(srv, "OPS-1", HOSTS, stale_every=0, missing_every=0)
+        home = make_node(root / "tracker", names[0], names, anchor="OPS-1")
+        env = node_env(home, tracker_url=srv.url, interval_ms=INTERVAL_MS)
+        srv.latency_s = TRACKER_LATENCY_S
+        before = srv.count("issue")
+        seconds, _ = _status_cli(env, runs)
+        return seconds, (srv.count("issue") - before) // runs
+
+
+def _engines(root: Path, fleet: FleetMetrics) -> Tuple[List[Any], Dict[str, str]]:
+    home = make_node(root / "reader", fleet.hosts[0], fleet.hosts, token=None)
+    sd = root / "svc-fleet.json"
+    write_json(sd, [{"targets": ["%s:%d" % (h, fleet.port)], "labels": {"node": h}} for h in fleet.hosts], 0o644)
+    vm = start_victoria(root)
+    config = root / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: %s, scrape_timeout: 1s}\n"
+        "remote_write: [{url: 'http://127.0.0.1:%d/api/v1/write', queue_config: {batch_send_deadline: 1s}}]\n"
+        "scrape_configs: [{job_name: svc-monitor, file_sd_configs: [{files: ['%s']}]}]\n" % (SCRAPE, vm.port, sd))
+    prom = start_prometheus(root, config)
+    env = node_env(home, SVC_LIVENESS_READ_SOURCE="prometheus", SVC_PROMETHEUS_URL=prom.base,
+                   EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS=str(INTERVAL_MS))
+    return [prom, vm], env
+
+
+def part_engines(root: Path, runs: int) -> List[Dict[str, Any]]:
+    tracker_s, tracker_requests = _tracker_baseline(root, runs)
+    fleet = FleetMetrics(HOSTS).start()
+    engines: List[Any] = []
+    figures = []
+    try:
+        engines, env = _engines(root, fleet)
+        prom, vm = engines
+        wait_until(lambda: len(query(prom.base, 'up{node!=""} == 1')) == HOSTS, timeout=120, interval=0.5,
+                   message="Prometheus scraping every target")
+        wait_until(lambda: len(query(vm.base, 'up{node!=""} == 1')) == HOSTS, timeout=120, interval=0.5,
+                   message="VictoriaMetrics holding every target")
+        for name, base in (("Prometheus", prom.base), ("VictoriaMetrics", vm.base)):
+            engine_env = dict(env, SVC_PROMETHEUS_URL=base)
+            _status_cli(engine_env, 1)  # warm-up
+            seconds, report = _status_cli(engine_env, runs)
+            live = sum(1 for row in report["hosts"] if row["state"] == "live")
+            inproc_s, requests = _in_process(engine_env, fleet.hosts, runs)
+            figures.append({"figure": "svc-cluster status --json, %d hosts from %s: wall time" % (HOSTS, name),
+                            "value": round(seconds, 3), "unit": "s", "baseline": round(tracker_s, 3),
+                            "baseline_label": "tracker path, %d pages at %d ms" % (tracker_requests,
+                                                                                   TRACKER_LATENCY_S * 1000),
+                            "ratio": round(seconds / tracker_s, 3), "target": "< 1 s", "ok": seconds < 1.0,
+                            "live": live, "read_in_process_s": round(inproc_s, 3)})
+            figures.append({"figure": "status, %d hosts from %s: queries per status" % (HOSTS, name),
+                            "value": requests, "unit": "queries", "baseline": tracker_requests,
+                            "baseline_label": "tracker requests for the same hosts",
+                            "ratio": round(requests / float(tracker_requests), 3), "target": "<= 3",
+                            "ok": requests <= 3})
+    finally:
+        stop_all(engines)
+        fleet.stop()
+    return figures
+
+
+# ---------------------------------------------------------------- part 4: hosts per bot user
+
+# An hour scaled to 24 s: the default 120 s becomes 800 ms, long enough that a loaded
+# machine's scheduling jitter does not pass for a dead host.
+WINDOW_S = 24.0
+
+
+class UnbudgetedPublisher(liveness.Publisher):
+    """The publisher before budgeting: the configured interval whatever the replies say."""
+
+    def _apply_budget(self, stated: Any) -> None:
+        pass
+
+
+def _fleet_survives(root: Path, hosts: int, publisher_class: type) -> Tuple[bool, int, int, float]:
+    """(no request refused and no host seen not live in the judged window, requests refused in it,
+    refused over the whole run, the busiest window's share of the limit)."""
+    with TrackerServer(tokens=[BEARER]) as srv:
+        srv.add_issue("OPS-1")
+        gate = srv.enforce_budget(limit=1500, window_s=WINDOW_S)
+        names = ["host-%04d" % i for i in range(hosts)]
+        home = make_node(root / ("%s-%d" % (publisher_class.__name__, hosts)), names[0], names, anchor="OPS-1")
+        environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url,
+                   liveness.INTERVAL_ENV: str(int(INTERVAL_MS * WINDOW_S / 3600)),
+                   budget.WINDOW_ENV: str(int(WINDOW_S * 1000))}
+        paths = Paths(home, environ)
+        publishers = [publisher_class(paths, environ, name, lambda: "ok", None) for name in names]
+        alive = True
+        refused_before = 0
+        try:
+            for p in publishers:
+                p.start()
+            wait_until(lambda: all(p.published for p in publishers), timeout=60, message="first beats")
+            # Capacity is a steady-state figure: the first window (every host starting in the
+            # same second, at the configured interval until the first reply) is not judged.
+            time.sleep(WINDOW_S)
+            refused_before = gate.refused
+            deadline = time.monotonic() + WINDOW_S
+            while time.monotonic() < deadline and alive:
+                report = liveness.collect_status(paths, environ)
+                alive = not report.get("error") and all(h["state"] == "live" for h in report["hosts"])
+                time.sleep(WINDOW_S / 60.0)  # a reader once a (scaled) minute
+        except AssertionError:
+            alive = False
+        finally:
+            stoppers = [threading.Thread(target=p.stop) for p in publishers]
+            for t in stoppers:
+                t.start()
+            for t in stoppers:
+                t.join()
+        judged = gate.refused - refused_before
+        return alive and judged == 0, judged, gate.refused, gate.busiest_share()
+
+
+def part_budget(root: Path, quick: bool) -> List[Dict[str, Any]]:
+    plans = {"before": (UnbudgetedPublisher, [30, 40, 50] if quick else [30, 40, 45, 50, 60]),
+             "after": (liveness.Publisher, [100, 400] if quick else [100, 200, 400])}
+    figures = []
+    best: Dict[str, int] = {}
+    for label, (cls, sizes) in plans.items():
+        best[label] = 0
+        for hosts in sizes:
+            alive, judged, refused, share = _fleet_survives(root, hosts, cls)
+            print("  %s budgeting: %4d hosts: %s; refused %d in the judged window (%d in all); busiest window "
+                  "%.0f %% of the limit" % (label, hosts, "all live" if alive else "NOT all live", judged, refused,
+                                           share * 100), flush=True)
+            if alive:
+                best[label] = hosts
+    for label in ("before", "after"):
+        figures.append({"figure": "tracker path, hosts per bot user at the default 120 s (%s budgeting)" % label,
+                        "value": best[label], "unit": "hosts", "baseline": best["before"],
+                        "baseline_label": "before budgeting", "ratio": round(best[label] / max(1, best["before"]), 2),
+                        "target": ">= 100 after", "ok": label == "before" or best[label] >= 100})
+    return figures
+
+
+def run_scale(parts: Set[str], quick: bool) -> None:
+    import logging
+    # Hundreds of publishers each log their RATELIMITED once: the counts below say it.
+    logging.getLogger(liveness.LOGGER_NAME).setLevel(logging.ERROR)
+    root = Path(tempfile.mkdtemp(prefix="svc-bench-fleet-scale-"))
+    figures: List[Dict[str, Any]] = []
+    try:
+        if "3" in parts:
+            figures += part_engines(root, 3 if quick else 5)
+        if "4" in parts:
+            figures += part_budget(root, quick)
+    finally:
+        shutil.rmtree(str(root), ignore_errors=True)
+    header = ("figure", "value", "baseline", "ratio", "target")
+    rows = [(f["figure"], "%s %s" % (f["value"], f["unit"]), "%s (%s)" % (f["baseline"], f["baseline_label"]),
+             "%.2fx" % f["ratio"], f["target"]) for f in figures]
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(5)]
+    for row in [header] + rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    print(json.dumps({"figures": figures}))

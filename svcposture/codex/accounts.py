@@ -1,0 +1,115 @@
+"""The accounts env file's Codex lines: `CODEX_HOME_<NAME>=<dir>  # <email>` (DESIGN §17).
+
+A Codex account is a login's home directory (the CODEX_HOME that `codex login`
+wrote `auth.json` into), not a token, so the line holds a path. The active
+one is `export CODEX_HOME="$CODEX_HOME_<NAME>"`. As for Claude's lines, the
+line parser reads names and comments only; the directories are taken from the
+child's environment after the shell has sourced the file.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .._text import EMAIL_RE
+from ..accounts import PLACEHOLDER, comment_of
+
+CODEX_HOME_PREFIX = "CODEX_HOME_"
+ACTIVE_HOME_VAR = "CODEX_HOME"
+CODEX_LABEL_PREFIX = "codex-"
+# `svc-monitor init` writes this in its commented example; it is not a directory.
+DIR_PLACEHOLDER = "PASTE_DIR_HERE"
+
+_ENTRY_RE = re.compile(r"^\s*(?:export\s+)?CODEX_HOME_([A-Za-z0-9_]+)=(.*)$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
+_MAX_EMAIL = 254
+
+
+def is_codex_home_var(name: str) -> bool:
+    """CODEX_HOME and CODEX_HOME_*: only the accounts env file may set them for the child."""
+    return name == ACTIVE_HOME_VAR or name.startswith(CODEX_HOME_PREFIX)
+
+
+def codex_label(name: str) -> str:
+    return CODEX_LABEL_PREFIX + name.lower()
+
+
+def parse_codex_entries(text: str) -> List[Tuple[str, Optional[str]]]:
+    """[(NAME, email)] in file order; a name defined twice keeps its first place and last email."""
+    order: List[str] = []
+    emails: Dict[str, Optional[str]] = {}
+    for line in text.splitlines():
+        m = _ENTRY_RE.match(line)
+        if not m:
+            continue
+        name = m.group(1)
+        email: Optional[str] = None
+        comment = comment_of(m.group(2))
+        if comment is not None:
+            found = EMAIL_RE.search(comment)
+            if found and len(found.group(0)) <= _MAX_EMAIL:
+                email = found.group(0)
+        if name not in emails:
+            order.append(name)
+        emails[name] = email
+    return [(n, emails[n]) for n in order]
+
+
+def _usable_dir(value: Optional[str]) -> bool:
+    if value is None:
+        return False
+    value = value.strip()
+    return bool(value) and value not in (DIR_PLACEHOLDER, PLACEHOLDER)
+
+
+def _same_dir(a: str, b: str) -> bool:
+    return bool(a) and bool(b) and os.path.normpath(a) == os.path.normpath(b)
+
+
+def codex_entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Usable Codex entries (label, name, email, dir, active) in file order, plus unusable labels.
+
+    Directories come from `environ` (the child's, after sourcing). Whether a
+    directory is absolute and exists is judged per account later, so that a bad
+    line is an error on that account and not a missing one.
+    """
+    seen = parse_codex_entries(text)
+    known = {n for n, _ in seen}
+    for var in sorted(environ):
+        name = var[len(CODEX_HOME_PREFIX):]
+        if var.startswith(CODEX_HOME_PREFIX) and _NAME_RE.match(name) and name not in known:
+            seen.append((name, None))
+            known.add(name)
+    active_dir = (environ.get(ACTIVE_HOME_VAR) or "").strip()
+    entries: List[Dict[str, Any]] = []
+    unusable: List[str] = []
+    labels = set()
+    for name, email in seen:
+        label = codex_label(name)
+        if label in labels:
+            continue
+        labels.add(label)
+        value = environ.get(CODEX_HOME_PREFIX + name)
+        if not _usable_dir(value):
+            unusable.append(label)
+            continue
+        directory = (value or "").strip()
+        entries.append({"label": label, "name": name, "email": email, "dir": directory,
+                        "active": _same_dir(directory, active_dir)})
+    return entries, unusable
+
+
+def resolve_codex_active(entries: List[Dict[str, Any]]) -> Tuple[Optional[str], List[str]]:
+    """(active label, duplicates): the first entry naming $CODEX_HOME is active, in file order."""
+    matching = [e["label"] for e in entries if e["active"]]
+    first = matching[0] if matching else None
+    for e in entries:
+        e["active"] = e["label"] == first
+    return first, (matching if len(matching) > 1 else [])
+
+
+def has_codex_lines(text: str, environ: Mapping[str, str]) -> bool:
+    """Whether the file defines any Codex account, usable or not."""
+    return bool(parse_codex_entries(text)) or any(
+        v.startswith(CODEX_HOME_PREFIX) and _NAME_RE.match(v[len(CODEX_HOME_PREFIX):]) for v in environ)

@@ -1,0 +1,220 @@
+"""Codex's limits as windows, from the usage reply and from the session log (pure, no I/O).
+
+Both sources carry a list of windows, each with a used percent, its length and
+its reset. A window is placed by its length, never by its position: 18,000 s
+is `fiveHour`, 604,800 s is `sevenDay`, any other length is kept as an extra
+window with its seconds. Every field may be missing, null, a string number or
+out of range; a window without a readable percent or length is left out on its
+own, and a reset that cannot be read is null. The vendor sends no status
+word, so the status is derived from the percent and says so (`derived: true`).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .. import _time
+
+FIVE_HOUR_S = 18000
+SEVEN_DAY_S = 604800
+WARNING_PCT = 90.0
+REJECTED_PCT = 100.0
+# Beyond these a figure is not a percent, a window length, an epoch or a delay.
+MAX_PCT = 1e8
+MAX_WINDOW_S = 10 * 366 * 86400
+MAX_EPOCH_S = 1e11
+MAX_DELAY_S = 10 * 366 * 86400
+# Real replies carry a handful of additional limits.
+MAX_ADDITIONAL = 32
+MAX_NAME = 64
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
+_PLAN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+_NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+# How each source spells a window: percent, length (and its unit in seconds), absolute reset, relative reset.
+API_KEYS = ("used_percent", "limit_window_seconds", 1, "reset_at", "reset_after_seconds")
+SESSION_KEYS = ("used_percent", "window_minutes", 60, "resets_at", "resets_in_seconds")
+
+
+def read_number(value: Any) -> Optional[float]:
+    """A JSON number or a string holding one, finite; None otherwise. Booleans are not numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > 40 or not _NUMBER_RE.match(text):
+            return None
+        value = text
+    elif not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def derived_status(pct: float) -> str:
+    """The status word the vendor does not send: rejected from 100 %, allowed_warning from 90 %."""
+    if pct >= REJECTED_PCT:
+        return "rejected"
+    if pct >= WARNING_PCT:
+        return "allowed_warning"
+    return "allowed"
+
+
+def _pct(value: Any) -> Optional[float]:
+    number = read_number(value)
+    if number is None or number < 0 or number > MAX_PCT:
+        return None
+    return round(number, 1)
+
+
+def _seconds(value: Any, unit: int) -> Optional[int]:
+    number = read_number(value)
+    if number is None:
+        return None
+    seconds = number * unit
+    if not 0 < seconds <= MAX_WINDOW_S:
+        return None
+    return int(round(seconds))
+
+
+def _absolute_reset(value: Any) -> Optional[str]:
+    if isinstance(value, str) and not _NUMBER_RE.match(value.strip()):
+        try:
+            return _time.normalize_iso(value)
+        except ValueError:
+            return None
+    seconds = read_number(value)
+    if seconds is None or not 0 < seconds <= MAX_EPOCH_S:
+        return None
+    try:
+        return _time.iso_from_epoch(seconds)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _relative_reset(value: Any, base_s: float) -> Optional[str]:
+    delay = read_number(value)
+    if delay is None or not 0 <= delay <= MAX_DELAY_S:
+        return None
+    return _absolute_reset(base_s + delay)
+
+
+def read_window(raw: Any, keys: Tuple[Any, ...], base_s: float) -> Optional[Tuple[int, Dict[str, Any]]]:
+    """(length in seconds, window) of one window object, or None when it cannot be read.
+
+    `base_s` is the instant a relative reset counts from: now for a reply, the
+    log line's own time for a session sample.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    pct_key, length_key, unit, absolute_key, relative_key = keys
+    pct = _pct(raw.get(pct_key))
+    seconds = _seconds(raw.get(length_key), unit)
+    if pct is None or seconds is None:
+        return None
+    resets_at = _absolute_reset(raw.get(absolute_key))
+    if resets_at is None:
+        resets_at = _relative_reset(raw.get(relative_key), base_s)
+    return seconds, {"pct": pct, "resetsAt": resets_at, "status": derived_status(pct), "derived": True}
+
+
+def _extra(seconds: int, window: Dict[str, Any], name: Optional[str]) -> Dict[str, Any]:
+    return dict(window, seconds=seconds, name=name)
+
+
+def place_windows(found: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, Any]:
+    """fiveHour, sevenDay and extraWindows from windows in any order; the first of a length wins its slot."""
+    placed: Dict[str, Any] = {"fiveHour": None, "sevenDay": None, "extraWindows": []}
+    for seconds, window in found:
+        slot = "fiveHour" if seconds == FIVE_HOUR_S else "sevenDay" if seconds == SEVEN_DAY_S else None
+        if slot is not None and placed[slot] is None:
+            placed[slot] = window
+        else:
+            placed["extraWindows"].append(_extra(seconds, window, None))
+    return placed
+
+
+def _pair(limit: Any, names: Tuple[str, str], keys: Tuple[Any, ...], base_s: float) -> List[Tuple[int, Dict[str, Any]]]:
+    if not isinstance(limit, Mapping):
+        return []
+    found = [read_window(limit.get(name), keys, base_s) for name in names]
+    return [w for w in found if w is not None]
+
+
+def _name(value: Any) -> Optional[str]:
+    if isinstance(value, str) and len(value) <= MAX_NAME and _NAME_RE.match(value):
+        return value
+    return None
+
+
+def plan_type(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and _PLAN_RE.match(value) else None
+
+
+def _flag(value: Any) -> Optional[bool]:
+    return value if isinstance(value, bool) else None
+
+
+def credits_of(value: Any) -> Optional[Dict[str, Any]]:
+    """`credits {has_credits, unlimited, balance}` (balance may be a string number), else None."""
+    if not isinstance(value, Mapping):
+        return None
+    balance = read_number(value.get("balance"))
+    if balance is not None and abs(balance) > 1e15:
+        balance = None
+    return {"hasCredits": _flag(value.get("has_credits")), "unlimited": _flag(value.get("unlimited")),
+            "balance": balance}
+
+
+def _additional(value: Any, now_s: float) -> List[Dict[str, Any]]:
+    extras: List[Dict[str, Any]] = []
+    if not isinstance(value, list):
+        return extras
+    for item in value[:MAX_ADDITIONAL]:
+        if not isinstance(item, Mapping):
+            continue
+        name = _name(item.get("limit_name")) or _name(item.get("metered_feature"))
+        for seconds, window in _pair(item.get("rate_limit"), ("primary_window", "secondary_window"),
+                                     API_KEYS, now_s):
+            extras.append(_extra(seconds, window, name))
+    return extras
+
+
+def parse_usage_reply(body: Any, now_s: float) -> Dict[str, Any]:
+    """The usage reply as fiveHour, sevenDay, extraWindows, codeReview, planType, credits.
+
+    Raises ValueError only when the reply is not a JSON object at all.
+    """
+    if not isinstance(body, Mapping):
+        raise ValueError("usage reply is not an object")
+    names = ("primary_window", "secondary_window")
+    placed = place_windows(_pair(body.get("rate_limit"), names, API_KEYS, now_s))
+    placed["extraWindows"].extend(_additional(body.get("additional_rate_limits"), now_s))
+    review = [_extra(s, w, None) for s, w in _pair(body.get("code_review_rate_limit"), names, API_KEYS, now_s)]
+    placed["codeReview"] = review or None
+    placed["planType"] = plan_type(body.get("plan_type"))
+    placed["credits"] = credits_of(body.get("credits"))
+    return placed
+
+
+def parse_session_limits(rate_limits: Any, line_s: float) -> Optional[Dict[str, Any]]:
+    """A session log's `rate_limits` as the same fields, or None when no window can be read."""
+    if not isinstance(rate_limits, Mapping):
+        return None
+    found = _pair(rate_limits, ("primary", "secondary"), SESSION_KEYS, line_s)
+    if not found:
+        return None
+    placed = place_windows(found)
+    placed["codeReview"] = None
+    placed["planType"] = plan_type(rate_limits.get("plan_type"))
+    placed["credits"] = credits_of(rate_limits.get("credits"))
+    return placed
+
+
+def has_window(sample: Mapping[str, Any]) -> bool:
+    return bool(sample.get("fiveHour") or sample.get("sevenDay") or sample.get("extraWindows")
+                or sample.get("codeReview"))

@@ -1,0 +1,75 @@
+"""`?provider=` on /api/accounts and its stream (DESIGN §17): which posture answers.
+
+Without the parameter, or with `provider=claude`, the Claude posture service
+answers exactly as it always did (the contract's body and stream). With
+`provider=codex` the Codex posture (codexposture.CodexPosture, riding on the
+same probes) answers in the same §4 shape. A bad value is a 400 with one JSON
+error, before any guard or probe. Pure functions over the services, so that
+wiring a route is one call.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Optional, Tuple
+
+from .._time import now_ms
+from ..posture import disabled_body, reply
+from ..vendors import CLAUDE, provider_from_query
+from .wire import dumps
+
+log = logging.getLogger("svcposture.monitor")
+
+# The request target of a plain Codex read, answered from cached bytes like Claude's.
+CODEX_TARGET = b"/api/accounts?provider=codex"
+
+
+class _NoCodex:
+    """Stands in for the Codex posture of a service built without one: always disabled."""
+
+    def __init__(self, node: str) -> None:
+        from ..broadcast import Broadcast
+        self.node = node
+        self.broadcast = Broadcast()
+
+    def read(self, refresh: bool = False) -> Dict[str, Any]:
+        return disabled_body(self.node)
+
+    def fresh_summary(self) -> Optional[Dict[str, Any]]:
+        return disabled_body(self.node)
+
+
+def vendor_service(service: Any, query: str) -> Tuple[Any, Optional[Dict[str, str]]]:
+    """(the posture service a query names, None), or (None, the 400 body) for a bad `provider`."""
+    provider, bad = provider_from_query(query)
+    if bad is not None:
+        return None, bad
+    if provider == CLAUDE:
+        return service, None
+    codex = getattr(service, "codex", None)
+    return (codex if codex is not None else _NoCodex(getattr(service, "node", ""))), None
+
+
+def vendor_accounts_reply(service: Any, refresh: bool) -> Tuple[int, bytes]:
+    """(status, JSON bytes) of a read of a non-default vendor's posture (the guard already passed)."""
+    if not refresh:
+        summary = service.fresh_summary()
+        if summary is not None:
+            return 200, cached_reply_bytes(service, summary)
+    try:
+        return 200, dumps(service.read(refresh=refresh))
+    except Exception as exc:  # the posture layer failed: say so, keep serving
+        log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
+        return 500, dumps({"error": "internal", "message": "The posture could not be read."})
+
+
+def cached_reply_bytes(service: Any, summary: Dict[str, Any], ms: Optional[int] = None) -> bytes:
+    """The JSON of a cached read, built once per summary and millisecond (generatedAt's resolution)."""
+    ms = now_ms() if ms is None else ms
+    key = (id(summary), ms)
+    cache = getattr(service, "reply_cache", None)
+    if cache is not None and cache[0] == key:
+        return cache[1]
+    body = dumps(reply(summary, cached=True, generated_ms=ms))
+    if cache is not None:
+        service.reply_cache = (key, body)
+    return body

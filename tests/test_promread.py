@@ -1,0 +1,224 @@
+"""Liveness read from Prometheus (SVC_LIVENESS_READ_SOURCE=prometheus) against a scripted
+query API: the states and account blocks it derives, at most three queries, and every broken
+or hostile reply making liveness unknown (exit 1, one line) rather than anyone dead."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from svcposture.cluster import liveness, promread
+from svcposture.monitor.exposition import render_metrics
+from svcposture.paths import Paths
+from tests.support.cli import run_cluster
+from tests.support.home import make_node, node_env
+from tests.support.httpserver import StandInServer
+from tests.support.monitor import start_monitor
+
+ROSTER = ["alpha", "bravo", "charlie", "delta"]
+
+
+class PromStub:
+    """/api/v1/query on 127.0.0.1: `answer(query) -> (status, raw body)`; queries recorded."""
+
+    def __init__(self, answer: Callable[[str], Tuple[int, bytes]]) -> None:
+        self.answer = answer
+        self.queries: List[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                parts = urllib.parse.urlsplit(self.path)
+                text = urllib.parse.parse_qs(parts.query).get("query", [""])[0]
+                owner.queries.append(text)
+                status, raw = owner.answer(text)
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self._httpd = StandInServer(("127.0.0.1", 0), self, Handler)
+        self.url = "http://127.0.0.1:%d" % self._httpd.server_address[1]
+
+    def __enter__(self) -> "PromStub":
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def vector(samples: List[Tuple[Dict[str, str], Any]]) -> bytes:
+    now = time.time()
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": m, "value": [now, str(v)]} for m, v in samples]}}).encode()
+
+
+def healthy(text: str) -> Tuple[int, bytes]:
+    now = time.time()
+    if text.startswith("max by (node)"):
+        return 200, vector([({"node": "alpha"}, 1), ({"node": "bravo"}, 1), ({"node": "charlie"}, 0),
+                            ({"node": "not-in-roster"}, 1)])
+    if text.startswith("timestamp("):
+        return 200, vector([({"node": "alpha", "account": "acct-a", "provider": "claude", "instance": "a:7400"},
+                             now - 2), ({"node": "bravo", "account": "b\x1b[31mad", "provider": "claude"}, now)])
+    figures = [({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
+                 "window": "five_hour"}, 91.5),
+               ({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
+                 "window": "seven_day"}, 12),
+               ({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "other",
+                 "window": "five_hour"}, 3),
+               ({"__name__": "svc_account_window_resets_at_seconds", "node": "alpha", "account": "acct-a",
+                 "window": "five_hour"}, now + 3600),
+               ({"__name__": "svc_account_forecast_wall_timestamp_seconds", "node": "alpha", "account": "acct-a",
+                 "window": "five_hour"}, now + 600),
+               ({"__name__": "svc_account_utilization_percent", "node": "bravo", "account": "b\x1b[31mad",
+                 "window": "five_hour"}, 1e300),
+               ({"__name__": "svc_node_status", "node": "alpha", "status": "degraded"}, 1),
+               ({"__name__": "svc_probe_last_success_timestamp_seconds", "node": "alpha"}, now - 30)]
+    return 200, vector(figures)
+
+
+def reader_env(tmp_path, url: Optional[str], **more: str) -> Dict[str, str]:
+    home = make_node(tmp_path, "alpha", ROSTER, token=None)
+    env = node_env(home, EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="60000", SVC_LIVENESS_READ_SOURCE="prometheus",
+                   SVC_TRACKER_URL="http://127.0.0.1:9/graphql", **more)
+    if url is not None:
+        env["SVC_PROMETHEUS_URL"] = url
+    return env
+
+
+def test_states_and_account_blocks_from_three_queries(tmp_path):
+    with PromStub(healthy) as prom:
+        done = run_cluster(reader_env(tmp_path, prom.url), "status", "--json")
+        assert len(prom.queries) == 3
+        assert prom.queries == list(promread.fleet_queries(60000))
+    report = json.loads(done.stdout)
+    assert done.returncode == 3 and report["source"] == "prometheus" and report["publishIntervalMs"] == 60000
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert [r["host"] for r in report["hosts"]] == ROSTER
+    assert {h: r["state"] for h, r in rows.items()} == {"alpha": "live", "bravo": "live", "charlie": "stale",
+                                                        "delta": "missing"}
+    alpha = rows["alpha"]["account"]
+    assert alpha["label"] == "acct-a" and alpha["five_hour_pct"] == 91.5 and alpha["seven_day_pct"] == 12
+    assert alpha["status"] == "degraded" and alpha["wall_at"] and alpha["five_hour_resets_at"]
+    assert alpha["probed_at"] and alpha["stale"] is False and 1 <= rows["alpha"]["ageS"] < 30
+    assert rows["alpha"]["quota"]["five_hour_pct"] == 91.5
+    # A hostile label and an absurd figure are dropped field by field, never echoed.
+    assert rows["bravo"]["account"]["label"] is None and rows["bravo"]["account"]["five_hour_pct"] is None
+    assert rows["charlie"]["account"] is None and rows["charlie"]["ageS"] is None
+    assert rows["delta"] == {"host": "delta", "state": "missing", "ageS": None, "quota": None, "account": None}
+
+
+def test_queries_are_plain_promql_over_twice_the_interval():
+    liveness_q, accounts_q, figures_q = promread.fleet_queries(120000)
+    assert liveness_q == 'max by (node) (max_over_time(up{node!=""}[240s]))'
+    assert accounts_q == 'timestamp(svc_node_active_account{node!=""})'
+    assert "and on (node, account) svc_node_active_account" in figures_q
+
+
+BROKEN = {
+    "garbage": (200, b"\x00\xffnot json{{"),
+    "html": (502, b"<html>bad gateway</html>"),
+    "empty": (200, b""),
+    "not-object": (200, b"[1, 2, 3]"),
+    "error-status": (400, json.dumps({"status": "error", "errorType": "bad_data",
+                                      "error": "parse error\n\x1b[31m" + "x" * 500}).encode()),
+    "matrix": (200, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode()),
+    "bad-sample": (200, json.dumps({"status": "success", "data": {"resultType": "vector",
+                                                                  "result": [{"metric": "x", "value": 1}]}}).encode()),
+    "bad-value": (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"node": "alpha"}, "value": [1, "many"]}]}}).encode()),
+    "non-string-label": (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"node": ["alpha"]}, "value": [1, "1"]}]}}).encode()),
+    "deep": (200, b'{"status": "success", "data": ' + b"[" * 100000),
+    "success-with-500": (500, vector([({"node": "alpha"}, 1)])),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(BROKEN))
+def test_a_broken_reply_makes_liveness_unknown_never_dead(tmp_path, mode):
+    with PromStub(lambda text: BROKEN[mode]) as prom:
+        env = reader_env(tmp_path, prom.url)
+        done = run_cluster(env, "status", "--json")
+        text = run_cluster(env, "status")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["error"].startswith("Prometheus") and "\n" not in report["error"]
+    assert {r["state"] for r in report["hosts"]} == {"unknown"}
+    assert text.returncode == 1 and len(text.stderr.strip().splitlines()) == 1 and "Traceback" not in text.stderr
+    assert "\x1b" not in done.stdout + text.stderr
+
+
+def test_the_third_query_failing_fails_the_whole_read(tmp_path):
+    def third_fails(text: str) -> Tuple[int, bytes]:
+        return BROKEN["garbage"] if text.startswith("(") else healthy(text)
+    with PromStub(third_fails) as prom:
+        done = run_cluster(reader_env(tmp_path, prom.url), "status", "--json")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and {r["state"] for r in report["hosts"]} == {"unknown"}
+
+
+@pytest.mark.parametrize("url,needle", [(None, "SVC_PROMETHEUS_URL is unset"),
+                                        ("ftp://127.0.0.1:9", "http(s) URL"),
+                                        ("http://127.0.0.1:9", "cannot reach Prometheus")])
+def test_unset_bad_or_unreachable_url(tmp_path, url, needle):
+    done = run_cluster(reader_env(tmp_path, url), "status")
+    assert done.returncode == 1 and needle in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "unknown" in done.stdout and "missing" not in done.stdout
+
+
+def test_a_hanging_prometheus_is_cut_by_the_read_deadline(tmp_path, monkeypatch):
+    def slow(text: str) -> Tuple[int, bytes]:
+        time.sleep(1.5)
+        return healthy(text)
+    monkeypatch.setattr(promread, "READ_DEADLINE_S", 2.0)
+    with PromStub(slow) as prom:
+        env = reader_env(tmp_path, prom.url)
+        start = time.monotonic()
+        with pytest.raises(promread.PrometheusUnreachableError):
+            promread.fleet_rows(env, ROSTER, 60000)
+        assert time.monotonic() - start < 4.5
+
+
+def test_api_fleet_says_prometheus_is_unreachable_and_marks_nobody_dead(tmp_path):
+    mon = start_monitor(reader_env(tmp_path, "http://127.0.0.1:9"), ["--no-probe"], timeout=30)
+    try:
+        code, body = mon.get_json("/api/fleet")
+    finally:
+        mon.stop(timeout=20, check=False)
+    assert code == 200 and body["source"] == "prometheus" and "cannot reach Prometheus" in body["error"]
+    assert {r["state"] for r in body["hosts"]} == {"unknown"}
+
+
+def test_publisher_is_off_and_owner_uses_prometheus(tmp_path):
+    env = reader_env(tmp_path, "http://127.0.0.1:9")
+    paths = Paths(env["HOME"], env)
+    publisher = liveness.Publisher(paths, env, "alpha", lambda: "ok", None)
+    publisher.arm()
+    assert publisher.tick() == "off" and "prometheus" in publisher.detail
+    with PromStub(healthy) as prom:
+        done = run_cluster(reader_env(tmp_path, prom.url), "owner", "OPS-1", "--json")
+    result = json.loads(done.stdout)
+    assert result["livenessKnown"] is True and result["candidates"] == ["alpha", "bravo"]
+
+
+def test_monitor_exports_its_active_account_for_the_fleet():
+    last = {"available": True, "node": 'no"de\\x', "status": "ok", "accounts": [],
+            "active": {"label": "acct-1", "fiveHour": None, "sevenDay": None}}
+    text = render_metrics({"last": last}, subscribers=0, subscribers_max=1)
+    assert '# TYPE svc_node_active_account gauge' in text
+    assert 'svc_node_active_account{node="no\\"de\\\\x",account="acct-1",provider="claude"} 1' in text
+    for last in (None, {"available": False, "node": "n"}, dict(last, active=None)):
+        text = render_metrics({"last": last}, subscribers=0, subscribers_max=1)
+        assert "svc_node_active_account{" not in text
