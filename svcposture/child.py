@@ -20,22 +20,16 @@ from .errors import MESSAGES, error
 from .paths import Paths
 from .provider import (DEFAULT_REQUEST_TIMEOUT_S, MAX_USAGE_BODY, fetch_usage, probe_account,
                        unanswered)
+# The sweep deadline is a knob of the monitor (which kills the child then) as of the child (which answers
+# a little before it): its reader lives with the monitor's settings.
+from .settings import DEFAULT_DEADLINE_S, MIN_DEADLINE_S, sweep_deadline_s  # noqa: F401
 
-# The sweep deadline ($SVC_PROBE_DEADLINE_S): the parent kills the child then,
-# and the child answers a little before it.
-DEFAULT_DEADLINE_S = 30.0
-MIN_DEADLINE_S = 0.1
 # Header probes in flight at once (DESIGN §3).
 MAX_IN_FLIGHT = 4
 
 
 def request_timeout_s(environ: Mapping[str, str]) -> float:
     return env_number(environ, "SVC_PROBE_TIMEOUT_S", DEFAULT_REQUEST_TIMEOUT_S, low=0.01)
-
-
-def sweep_deadline_s(environ: Mapping[str, str]) -> float:
-    """$SVC_PROBE_DEADLINE_S (30 s, at least 0.1 s; a bad value gives the default)."""
-    return env_number(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
 
 
 def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None) -> Dict[str, Any]:

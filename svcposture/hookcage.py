@@ -16,7 +16,8 @@ on Linux two mechanisms still find it, tried in this order at start-up:
   monitor's hook tag; the adopted ones are reaped here.
 
 Elsewhere only the process group is killed, and the start-up log says so.
-SVC_ALERT_HOOK_CGROUP=0 skips the cgroup (the subreaper sweep is used).
+SVC_ALERT_HOOK_CGROUP=0 (Settings.alert_hook_cgroup, handed in as use_cgroup=False) skips the
+cgroup (the subreaper sweep is used).
 Standard library only; nothing here raises.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Mapping, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 log = logging.getLogger("svcposture.notify")
 
@@ -42,7 +43,7 @@ _KILL_WAIT_S = 2.0
 class HookCage:
     """How this monitor confines its hooks: `wrap()` a hook's argv and env, `sweep()` after it."""
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
+    def __init__(self, *, use_cgroup: bool = True) -> None:
         self.pid = os.getpid()
         self.tag = "%d.%d" % (self.pid, _start_time(self.pid) or 0)
         self.cgroup: Optional[str] = None
@@ -53,7 +54,7 @@ class HookCage:
             log.info("alert hooks: not Linux, so only a hook's process group is killed at its timeout "
                      "and at stop; a process it moves to a new session is not tracked")
             return
-        reason = "SVC_ALERT_HOOK_CGROUP=0" if environ.get("SVC_ALERT_HOOK_CGROUP", "").strip() == "0" else None
+        reason = None if use_cgroup else "SVC_ALERT_HOOK_CGROUP=0"
         if reason is None:
             self.cgroup, reason = _make_cgroup(self.pid)
         if self.cgroup is not None:

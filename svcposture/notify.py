@@ -21,6 +21,7 @@ import time
 from typing import Any, Deque, Dict, Mapping, Optional
 
 from ._spawn import child_env, kill_group
+from .settings import Settings
 
 log = logging.getLogger("svcposture.notify")
 
@@ -32,9 +33,10 @@ class Notifier:
     """Runs the hook for each submitted event, in order, off the caller's thread."""
 
     def __init__(self, command: str, environ: Mapping[str, str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 limit: int = QUEUE_LIMIT) -> None:
+                 limit: int = QUEUE_LIMIT, settings: Optional[Settings] = None) -> None:
         self.command = command
         self.env = child_env(environ)
+        self.use_cgroup = (Settings.from_environ(environ) if settings is None else settings).alert_hook_cgroup
         self.timeout_s = timeout_s
         self.limit = limit
         self._queue: Deque[Dict[str, Any]] = collections.deque()
@@ -48,14 +50,16 @@ class Notifier:
         self.dropped = 0
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Optional["Notifier"]:
-        command = environ.get("SVC_ALERT_CMD", "")
-        return cls(command, environ) if command.strip() else None
+    def from_environ(cls, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Optional["Notifier"]:
+        """The hook of `settings` (default: those of `environ`), or None when there is none;
+        it runs with the token-free copy of `environ`."""
+        command = (Settings.from_environ(environ) if settings is None else settings).alert_cmd
+        return cls(command, environ, settings=settings) if command.strip() else None
 
     def start(self) -> None:
         if self._thread is None:
             from .hookcage import HookCage
-            self._cage = HookCage(self.env)
+            self._cage = HookCage(use_cgroup=self.use_cgroup)
             self._thread = threading.Thread(target=self._run, name="svc-alert-hook", daemon=True)
             self._thread.start()
 

@@ -18,7 +18,6 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
-from ._env import env_number
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
 from ._text import EMAIL, account_label, finite_number, is_number, word
@@ -27,14 +26,10 @@ from .errors import MESSAGES, clean_error
 from .events import EventLog, EventLogError
 from .latch import Latch
 from .paths import Paths
-from .resetprobe import DEFAULT_MARGIN_S, TEST_MARGIN_ENV, ResetSchedule, reset_instants_ms
-from .settings import probing_on
+from .resetprobe import ResetSchedule, reset_instants_ms
+from .settings import Settings, probing_on
 
 log = logging.getLogger("svcposture.posture")
-
-DEFAULT_TTL_S = 300.0
-DEFAULT_FLOOR_S = 30.0
-DEFAULT_INTERVAL_S = 300.0
 
 # Anchored with `^...$` and used with match(), as it always was: the address
 # must be the whole field (`$` also lets one trailing newline through).
@@ -275,7 +270,7 @@ class PostureService:
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
-                 reset_margin_s: Optional[float] = None) -> None:
+                 reset_margin_s: Optional[float] = None, settings: Optional[Settings] = None) -> None:
         # The probe module (and subprocess with it) loads with the first
         # service, not with this module: the summary functions stay pure.
         from . import probe
@@ -284,17 +279,17 @@ class PostureService:
         self.node = node
         self.log = log
         self.latch = latch
+        # The environment goes whole to the probe child (token-free); the knobs come from settings.
         self.environ: Mapping[str, str] = paths.environ if environ is None else environ
-        self.probe_enabled = probe_enabled and probing_on(self.environ)
-        self.ttl_s = env_number(self.environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
-        self.floor_s = min(env_number(self.environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S, low=0.0), self.ttl_s)
-        self.interval_s = env_number(self.environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)
-        self.deadline_s = probe.sweep_deadline_s(self.environ)
+        settings = Settings.from_environ(self.environ) if settings is None else settings
+        self.probe_enabled = probe_enabled and settings.probe
+        self.ttl_s = settings.posture_ttl_s
+        self.floor_s = settings.refresh_floor_s
+        self.interval_s = settings.probe_interval_s
+        self.deadline_s = settings.probe_deadline_s
         self._run_headers = probe.run_headers
         self.probe_environ: Any = lambda: self.environ  # per probe; the Codex posture adds its poll state
-        if reset_margin_s is None and self.environ.get(TEST_MARGIN_ENV):
-            reset_margin_s = env_number(self.environ, TEST_MARGIN_ENV, DEFAULT_MARGIN_S, low=0.0)
-        self.resets = ResetSchedule(DEFAULT_MARGIN_S if reset_margin_s is None else reset_margin_s)
+        self.resets = ResetSchedule(settings.reset_margin_s if reset_margin_s is None else reset_margin_s)
         self._wake = threading.Event()
         self._reprobe = threading.Event()
         self.reset_probes = 0

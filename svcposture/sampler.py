@@ -18,7 +18,6 @@ import logging
 import threading
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from ._env import env_number
 from .events import EventLog, EventLogError, ratelimit_sampled
 from .paths import Paths
 from ._text import finite_number, printable
@@ -26,21 +25,15 @@ from .errors import clean_error
 from .loginview import LoginSample, login_body
 from .usage import has_window
 from ._time import now_ms
+from .settings import Settings
 
 # The sampler's lines keep the logger they always had, so log filters still match.
 log = logging.getLogger("svcposture.posture")
 
-DEFAULT_QUOTA_INTERVAL_S = 300.0
-# 3 polls an hour per host: up to ten hosts of one login (before the one-poller
-# rule) stay within the endpoint's ~30 requests an hour.
-MIN_QUOTA_INTERVAL_S = 180.0
 # Backoff on 429: retry-after plus this share, never shorter than MIN_BACKOFF_S nor longer than MAX_BACKOFF_S.
 RETRY_AFTER_MARGIN = 0.10
 MIN_BACKOFF_S = 60.0
 MAX_BACKOFF_S = 15 * 60
-# Test-only: a shorter poll interval for a monitor run as a subprocess by the
-# test suite. Underscore-prefixed, read only when set, not documented.
-_TEST_INTERVAL_ENV = "_SVC_TEST_QUOTA_POLL_S"
 
 
 # usage_owner(login_email) -> the host that polls the login, or None (this host polls).
@@ -66,14 +59,11 @@ def _retry_after(result: Mapping[str, Any]) -> Optional[float]:
     return None
 
 
-def poll_interval_s_from(environ: Mapping[str, str]) -> float:
-    """$SVC_QUOTA_POLL_INTERVAL_S (300), raised to the 180 s floor with one log line."""
-    wanted = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
-    if wanted < MIN_QUOTA_INTERVAL_S:
-        log.warning("SVC_QUOTA_POLL_INTERVAL_S=%g is below the usage endpoint's budget; polling every %g s",
-                    wanted, MIN_QUOTA_INTERVAL_S)
-        return MIN_QUOTA_INTERVAL_S
-    return wanted
+def poll_interval_s_of(settings: Settings) -> float:
+    """$SVC_QUOTA_POLL_INTERVAL_S as parsed (300, raised to the 180 s floor), logging the raise."""
+    for note in settings.notes_on("SVC_QUOTA_POLL_INTERVAL_S"):
+        log.warning("%s", note)
+    return settings.quota_poll_interval_s
 
 
 class QuotaSampler:
@@ -86,7 +76,7 @@ class QuotaSampler:
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, environ: Optional[Mapping[str, str]] = None,
                  poll_interval_s: Optional[float] = None,
-                 usage_owner: Optional[UsageOwnerFn] = None) -> None:
+                 usage_owner: Optional[UsageOwnerFn] = None, settings: Optional[Settings] = None) -> None:
         # The probe module (and subprocess) load with the first sampler, not
         # with this module: the pure parts of the package stay light.
         from . import probe
@@ -94,16 +84,15 @@ class QuotaSampler:
         self.paths = paths
         self.node = node
         self.log = log
+        # The environment goes whole to the probe child (token-free); the knobs come from settings.
         self.environ: Mapping[str, str] = paths.environ if environ is None else environ
-        test_interval = self.environ.get(_TEST_INTERVAL_ENV)
-        if poll_interval_s is None and test_interval:
-            poll_interval_s = env_number(self.environ, _TEST_INTERVAL_ENV, DEFAULT_QUOTA_INTERVAL_S, low=0.01)
+        settings = Settings.from_environ(self.environ) if settings is None else settings
         if poll_interval_s is not None:
             self.interval_s = float(poll_interval_s)
         else:
-            self.interval_s = poll_interval_s_from(self.environ)
-        self.enabled = self.environ.get("SVC_QUOTA_SAMPLER", "1").strip() != "0"
-        self.deadline_s = probe.sweep_deadline_s(self.environ)
+            self.interval_s = poll_interval_s_of(settings)
+        self.enabled = settings.quota_sampler
+        self.deadline_s = settings.probe_deadline_s
         self._run_usage = probe.run_usage
         self._run_login = probe.run_login
         self._usage_owner = usage_owner

@@ -1,20 +1,34 @@
 """The node's settings, read from the environment once.
 
 Settings.from_environ(environ) is a pure function of the mapping it is given:
-it reads every SVC_MONITOR_*, SVC_SSE_KEEPALIVE_S, SVC_FLEET_TTL_S and
-SVC_ACCOUNTS_PROBE knob the monitor's application and sockets use, checks
-them, and returns a frozen object. Nothing downstream reads the environment
-for these again, so a test builds the monitor from a dict and a change to
-os.environ after start-up changes nothing.
+it reads every knob the monitor process uses (its HTTP side: SVC_MONITOR_*,
+SVC_SSE_KEEPALIVE_S, SVC_FLEET_TTL_S; its services: the probe schedule,
+history, alerts, the notify hook, the quota sampler, liveness and the
+tracker), checks each with the helper it always had, and returns a frozen
+object. The services receive that object, so a test builds a node from a dict
+and a change to os.environ after start-up changes nothing. The environment is
+still handed to what needs it whole: the probe child and the notify hook get
+its token-free copy.
+
+A bad value is handled as it always was. A setting that decides what the
+monitor serves (SVC_MONITOR_*, SVC_SSE_KEEPALIVE_S) raises InvalidSetting; a
+knob that only tunes timing falls back to its default. What a service used to
+log about a value it corrected is kept in `notes` as (variable, message), and
+the service that owns the knob logs it when built, as before: parsing logs
+nothing.
 
 The module imports nothing at load time: the terminal clients take
-DEFAULT_PORT from here and their start-up time is counted.
+DEFAULT_PORT from here and their start-up time is counted. The home modules of
+a knob's helper (alerts, history, resetprobe, tracker, budget, loki) are loaded
+when settings are built; the knobs of modules that themselves take Settings
+(posture, sampler, liveness) or import it (the probe child) live here, so no
+import goes in a circle.
 """
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Mapping
+    from typing import Any, Dict, List, Mapping, Tuple
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 7400
@@ -27,52 +41,193 @@ DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_FLEET_TTL_S = 60.0
 MAX_FLEET_TTL_S = 3600.0
 
+# The posture service's schedule (DESIGN §4).
+DEFAULT_TTL_S = 300.0
+DEFAULT_FLOOR_S = 30.0
+DEFAULT_INTERVAL_S = 300.0
+
+# The sweep deadline ($SVC_PROBE_DEADLINE_S): the parent kills the child then,
+# and the child answers a little before it.
+DEFAULT_DEADLINE_S = 30.0
+MIN_DEADLINE_S = 0.1
+
+# The quota sampler (DESIGN §14).
+DEFAULT_QUOTA_INTERVAL_S = 300.0
+# 3 polls an hour per host: up to ten hosts of one login (before the one-poller
+# rule) stay within the endpoint's ~30 requests an hour.
+MIN_QUOTA_INTERVAL_S = 180.0
+# Test-only: a shorter poll interval for a monitor run as a subprocess by the
+# test suite. Underscore-prefixed, read only when set, not documented.
+TEST_QUOTA_INTERVAL_ENV = "_SVC_TEST_QUOTA_POLL_S"
+
+# Cluster liveness (DESIGN §8).
+INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
+DEFAULT_INTERVAL_MS = 120000
+# Shorter intervals exist for tests; below this a tracker would rate-limit anyway.
+MIN_INTERVAL_MS = 100
+MAX_INTERVAL_MS = 24 * 3600 * 1000
+READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
+
 
 def probing_on(environ: Mapping[str, str]) -> bool:
     """Whether the node probes its provider: yes unless SVC_ACCOUNTS_PROBE=0."""
     return environ.get("SVC_ACCOUNTS_PROBE", "").strip() != "0"
 
 
+def publish_interval_ms(environ: Mapping[str, str]) -> int:
+    """The liveness publish interval (120000 ms; 100 ms to a day, else the default)."""
+    from ._env import env_number
+
+    return int(env_number(environ, INTERVAL_ENV, DEFAULT_INTERVAL_MS, low=MIN_INTERVAL_MS, high=MAX_INTERVAL_MS,
+                          kind=int))
+
+
+def read_source(environ: Mapping[str, str]) -> str:
+    """Where peers' liveness is read: "loki", "prometheus", or (anything else) "tracker"."""
+    source = (environ.get(READ_SOURCE_ENV) or "").strip().lower()
+    return source if source in ("loki", "prometheus") else "tracker"
+
+
+def reads_from_loki(environ: Mapping[str, str]) -> bool:
+    return read_source(environ) == "loki"
+
+
+def sweep_deadline_s(environ: Mapping[str, str]) -> float:
+    """$SVC_PROBE_DEADLINE_S (30 s, at least 0.1 s; a bad value gives the default)."""
+    from ._env import env_number
+
+    return env_number(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
+
+
+def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
+    from ._env import env_number
+
+    return dict(
+        probe=probing_on(environ),
+        max_streams=env_number(environ, "SVC_MONITOR_MAX_STREAMS", DEFAULT_MAX_STREAMS,
+                               low=1, high=100000, kind=int, strict=strict),
+        keepalive_s=env_number(environ, "SVC_SSE_KEEPALIVE_S", DEFAULT_KEEPALIVE_S,
+                               low=0.05, high=3600.0, strict=strict),
+        read_guard=environ.get("SVC_MONITOR_READ_GUARD", "") == "1",
+        request_timeout_s=env_number(environ, "SVC_MONITOR_REQUEST_TIMEOUT_S", DEFAULT_REQUEST_TIMEOUT_S,
+                                     low=0.1, high=300.0, strict=strict),
+        max_connections=env_number(environ, "SVC_MONITOR_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS,
+                                   low=16, high=1000000, kind=int, strict=strict),
+        trusted_hosts=environ.get("SVC_MONITOR_TRUSTED_HOSTS", ""),
+        trusted_origins=environ.get("SVC_MONITOR_TRUSTED_ORIGINS", ""),
+        fleet_ttl_s=env_number(environ, "SVC_FLEET_TTL_S", DEFAULT_FLEET_TTL_S, low=0.0, high=MAX_FLEET_TTL_S))
+
+
+def _probe_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
+    """The posture service's schedule: TTL, refresh floor (at most the TTL), interval, deadline, reset margin."""
+    from ._env import env_number
+    from .resetprobe import DEFAULT_MARGIN_S, TEST_MARGIN_ENV
+
+    ttl_s = env_number(environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
+    margin_s = DEFAULT_MARGIN_S
+    if environ.get(TEST_MARGIN_ENV):
+        margin_s = env_number(environ, TEST_MARGIN_ENV, DEFAULT_MARGIN_S, low=0.0)
+    return dict(
+        posture_ttl_s=ttl_s,
+        refresh_floor_s=min(env_number(environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S, low=0.0), ttl_s),
+        probe_interval_s=env_number(environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01),
+        probe_deadline_s=sweep_deadline_s(environ),
+        reset_margin_s=margin_s)
+
+
+def _quota_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
+    """The quota sampler: on unless SVC_QUOTA_SAMPLER=0; its interval never below the
+    usage endpoint's budget (a note says so), except for the test-only knob."""
+    from ._env import env_number
+
+    if environ.get(TEST_QUOTA_INTERVAL_ENV):
+        interval_s = env_number(environ, TEST_QUOTA_INTERVAL_ENV, DEFAULT_QUOTA_INTERVAL_S, low=0.01)
+    else:
+        interval_s = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
+        if interval_s < MIN_QUOTA_INTERVAL_S:
+            notes.append(("SVC_QUOTA_POLL_INTERVAL_S",
+                          "SVC_QUOTA_POLL_INTERVAL_S=%g is below the usage endpoint's budget; polling every %g s"
+                          % (interval_s, MIN_QUOTA_INTERVAL_S)))
+            interval_s = MIN_QUOTA_INTERVAL_S
+    return dict(quota_sampler=environ.get("SVC_QUOTA_SAMPLER", "1").strip() != "0",
+                quota_poll_interval_s=float(interval_s))
+
+
+def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
+    """History retention, alert thresholds (their problems become notes) and the notify hook
+    (in a cgroup of its own unless SVC_ALERT_HOOK_CGROUP=0)."""
+    from ._env import env_number
+    from .alerts import parse_thresholds
+    from .history import DEFAULT_DAYS
+
+    thresholds, problems = parse_thresholds(environ.get("SVC_ALERT_THRESHOLDS"))
+    notes.extend(("SVC_ALERT_THRESHOLDS", problem) for problem in problems)
+    return dict(history_days=int(env_number(environ, "SVC_HISTORY_DAYS", DEFAULT_DAYS, low=1, high=3650, kind=int)),
+                alert_thresholds=tuple(thresholds),
+                alert_cmd=environ.get("SVC_ALERT_CMD", ""),
+                alert_hook_cgroup=environ.get("SVC_ALERT_HOOK_CGROUP", "").strip() != "0")
+
+
+def _cluster_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
+    """Liveness (publish interval, read source, Loki) and the tracker the anchor lives on
+    (its URL, and the rate-limit window its budget is counted over)."""
+    from .cluster.budget import window_ms
+    from .cluster.loki import LOKI_URL_ENV
+    from .cluster.tracker import tracker_url
+
+    return dict(liveness_interval_ms=publish_interval_ms(environ),
+                liveness_read_source=read_source(environ),
+                loki_url=(environ.get(LOKI_URL_ENV) or "").strip(),
+                tracker_url=tracker_url(environ),
+                tracker_window_ms=window_ms(environ))
+
+
+def _parse(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
+    notes: List[Tuple[str, str]] = []
+    values = _http_knobs(environ, strict)
+    values.update(_probe_knobs(environ))
+    values.update(_quota_knobs(environ, notes))
+    values.update(_trajectory_knobs(environ, notes))
+    values.update(_cluster_knobs(environ))
+    values["notes"] = tuple(notes)
+    return values
+
+
 class Settings:
     """What the monitor was told by its environment; frozen once built.
 
-    A bad value of a setting that decides what the monitor serves
-    (SVC_MONITOR_*, SVC_SSE_KEEPALIVE_S) raises InvalidSetting; the fleet's
-    TTL only tunes timing and falls back to its default.
+    Settings() is the defaults; Settings(name=value, ...) changes some of them
+    (a name that is no setting is a TypeError). See the module docstring for
+    how bad values are handled.
     """
 
     __slots__ = ("probe", "max_streams", "keepalive_s", "read_guard", "request_timeout_s",
-                 "max_connections", "trusted_hosts", "trusted_origins", "fleet_ttl_s")
+                 "max_connections", "trusted_hosts", "trusted_origins", "fleet_ttl_s",
+                 "posture_ttl_s", "refresh_floor_s", "probe_interval_s", "probe_deadline_s", "reset_margin_s",
+                 "quota_sampler", "quota_poll_interval_s",
+                 "history_days", "alert_thresholds", "alert_cmd", "alert_hook_cgroup",
+                 "liveness_interval_ms", "liveness_read_source", "loki_url", "tracker_url", "tracker_window_ms",
+                 "notes")
 
-    def __init__(self, *, probe: bool = True, max_streams: int = DEFAULT_MAX_STREAMS,
-                 keepalive_s: float = DEFAULT_KEEPALIVE_S, read_guard: bool = False,
-                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, trusted_hosts: str = "",
-                 trusted_origins: str = "", fleet_ttl_s: float = DEFAULT_FLEET_TTL_S) -> None:
-        values = dict(probe=probe, max_streams=max_streams, keepalive_s=keepalive_s, read_guard=read_guard,
-                      request_timeout_s=request_timeout_s, max_connections=max_connections,
-                      trusted_hosts=trusted_hosts, trusted_origins=trusted_origins, fleet_ttl_s=fleet_ttl_s)
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(set(values) - set(self.__slots__))
+        if unknown:
+            raise TypeError("Settings has no setting %s" % ", ".join(unknown))
+        # The defaults are what an empty environment gives: one home per default.
+        full = values if len(values) == len(self.__slots__) else dict(_parse({}, True), **values)
+        for name in self.__slots__:
+            object.__setattr__(self, name, full[name])
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
-        from ._env import env_number
+    def from_environ(cls, environ: Mapping[str, str], *, strict: bool = True) -> "Settings":
+        """The settings `environ` gives. strict=False (for commands that serve
+        nothing, such as `svc-cluster status`) lets a bad SVC_MONITOR_* value
+        fall back to its default instead of raising InvalidSetting."""
+        return cls(**_parse(environ, strict))
 
-        return cls(
-            probe=probing_on(environ),
-            max_streams=env_number(environ, "SVC_MONITOR_MAX_STREAMS", DEFAULT_MAX_STREAMS,
-                                   low=1, high=100000, kind=int, strict=True),
-            keepalive_s=env_number(environ, "SVC_SSE_KEEPALIVE_S", DEFAULT_KEEPALIVE_S,
-                                   low=0.05, high=3600.0, strict=True),
-            read_guard=environ.get("SVC_MONITOR_READ_GUARD", "") == "1",
-            request_timeout_s=env_number(environ, "SVC_MONITOR_REQUEST_TIMEOUT_S", DEFAULT_REQUEST_TIMEOUT_S,
-                                         low=0.1, high=300.0, strict=True),
-            max_connections=env_number(environ, "SVC_MONITOR_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS,
-                                       low=16, high=1000000, kind=int, strict=True),
-            trusted_hosts=environ.get("SVC_MONITOR_TRUSTED_HOSTS", ""),
-            trusted_origins=environ.get("SVC_MONITOR_TRUSTED_ORIGINS", ""),
-            fleet_ttl_s=env_number(environ, "SVC_FLEET_TTL_S", DEFAULT_FLEET_TTL_S, low=0.0, high=MAX_FLEET_TTL_S))
+    def notes_on(self, name: str) -> List[str]:
+        """What parsing `name` corrected, for the service that owns it to log."""
+        return [message for variable, message in self.notes if variable == name]
 
     def replace(self, **changes: Any) -> "Settings":
         """A copy with `changes` applied (the object itself never changes)."""

@@ -22,16 +22,16 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
 from . import _time
 from ._cycle import same_cycle
-from ._env import env_number
 from ._names import CLAIM_OF_FIELD, WINDOW_FIELDS
 from ._reserve import reserve_or_zero
 from ._text import is_int, is_number
-from .alerts import AlertLatch, parse_thresholds, recent_alerts
+from .alerts import AlertLatch, recent_alerts
 from .broadcast import Broadcast
 from .events import EventLog
 from .forecast import LOOKBACK_MS, forecast
-from .history import (DEFAULT_DAYS, HistoryError, append_rows, day_key, prune, read_rows, rows_from_summary)
+from .history import (HistoryError, append_rows, day_key, prune, read_rows, rows_from_summary)
 from .paths import Paths
+from .settings import Settings
 from .vendors import CLAUDE, PROVIDERS, provider_of_label
 
 log = logging.getLogger("svcposture.trajectory")
@@ -73,15 +73,17 @@ class TrajectoryService:
     """History writer, forecasts, alerts and the /api/trajectory body of one node."""
 
     def __init__(self, paths: Paths, *, node: str, event_log: EventLog,
-                 environ: Optional[Mapping[str, str]] = None, notifier: Any = None) -> None:
-        environ = paths.environ if environ is None else environ
+                 environ: Optional[Mapping[str, str]] = None, notifier: Any = None,
+                 settings: Optional[Settings] = None) -> None:
+        if settings is None:
+            settings = Settings.from_environ(paths.environ if environ is None else environ)
         self.paths = paths
         self.node = node
         self.event_log = event_log
-        self.days = int(env_number(environ, "SVC_HISTORY_DAYS", DEFAULT_DAYS, low=1, high=3650, kind=int))
-        thresholds, problems = parse_thresholds(environ.get("SVC_ALERT_THRESHOLDS"))
-        for problem in problems:
+        self.days = settings.history_days
+        for problem in settings.notes_on("SVC_ALERT_THRESHOLDS"):
             log.warning("%s", problem)
+        thresholds = settings.alert_thresholds
         self.thresholds = thresholds
         self.alerts = AlertLatch(paths.alert_latch, event_log, node, thresholds)
         self.notifier = notifier

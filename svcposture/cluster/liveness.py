@@ -16,7 +16,6 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import config
-from .._env import env_number
 from .._time import iso_from_ms, now_ms
 from .._version import __version__
 from ..events import EventLog
@@ -28,30 +27,11 @@ from . import heartbeat
 from .heartbeat import heartbeat_url, host_of_heartbeat_url, peer_account, unlisted_rows  # noqa: F401
 from .loki import LOKI_URL_ENV, LokiError, loki_live_hosts
 
+# The liveness knobs live with the node's other settings; commands read them from here too.
+from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
+                        READ_SOURCE_ENV, Settings, publish_interval_ms, read_source, reads_from_loki)
+
 LOGGER_NAME = "svcposture.liveness"
-INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
-DEFAULT_INTERVAL_MS = 120000
-# Shorter intervals exist for tests; below this a tracker would rate-limit anyway.
-MIN_INTERVAL_MS = 100
-MAX_INTERVAL_MS = 24 * 3600 * 1000
-READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
-
-
-# ---------------------------------------------------------------- settings
-
-def publish_interval_ms(environ: Mapping[str, str]) -> int:
-    return int(env_number(environ, INTERVAL_ENV, DEFAULT_INTERVAL_MS, low=MIN_INTERVAL_MS, high=MAX_INTERVAL_MS,
-                          kind=int))
-
-
-def read_source(environ: Mapping[str, str]) -> str:
-    """Where peers' liveness is read: "loki", "prometheus", or (anything else) "tracker"."""
-    source = (environ.get(READ_SOURCE_ENV) or "").strip().lower()
-    return source if source in ("loki", "prometheus") else "tracker"
-
-
-def reads_from_loki(environ: Mapping[str, str]) -> bool:
-    return read_source(environ) == "loki"
 
 
 # ---------------------------------------------------------------- publisher
@@ -64,12 +44,14 @@ class Publisher:
                  logger: Optional[logging.Logger] = None,
                  account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                  polls_usage: Optional[Callable[[], bool]] = None,
-                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> None:
+                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                 settings: Optional[Settings] = None) -> None:
         self.paths = paths
         self.environ = environ
+        self.settings = Settings.from_environ(environ) if settings is None else settings
         self.node = node
         # The configured interval, and the one in force: stretched to the tracker's budget.
-        self.configured_interval_ms = publish_interval_ms(environ)
+        self.configured_interval_ms = self.settings.liveness_interval_ms
         self.interval_ms = self.configured_interval_ms
         self._budget = budget.NO_BUDGET
         self._roster_size = 0
@@ -136,7 +118,7 @@ class Publisher:
     def _apply_budget(self, stated: budget.RateBudget) -> None:
         self._budget = budget.merge(self._budget, stated)
         in_force = budget.interval_in_force_ms(self.configured_interval_ms, self._roster_size, self._budget,
-                                               budget.window_ms(self.environ), int(time.time() * 1000))
+                                               self.settings.tracker_window_ms, int(time.time() * 1000))
         with self._lock:
             self.interval_ms = in_force
 
@@ -158,7 +140,7 @@ class Publisher:
             self._logger.log(level, message, exc_info=exc_info)
 
     def _off_reason(self) -> Optional[Tuple[Tuple[str, ...], str]]:
-        source = read_source(self.environ)
+        source = self.settings.liveness_read_source
         if source != "tracker":
             return (source,), "liveness publisher off: %s=%s, peers are read from %s" % (
                 READ_SOURCE_ENV, source, source.capitalize())
@@ -204,7 +186,7 @@ class Publisher:
         metadata = self._metadata(published_at)
         client = None
         try:
-            client = tracker.TrackerClient(tracker.tracker_url(self.environ), auth)
+            client = tracker.TrackerClient(self.settings.tracker_url, auth)
             issue = client.upsert_attachment(anchor, heartbeat_url(self.node), "svc heartbeat %s" % self.node,
                                              published_at, metadata)
         except tracker.TrackerRateLimitedError as exc:
@@ -265,10 +247,11 @@ def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
                     account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                     polls_usage: Optional[Callable[[], bool]] = None,
-                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> Publisher:
+                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                    settings: Optional[Settings] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
     publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage,
-                          codex=codex)
+                          codex=codex, settings=settings)
     publisher.start()
     return publisher
 
@@ -305,18 +288,21 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
 
 # ---------------------------------------------------------------- status
 
-def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
+def collect_status(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
     """{"source", "anchor", "publishIntervalMs", "hosts": [...]} plus "error" when liveness is unknown.
 
     `publishIntervalMs` is the interval in force: under the tracker, the one
-    its stated budget stretches the roster's heartbeats to. ConfigError (a
+    its stated budget stretches the roster's heartbeats to. The knobs come
+    from `settings` (the monitor's), else from `environ`: a command serves
+    nothing, so a bad SVC_MONITOR_* value there is no error. ConfigError (a
     corrupt roster or config file) propagates: without a roster there is
     nothing to report on.
     """
+    settings = Settings.from_environ(environ, strict=False) if settings is None else settings
     hosts = config.roster(paths)
     anchor = config.liveness_anchor(paths)
-    interval = publish_interval_ms(environ)
-    source = read_source(environ)
+    interval = settings.liveness_interval_ms
+    source = settings.liveness_read_source
     report: Dict[str, Any] = {"source": source, "anchor": anchor, "publishIntervalMs": interval, "hosts": []}
 
     def unknown(error: str) -> Dict[str, Any]:
@@ -326,7 +312,7 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         return report
 
     if source == "loki":
-        base = (environ.get(LOKI_URL_ENV) or "").strip()
+        base = settings.loki_url
         if not base:
             return unknown("%s=loki but %s is unset" % (READ_SOURCE_ENV, LOKI_URL_ENV))
         try:
@@ -347,14 +333,14 @@ def collect_status(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
     client: Optional[tracker.TrackerClient] = None
     now = now_ms()
     try:
-        client = tracker.TrackerClient.for_paths(paths, environ)
+        client = tracker.TrackerClient.for_paths(paths, url=settings.tracker_url)
         issue = client.fetch_issue(anchor)
     except tracker.TrackerError as exc:
         return unknown("cannot read anchor %s: %s" % (anchor, exc))
     finally:
         stated = client.budget if client is not None else budget.NO_BUDGET
         report["publishIntervalMs"] = budget.interval_in_force_ms(interval, len(set(hosts)), stated,
-                                                                  budget.window_ms(environ), now)
+                                                                  settings.tracker_window_ms, now)
     report["hosts"] = peer_states(hosts, issue.heartbeats, now, interval)
     by_host = heartbeat.newest_by_host(issue.heartbeats)
     report["unlisted"] = unlisted_rows(hosts, {h: heartbeat.published_ms(b) for h, b in by_host.items()}, now)

@@ -215,13 +215,15 @@ class TrackerClient:
         return "TrackerClient(url=%r, source=%r)" % (self.url, self._auth.source)
 
     @classmethod
-    def for_paths(cls, paths: Paths, environ: Optional[Mapping[str, str]] = None) -> "TrackerClient":
+    def for_paths(cls, paths: Paths, environ: Optional[Mapping[str, str]] = None, *,
+                  url: Optional[str] = None) -> "TrackerClient":
+        """The client of `url` (default: $SVC_TRACKER_URL of `environ`) with this node's tracker token."""
         auth = resolve_auth(paths)
         if auth is None:
             raise TrackerTokenMissingError(
                 "no tracker token: set %s in cluster-secrets.json (svc-cluster sync) or %s in "
                 "~/.config/svc/config-<teamKey>.json" % (BOT_TOKEN_KEY, PERSONAL_TOKEN_KEY))
-        return cls(tracker_url(paths.environ if environ is None else environ), auth)
+        return cls(tracker_url(paths.environ if environ is None else environ) if url is None else url, auth)
 
     # ------------------------------------------------------------ wire
 

@@ -18,7 +18,8 @@ from typing import Callable, List, Mapping, Optional, Tuple
 from .. import config
 from ..paths import Paths
 from . import hrw
-from .liveness import collect_status, read_source
+from ..settings import Settings
+from .liveness import collect_status
 
 TICKET_PREFIX = "usage:"
 
@@ -32,9 +33,11 @@ class UsageOwner:
     """`owner(login_email)`: the host that polls this login, or None when this host polls
     as a lone host. `login_email()` is only called when the host is in a cluster."""
 
-    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str) -> None:
+    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str,
+                 settings: Optional[Settings] = None) -> None:
         self.paths = paths
         self.environ = environ
+        self.settings = Settings.from_environ(environ) if settings is None else settings
         self.node = node
         self.liveness_known: Optional[bool] = None
 
@@ -47,7 +50,7 @@ class UsageOwner:
             return None
         if len(set(hosts)) <= 1 or self.node not in hosts:
             return None
-        if anchor is None and read_source(self.environ) == "tracker":
+        if anchor is None and self.settings.liveness_read_source == "tracker":
             return None
         return list(hosts)
 
@@ -72,7 +75,7 @@ class UsageOwner:
     def _live_hosts(self) -> Optional[List[str]]:
         """The live roster hosts, or None when liveness cannot be read (the whole roster then counts)."""
         try:
-            report = collect_status(self.paths, self.environ)
+            report = collect_status(self.paths, self.environ, self.settings)
         except config.ConfigError:
             report = {"error": "config"}
         if report.get("error"):

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from .._time import iso_now
 from ..paths import Paths
+from ..settings import Settings
 from .wire import dumps
 
 log = logging.getLogger("svcposture.monitor")
@@ -24,15 +25,17 @@ log = logging.getLogger("svcposture.monitor")
 DEFAULT_WAIT_S = 3.0
 
 
-def collect_report(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
-    """The status report; a roster or config file that cannot be read is the report's `error`."""
+def collect_report(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
+    """The status report (knobs from `settings`, else `environ`); a roster or config
+    file that cannot be read is the report's `error`."""
     from ..cluster import liveness
     from ..config import ConfigError
 
+    settings = Settings.from_environ(environ, strict=False) if settings is None else settings
     try:
-        report = liveness.collect_status(paths, environ)
+        report = liveness.collect_status(paths, environ, settings)
     except ConfigError as exc:
-        report = {"source": liveness.read_source(environ), "anchor": None, "hosts": [],
+        report = {"source": settings.liveness_read_source, "anchor": None, "hosts": [],
                   "error": "cannot read the cluster config: %s" % exc}
     report["generatedAt"] = iso_now()
     return report

@@ -67,7 +67,8 @@ class CloudEnvProjector:
 
 
 class Node:
-    """A node's services over `paths` (whose environ its children get), built from `settings`."""
+    """A node's services over `paths` (whose environ its children get), built from `settings`:
+    every service takes its knobs from that one object, never from the environment."""
 
     def __init__(self, paths: Paths, settings: Settings, *, probe: Optional[bool] = None) -> None:
         from ..config import node_name
@@ -88,7 +89,7 @@ class Node:
         except (LatchError, OSError) as exc:
             log.warning("latch could not be loaded: %s", one_line(exc))
         self.service = PostureService(paths, node=self.name, log=self.event_log, latch=latch,
-                                      environ=self.environ, probe_enabled=self.probe)
+                                      environ=self.environ, probe_enabled=self.probe, settings=settings)
         # The Codex accounts ride on the same child runs (DESIGN §17); a node without them shows none.
         self.codex = CodexPosture(self.service, node=self.name, latch=latch)
         self.service.codex = self.codex
@@ -102,11 +103,11 @@ class Node:
         from ..notify import Notifier
         from ..trajectory import TrajectoryService
 
-        notifier = Notifier.from_environ(self.environ)
+        notifier = Notifier.from_environ(self.environ, self.settings)
         if notifier is not None:
             notifier.start()
         trajectory = TrajectoryService(self.paths, node=self.name, event_log=self.event_log, environ=self.environ,
-                                       notifier=notifier)
+                                       notifier=notifier, settings=self.settings)
         try:
             trajectory.load()
         except OSError as exc:
@@ -136,9 +137,9 @@ class Node:
         from ..cluster.usageowner import UsageOwner
         from ..sampler import QuotaSampler
 
-        paths, environ, node = self.paths, self.environ, self.name
-        sampler = QuotaSampler(paths, node=node, log=self.event_log, environ=environ,
-                               usage_owner=UsageOwner(paths, environ, node))
+        paths, environ, node, settings = self.paths, self.environ, self.name, self.settings
+        sampler = QuotaSampler(paths, node=node, log=self.event_log, environ=environ, settings=settings,
+                               usage_owner=UsageOwner(paths, environ, node, settings))
         sampler.start()
         self._started.append(sampler)
         self.app.login_source = sampler
@@ -148,14 +149,14 @@ class Node:
         if not liveness_on:
             return
         # One poller per Codex login across the fleet: the child is told the roster and live hosts.
-        self.codex.candidates_source = UsageOwner(paths, environ, node).codex_candidates
+        self.codex.candidates_source = UsageOwner(paths, environ, node, settings).codex_candidates
         try:
             from ..cluster.heartbeat import account_source
             account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
             codex = account_source(self.codex.current, self.trajectory.body, self.service.interval_s)
             self._started.append(liveness.start_publisher(
                 paths, environ, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, codex=codex))
+                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, settings=settings))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 

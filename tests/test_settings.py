@@ -1,0 +1,316 @@
+"""The node's settings: read from the environment once, into one frozen object.
+
+Settings.from_environ is pure (a mapping in, a frozen object out; it never
+reads os.environ and logs nothing), every knob keeps the default and the
+handling of bad values it had when each service read its own variable, and
+the services take their knobs from the object they are given. A real monitor
+started with a knob set shows its effect.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import subprocess
+import sys
+from types import MappingProxyType
+
+import pytest
+
+from svcposture._env import InvalidSetting
+from svcposture.events import EventLog
+from svcposture.latch import Latch
+from svcposture.monitor.node import Node
+from svcposture.notify import Notifier
+from svcposture.paths import Paths
+from svcposture.posture import PostureService
+from svcposture.sampler import QuotaSampler
+from svcposture.settings import Settings
+from svcposture.trajectory import TrajectoryService
+from tests.support.home import accounts_path, canary, monitor_env, write_accounts
+from tests.support.monitor import start_monitor
+from tests.support.provider import ProviderServer
+from tests.support.waiting import wait_until
+
+DEFAULTS = {
+    "probe": True, "max_streams": 1024, "keepalive_s": 15.0, "read_guard": False, "request_timeout_s": 10.0,
+    "max_connections": 4096, "trusted_hosts": "", "trusted_origins": "", "fleet_ttl_s": 60.0,
+    "posture_ttl_s": 300.0, "refresh_floor_s": 30.0, "probe_interval_s": 300.0, "probe_deadline_s": 30.0,
+    "reset_margin_s": 60.0, "quota_sampler": True, "quota_poll_interval_s": 300.0,
+    "history_days": 8, "alert_thresholds": (80, 90), "alert_cmd": "", "alert_hook_cgroup": True,
+    "liveness_interval_ms": 120000, "liveness_read_source": "tracker", "loki_url": "",
+    "tracker_url": "https://api.linear.app/graphql", "tracker_window_ms": 3600000, "notes": (),
+}
+
+# Knob -> (attribute, its default): the timing knobs that fall back to their default on a bad value.
+LENIENT = {
+    "SVC_FLEET_TTL_S": ("fleet_ttl_s", 60.0),
+    "SVC_POSTURE_TTL_S": ("posture_ttl_s", 300.0),
+    "SVC_REFRESH_FLOOR_S": ("refresh_floor_s", 30.0),
+    "SVC_PROBE_INTERVAL_S": ("probe_interval_s", 300.0),
+    "SVC_PROBE_DEADLINE_S": ("probe_deadline_s", 30.0),
+    "_SVC_TEST_RESET_MARGIN_S": ("reset_margin_s", 60.0),
+    "SVC_QUOTA_POLL_INTERVAL_S": ("quota_poll_interval_s", 300.0),
+    "_SVC_TEST_QUOTA_POLL_S": ("quota_poll_interval_s", 300.0),
+    "SVC_HISTORY_DAYS": ("history_days", 8),
+    "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": ("liveness_interval_ms", 120000),
+    "SVC_TRACKER_RATE_WINDOW_MS": ("tracker_window_ms", 3600000),
+}
+# Knob -> (attribute, the InvalidSetting message for the value "x"): what decides what the monitor serves.
+STRICT = {
+    "SVC_MONITOR_MAX_STREAMS": ("max_streams", "SVC_MONITOR_MAX_STREAMS='x' is not an integer"),
+    "SVC_SSE_KEEPALIVE_S": ("keepalive_s", "SVC_SSE_KEEPALIVE_S='x' is not a number"),
+    "SVC_MONITOR_REQUEST_TIMEOUT_S": ("request_timeout_s", "SVC_MONITOR_REQUEST_TIMEOUT_S='x' is not a number"),
+    "SVC_MONITOR_MAX_CONNECTIONS": ("max_connections", "SVC_MONITOR_MAX_CONNECTIONS='x' is not an integer"),
+}
+BAD_NUMBERS = ("", "   ", "x", "12abc", "-1", "nan", "NaN", "inf", "-inf", "1e400", "true", "yes", "on", "0x10")
+
+
+# ---------------------------------------------------------------- pure
+
+def test_an_empty_environment_gives_every_default():
+    settings = Settings.from_environ({})
+    assert {name: getattr(settings, name) for name in Settings.__slots__} == DEFAULTS
+    assert settings == Settings() and hash(settings) == hash(Settings())
+
+
+def test_from_environ_is_pure_and_never_reads_os_environ(monkeypatch, caplog):
+    # Values in the process's own environment that would change (or break) every setting.
+    for name in list(LENIENT) + list(STRICT) + ["SVC_ACCOUNTS_PROBE", "SVC_ALERT_THRESHOLDS", "SVC_ALERT_CMD"]:
+        monkeypatch.setenv(name, "0")
+    given = {"SVC_POSTURE_TTL_S": "42", "SVC_ALERT_THRESHOLDS": "50,x", "SVC_QUOTA_POLL_INTERVAL_S": "1"}
+    frozen = MappingProxyType(dict(given))
+    with caplog.at_level(logging.DEBUG):
+        one = Settings.from_environ(frozen)
+        two = Settings.from_environ(dict(given))
+    assert one == two and hash(one) == hash(two) and one is not two
+    assert dict(frozen) == given
+    assert one.posture_ttl_s == 42.0 and one.probe is True and one.max_streams == 1024
+    assert caplog.records == [], "parsing logs nothing: the service that owns a knob does"
+    assert Settings.from_environ({}) == Settings()
+    assert os.environ["SVC_MONITOR_MAX_STREAMS"] == "0"  # it would have raised had it been read
+
+
+def test_settings_are_frozen_and_replace_makes_a_copy():
+    settings = Settings.from_environ({"SVC_HISTORY_DAYS": "3"})
+    for name in ("history_days", "alert_cmd", "notes", "anything"):
+        with pytest.raises(AttributeError):
+            setattr(settings, name, 1)
+        with pytest.raises(AttributeError):
+            delattr(settings, name)
+    changed = settings.replace(history_days=4)
+    assert (settings.history_days, changed.history_days) == (3, 4) and changed != settings
+    assert Settings(posture_ttl_s=5.0).posture_ttl_s == 5.0 and Settings(posture_ttl_s=5.0).history_days == 8
+    with pytest.raises(TypeError):
+        Settings(no_such_setting=1)
+    assert "posture_ttl_s=300.0" in repr(Settings())
+
+
+# ---------------------------------------------------------------- bad values, as before
+
+@pytest.mark.parametrize("name", sorted(LENIENT))
+@pytest.mark.parametrize("raw", BAD_NUMBERS)
+def test_a_bad_timing_knob_gives_its_default(name, raw):
+    attribute, default = LENIENT[name]
+    settings = Settings.from_environ({name: raw})
+    value = getattr(settings, attribute)
+    assert value == default and type(value) is type(default), (name, raw, value)
+    assert settings.notes == ()
+
+
+def test_timing_knobs_take_good_values_within_their_bounds():
+    env = {"SVC_POSTURE_TTL_S": " 0.5 ", "SVC_PROBE_INTERVAL_S": "0.01", "SVC_PROBE_DEADLINE_S": "0.1",
+           "SVC_HISTORY_DAYS": "3650", "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": "100", "SVC_FLEET_TTL_S": "0",
+           "_SVC_TEST_RESET_MARGIN_S": "0"}
+    settings = Settings.from_environ(env)
+    assert (settings.posture_ttl_s, settings.probe_interval_s, settings.probe_deadline_s) == (0.5, 0.01, 0.1)
+    assert (settings.history_days, settings.liveness_interval_ms, settings.fleet_ttl_s) == (3650, 100, 0.0)
+    assert settings.reset_margin_s == 0.0
+    # Out of range, as each service always had it: below the floor or above the ceiling is the default.
+    out = Settings.from_environ({"SVC_PROBE_INTERVAL_S": "0.001", "SVC_PROBE_DEADLINE_S": "0.05",
+                                 "SVC_HISTORY_DAYS": "3651", "SVC_FLEET_TTL_S": "3601",
+                                 "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": "99"})
+    assert (out.probe_interval_s, out.probe_deadline_s, out.history_days, out.fleet_ttl_s) == (300.0, 30.0, 8, 60.0)
+    assert out.liveness_interval_ms == 120000
+    assert Settings.from_environ({"SVC_HISTORY_DAYS": "2.5"}).history_days == 8  # an integer knob
+    assert Settings.from_environ({"SVC_POSTURE_TTL_S": "1e300"}).posture_ttl_s == 1e300  # no ceiling, as before
+
+
+def test_the_refresh_floor_is_at_most_the_ttl():
+    assert Settings.from_environ({"SVC_POSTURE_TTL_S": "10"}).refresh_floor_s == 10.0
+    assert Settings.from_environ({"SVC_POSTURE_TTL_S": "0"}).refresh_floor_s == 0.0
+    both = Settings.from_environ({"SVC_POSTURE_TTL_S": "100", "SVC_REFRESH_FLOOR_S": "7"})
+    assert (both.posture_ttl_s, both.refresh_floor_s) == (100.0, 7.0)
+    assert Settings.from_environ({"SVC_POSTURE_TTL_S": "nan", "SVC_REFRESH_FLOOR_S": "500"}).refresh_floor_s == 300.0
+
+
+def test_the_quota_interval_is_raised_to_the_endpoint_budget_with_a_note():
+    raised = Settings.from_environ({"SVC_QUOTA_POLL_INTERVAL_S": "10"})
+    assert raised.quota_poll_interval_s == 180.0
+    assert raised.notes_on("SVC_QUOTA_POLL_INTERVAL_S") == [
+        "SVC_QUOTA_POLL_INTERVAL_S=10 is below the usage endpoint's budget; polling every 180 s"]
+    assert Settings.from_environ({"SVC_QUOTA_POLL_INTERVAL_S": "0"}).quota_poll_interval_s == 180.0
+    assert Settings.from_environ({"SVC_QUOTA_POLL_INTERVAL_S": "181"}).quota_poll_interval_s == 181.0
+    # The test-only knob bypasses the floor, and then the public one is not read at all.
+    test_knob = Settings.from_environ({"_SVC_TEST_QUOTA_POLL_S": "0.5", "SVC_QUOTA_POLL_INTERVAL_S": "10"})
+    assert test_knob.quota_poll_interval_s == 0.5 and test_knob.notes == ()
+
+
+@pytest.mark.parametrize("name", sorted(STRICT))
+def test_a_bad_monitor_setting_raises_as_before_unless_not_strict(name):
+    attribute, message = STRICT[name]
+    with pytest.raises(InvalidSetting) as caught:
+        Settings.from_environ({name: "x"})
+    assert str(caught.value) == message
+    for raw in ("-1", "nan", "1e400", "0", "true"):
+        with pytest.raises(InvalidSetting):
+            Settings.from_environ({name: raw})
+        assert getattr(Settings.from_environ({name: raw}, strict=False), attribute) == DEFAULTS[attribute]
+    for raw in ("", "  "):
+        assert getattr(Settings.from_environ({name: raw}), attribute) == DEFAULTS[attribute]
+
+
+def test_switches_and_words_are_read_as_before():
+    # Only "0" turns probing or the sampler off; only "1" turns the read guard on.
+    for word in ("false", "no", "off", "", "00"):
+        assert Settings.from_environ({"SVC_ACCOUNTS_PROBE": word}).probe is True
+        assert Settings.from_environ({"SVC_QUOTA_SAMPLER": word}).quota_sampler is True
+    assert Settings.from_environ({"SVC_ACCOUNTS_PROBE": " 0 "}).probe is False
+    assert Settings.from_environ({"SVC_QUOTA_SAMPLER": "0 "}).quota_sampler is False
+    for word in ("true", "yes", "on", " 1", "2"):
+        assert Settings.from_environ({"SVC_MONITOR_READ_GUARD": word}).read_guard is False
+    assert Settings.from_environ({"SVC_MONITOR_READ_GUARD": "1"}).read_guard is True
+    for word in ("loki", " LOKI ", "Loki"):
+        assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": word}).liveness_read_source == "loki"
+    assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": " Prometheus"}).liveness_read_source == "prometheus"
+    for word in ("", "tracker", "lokii", "1"):
+        assert Settings.from_environ({"SVC_LIVENESS_READ_SOURCE": word}).liveness_read_source == "tracker"
+    urls = Settings.from_environ({"SVC_TRACKER_URL": "  ", "SVC_LOKI_URL": " http://127.0.0.1:9 "})
+    assert (urls.tracker_url, urls.loki_url) == ("https://api.linear.app/graphql", "http://127.0.0.1:9")
+    assert Settings.from_environ({"SVC_ALERT_CMD": " true "}).alert_cmd == " true "
+    for word in ("false", "no", "off", "", "1"):
+        assert Settings.from_environ({"SVC_ALERT_HOOK_CGROUP": word}).alert_hook_cgroup is True
+    assert Settings.from_environ({"SVC_ALERT_HOOK_CGROUP": " 0 "}).alert_hook_cgroup is False
+
+
+def test_alert_thresholds_keep_their_parser_and_messages():
+    assert Settings.from_environ({"SVC_ALERT_THRESHOLDS": "95, 50,50"}).alert_thresholds == (50, 95)
+    bad = Settings.from_environ({"SVC_ALERT_THRESHOLDS": "x,,101"})
+    assert bad.alert_thresholds == (80, 90)
+    assert bad.notes_on("SVC_ALERT_THRESHOLDS") == [
+        "SVC_ALERT_THRESHOLDS item 'x' is not an integer from 1 to 100; ignored",
+        "SVC_ALERT_THRESHOLDS has an empty item; ignored",
+        "SVC_ALERT_THRESHOLDS item '101' is not an integer from 1 to 100; ignored",
+        "SVC_ALERT_THRESHOLDS has no usable threshold; using the default 80,90"]
+    huge = Settings.from_environ({"SVC_ALERT_THRESHOLDS": "7," * 100000})
+    assert huge.alert_thresholds == (7,) and math.isfinite(len(huge.notes))
+
+
+# ---------------------------------------------------------------- the services take the object
+
+@pytest.fixture
+def node_paths(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "SVC_POSTURE_TTL_S": "11", "SVC_HISTORY_DAYS": "2", "SVC_QUOTA_POLL_INTERVAL_S": "5",
+           "SVC_ALERT_CMD": "true", "SVC_ALERT_THRESHOLDS": "60"}
+    return Paths(home, environ=env)
+
+
+def test_services_take_their_knobs_from_the_settings_given_not_the_environment(node_paths, caplog):
+    settings = Settings(posture_ttl_s=7.0, refresh_floor_s=1.0, probe_interval_s=9.0, probe_deadline_s=3.0,
+                        reset_margin_s=2.0, history_days=5, alert_thresholds=(70,), quota_poll_interval_s=200.0,
+                        quota_sampler=False, alert_cmd="")
+    log = EventLog.for_paths(node_paths)
+    with caplog.at_level(logging.WARNING):
+        service = PostureService(node_paths, node="n", log=log, latch=Latch(node_paths.latch, log, "n"),
+                                 settings=settings)
+        trajectory = TrajectoryService(node_paths, node="n", event_log=log, settings=settings)
+        sampler = QuotaSampler(node_paths, node="n", log=log, settings=settings)
+    assert (service.ttl_s, service.floor_s, service.interval_s, service.deadline_s) == (7.0, 1.0, 9.0, 3.0)
+    assert service.resets.margin_ms == 2000
+    assert (trajectory.days, trajectory.thresholds) == (5, (70,))
+    assert (sampler.interval_s, sampler.enabled, sampler.deadline_s) == (200.0, False, 3.0)
+    assert Notifier.from_environ(node_paths.environ, settings) is None
+    hook = Notifier.from_environ({"SVC_ALERT_HOOK_CGROUP": "1"}, settings.replace(alert_cmd="true",
+                                                                                 alert_hook_cgroup=False))
+    assert hook is not None and hook.use_cgroup is False
+    assert Notifier("true", {"SVC_ALERT_HOOK_CGROUP": "0"}).use_cgroup is False  # no settings: its environment
+    assert caplog.records == []
+    # The environment still goes whole (token-free) to the probe child.
+    assert service.environ is node_paths.environ and sampler.environ is node_paths.environ
+
+
+def test_without_settings_a_service_reads_its_environment_and_logs_as_before(node_paths, caplog):
+    log = EventLog.for_paths(node_paths)
+    env = dict(node_paths.environ, SVC_ALERT_THRESHOLDS="x")
+    with caplog.at_level(logging.WARNING):
+        trajectory = TrajectoryService(node_paths, node="n", event_log=log, environ=env)
+        sampler = QuotaSampler(node_paths, node="n", log=log)
+    assert trajectory.days == 2 and trajectory.thresholds == (80, 90) and sampler.interval_s == 180.0
+    lines = [(r.name, r.getMessage()) for r in caplog.records]
+    assert lines == [
+        ("svcposture.trajectory", "SVC_ALERT_THRESHOLDS item 'x' is not an integer from 1 to 100; ignored"),
+        ("svcposture.trajectory", "SVC_ALERT_THRESHOLDS has no usable threshold; using the default 80,90"),
+        ("svcposture.posture", "SVC_QUOTA_POLL_INTERVAL_S=5 is below the usage endpoint's budget; polling every 180 s"),
+    ]
+
+
+def test_the_node_hands_its_one_settings_object_to_every_service(node_paths):
+    settings = Settings(posture_ttl_s=4.0, history_days=6, probe=False, alert_thresholds=(55,))
+    node = Node(node_paths, settings)
+    try:
+        assert node.app.settings is settings and node.settings is settings
+        assert node.service.ttl_s == 4.0 and node.service.probe_enabled is False
+        assert node.trajectory.days == 6 and node.trajectory.thresholds == (55,)
+        assert node.trajectory.notifier is None  # SVC_ALERT_CMD of the environment is not read
+    finally:
+        node.stop()
+
+
+# ---------------------------------------------------------------- a real monitor
+
+@pytest.fixture
+def provider():
+    with ProviderServer() as server:
+        yield server
+
+
+@pytest.mark.parametrize("ttl, cached", [("300", True), ("nonsense", True), ("0.2", False)])
+def test_a_monitor_serves_posture_for_its_ttl(home, provider, ttl, cached):
+    token = canary("a")
+    provider.set_account(token)
+    write_accounts(accounts_path(home), [("A", token, "a@example.com")], active="A")
+    env = monitor_env(home, provider.url, SVC_POSTURE_TTL_S=ttl, SVC_PROBE_INTERVAL_S="300",
+                      SVC_REFRESH_FLOOR_S="0.05")
+    mon = start_monitor(env)
+    try:
+        assert wait_until(lambda: mon.get_json("/api/accounts")[1].get("status") == "ok", timeout=15)
+        first = mon.get_json("/api/accounts")[1]
+        if cached:
+            # Well inside the TTL (300 s; a bad value is the default 300): every read is the cached probe.
+            for _ in range(5):
+                body = mon.get_json("/api/accounts")[1]
+                assert body["cached"] is True and body["probedAt"] == first["probedAt"]
+            assert provider.message_calls(token) == 1
+        else:
+            assert wait_until(lambda: mon.get_json("/api/accounts")[1]["probedAt"] > first["probedAt"], timeout=10)
+            assert provider.message_calls(token) >= 2
+    finally:
+        assert mon.stop() == 0
+
+
+def test_a_monitor_logs_corrected_knobs_once_and_refuses_a_bad_monitor_setting(home, provider):
+    env = monitor_env(home, provider.url, SVC_QUOTA_POLL_INTERVAL_S="10", SVC_ALERT_THRESHOLDS="x")
+    mon = start_monitor(env, args=("--no-probe",))
+    try:
+        assert mon.get("/healthz")[0] == 200
+    finally:
+        assert mon.stop() == 0
+    err = mon.stderr_text()
+    assert err.count("SVC_QUOTA_POLL_INTERVAL_S=10 is below the usage endpoint's budget; polling every 180 s") == 1
+    assert err.count("SVC_ALERT_THRESHOLDS has no usable threshold; using the default 80,90") == 1
+    refused = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "--port", "0"],
+                             env=dict(env, SVC_MONITOR_MAX_STREAMS="lots"), capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == "svc-monitor: SVC_MONITOR_MAX_STREAMS='lots' is not an integer"
