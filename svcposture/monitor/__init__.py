@@ -12,7 +12,7 @@ Layers, each importing only the ones below it:
 - main: the `svc-monitor` process (lock, logging, signals, run_monitor).
 - sse: the one stream pump and its slots; streams: the posture and trajectory
   stream sources. fleet: the /api/fleet cache. trust: the Host/Origin policy.
-- exposition: the /metrics text and the OpenAPI document (pure functions);
+- exposition: the /metrics text; openapi: the OpenAPI document (pure functions);
   vendor_openapi adds the second vendor to that document, vendor_routes
   picks the posture `?provider=` names (DESIGN §17).
 - assets: the dashboard files in static/.

@@ -46,7 +46,8 @@ from ..posture import reply
 from ..settings import Settings
 from . import wire
 from .assets import PAGE_HEADERS, load_static
-from .exposition import METRICS_TYPE, openapi_document, render_metrics, render_trajectory_metrics
+from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
+from .openapi import openapi_document
 from .fleet import FleetCache, collect_report
 from .sse import FrameCache, Stream, StreamSlots
 from .streams import ACCOUNT, PostureFrames, TrajectoryFrames

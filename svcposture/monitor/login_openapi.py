@@ -1,8 +1,8 @@
-"""The OpenAPI document's first-look parts (DESIGN §22), added onto exposition's document.
+"""The OpenAPI document's first-look parts (DESIGN §22), added onto openapi's document.
 
 GET /api/login (this machine's Claude Code login from the quota sampler) and
 the demo's simulated fleet source. Kept apart so the contract's schemas in
-exposition stay as they are.
+openapi stay as they are.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The OpenAPI document's second vendor (DESIGN §17), added onto exposition's document.
+"""The OpenAPI document's second vendor (DESIGN §17), added onto openapi's document.
 
 `provider` on /api/accounts and its stream (400 when bad), the Codex posture
 body in the §4 shape with its vendor fields, `provider` on every trajectory
 and history row, and the optional `codex` block of a fleet host. Kept apart
-so the contract's schemas in exposition stay as they are.
+so the contract's schemas in openapi stay as they are.
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _bad_request() -> Dict[str, Any]:
 
 
 def extend(document: Dict[str, Any]) -> Dict[str, Any]:
-    """Add the second vendor to an OpenAPI document built by exposition.openapi_document (in place)."""
+    """Add the second vendor to an OpenAPI document built by openapi.openapi_document (in place)."""
     schemas = document["components"]["schemas"]
     schemas.update(codex_schemas())
     paths = document["paths"]
