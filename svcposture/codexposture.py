@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .broadcast import Broadcast
 from .events import EventLogError
-from .posture import (binding_window, derive_summary, disabled_body, error_summary, is_node_error, node_status,
+from .summary import (binding_window, derive_summary, disabled_body, error_summary, is_node_error, node_status,
                       reply, sibling_with_headroom)
 from .vendors import CODEX
 

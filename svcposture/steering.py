@@ -159,7 +159,7 @@ class AutoSwitcher:
         if choose(candidates, host=self.node) is None:
             self._say("%s needs a switch, but no other account has headroom" % active["label"])
             return
-        from .posture import reply
+        from .summary import reply
         self.spawn(["switch", "--best", "--reason", "auto", "--provider", self.provider, "--posture-stdin",
                     "--json"], json.dumps(reply(summary, cached=True)).encode("utf-8"))
 

@@ -2,14 +2,11 @@
 number is and what a word is. Each fact is asserted where it is used."""
 from __future__ import annotations
 
-import math
-import os
 import subprocess
-import sys
 
 import pytest
 
-from svcposture import _cycle, _spawn, _text, alerts, history, notify, posture, probe, trajectory
+from svcposture import _cycle, _spawn, _text, alerts, history, notify, probe, summary, trajectory
 from svcposture.cluster import liveness, tracker
 from tests.support.waiting import wait_until
 
@@ -106,9 +103,9 @@ def test_a_word_is_the_whole_string(text, is_word):
 
 
 def test_posture_and_history_drop_a_word_or_label_with_a_trailing_newline():
-    view = posture.account_view({"label": "acct1", "overallStatus": "allowed\n", "representativeClaim": "five_hour"})
+    view = summary.account_view({"label": "acct1", "overallStatus": "allowed\n", "representativeClaim": "five_hour"})
     assert view["overallStatus"] is None and view["representativeClaim"] == "five_hour"
-    assert posture.account_view({"label": "acct1\n"}) is None
+    assert summary.account_view({"label": "acct1\n"}) is None
     assert history.parse_row(b'{"t": 1800000000000, "label": "acct1\\n"}') is None
     assert history.parse_row(b'{"t": 1800000000000, "label": "acct1"}')["label"] == "acct1"
     assert _text.account_label("a" * 64) and _text.account_label("a" * 65) is None

@@ -12,6 +12,7 @@ import pytest
 from tests.support.home import assert_no_canary, canary, files_text, write_accounts
 from tests.support.waiting import wait_until
 from svcposture import _time, posture
+from svcposture.errors import MESSAGES
 from svcposture.events import STATUS_CHANGED, EventLog, event_name
 from svcposture.latch import Latch
 from svcposture.paths import Paths
@@ -120,7 +121,7 @@ def test_node_level_error_and_disabled_bodies():
         assert list(body) == BODY_KEYS + ["error"]
         assert body["status"] == "error" and body["active"] is None and body["accounts"] == []
         assert set(body["error"]) == {"kind", "message"}
-        assert body["error"]["message"] in posture.MESSAGES[body["error"]["kind"]]
+        assert body["error"]["message"] in MESSAGES[body["error"]["kind"]]
     assert derive_summary({"available": False, "x": 1}, NODE, 1) == {"available": False, "node": NODE}
     assert posture.reply(posture.disabled_body(NODE), cached=True) == {"available": False, "node": NODE}
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from tests.support.cli import cli
 from tests.support.home import clean_env, set_host_name, write_json
 
-from svcposture.posture import sibling_with_headroom
+from svcposture.summary import sibling_with_headroom
 
 KEY = "svc.posture.reservePct"
 

@@ -42,7 +42,7 @@ from .._time import iso_now, now_ms
 from .._version import __version__
 from ..history import DEFAULT_HOURS, MAX_HOURS
 from ..loginview import login_body, no_sampler_reason
-from ..posture import reply
+from ..summary import reply
 from ..settings import Settings
 from . import wire
 from .assets import PAGE_HEADERS, load_static

@@ -13,7 +13,7 @@ import logging
 from typing import Any, Dict, Optional, Tuple
 
 from .._time import now_ms
-from ..posture import disabled_body, reply
+from ..summary import disabled_body, reply
 from ..vendors import CLAUDE, provider_from_query
 from .wire import dumps
 
