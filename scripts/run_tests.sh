@@ -45,7 +45,10 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_schemathesis.py tests/test_crash_edges.py tests/test_hostile_envswap.py tests/test_leak_tokens.py
   tests/test_anchor_move.py tests/test_usage_budget.py tests/test_prometheus.py tests/test_fleet_status.py
   tests/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py tests/test_fleet_engines.py
-  tests/test_tracker_budget.py tests/test_codex_pages.py tests/test_codex_schemathesis.py"
+  tests/test_tracker_budget.py tests/test_codex_pages.py tests/test_codex_schemathesis.py
+  tests/test_pages_browser.py tests/test_first_look_demo.py tests/test_reserve_config.py
+  tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
+  tests/test_leak_codex_tokens.py tests/test_mirror_join.py tests/test_promread.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then
