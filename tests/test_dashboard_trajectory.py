@@ -19,6 +19,19 @@ def _no_horizontal_scroll(driver) -> bool:
     return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
 
 
+
+def fresh(read):
+    """`read()` of elements the page may re-render under it (every probe redraws the cards):
+    a read that meets a replaced element is read again from the new one, not a failure."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    for _ in range(50):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return read()
+
+
 def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path, monitors):  # noqa: F811
     now = int(time.time() * 1000)
     reset_5h = (now + HOUR_MS) // 1000 * 1000
@@ -36,15 +49,16 @@ def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path, 
             browser.get(mon.url + "/")
             css = lambda sel: browser.find_elements("css selector", sel)  # noqa: E731
             wait_for(lambda: len(css(".card[data-label]")) == 2, what="a card per account")
-            assert [c.get_attribute("data-label") for c in css(".card[data-label]")] == ["acct1", "acct2"]
-            assert "active" in css('.card[data-label="acct1"]')[0].get_attribute("class")
+            assert fresh(lambda: [c.get_attribute("data-label") for c in css(".card[data-label]")]) == ["acct1", "acct2"]
+            assert "active" in fresh(lambda: css('.card[data-label="acct1"]')[0].get_attribute("class"))
             five = '.card[data-label="acct1"] .win[data-window="fiveHour"] '
             wait_for(lambda: "at this rate 100% in" in css(five + ".sentence")[0].text, what="forecast sentence")
-            sentence = css(five + ".sentence")[0]
-            assert "before reset" in sentence.text and "alarm" in sentence.get_attribute("class")
+            text, classes = fresh(lambda: (css(five + ".sentence")[0].text,
+                                           css(five + ".sentence")[0].get_attribute("class")))
+            assert "before reset" in text and "alarm" in classes
             wait_for(lambda: len(re.findall(r"[ML]", css(five + ".spark-line")[0].get_attribute("d"))) >= 10,
                   what="a sparkline path with the seeded points")
-            assert css(five + ".spark-forecast")[0].get_attribute("d").startswith("M")
+            assert fresh(lambda: css(five + ".spark-forecast")[0].get_attribute("d")).startswith("M")
             assert css(five + ".spark-reset")
             # The local clock time sits beside each countdown.
             assert re.search(r"resets in .+ \(\d", browser.find_element("id", "bar-5h-text").text)
@@ -52,7 +66,7 @@ def test_cards_sparklines_forecast_sentence_and_a_live_alert(browser, tmp_path, 
             # acct1 is active and its wall is within the hour: the forecast alert is listed.
             wait_for(lambda: any("forecast to reach 100%" in li.text for li in css("#alerts li.kind-forecast")),
                   what="the forecast alert")
-            assert not any("reached 80%" in li.text for li in css("#alerts li"))
+            assert not fresh(lambda: any("reached 80%" in li.text for li in css("#alerts li")))
 
             provider.set_account(TOK1, five_hour=(0.85, "allowed_warning"), seven_day=(0.30, "allowed"),
                                  reset_5h=reset_5h / 1000)
