@@ -54,16 +54,17 @@ def comment_of(rest: str) -> Optional[str]:
     return None
 
 
-def parse_entries(text: str) -> List[Tuple[str, Optional[str]]]:
+def parse_entries(text: str, entry_re: "re.Pattern[str]" = _ENTRY_RE) -> List[Tuple[str, Optional[str]]]:
     """[(SUFFIX, email)] in file order from the env file text; values are not looked at.
 
     A suffix defined twice keeps its first position and the last line's email,
-    as the shell keeps the last value.
+    as the shell keeps the last value. `entry_re` picks the lines and captures
+    (suffix, the rest): Claude's `MODEL_TOKEN_` lines unless told otherwise.
     """
     order: List[str] = []
     emails: Dict[str, Optional[str]] = {}
     for line in text.splitlines():
-        m = _ENTRY_RE.match(line)
+        m = entry_re.match(line)
         if not m:
             continue
         suffix = m.group(1)

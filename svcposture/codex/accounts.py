@@ -12,8 +12,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .._text import EMAIL_RE
-from ..accounts import PLACEHOLDER, comment_of
+from ..accounts import PLACEHOLDER, parse_entries
 
 CODEX_HOME_PREFIX = "CODEX_HOME_"
 ACTIVE_HOME_VAR = "CODEX_HOME"
@@ -23,7 +22,6 @@ DIR_PLACEHOLDER = "PASTE_DIR_HERE"
 
 _ENTRY_RE = re.compile(r"^\s*(?:export\s+)?CODEX_HOME_([A-Za-z0-9_]+)=(.*)$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
-_MAX_EMAIL = 254
 
 
 def is_codex_home_var(name: str) -> bool:
@@ -37,23 +35,7 @@ def codex_label(name: str) -> str:
 
 def parse_codex_entries(text: str) -> List[Tuple[str, Optional[str]]]:
     """[(NAME, email)] in file order; a name defined twice keeps its first place and last email."""
-    order: List[str] = []
-    emails: Dict[str, Optional[str]] = {}
-    for line in text.splitlines():
-        m = _ENTRY_RE.match(line)
-        if not m:
-            continue
-        name = m.group(1)
-        email: Optional[str] = None
-        comment = comment_of(m.group(2))
-        if comment is not None:
-            found = EMAIL_RE.search(comment)
-            if found and len(found.group(0)) <= _MAX_EMAIL:
-                email = found.group(0)
-        if name not in emails:
-            order.append(name)
-        emails[name] = email
-    return [(n, emails[n]) for n in order]
+    return parse_entries(text, _ENTRY_RE)
 
 
 def _usable_dir(value: Optional[str]) -> bool:
