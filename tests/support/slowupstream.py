@@ -15,57 +15,21 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from typing import Any, List
+from typing import Any
 
-from .rawserver import http_reply
+from .rawserver import RawServer, http_reply
 
 
-class SlowUpstream:
+class SlowUpstream(RawServer):
+    """RawServer's accept loop and stop, with its own answer to every connection."""
+
     def __init__(self, host: str = "n1", byte_every_s: float = 2.0) -> None:
+        super().__init__()
         self.host = host
         self.byte_every_s = byte_every_s
         self.trickle = False
         self.trickled = 0  # connections that were trickled
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._conns: List[socket.socket] = []
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.url = "http://127.0.0.1:%d" % self._sock.getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def __enter__(self) -> "SlowUpstream":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._sock.close()
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for conn in conns:
-            try:
-                conn.close()
-            except OSError:
-                pass
-        self._thread.join(5)
-
-    def _serve(self) -> None:
-        self._sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            with self._lock:
-                self._conns.append(conn)
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
 
     def _request(self, conn: socket.socket) -> bytes:
         conn.settimeout(5)
