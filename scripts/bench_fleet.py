@@ -9,7 +9,7 @@
    against the one-write stdlib ThreadingHTTPServer serving a body of the same
    size, alternating rounds (target >= 0.5x).
 
-3. The fleet past the tracker's budget (DESIGN §19): `svc-cluster status --json` for
+3. The fleet past the tracker's budget (docs/fleet-prometheus.md): `svc-cluster status --json` for
    1,000 hosts read from a real Prometheus scraping 1,000 stand-in monitors (10 s),
    and from a real VictoriaMetrics fed by its remote_write: wall time (target < 1 s)
    and queries per status (target <= 3), against the tracker path for the same

@@ -1,4 +1,4 @@
-"""Parts 3 and 4 of scripts/bench_fleet.py: the fleet past the tracker's budget (DESIGN §19).
+"""Parts 3 and 4 of scripts/bench_fleet.py: the fleet past the tracker's budget (docs/fleet-prometheus.md).
 
 3. Status for 1,000 hosts from Prometheus and from VictoriaMetrics (real engines on
    loopback, 1,000 stand-in monitors), against the tracker path for the same hosts.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What `svc-monitor guard` and `svc-monitor switch` cost (DESIGN §18).
+"""What `svc-monitor guard` and `svc-monitor switch` cost (docs/steering.md).
 
 Against a real monitor subprocess (its cache warm) and the provider test server:
 - guard decision wall time against `python -c pass` on the same interpreter,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A mixed node (3 Claude + 3 Codex accounts) keeps the cached-read floor (DESIGN §17).
+"""A mixed node (3 Claude + 3 Codex accounts) keeps the cached-read floor (docs/codex.md).
 
 The real monitor (a subprocess) probes the built-in simulated provider, which
 answers both Claude's header probe and the Codex usage route, for a node with

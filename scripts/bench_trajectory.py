@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the trajectory side (DESIGN §10), each figure against a baseline of the same run.
+"""Benchmark of the trajectory side (docs/trajectory.md), each figure against a baseline of the same run.
 
 1. A probe's history append (4 rows, one locked write, as the monitor does it), median
    over many probes, against one bare os.write of the same bytes      (target < 1 ms).

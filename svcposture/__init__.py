@@ -1,6 +1,6 @@
 """Account posture, quota events and cluster liveness for one node.
 
-The library face (DESIGN §12). Everything but the version and `forecast` is
+The library face (docs/architecture.md). Everything but the version and `forecast` is
 imported on first use (PEP 562), so `import svcposture` costs about a
 millisecond and loads neither http.server, subprocess nor urllib:
 

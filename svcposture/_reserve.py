@@ -1,6 +1,6 @@
 """The human reserve, `svc.posture.reservePct`: the share of every account automation leaves for people.
 
-A SHARED Layer-2 setting (DESIGN §18), read like the anchor: cluster-secrets.json
+A SHARED Layer-2 setting (docs/steering.md), read like the anchor: cluster-secrets.json
 first, then config.json. An integer from 0 to 50; 0 (no reserve) when unset.
 
 Its own small module because `svc-monitor guard` reads it on every call and must

@@ -1,6 +1,6 @@
 """The accounts env file as text: its entries, their emails, which one is active.
 
-The file is POSIX sh (DESIGN §2): one `[export ]MODEL_TOKEN_<SUFFIX>=<value>  # <email>`
+The file is POSIX sh (docs/posture.md): one `[export ]MODEL_TOKEN_<SUFFIX>=<value>  # <email>`
 line per account. Only the token-scoped child ever calls the functions that
 look at values, and it takes the values from its own environment after the
 shell has sourced the file: the line parser below reads names and comments,

@@ -1,4 +1,4 @@
-"""Threshold and forecast alerts (DESIGN §10), exactly once across kill -9.
+"""Threshold and forecast alerts (docs/trajectory.md), exactly once across kill -9.
 
 Two event kinds, appended to the node's event log:
 

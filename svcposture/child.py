@@ -1,7 +1,7 @@
 """The token-scoped child: what runs after /bin/sh has sourced the accounts env file.
 
 `python -m svcposture.probe headers|usage|check --json --child` lands here
-(DESIGN §2). The child takes tokens from its own environment only, probes the
+(docs/posture.md). The child takes tokens from its own environment only, probes the
 provider and returns token-free data; `probe.main` prints it. Every error it
 reports comes from the fixed vocabulary, and anything unexpected becomes
 `internal`, never a traceback, which could quote a token.
@@ -24,7 +24,7 @@ from .provider import (DEFAULT_REQUEST_TIMEOUT_S, MAX_USAGE_BODY, fetch_usage, p
 # a little before it): its reader lives with the monitor's settings.
 from .settings import DEFAULT_DEADLINE_S, MIN_DEADLINE_S, sweep_deadline_s  # noqa: F401
 
-# Header probes in flight at once (DESIGN §3).
+# Header probes in flight at once (docs/posture.md).
 MAX_IN_FLIGHT = 4
 
 
@@ -181,7 +181,7 @@ def login(environ: Mapping[str, str]) -> Dict[str, Any]:
     """Who the interactive login is, without the network: `{"ok", "email"}`.
 
     The monitor asks before a usage poll, to know which host of the cluster polls
-    this login (DESIGN §14); the profile file may hold a key, so only a child reads it.
+    this login (docs/posture.md); the profile file may hold a key, so only a child reads it.
     """
     paths = Paths(environ=environ)
     if not paths.login_credentials.exists():

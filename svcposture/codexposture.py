@@ -1,4 +1,4 @@
-"""The Codex accounts' posture (DESIGN §17): the §4 body for `?provider=codex`.
+"""The Codex accounts' posture (docs/codex.md): the posture body (docs/posture.md) for `?provider=codex`.
 
 Codex accounts come out of the same child run as Claude's: the report of
 `probe headers` carries a top-level `codex` block when the accounts env file
@@ -6,7 +6,7 @@ has a `CODEX_HOME_*` line. So the Codex posture rides on the Claude posture
 service: the same probe schedule, TTL, refresh floor and single flight, and
 no probe of its own. This module hooks into that service (its `derive` and
 `probe_environ`), keeps the Codex summary beside Claude's, and serves it in
-the §4 shape: `active` is the `CODEX_HOME` account, window objects carry
+the posture body's shape: `active` is the `CODEX_HOME` account, window objects carry
 `derived: true` (the vendor sends no status words), and each account adds
 what the vendor reports beyond the contract's fields (`extraWindows`,
 `codeReview`, `planType`, `credits`, `source`, `sampledAt`, `provider`).
@@ -36,7 +36,7 @@ log = logging.getLogger("svcposture.codexposture")
 
 # How often the HRW candidates (roster and live hosts) are re-read for the child.
 CANDIDATES_EVERY_S = 600.0
-# What an account keeps of the child's row, beyond the §4 fields.
+# What an account keeps of the child's row, beyond the posture fields.
 SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits", "source", "sampledAt")
 
 
@@ -53,7 +53,7 @@ def _outcome(row: Mapping[str, Any], memory: Mapping[str, Dict[str, Any]]) -> Di
 
 
 def codex_account_view(row: Mapping[str, Any], memory: Mapping[str, Dict[str, Any]]) -> Dict[str, Any]:
-    """One Codex account in the §4 account shape plus its vendor fields (pure).
+    """One Codex account in the posture account shape plus its vendor fields (pure).
 
     `row` is a row of the whitelisted `codex` block (codex.report.clean_codex_block).
     """

@@ -113,7 +113,7 @@ def ratelimit_sampled(node: str, email: Optional[str], values: Mapping[str, Any]
 
 
 def provider_attrs(attrs: Dict[str, Any], provider: Optional[str]) -> None:
-    """Tag a non-Claude account's event with `account.provider` (DESIGN §17).
+    """Tag a non-Claude account's event with `account.provider` (docs/codex.md).
 
     Claude's events stay the contract's, byte for byte: no key is added for them.
     """
@@ -139,7 +139,7 @@ def status_changed(node: str, handle: str, email: Optional[str], status: str,
 
 def account_switched(node: str, provider: str, from_label: Optional[str], to_label: str, reason: str,
                      email: Optional[str] = None, ts_ms: Optional[int] = None) -> Dict[str, Any]:
-    """`account.switched` (DESIGN §18): the accounts env file's export line now names `to_label`."""
+    """`account.switched` (docs/steering.md): the accounts env file's export line now names `to_label`."""
     if reason not in SWITCH_REASONS:
         raise ValueError("switch.reason must be one of %s" % ", ".join(SWITCH_REASONS))
     attrs: Dict[str, Any] = {"event.label": email or to_label, "account.from": from_label,

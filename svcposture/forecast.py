@@ -1,4 +1,4 @@
-"""When a window hits its wall: the burn-rate forecast of DESIGN §10, a pure function.
+"""When a window hits its wall: the burn-rate forecast of docs/trajectory.md, a pure function.
 
 It runs once per window and account after every probe and on every library
 call, so it stays a few passes of plain arithmetic in C-level builtins (no

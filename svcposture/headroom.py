@@ -1,6 +1,6 @@
-"""Headroom under the human reserve: the guard's decision and the switch's choice (DESIGN §18).
+"""Headroom under the human reserve: the guard's decision and the switch's choice (docs/steering.md).
 
-Pure functions over a posture body (the §4 shape, for either vendor). The
+Pure functions over a posture body (the posture body's shape, for either vendor). The
 guard imports this module on every call, so it imports nothing at run time but
 the package's number rules (the switch's HRW comes with its first fleet pick).
 """
@@ -68,7 +68,7 @@ def _unavailable_reason(body: "Any", now_ms: int, stale_ms: int) -> "Optional[st
 
 
 def of_provider(label: "Any", provider: str) -> bool:
-    """Whether an account label is the vendor's: Codex labels are `codex-<name>` (DESIGN §17)."""
+    """Whether an account label is the vendor's: Codex labels are `codex-<name>` (docs/codex.md)."""
     return isinstance(label, str) and label.startswith("codex-") == (provider == "codex")
 
 

@@ -1,4 +1,4 @@
-"""The history store of DESIGN §10: window pcts per probe, one file per UTC day.
+"""The history store of docs/trajectory.md: window pcts per probe, one file per UTC day.
 
 `~/svc/history/<UTC YYYY-MM-DD>.jsonl` holds one row per account and probe:
 `{"t": <probedAt ms>, "label", "fiveHour": {"pct", "resetsAt": <ms or null>} | null,
@@ -76,7 +76,7 @@ def _window_of_summary(window: Any) -> Optional[Dict[str, Any]]:
 def rows_from_summary(summary: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """The history rows of one probe: one per account that has a window pct.
 
-    `summary` is a posture summary or body (DESIGN §4). A disabled or
+    `summary` is a posture summary or body (docs/posture.md). A disabled or
     node-level error summary gives no row.
     """
     if summary.get("available") is not True or "error" in summary:
@@ -179,7 +179,7 @@ def _day_files(paths: Paths) -> Iterator[Tuple[str, Path]]:
 
 
 def prune(paths: Paths, days: int = DEFAULT_DAYS, now_ms: Optional[int] = None) -> List[Path]:
-    """Delete the day files older than `days` days (DESIGN §10); returns what went.
+    """Delete the day files older than `days` days (docs/trajectory.md); returns what went.
 
     A file is kept while its day is within `days` days of today (UTC), so
     `days` days of hours can always be read back; files of later days (a
@@ -302,7 +302,7 @@ def cycle_points(rows: Iterable[Mapping[str, Any]], label: str, field: str,
 
 
 def read_history(home: "Optional[os.PathLike[str] | str]" = None, *, hours: int = DEFAULT_HOURS) -> Dict[str, Any]:
-    """The /api/history body of the node at `home` for the last `hours` hours (DESIGN §10).
+    """The /api/history body of the node at `home` for the last `hours` hours (docs/trajectory.md).
 
     `home` is the node's home directory (None: $HOME). `hours` is an integer
     from 1 to 192 (else InvalidSetting). Returns `{"node", "from", "to",

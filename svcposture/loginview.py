@@ -1,8 +1,8 @@
 """GET /api/login: this machine's Claude Code login, shown when no accounts file is set up.
 
 The quota sampler already polls the interactive login's usage in its
-token-scoped child (DESIGN §3, §14); this module turns its newest sample into
-the body of `GET /api/login` (DESIGN §22):
+token-scoped child (docs/posture.md); this module turns its newest sample into
+the body of `GET /api/login` (docs/first-look.md):
 
     {"available": true, "node", "plan", "fiveHour": {"pct", "resetsAt"},
      "sevenDay": {...}, "sampledAt", "source": "login"}

@@ -1,4 +1,4 @@
-"""The operator's notify hook, $SVC_ALERT_CMD (DESIGN §10).
+"""The operator's notify hook, $SVC_ALERT_CMD (docs/trajectory.md).
 
 Each alert (and each account.status.changed edge) is queued; one worker
 thread runs `/bin/sh -c "$SVC_ALERT_CMD"` per event, one at a time, with the

@@ -1,4 +1,4 @@
-"""The posture service (DESIGN §4): cache, single-flight probes, periodic refresh.
+"""The posture service (docs/posture.md): cache, single-flight probes, periodic refresh.
 
 The summary itself is derived from the probe child's report by the pure
 functions of summary.py, which copy whitelisted fields only, at every depth.
@@ -30,7 +30,7 @@ log = logging.getLogger("svcposture.posture")
 def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
                  environ: Optional[Mapping[str, str]] = None,
                  deadline_s: Optional[float] = None) -> Dict[str, Any]:
-    """One sweep through the token-scoped child: the /api/accounts body (DESIGN §4).
+    """One sweep through the token-scoped child: the /api/accounts body (docs/posture.md).
 
     `home` is the node's home directory (its `svc/` and `.config/svc/`; None:
     $HOME of `environ`, which defaults to os.environ). `deadline_s` bounds the

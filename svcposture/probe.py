@@ -5,7 +5,7 @@ file once without reading it, checks that descriptor (fstat), and starts a
 child through `/bin/sh` with it, which sources `/dev/fd/N` and `exec`s
 `python -m <this module> headers|usage|login|check --json --child --env-fd N`.
 The child inherits no token variable, so only the file decides; it is killed
-at the sweep deadline. What comes back is token-free JSON (DESIGN §2).
+at the sweep deadline. What comes back is token-free JSON (docs/posture.md).
 
 The child's half lives in `child` (the sweep), `provider` (the wire) and
 `accounts` (the env file text). Run by hand, `python -m svcposture.probe

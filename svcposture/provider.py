@@ -1,4 +1,4 @@
-"""The provider's wire, as the token-scoped child speaks it (DESIGN §3).
+"""The provider's wire, as the token-scoped child speaks it (docs/posture.md).
 
 Two requests: the header probe (`POST /v1/messages`, read for its
 `anthropic-ratelimit-unified-*` headers whatever the status) and the usage
@@ -99,7 +99,7 @@ def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]
     None when there is no such header it knows. ValueError when a value does not
     parse. A window is present when any of its three headers is.
     """
-    # Unknown unified headers (overage-*, fallback-*, ...) are ignored (DESIGN §14).
+    # Unknown unified headers (overage-*, fallback-*, ...) are ignored (docs/posture.md).
     unified = {k[len(UNIFIED):]: v for k, v in headers.items()
                if k.startswith(UNIFIED) and k[len(UNIFIED):] in _KNOWN_UNIFIED}
     if not unified:

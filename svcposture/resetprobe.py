@@ -1,4 +1,4 @@
-"""The probe at the reset (DESIGN §14): when a window resets, look again soon after.
+"""The probe at the reset (docs/posture.md): when a window resets, look again soon after.
 
 Without it a `rejected` account stays rejected on every screen, and in the
 latch, until the next periodic probe, up to a probe interval after the

@@ -1,6 +1,6 @@
 """The quota sampler: polls the interactive login's usage into account.ratelimit.sampled.
 
-DESIGN §3 and §14: once at start, then every $SVC_QUOTA_POLL_INTERVAL_S (300,
+docs/posture.md: once at start, then every $SVC_QUOTA_POLL_INTERVAL_S (300,
 never below 180: the usage endpoint allows about 30 requests an hour per
 account, shared by every machine that polls it); off without a credentials
 file or with SVC_QUOTA_SAMPLER=0. A failed poll, or a reply with no readable

@@ -41,7 +41,7 @@ DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_FLEET_TTL_S = 60.0
 MAX_FLEET_TTL_S = 3600.0
 
-# The posture service's schedule (DESIGN §4).
+# The posture service's schedule (docs/posture.md).
 DEFAULT_TTL_S = 300.0
 DEFAULT_FLOOR_S = 30.0
 DEFAULT_INTERVAL_S = 300.0
@@ -51,7 +51,7 @@ DEFAULT_INTERVAL_S = 300.0
 DEFAULT_DEADLINE_S = 30.0
 MIN_DEADLINE_S = 0.1
 
-# The quota sampler (DESIGN §14).
+# The quota sampler (docs/posture.md).
 DEFAULT_QUOTA_INTERVAL_S = 300.0
 # 3 polls an hour per host: up to ten hosts of one login (before the one-poller
 # rule) stay within the endpoint's ~30 requests an hour.
@@ -60,7 +60,7 @@ MIN_QUOTA_INTERVAL_S = 180.0
 # test suite. Underscore-prefixed, read only when set, not documented.
 TEST_QUOTA_INTERVAL_ENV = "_SVC_TEST_QUOTA_POLL_S"
 
-# Cluster liveness (DESIGN §8).
+# Cluster liveness (docs/liveness.md).
 INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
 DEFAULT_INTERVAL_MS = 120000
 # Shorter intervals exist for tests; below this a tracker would rate-limit anyway.

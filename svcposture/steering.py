@@ -1,4 +1,4 @@
-"""The monitor's side of steering (DESIGN §18): it notices a switch, tells the
+"""The monitor's side of steering (docs/steering.md): it notices a switch, tells the
 notify hook, and switches by itself when the operator opts in.
 
 - The accounts env file is watched by `stat` alone on a short tick (the

@@ -1,4 +1,4 @@
-"""The posture summary (DESIGN §4) as pure functions of the probe child's report.
+"""The posture summary (docs/posture.md) as pure functions of the probe child's report.
 
 The summary is derived by copying whitelisted fields only, at every depth, so
 nothing the child (or a hostile env file) printed can ride along into a
@@ -43,7 +43,7 @@ def _window(value: Any) -> Optional[Dict[str, Any]]:
 
 
 def binding_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
-    """(bindingWindow, bindingStatus) of one account view (DESIGN §4, §14).
+    """(bindingWindow, bindingStatus) of one account view (docs/posture.md).
 
     A claim that names something other than a window (`overage`) takes the
     worst window as bindingWindow and overallStatus as bindingStatus: an
@@ -104,7 +104,7 @@ def account_view(raw: Any) -> Optional[Dict[str, Any]]:
 
 
 def node_status(active: Optional[Mapping[str, Any]]) -> str:
-    """The node status of DESIGN §4 from the active account's view (None: no active account)."""
+    """The node status of docs/posture.md from the active account's view (None: no active account)."""
     if active is None:
         return UNKNOWN
     if active.get("error"):

@@ -1,4 +1,4 @@
-"""The accounts env file's export line: which account is active, and rewriting it (DESIGN §18).
+"""The accounts env file's export line: which account is active, and rewriting it (docs/steering.md).
 
 The active account is chosen by one line of the file,
 `export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_<NAME>"` for Claude or

@@ -1,8 +1,8 @@
 """A switch of the active account as one transaction: exactly one `account.switched` per switch.
 
 The env file's rename is the action and the event records it; a kill -9 may
-fall between any two steps, so the switch runs as an intent (DESIGN §18, in
-the manner of the latch of §7):
+fall between any two steps, so the switch runs as an intent (docs/steering.md, in
+the manner of the latch (docs/events.md)):
 
 1. under the switch lock, finish any switch a killed process left (reconcile);
 2. write the intent `{from, to, reason, atMs}` to `~/svc/switch-state.json`;

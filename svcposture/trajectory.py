@@ -1,4 +1,4 @@
-"""Where each account is heading (DESIGN §10): the service behind /api/trajectory.
+"""Where each account is heading (docs/trajectory.md): the service behind /api/trajectory.
 
 After every probe whose result is fresh (periodic or forced, never a replay)
 the posture service hands the summary here. This module then
@@ -156,7 +156,7 @@ class TrajectoryService:
             rows = self._fresh_samples(summary, rows)
         if rows:
             try:
-                # History is a chart, not a ledger: no fsync per probe (DESIGN §10 sets
+                # History is a chart, not a ledger: no fsync per probe (docs/trajectory.md sets
                 # no durability); a crash may lose the newest rows, never tear one.
                 append_rows(self.paths, rows, fsync=False)
             except (HistoryError, ValueError) as exc:

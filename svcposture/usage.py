@@ -1,4 +1,4 @@
-"""The usage reply, read the way the provider really sends it (DESIGN §14).
+"""The usage reply, read the way the provider really sends it (docs/posture.md).
 
 Pure functions, no I/O. The reply of `GET /api/oauth/usage` has carried its
 windows in two shapes: named buckets (`five_hour`, `seven_day`,

@@ -1,4 +1,4 @@
-"""Which vendor an account belongs to, and the `provider` query parameter (DESIGN §17).
+"""Which vendor an account belongs to, and the `provider` query parameter (docs/codex.md).
 
 Two vendors share one node: Claude (the contract's accounts, `MODEL_TOKEN_*`
 lines) and Codex (`CODEX_HOME_*` lines). A Codex label is always

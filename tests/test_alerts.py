@@ -1,4 +1,4 @@
-"""Threshold and forecast alerts: the rules of DESIGN §10, the latch file, and the log reconciliation."""
+"""Threshold and forecast alerts: the rules of docs/trajectory.md, the latch file, and the log reconciliation."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""The automatic switch (DESIGN §18, SVC_AUTO_SWITCH_AT), through a real monitor and its
+"""The automatic switch (docs/steering.md, SVC_AUTO_SWITCH_AT), through a real monitor and its
 real switch child against the stand-in provider.
 
 - It switches once when the active account reaches the threshold, and no more

@@ -1,4 +1,4 @@
-"""Header fixtures of the claims the provider sends (DESIGN §14): a representative
+"""Header fixtures of the claims the provider sends (docs/posture.md): a representative
 claim that is not a window (`overage`) binds to the worst window with overallStatus,
 and unknown `anthropic-ratelimit-unified-*` headers are ignored.
 

@@ -1,4 +1,4 @@
-"""The Codex summary (codexposture.codex_summary), pure: the §4 shape from the child's block,
+"""The Codex summary (codexposture.codex_summary), pure: the posture body's shape from the child's block,
 the last outcome kept across runs that sent nothing, and hostile blocks."""
 from __future__ import annotations
 

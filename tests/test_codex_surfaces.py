@@ -1,4 +1,4 @@
-"""Codex accounts on the monitor's surfaces (DESIGN §17), through real monitors.
+"""Codex accounts on the monitor's surfaces (docs/codex.md), through real monitors.
 
 Two nodes share one Claude provider stand-in, one Codex usage stand-in and one
 tracker stand-in:

@@ -1,4 +1,4 @@
-"""The demo as a new user starts it (DESIGN §22): commands that run as printed, a
+"""The demo as a new user starts it (docs/first-look.md): commands that run as printed, a
 simulated fleet on /fleet, a taken --port refused; and the exhausted banner's
 recommendation, which follows the forecasts."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fleet past the tracker's budget, with the real engines (DESIGN §19).
+"""The fleet past the tracker's budget, with the real engines (docs/fleet-prometheus.md).
 
 One stand-in process serves 1,000 monitors' /metrics on 1,000 loopback
 addresses; Debian's real Prometheus scrapes them every second from the file

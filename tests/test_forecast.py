@@ -1,4 +1,4 @@
-"""The burn-rate forecast (DESIGN §10): a pure function, checked by properties."""
+"""The burn-rate forecast (docs/trajectory.md): a pure function, checked by properties."""
 from __future__ import annotations
 
 import math

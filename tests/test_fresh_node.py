@@ -206,7 +206,7 @@ def test_demo_prints_its_hud_line_and_nothing_about_liveness(tmp_path: Path) -> 
                 break
             lines.append(line)
         url = re.search(r"dashboard at (http://127\.0\.0\.1:\d+)/", "".join(lines)).group(1)
-        # Started with `python -m svcposture`, it prints the command the same way (DESIGN §22).
+        # Started with `python -m svcposture`, it prints the command the same way (docs/first-look.md).
         assert any(l.startswith("svc-monitor demo: terminal HUD: ") and
                    l.endswith(" -m svcposture monitor hud --url %s\n" % url) for l in lines), lines
         demo_home = Path(re.search(r"demo home (\S+);", "".join(lines)).group(1))

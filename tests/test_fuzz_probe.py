@@ -122,7 +122,7 @@ def test_unified_headers_parse_or_raise_value_error(headers: Dict[str, str], oth
     except ValueError:
         return
     if view is None:
-        # Unknown unified headers (overage-status, ...) are ignored (DESIGN §14).
+        # Unknown unified headers (overage-status, ...) are ignored (docs/posture.md).
         assert not set(headers) & {wire.UNIFIED + n for n in wire._KNOWN_UNIFIED}
         return
     _check_view(view)

@@ -1,4 +1,4 @@
-"""The forced-refresh guard (DESIGN §5): hostile Host/Origin/header combinations
+"""The forced-refresh guard (docs/http-api.md): hostile Host/Origin/header combinations
 get 403 with a reason and spend no probe; trusted ones probe."""
 from __future__ import annotations
 

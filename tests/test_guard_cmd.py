@@ -1,4 +1,4 @@
-"""svc-monitor guard (DESIGN §18): the gate automation asks before each run, as a real
+"""svc-monitor guard (docs/steering.md): the gate automation asks before each run, as a real
 child against a real monitor and the stand-in provider.
 
 Every exit code (0 go, 1 hold, 69 unavailable, 0 with --fail-open, 2 bad usage),
@@ -268,7 +268,7 @@ def test_many_guards_spend_no_provider_call(tmp_path: Path) -> None:
 
 def test_a_node_without_codex_accounts_has_no_codex_go(node: Dict[str, Any]) -> None:
     # No Codex line on this node: whether the monitor answers ?provider=codex with the disabled
-    # body (DESIGN §17) or, predating Codex, with Claude's, it is no Codex posture to go on.
+    # body (docs/codex.md) or, predating Codex, with Claude's, it is no Codex posture to go on.
     code, body, _ = decision(node["env"], "--provider", "codex")
     assert code == 69 and body["provider"] == "codex" and body["decision"] == "unavailable"
 

@@ -1,4 +1,4 @@
-"""The history store (DESIGN §10): rows per probe in day files, and the /api/history body."""
+"""The history store (docs/trajectory.md): rows per probe in day files, and the /api/history body."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""The library face (DESIGN §12): what `import svcposture` offers, and what it costs."""
+"""The library face (docs/architecture.md): what `import svcposture` offers, and what it costs."""
 from __future__ import annotations
 
 import importlib

@@ -1,6 +1,6 @@
 """The one formatter behind the HUD strip and the agent's status line (term/line.py).
 
-Posture bodies are the §4 shape, trajectory bodies the §10 shape (the route
+Posture bodies are the posture shape, trajectory bodies the trajectory shape (the route
 itself is built elsewhere; the formatter is tested against its documented body).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def body(status: str = "ok", five: Any = None, seven: Any = None, sibling: Any =
 
 def trajectory(five_wall_in: Optional[int] = None, seven_wall_in: Optional[int] = None,
                before_reset: bool = True, label: str = "acct1") -> Dict[str, Any]:
-    """A §10 /api/trajectory body whose forecasts reach 100% at the given offsets from NOW."""
+    """An /api/trajectory body whose forecasts reach 100% at the given offsets from NOW."""
     def cast(wall_in: Optional[int], pct: float, resets_in: int) -> Dict[str, Any]:
         forecast = None
         if wall_in is not None:
@@ -67,7 +67,7 @@ def utc(monkeypatch: pytest.MonkeyPatch):
     time.tzset()
 
 
-# ---------------------------------------------------------------- the status line (§15)
+# ---------------------------------------------------------------- the status line (docs/monitor.md)
 
 def test_status_line_ok():
     assert line.status_line(body(), now=NOW) == "acct1 5h 61% 1h02m | 7d 41% 3d6h"
@@ -181,7 +181,7 @@ def test_local_line_ignores_what_it_cannot_read(junk: Any):
     assert line.local_line(junk, now=NOW) is None
 
 
-# ---------------------------------------------------------------- the HUD strip (§5, §10, §14, §16)
+# ---------------------------------------------------------------- the HUD strip (docs/monitor.md)
 
 def test_hud_line_rejected_with_local_reset_times(utc: None):
     b = body("rejected", five=window(101.5, 2 * H + 30 * M, "rejected"), sibling={"label": "acct2", "email": "b@x.io"})

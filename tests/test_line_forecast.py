@@ -1,4 +1,4 @@
-"""The wall forecast in the status line and the HUD, end to end (DESIGN §10, §15).
+"""The wall forecast in the status line and the HUD, end to end (docs/trajectory.md, docs/monitor.md).
 
 A real monitor probes a fake provider; its HOME holds seeded history rows
 (~/svc/history/<UTC day>.jsonl, written by the package's own writer) for the

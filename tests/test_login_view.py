@@ -1,5 +1,5 @@
 """GET /api/login and this machine's Claude Code login in the HUD and the status line
-(DESIGN §22), through the real monitor and the stand-in provider's /api/oauth/usage."""
+(docs/first-look.md), through the real monitor and the stand-in provider's /api/oauth/usage."""
 from __future__ import annotations
 
 import json

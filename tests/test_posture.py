@@ -49,7 +49,7 @@ def summary_of(*accounts):
     (None, (10.0, "allowed"), (50.0, "allowed"), ("seven_day", "allowed")),   # tie -> higher pct
     (None, (50.0, "allowed"), (50.0, "allowed"), ("five_hour", "allowed")),   # tie -> five_hour
     (None, (None, "allowed"), (3.0, "allowed"), ("seven_day", "allowed")),
-    # A claim that is not a window (DESIGN §14): the worst window, and overallStatus as its status.
+    # A claim that is not a window (docs/posture.md): the worst window, and overallStatus as its status.
     ("seven_day_opus", (10.0, "allowed_warning"), None, ("five_hour", "allowed")),
     ("overage", (100.0, "rejected"), (40.0, "allowed"), ("five_hour", "allowed")),
     (None, None, None, (None, "allowed")),                                       # -> overallStatus

@@ -79,7 +79,7 @@ def test_every_provider_scenario_in_one_sweep(home, env, provider):
     assert accts["redir"]["error"] == {"kind": "http", "message": probe.MESSAGES["http"].unexpected_status,
                                        "httpStatus": 307}
 
-    # The exact request of DESIGN §3, one per usable account.
+    # The exact request of docs/posture.md, one per usable account.
     for name, token in tokens.items():
         assert provider.message_calls(token) == 1, name
     req = [r for r in provider.requests if r["token"] == tokens["ok"]][0]

@@ -599,7 +599,7 @@ def test_a_link_a_clone_cannot_follow_is_caught(tmp_path: Path) -> None:
     doc = tmp_path / "README.md"
     good = "[a](docs/page.md) [b](docs/page.md#a-part-1) [c](#top) [d](http://127.0.0.1:7400/) [e](docs/)"
     assert bad_links(doc, "# Top\n" + good, tmp_path) == []
-    hostile = ["../shared/DESIGN.md", "../shared/", "docs/missing.md", "docs/page.md#nowhere", "#nowhere",
+    hostile = ["../shared/spec.md", "../shared/", "docs/missing.md", "docs/page.md#nowhere", "#nowhere",
                "/etc/passwd", "docs/../../x.md", "https://example.com/", "file:///etc/passwd"]
     found = bad_links(doc, "# Top\n" + " ".join("[x](%s)" % h for h in hostile), tmp_path)
     assert [f.split(" ")[0] for f in found] == hostile, found

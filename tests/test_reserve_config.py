@@ -1,4 +1,4 @@
-"""The human reserve, `svc.posture.reservePct` (DESIGN §18), as a config key: classified
+"""The human reserve, `svc.posture.reservePct` (docs/steering.md), as a config key: classified
 SHARED beside the contract's table, carried by the bundle, written by join (and refused
 when it is not an integer 0-50), and what it does to siblingWithHeadroom: siblings below it
 first, and with no reserve the contract's rule exactly."""
@@ -75,7 +75,7 @@ def _view(label: str, five: Optional[float], seven: Optional[float], status: str
 
 
 def _contract_rule(accounts: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """DESIGN §4 as written: lowest max pct (missing counts 100) among allowed siblings, file order."""
+    """docs/posture.md as written: lowest max pct (missing counts 100) among allowed siblings, file order."""
     best: Optional[Tuple[float, int]] = None
     chosen = None
     for order, a in enumerate(accounts):

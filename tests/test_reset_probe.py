@@ -1,4 +1,4 @@
-"""The probe at the reset (DESIGN §14): a rejected account clears within about a
+"""The probe at the reset (docs/posture.md): a rejected account clears within about a
 minute of its window's reset, not up to a probe interval later.
 
 The 60 s margin is shortened for tests: by the service's `reset_margin_s`

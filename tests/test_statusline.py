@@ -1,4 +1,4 @@
-"""svc-monitor statusline (DESIGN §15): the command as a real child, fed real-shaped
+"""svc-monitor statusline (docs/monitor.md): the command as a real child, fed real-shaped
 statusLine payloads, against a real monitor on loopback, a hung one, a broken
 one and none at all.
 
@@ -10,10 +10,10 @@ must reach a monitor that is up get a generous SVC_STATUSLINE_BUDGET_MS
 must give up use the default budget against a monitor that never answers.
 
 The real monitor here serves /api/trajectory, but its history is a few forced
-probes seconds apart, too little for a forecast (§10 wants 10 min of points),
+probes seconds apart, too little for a forecast (a forecast wants 10 min of points),
 so these tests cover the no-forecast path through the real route. The forecast
 through a real monitor, with seeded history, is tests/test_line_forecast.py;
-the scripted server here serves §10 bodies a real monitor would not (hung,
+the scripted server here serves trajectory bodies a real monitor would not (hung,
 404, junk, disabled).
 """
 from __future__ import annotations
@@ -359,7 +359,7 @@ def _trajectory(wall_in_ms: int, label: str = "acct1") -> Dict[str, Any]:
 
 
 def test_forecast_from_a_trajectory_body(tmp_path):
-    """The §10 body as the trajectory route serves it, from a scripted server (the real route:
+    """The trajectory body as the trajectory route serves it, from a scripted server (the real route:
     tests/test_line_forecast.py)."""
     env = dict(clean_env(tmp_path), **SLOW)
     with RawServer({"/api/accounts": http_reply(200, _posture()),
@@ -413,7 +413,7 @@ def test_an_unset_home_falls_back_to_the_account_home(tmp_path):
 
 @pytest.mark.parametrize("home", ["", "relative/home"])
 def test_a_home_that_names_no_node_is_refused_like_every_command(tmp_path, home):
-    # DESIGN §16 wins over §15's "always exits 0" here: a HOME that would put
+    # a refused HOME wins over the statusline's "always exits 0" here: a HOME that would put
     # node paths outside any home is refused by every command, with one line.
     env = clean_env(tmp_path)
     env["HOME"] = home

@@ -1,4 +1,4 @@
-"""guard and switch for Codex accounts (DESIGN §17, §18) against a real monitor serving
+"""guard and switch for Codex accounts (docs/codex.md, docs/steering.md) against a real monitor serving
 /api/accounts?provider=codex, its Codex logins answered by the Codex stand-in."""
 from __future__ import annotations
 

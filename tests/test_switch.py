@@ -1,4 +1,4 @@
-"""svc-monitor switch (DESIGN §18): the export line rewritten and nothing else, as a real
+"""svc-monitor switch (docs/steering.md): the export line rewritten and nothing else, as a real
 child, with and without a monitor.
 
 Byte-exactness on a file with comments, CRLF, trailing spaces and other

@@ -1,4 +1,4 @@
-"""The tracker's hourly budget (DESIGN §19): headers read on every reply, the publisher's
+"""The tracker's hourly budget (docs/fleet-prometheus.md): headers read on every reply, the publisher's
 interval stretched to 60 % of the limit, RATELIMITED waited out, the doctor's tracker-budget
 check, and 100 real publishers against a stand-in that enforces the budget on a scaled-down hour."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The usage endpoint's budget (DESIGN §14): one poller per login across the cluster.
+"""The usage endpoint's budget (docs/posture.md): one poller per login across the cluster.
 
 Three real monitors share one login, one test provider and one test tracker.
 The HRW owner of `usage:<email>` among the live hosts polls; the others skip

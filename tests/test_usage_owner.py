@@ -1,4 +1,4 @@
-"""Which host polls a shared login (DESIGN §14), read against the test tracker.
+"""Which host polls a shared login (docs/posture.md), read against the test tracker.
 
 The HRW owner of `usage:<email>` among the live roster hosts; the whole roster
 when the anchor is set but cannot be read; None (poll here, as a lone host) with

@@ -1,4 +1,4 @@
-"""The usage reply as the provider really sends it (DESIGN §14): a corpus of shapes,
+"""The usage reply as the provider really sends it (docs/posture.md): a corpus of shapes,
 each polled by the real sampler through the real usage child from the test provider.
 
 Every bucket is judged on its own; a reply with no readable window appends

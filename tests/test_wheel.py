@@ -1,4 +1,4 @@
-"""A built wheel installs into a clean virtual environment, and what it installs runs there (DESIGN §21).
+"""A built wheel installs into a clean virtual environment, and what it installs runs there (docs/testing.md).
 
 The wheel is built from a copy of the sources (the checkout stays untouched) with this interpreter,
 installed with no index into a fresh venv, and run from a directory and an environment in which

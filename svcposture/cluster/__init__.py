@@ -1,4 +1,4 @@
-"""The cluster side of a node (DESIGN §8). One job per module:
+"""The cluster side of a node (docs/liveness.md). One job per module:
 
 - mirror:   classify, bundle export, bundle parsing, join
 - roster:   the cluster repo checkout, git, roster list/add/remove

@@ -17,7 +17,7 @@ from .._text import printable
 from ..config import BOT_ORCHESTRATOR_PREFIX, BOT_WORKER_PREFIX
 from ..errors import SvcpostureError
 
-# A tracker ticket identifier like OPS-12 (DESIGN §8 set-anchor).
+# A tracker ticket identifier like OPS-12 (docs/liveness.md).
 TICKET_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*-[0-9]+$")
 HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62})$")
 _SECRET_PREFIXES = (BOT_ORCHESTRATOR_PREFIX + ".", BOT_WORKER_PREFIX + ".")

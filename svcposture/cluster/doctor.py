@@ -1,6 +1,6 @@
 """Every check of a node's cluster setup: `svc-cluster doctor`, and the PER-NODE checklist that join prints.
 
-The doctor's checks (DESIGN §8 Doctor) each give PASS, INFO, WARN or FAIL with a
+The doctor's checks (docs/liveness.md) each give PASS, INFO, WARN or FAIL with a
 detail; `run_doctor` runs them all. The checklist reports each PER-NODE item of
 the classification as present or missing with what to do; it is never copied
 from another node.

@@ -1,4 +1,4 @@
-"""The heartbeat's format (DESIGN §11), in one place: built by the publisher, read by peers.
+"""The heartbeat's format (docs/fleet.md), in one place: built by the publisher, read by peers.
 
 Every host upserts one attachment `svc://heartbeat/<host>` onto the liveness
 anchor; its metadata is
@@ -13,9 +13,9 @@ publishing host, in snake_case like the quota block:
     {"label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
      "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms"}
 
-`probed_at` and `probe_interval_ms` go beyond the seven fields of DESIGN §11:
+`probed_at` and `probe_interval_ms` go beyond the seven fields the fleet page documents (docs/fleet.md):
 without them a reader cannot tell a value probed a minute ago from one probed
-an hour ago (§14, staleness in the open). `wall_at` is the wall forecast of the
+an hour ago (staleness in the open, docs/posture.md). `wall_at` is the wall forecast of the
 active account's binding window, taken from the node's trajectory (the body
 /api/trajectory serves, already computed after each probe); null while the
 history holds too few points for a rate.
@@ -159,7 +159,7 @@ def binding_wall_at(summary: Mapping[str, Any], trajectory: Any) -> Optional[str
     """`wallAt` of the forecast of the active account's binding window, from a trajectory body.
 
     Pure. The trajectory service computes every window's forecast after each
-    probe (DESIGN §10); this picks the active account's binding window out of
+    probe (docs/trajectory.md); this picks the active account's binding window out of
     that body. None when there is no active account, no binding window, no such
     account in the body, or no forecast yet (too few points for a rate).
     """

@@ -31,7 +31,7 @@ def candidates(roster: Sequence[str], live: Optional[Iterable[str]] = None) -> L
 
 
 def owner(ticket: str, roster: Sequence[str], live: Optional[Iterable[str]] = None) -> Optional[str]:
-    """The roster host that owns `ticket` (DESIGN §8 HRW), or None for an empty roster.
+    """The roster host that owns `ticket` (docs/liveness.md), or None for an empty roster.
 
     Each candidate scores the first 8 bytes, big-endian, of
     sha256(ticket + NUL + host); the highest score wins and a tie goes to the

@@ -61,7 +61,7 @@ class Publisher:
         self._arm_error: Optional[str] = None
         self._account_status = account_status
         self._account = account
-        # The active Codex account's block (DESIGN §17); None: the node shows nothing of Codex.
+        # The active Codex account's block (docs/codex.md); None: the node shows nothing of Codex.
         self._codex = codex
         self._log = log
         # False while another host polls this login's usage: this heartbeat's quota is then null.

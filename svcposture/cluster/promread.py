@@ -1,6 +1,6 @@
 """Liveness and posture read from Prometheus (SVC_LIVENESS_READ_SOURCE=prometheus).
 
-Past one bot user's tracker budget (DESIGN §19) the fleet comes from the engine
+Past one bot user's tracker budget (docs/fleet-prometheus.md) the fleet comes from the engine
 that already scrapes every monitor. Its targets come from `svc-cluster roster
 sd`, which labels each one `node=<roster name>`, so every series a monitor
 exports carries its roster name. Three instant queries, whatever the fleet size

@@ -1,6 +1,6 @@
 """`svc-cluster roster sd`: the roster's monitors as a Prometheus file_sd target list.
 
-Prometheus is the engine for fleets that outgrow the /fleet page (DESIGN §11):
+Prometheus is the engine for fleets that outgrow the /fleet page (docs/fleet.md):
 its file_sd_configs re-reads the file this command writes, so a host added
 to the roster with `svc-cluster roster add` is scraped after the next run.
 One target group per host, `<host>:<port>` with the label `node`, so an alert

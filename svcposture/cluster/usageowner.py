@@ -1,4 +1,4 @@
-"""Which host of the cluster polls a login's usage (DESIGN §14).
+"""Which host of the cluster polls a login's usage (docs/posture.md).
 
 The provider's usage endpoint allows about 30 requests an hour per account,
 shared by every machine that polls it, so a login shared by several hosts is

@@ -1,4 +1,4 @@
-"""The second vendor: Codex accounts beside Claude's (DESIGN §17).
+"""The second vendor: Codex accounts beside Claude's (docs/codex.md).
 
 One job per module, nothing imported here:
 

@@ -1,4 +1,4 @@
-"""The accounts env file's Codex lines: `CODEX_HOME_<NAME>=<dir>  # <email>` (DESIGN §17).
+"""The accounts env file's Codex lines: `CODEX_HOME_<NAME>=<dir>  # <email>` (docs/codex.md).
 
 A Codex account is a login's home directory (the CODEX_HOME that `codex login`
 wrote `auth.json` into), not a token, so the line holds a path. The active

@@ -5,8 +5,8 @@ before the next it builds the child's environment with `child_environ`, which
 carries SVC_CODEX_STATE: per label, the newest sample held (the session path
 takes only a newer log line) and the instant before which no usage request may
 go out. That instant is the last request plus the usage floor (180 s: the
-endpoint's budget is shared by every machine polling the login, DESIGN §14),
-or, after a 429, the §14 backoff from its retry-after.
+endpoint's budget is shared by every machine polling the login, docs/posture.md),
+or, after a 429, the usage poll's backoff from its retry-after.
 """
 from __future__ import annotations
 

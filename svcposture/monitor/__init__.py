@@ -14,7 +14,7 @@ Layers, each importing only the ones below it:
   stream sources. fleet: the /api/fleet cache. trust: the Host/Origin policy.
 - exposition: the /metrics text; openapi: the OpenAPI document (pure functions);
   vendor_openapi adds the second vendor to that document, vendor_routes
-  picks the posture `?provider=` names (DESIGN §17).
+  picks the posture `?provider=` names (docs/codex.md).
 - assets: the dashboard files in static/.
 - wire: limits, reasons, the one builder of response heads.
 - demo: `svc-monitor demo`.

@@ -89,7 +89,7 @@ class MonitorApp:
         self.node = node
         self.settings = settings
         self.trajectory = getattr(service, "trajectory", None)
-        self.codex = getattr(service, "codex", None)  # the Codex posture (DESIGN §17), on the same probes
+        self.codex = getattr(service, "codex", None)  # the Codex posture (docs/codex.md), on the same probes
         self._codex_frames = FrameCache(ACCOUNT)
         self._codex_read: Tuple[Any, bytes] = (None, b"")
         self.started_at = iso_now()
@@ -264,7 +264,7 @@ class MonitorApp:
         return Stream(TrajectoryFrames(self.trajectory), self.settings.keepalive_s)
 
     def get_healthz(self, request: Request) -> Reply:
-        # probeIntervalS: a posture older than twice it is stale (DESIGN §14).
+        # probeIntervalS: a posture older than twice it is stale (docs/posture.md).
         return wire.json_response(200, {"ok": True, "node": self.node, "version": __version__,
                                         "startedAt": self.started_at, "probeIntervalS": self.service.interval_s},
                                   request.conn, head_only=request.head_only)
@@ -286,7 +286,7 @@ class MonitorApp:
         return wire.response(200, JSON_TYPE, self.fleet.body(), request.conn, JSON_HEADERS, request.head_only)
 
     def get_login(self, request: Request) -> Reply:
-        """This machine's Claude Code login from the sampler's newest sample (DESIGN §22)."""
+        """This machine's Claude Code login from the sampler's newest sample (docs/first-look.md)."""
         source = self.login_source
         key = (id(source), id(getattr(source, "latest", None)), getattr(source, "reason", None))
         cached = self._login_cache

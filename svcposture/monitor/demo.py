@@ -2,7 +2,7 @@
 accounts, and the real monitor against them, all on loopback in one process.
 
 The simulated provider is the package's only stand-in for the real provider.
-It speaks the real wire format (DESIGN §3), so everything downstream (the
+It speaks the real wire format (docs/posture.md), so everything downstream (the
 token-scoped probe child, the cache, the latch, the event log, SSE) runs for
 real. The demo tokens are fixed, public demo values, not secrets.
 """
@@ -36,7 +36,7 @@ DEMO_ACCOUNTS = (
     ("ACCT3", "demo-token-acct3-not-a-secret", "linus@demo.invalid"),
 )
 DEMO_LOGIN_TOKEN = "demo-login-token-not-a-secret"
-# One Codex login (DESIGN §17): its CODEX_HOME in the demo home, answered on the Codex usage route.
+# One Codex login (docs/codex.md): its CODEX_HOME in the demo home, answered on the Codex usage route.
 DEMO_CODEX = ("DEMO", "demo-codex-token-not-a-secret", "demo-codex-account", "hopper@demo.invalid")
 CODEX_USAGE_PATH = "/backend-api/wham/usage"
 DEMO_NODE = "demo-node"

@@ -151,7 +151,7 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
 
 
 def render_trajectory_metrics(figures: Mapping[str, Any]) -> str:
-    """The trajectory families of /metrics (DESIGN §10), appended to render_metrics' text.
+    """The trajectory families of /metrics (docs/trajectory.md), appended to render_metrics' text.
 
     `figures` is TrajectoryService.metrics(): `windows`, a list of (account,
     window, forecast, provider), and `alerts`, the alert counts by kind.

@@ -1,7 +1,7 @@
 """GET /api/fleet: the cluster status report of every roster host, cached and single-flight.
 
 The body is `svc-cluster status --json`'s report (`{source, anchor, hosts[],
-unlisted?, warning?, error?}`) plus `generatedAt` (DESIGN §11). It is read
+unlisted?, warning?, error?}`) plus `generatedAt` (docs/fleet.md). It is read
 from the tracker (or Loki) at most once per `$SVC_FLEET_TTL_S` (60) seconds
 whatever the number of readers: concurrent readers of an expired cache share
 one read, and everyone else gets the bytes of the last one. It only reads:

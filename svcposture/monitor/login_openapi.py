@@ -1,4 +1,4 @@
-"""The OpenAPI document's first-look parts (DESIGN §22), added onto openapi's document.
+"""The OpenAPI document's first-look parts (docs/first-look.md), added onto openapi's document.
 
 GET /api/login (this machine's Claude Code login from the quota sampler) and
 the demo's simulated fleet source. Kept apart so the contract's schemas in

@@ -90,7 +90,7 @@ class Node:
             log.warning("latch could not be loaded: %s", one_line(exc))
         self.service = PostureService(paths, node=self.name, log=self.event_log, latch=latch,
                                       environ=self.environ, probe_enabled=self.probe, settings=settings)
-        # The Codex accounts ride on the same child runs (DESIGN §17); a node without them shows none.
+        # The Codex accounts ride on the same child runs (docs/codex.md); a node without them shows none.
         self.codex = CodexPosture(self.service, node=self.name, latch=latch)
         self.service.codex = self.codex
         self.trajectory = self._trajectory_service()

@@ -184,7 +184,7 @@ def _paths() -> Dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------ openapi: the fleet (DESIGN §11)
+# ------------------------------------------------------------------ openapi: the fleet (docs/fleet.md)
 
 def fleet_schemas() -> Dict[str, Any]:
     """FleetReport (GET /api/fleet), its host rows, and the heartbeat account and quota blocks."""

@@ -1,4 +1,4 @@
-"""The provider's side of the wire format (DESIGN §3), for stand-ins of the provider.
+"""The provider's side of the wire format (docs/posture.md), for stand-ins of the provider.
 
 The demo's simulated provider and the test suite's fake provider both answer
 the header probe and the usage probe; this module is the one place that turns

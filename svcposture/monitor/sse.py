@@ -1,4 +1,4 @@
-"""Server-sent events: the one pump that writes every stream (DESIGN §5).
+"""Server-sent events: the one pump that writes every stream (docs/http-api.md).
 
 A stream is the response head and `retry: 5000`, the frames its source opens
 with, then the frames of each body its Broadcast publishes, with a

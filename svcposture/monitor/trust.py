@@ -1,4 +1,4 @@
-"""Which Host and Origin values count as this monitor: the guard's policy (DESIGN §5).
+"""Which Host and Origin values count as this monitor: the guard's policy (docs/http-api.md).
 
 The handler asks TrustPolicy before a forced refresh, and before every route
 when SVC_MONITOR_READ_GUARD=1; GUARD_MESSAGES are the refusals it may give.
@@ -63,7 +63,7 @@ def _is_loopback_v4(name: str) -> bool:
 
 
 class TrustPolicy:
-    """Which Host and Origin values count as this monitor (DESIGN §5)."""
+    """Which Host and Origin values count as this monitor (docs/http-api.md)."""
 
     def __init__(self, bind: str, port: int, node: str, *, os_hostname: Optional[str] = None,
                  extra_hosts: str = "", extra_origins: str = "") -> None:

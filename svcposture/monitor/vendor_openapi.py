@@ -1,7 +1,7 @@
-"""The OpenAPI document's second vendor (DESIGN §17), added onto openapi's document.
+"""The OpenAPI document's second vendor (docs/codex.md), added onto openapi's document.
 
 `provider` on /api/accounts and its stream (400 when bad), the Codex posture
-body in the §4 shape with its vendor fields, `provider` on every trajectory
+body in the posture body's shape with its vendor fields, `provider` on every trajectory
 and history row, and the optional `codex` block of a fleet host. Kept apart
 so the contract's schemas in openapi stay as they are.
 """

@@ -1,9 +1,9 @@
-"""`?provider=` on /api/accounts and its stream (DESIGN §17): which posture answers.
+"""`?provider=` on /api/accounts and its stream (docs/codex.md): which posture answers.
 
 Without the parameter, or with `provider=claude`, the Claude posture service
 answers exactly as it always did (the contract's body and stream). With
 `provider=codex` the Codex posture (codexposture.CodexPosture, riding on the
-same probes) answers in the same §4 shape. A bad value is a 400 with one JSON
+same probes) answers in the same posture shape. A bad value is a 400 with one JSON
 error, before any guard or probe. Pure functions over the services, so that
 wiring a route is one call.
 """

@@ -1,4 +1,4 @@
-"""svc-monitor guard: may automation start another run now? (DESIGN §18)
+"""svc-monitor guard: may automation start another run now? (docs/steering.md)
 
     svc-monitor guard && run-agent
 

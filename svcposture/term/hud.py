@@ -69,7 +69,7 @@ def _read_once(url: str, timeout: float, limit: int) -> bytes:
 
 
 def accounts_path(provider: str = "claude") -> str:
-    """The posture route of a vendor: Claude's is the contract's, unchanged (DESIGN §17)."""
+    """The posture route of a vendor: Claude's is the contract's, unchanged (docs/codex.md)."""
     return "/api/accounts" if provider == "claude" else "/api/accounts?provider=" + provider
 
 
@@ -92,7 +92,7 @@ def fetch_once(base: str, timeout: float = 20.0, provider: str = "claude") -> Di
 
 
 def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Dict[str, Any]]:
-    """The monitor's /api/trajectory body (DESIGN §10), or None: a monitor without the
+    """The monitor's /api/trajectory body (docs/trajectory.md), or None: a monitor without the
     route (404), an error or anything that is not a JSON object means no forecast."""
     import http.client
     try:
@@ -104,7 +104,7 @@ def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Option
 
 
 def fetch_login(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Dict[str, Any]]:
-    """The monitor's /api/login body (this machine's Claude Code login, DESIGN §22), or
+    """The monitor's /api/login body (this machine's Claude Code login, docs/first-look.md), or
     None: a monitor without the route, an error or anything not a JSON object."""
     import http.client
     try:

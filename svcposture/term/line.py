@@ -1,12 +1,12 @@
 """One line of posture text: the HUD strip and the agent's status line, from one formatter.
 
 Both take the posture body (/api/accounts) and, when the monitor has one, the
-trajectory body (/api/trajectory, DESIGN §10) and return one line of text
+trajectory body (/api/trajectory, docs/trajectory.md) and return one line of text
 with no control character in it. The pieces are shared: a window's pct and
 time to reset, the wall forecast when it beats the reset, the sibling with
-headroom, the staleness of an old probe (§14) and the status colours. The
+headroom, the staleness of an old probe (docs/posture.md) and the status colours. The
 HUD spells things out (node, email, local clock time of each reset); the
-status line is the compact form of §15.
+status line is the compact form docs/monitor.md shows.
 
 Pure: the caller passes `now` (epoch ms) and the staleness limit, and
 decides about colour. Only the local clock time reads the process's time zone.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 DEFAULT_PROBE_INTERVAL_S = 300.0
-# A value older than this many probe intervals is shown as stale (DESIGN §14).
+# A value older than this many probe intervals is shown as stale (docs/posture.md).
 STALE_INTERVALS = 2
 MISSING = "--"
 NOT_RUNNING = "svc: monitor not running"
@@ -164,7 +164,7 @@ def _window(view: "Any") -> "Optional[Tuple[Optional[float], Optional[int]]]":
 
 def forecast_walls(trajectory: "Any", label: "Any") -> "Dict[str, int]":
     """{"fiveHour"|"sevenDay": wallAt ms} of the windows of account `label` whose
-    forecast beats the reset (§10 `beforeReset`); empty without a usable body."""
+    forecast beats the reset (the trajectory's `beforeReset`); empty without a usable body."""
     if not isinstance(trajectory, dict) or not isinstance(label, str):
         return {}
     accounts = trajectory.get("accounts")
@@ -300,7 +300,7 @@ def _status_window(short: str, view: "Any", now: int) -> str:
 
 def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now: "Optional[int]" = None,
                 stale_ms: "Optional[int]" = None) -> str:
-    """DESIGN §15: `acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2`."""
+    """docs/monitor.md: `acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2`."""
     now = int(time.time() * 1000) if now is None else now
     stale_ms = int(STALE_INTERVALS * DEFAULT_PROBE_INTERVAL_S * 1000) if stale_ms is None else stale_ms
     if not isinstance(body, dict):

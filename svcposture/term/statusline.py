@@ -1,4 +1,4 @@
-"""svc-monitor statusline: this node's posture in the coding agent's own status line (DESIGN §15).
+"""svc-monitor statusline: this node's posture in the coding agent's own status line (docs/monitor.md).
 
 The agent runs the command on every render, so it asks the local monitor (a
 plain cached read, never the provider) and gives up after a fixed budget:

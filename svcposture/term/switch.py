@@ -1,4 +1,4 @@
-"""svc-monitor switch: make another account the active one (DESIGN §18).
+"""svc-monitor switch: make another account the active one (docs/steering.md).
 
     svc-monitor switch --to acct2
     svc-monitor switch --best [--provider codex]

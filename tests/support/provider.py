@@ -1,4 +1,4 @@
-"""The fake model provider on 127.0.0.1, speaking the real wire format (DESIGN §3).
+"""The fake model provider on 127.0.0.1, speaking the real wire format (docs/posture.md).
 
 The headers and bodies come from svcposture.monitor.provider_wire, the code the
 demo's simulated provider speaks with, so the two stand-ins cannot drift apart.

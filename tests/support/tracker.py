@@ -1,4 +1,4 @@
-"""A Linear-compatible GraphQL test server on 127.0.0.1 (DESIGN §8, Tracker).
+"""A Linear-compatible GraphQL test server on 127.0.0.1 (docs/liveness.md, Tracker).
 
 It answers the two documents the liveness code sends, the way Linear does:
 
