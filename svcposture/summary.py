@@ -14,6 +14,7 @@ from . import _time
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
 from ._text import EMAIL, account_label, finite_number, word
+from .advice import candidates
 from .errors import MESSAGES, clean_error
 
 # Anchored with `^...$` and used with match(), as it always was: the address
@@ -112,9 +113,20 @@ def node_status(active: Optional[Mapping[str, Any]]) -> str:
     return NODE_STATUS_OF.get(active.get("bindingStatus") or "", UNKNOWN)
 
 
-def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0) -> Optional[Dict[str, Any]]:
-    """The contract's rule; with a human reserve, siblings below it come first
-    (with none, the first key is False for all and the rule is unchanged)."""
+def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0,
+                          trajectory: Any = None) -> Optional[Dict[str, Any]]:
+    """The first candidate of the advice (docs/steering.md) whenever there is one: a
+    sibling with every window below 100 - reserve, more headroom than the active
+    account, ranked by its forecast reaching its reset, then headroom, then label.
+
+    With no candidate, the rule of docs/posture.md: among non-active allowed
+    siblings without an error, the lowest max(fiveHour.pct, sevenDay.pct) (a
+    missing pct counts as 100), siblings below the reserve first, ties in file order.
+    """
+    active = next((acct for acct in accounts if acct.get("active")), None)
+    first = candidates({"accounts": accounts, "active": active}, trajectory, float(100 - reserve_pct))
+    if first:
+        return {"label": first[0]["label"], "email": first[0]["email"]}
     best: Optional[Tuple[bool, float, int]] = None
     chosen: Optional[Dict[str, Any]] = None
     for order, acct in enumerate(accounts):
