@@ -22,7 +22,7 @@ when that is lower):
   (reachesReset), then by headroom on the fuller window, then by label;
 - stay: the active account is below `limit` on every window and its forecast
   reaches its reset; wait: it is not, and its holding window resets within
-  `wait_s` (waitS says when); switch: otherwise, to the first candidate; with
+  `wait_s` (waitS says when; 0 never waits); switch: otherwise, to the first candidate; with
   no candidate, stay while the active account is below `limit`, else none
   (waitS: until its holding window resets).
 
@@ -241,7 +241,7 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = "claude"
     name, resets = _holding(seen)
     wait = _wait_s(resets, now_ms)
     problem = _problem(label, seen, name, wait, limit)
-    if wait is not None and wait <= wait_s:
+    if wait is not None and wait <= wait_s and wait_s > 0:
         return _decided(out, WAIT, None, wait, "%s; waiting is cheaper than switching" % problem)
     if first is not None:
         return _decided(out, SWITCH, first, None, problem + _why_first(first))
