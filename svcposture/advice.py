@@ -41,26 +41,9 @@ if TYPE_CHECKING:
 STAY, WAIT, SWITCH, NONE = "stay", "wait", "switch", "none"
 ADVICE_WORDS = (STAY, WAIT, SWITCH, NONE)
 DEFAULT_WAIT_S = 600
-MAX_WAIT_S = 7 * 86400
-WAIT_ENV = "SVC_ADVICE_WAIT_S"
 FORECAST_FIELDS = ("fiveHour", "sevenDay")
 SHORT = {"fiveHour": "5h", "sevenDay": "7d"}
 BINDING_FIELD = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
-
-
-class InvalidAdviceSetting(ValueError):
-    """SVC_ADVICE_WAIT_S is not a whole number of seconds from 0 to a week."""
-
-
-def wait_s_from(environ: "Mapping[str, str]") -> int:
-    """$SVC_ADVICE_WAIT_S (0 to 604800 s), else 600; InvalidAdviceSetting when it is junk."""
-    raw = (environ.get(WAIT_ENV) or "").strip()
-    if not raw:
-        return DEFAULT_WAIT_S
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 7 or int(raw) > MAX_WAIT_S:
-        raise InvalidAdviceSetting("%s must be a whole number of seconds from 0 to %d, not %r"
-                                   % (WAIT_ENV, MAX_WAIT_S, raw[:40]))
-    return int(raw)
 
 
 # ---------------------------------------------------------------- reading one account

@@ -2,10 +2,10 @@
 
 The monitor hands every fresh probe result of each vendor to `Advisor.observer(provider)`
 after the trajectory service has seen it, so the forecasts of the same probe are in the
-trajectory body. The advice (svcposture.advice) is computed there, once, and
-`siblingWithHeadroom` is set to its first candidate before the result is cached or
-pushed: the posture, its stream and /api/advice name the same account, with the same
-probedAt. `advice_body` is the pure builder of the /api/advice body.
+trajectory body. The advice (svcposture.advice) is computed there, once, before the
+result is cached or pushed; in Codex's body `siblingWithHeadroom` is set to its first
+candidate, so the posture, its stream and /api/advice name the same account with the
+same probedAt. `advice_body` is the pure builder of the /api/advice body.
 """
 from __future__ import annotations
 
@@ -16,9 +16,29 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from . import _time
 from ._reserve import reserve_or_zero
 from ._text import is_int
-from .advice import DEFAULT_WAIT_S, InvalidAdviceSetting, advise, first_candidate, wait_s_from
+from ._env import InvalidSetting
+from .advice import DEFAULT_WAIT_S, advise, first_candidate
+from .vendors import CLAUDE
 
 log = logging.getLogger("svcposture.advisor")
+
+MAX_WAIT_S = 7 * 86400
+WAIT_ENV = "SVC_ADVICE_WAIT_S"
+
+
+class InvalidAdviceSetting(InvalidSetting):
+    """SVC_ADVICE_WAIT_S is not a whole number of seconds from 0 to a week."""
+
+
+def wait_s_from(environ: Mapping[str, str]) -> int:
+    """$SVC_ADVICE_WAIT_S (0 to 604800 s; 0 never waits), else 600; InvalidAdviceSetting when it is junk."""
+    raw = (environ.get(WAIT_ENV) or "").strip()
+    if not raw:
+        return DEFAULT_WAIT_S
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 7 or int(raw) > MAX_WAIT_S:
+        raise InvalidAdviceSetting("%s must be a whole number of seconds from 0 to %d, not %r"
+                                   % (WAIT_ENV, MAX_WAIT_S, raw[:40]))
+    return int(raw)
 
 
 def reserve_of(trajectory_body: Any, home: Optional[str]) -> int:
@@ -71,11 +91,15 @@ class Advisor:
                       now_ms=now), reserve
 
     def observer(self, provider: str) -> Any:
-        """The posture observer for `provider`: advice computed, siblingWithHeadroom set to its first candidate."""
+        """The posture observer for `provider`: the advice computed; outside the contract's
+        body (Codex's), siblingWithHeadroom set to its first candidate. Claude's body keeps
+        the contract's rule (docs/posture.md), which names the same account unless the
+        forecasts, a warned sibling or one fuller than the active account tell them apart."""
         def observe(summary: Dict[str, Any], edge: Any = None) -> None:
             advice, reserve = self.compute(summary, provider)
             first = first_candidate(advice)
-            if first is not None and summary.get("available") is True and "siblingWithHeadroom" in summary:
+            if provider != CLAUDE and first is not None and summary.get("available") is True \
+                    and "siblingWithHeadroom" in summary:
                 summary["siblingWithHeadroom"] = first
             with self._lock:
                 self._latest[provider] = (summary, advice, reserve)

@@ -32,8 +32,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from . import _time
 from ._reserve import reserve_or_zero
 from .events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
-from .advice import DEFAULT_WAIT_S, InvalidAdviceSetting, advise, wait_s_from, windows_of
-from .advisor import reserve_of
+from .advice import DEFAULT_WAIT_S, advise, windows_of
+from .advisor import InvalidAdviceSetting, reserve_of, wait_s_from
 from .paths import Paths
 
 log = logging.getLogger("svcposture.steering")

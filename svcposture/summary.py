@@ -113,20 +113,9 @@ def node_status(active: Optional[Mapping[str, Any]]) -> str:
     return NODE_STATUS_OF.get(active.get("bindingStatus") or "", UNKNOWN)
 
 
-def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0,
-                          trajectory: Any = None) -> Optional[Dict[str, Any]]:
-    """The first candidate of the advice (docs/steering.md) whenever there is one: a
-    sibling with every window below 100 - reserve, more headroom than the active
-    account, ranked by its forecast reaching its reset, then headroom, then label.
-
-    With no candidate, the rule of docs/posture.md: among non-active allowed
-    siblings without an error, the lowest max(fiveHour.pct, sevenDay.pct) (a
-    missing pct counts as 100), siblings below the reserve first, ties in file order.
-    """
-    active = next((acct for acct in accounts if acct.get("active")), None)
-    first = candidates({"accounts": accounts, "active": active}, trajectory, float(100 - reserve_pct))
-    if first:
-        return {"label": first[0]["label"], "email": first[0]["email"]}
+def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0) -> Optional[Dict[str, Any]]:
+    """The contract's rule; with a human reserve, siblings below it come first
+    (with none, the first key is False for all and the rule is unchanged)."""
     best: Optional[Tuple[bool, float, int]] = None
     chosen: Optional[Dict[str, Any]] = None
     for order, acct in enumerate(accounts):
@@ -137,6 +126,17 @@ def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0,
         if best is None or key < best:
             best, chosen = key, acct
     return {"label": chosen["label"], "email": chosen["email"]} if chosen else None
+
+
+def advised_sibling(accounts: List[Dict[str, Any]], reserve_pct: int = 0,
+                    trajectory: Any = None) -> Optional[Dict[str, Any]]:
+    """A body outside the contract (Codex's): the advice's first candidate
+    (docs/steering.md) whenever there is one, else the contract's rule."""
+    active = next((acct for acct in accounts if acct.get("active")), None)
+    first = candidates({"accounts": accounts, "active": active}, trajectory, float(100 - reserve_pct))
+    if first:
+        return {"label": first[0]["label"], "email": first[0]["email"]}
+    return sibling_with_headroom(accounts, reserve_pct)
 
 
 def error_summary(node: str, probed_at: int, err: Any) -> Dict[str, Any]:

@@ -174,11 +174,19 @@ def test_no_usable_posture_is_none(body: Any) -> None:
 
 
 def test_the_wait_setting_is_read_strictly() -> None:
-    assert advice.wait_s_from({}) == 600
-    assert advice.wait_s_from({"SVC_ADVICE_WAIT_S": "30"}) == 30
+    from svcposture.advisor import InvalidAdviceSetting, wait_s_from
+    assert wait_s_from({}) == 600
+    assert wait_s_from({"SVC_ADVICE_WAIT_S": "30"}) == 30
+    assert wait_s_from({"SVC_ADVICE_WAIT_S": "0"}) == 0
     for junk in ("-1", "1e3", "ten", "604801", "3.5"):
-        with pytest.raises(advice.InvalidAdviceSetting):
-            advice.wait_s_from({"SVC_ADVICE_WAIT_S": junk})
+        with pytest.raises(InvalidAdviceSetting):
+            wait_s_from({"SVC_ADVICE_WAIT_S": junk})
+
+
+def test_a_wait_setting_of_0_never_waits() -> None:
+    body = posture(acct("acct1", 100, active=True, five_reset=30_000), acct("acct2", 20))
+    assert run(body, wait_s=0)["advice"] == "switch"
+    assert run(posture(acct("acct1", 100, active=True, five_reset=-5_000), acct("acct2", 20)))["advice"] == "wait"
 
 
 # ---------------------------------------------------------------- properties

@@ -28,8 +28,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..broadcast import Broadcast
 from ..events import EventLogError
-from ..summary import (binding_window, derive_summary, disabled_body, error_summary, is_node_error, node_status,
-                      reply, sibling_with_headroom)
+from ..summary import (advised_sibling, binding_window, derive_summary, disabled_body, error_summary,
+                       is_node_error, node_status, reply)
 from ..vendors import CODEX
 
 log = logging.getLogger("svcposture.codexposture")
@@ -113,7 +113,7 @@ def codex_summary(block: Optional[Mapping[str, Any]], node: str, probed_at: int,
         "status": node_status(active),
         "active": dict(active) if active is not None else None,
         "accounts": accounts,
-        "siblingWithHeadroom": sibling_with_headroom(accounts),
+        "siblingWithHeadroom": advised_sibling(accounts),
     }
     return summary, kept
 

@@ -137,7 +137,8 @@ def _now_ms() -> int:
 
 
 def _wait_s() -> int:
-    from ..advice import DEFAULT_WAIT_S, InvalidAdviceSetting, wait_s_from
+    from ..advice import DEFAULT_WAIT_S
+    from ..advisor import InvalidAdviceSetting, wait_s_from
     try:
         return wait_s_from(os.environ)
     except InvalidAdviceSetting:
