@@ -34,6 +34,7 @@ class AdviceRoute:
         self.advisor = advisor if advisor is not None else Advisor(
             trajectory, getattr(service, "environ", {}) or {}, str(home) if home is not None else None)
         self._cache: Tuple[Any, bytes] = (None, b"")
+        self._whole: Tuple[Any, bytes] = (None, b"")
 
     def _posture(self, provider: str) -> Any:
         if provider == CLAUDE:
@@ -70,7 +71,16 @@ class AdviceRoute:
         return wire.response(200, JSON_TYPE, body, conn, JSON_HEADERS, head_only)
 
     def fast(self, target: bytes, conn: bytes) -> Optional[bytes]:
+        """The whole response of a plain read, reused within its millisecond (generatedAt's
+        resolution) for the same vendor and Connection line, as /api/accounts's."""
         provider = TARGETS.get(target)
         if provider is None:
             return None
-        return wire.response(200, JSON_TYPE, self.body_bytes(provider), conn, JSON_HEADERS)
+        body = self.body_bytes(provider)
+        key = (self._cache[0], conn)  # (summary, millisecond, vendor) of the body just built or reused
+        whole = self._whole
+        if whole[0] == key:
+            return whole[1]
+        response = wire.response(200, JSON_TYPE, body, conn, JSON_HEADERS)
+        self._whole = (key, response)
+        return response
