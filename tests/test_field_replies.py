@@ -140,7 +140,7 @@ def test_team_spend_cap_is_a_rejected_credits_window(codex_node):
 
 def test_session_299_and_10079_minutes_are_the_5h_and_7d(codex_node):
     got = _account(codex_node, "S299")
-    at = NOW - 5
+    at = stamp_s("2025-10-29T00:59:38.856Z") + codex_node["shifts"]["S299"]  # its token_count line, replayed
     assert got["source"] == "session" and got["extraWindows"] == []
     assert got["fiveHour"]["pct"] == 0.0 and got["sevenDay"]["pct"] == 7.0
     assert abs(stamp_s(got["fiveHour"]["resetsAt"]) - (at + 17388)) < 1

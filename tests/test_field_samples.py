@@ -12,11 +12,6 @@ from svcposture.codex.usage import parse_usage_reply
 from tests.support.codex import write_session
 from tests.support.fieldsamples import FIELD, iso, lines, reply, stamp_s
 
-def tested(name):
-    """Marks a sample file as read by this test (checked by the last test)."""
-    return name
-
-
 def win(pct, reset_s, status="allowed"):
     return {"pct": pct, "resetsAt": iso(reset_s) if reset_s is not None else None, "status": status,
             "derived": True}
@@ -33,7 +28,7 @@ def claude_extra(pct, resets_at, name, status="allowed"):
 # ---------------------------------------------------------------- Codex usage endpoint
 
 def test_pro_account_with_the_spark_models_own_limits():
-    body = reply(tested("codex-usage-pro-spark-additional.json"))
+    body = reply("codex-usage-pro-spark-additional.json")
     got = parse_usage_reply(body, 1766940000.0)
     assert got["fiveHour"] == win(22.0, 1766948068) and got["sevenDay"] == win(43.0, 1767407914)
     assert got["extraWindows"] == [extra(30.0, 1766948068, 18000, "GPT-5.3-Codex-Spark"),
@@ -42,7 +37,7 @@ def test_pro_account_with_the_spark_models_own_limits():
 
 
 def test_live_prolite_reply_with_every_key_seen():
-    body = reply(tested("codex-usage-prolite-live-spark.json"))
+    body = reply("codex-usage-prolite-live-spark.json")
     got = parse_usage_reply(body, 1776100000.0)
     assert got["fiveHour"] == win(12.0, 1776111121) and got["sevenDay"] == win(2.0, 1776672455)
     assert got["extraWindows"] == [extra(0.0, 1776120541, 18000, "GPT-5.3-Codex-Spark"),
@@ -52,7 +47,7 @@ def test_live_prolite_reply_with_every_key_seen():
 
 
 def test_enterprise_credit_plan_is_a_credits_window():
-    body = reply(tested("codex-usage-enterprise-credit-plan.json"))
+    body = reply("codex-usage-enterprise-credit-plan.json")
     got = parse_usage_reply(body, 1782000000.0)
     assert got["fiveHour"] is None and got["sevenDay"] is None
     # 100 - remaining_percent (92.239), to one decimal.
@@ -61,7 +56,7 @@ def test_enterprise_credit_plan_is_a_credits_window():
 
 
 def test_team_spend_cap_reached_is_a_rejected_credits_window():
-    body = reply(tested("codex-usage-team-spend-control.json"))
+    body = reply("codex-usage-team-spend-control.json")
     got = parse_usage_reply(body, 1785000000.0)
     # The weekly window comes as primary: placed by its length.
     assert got["fiveHour"] is None and got["sevenDay"] == win(18.0, 1785299212)
@@ -71,11 +66,12 @@ def test_team_spend_cap_reached_is_a_rejected_credits_window():
 # ---------------------------------------------------------------- Codex session logs
 
 def _session(tmp_path: Path, name: str, split: bool = False):
-    """The log written as the CLI would have (one file, or one file per line, oldest modified first);
-    read one second after its newest line."""
-    raw = lines(tested(name))
+    """The log written as the CLI would have (one file, or one file per line, oldest modified first),
+    read one second after its newest line; (the sample, the time of the newest line with limits)."""
+    raw = lines(name)
     text = [json.dumps(line) for line in raw]
     last = max(stamp_s(line["timestamp"]) for line in raw)
+    limits_at = max(stamp_s(line["timestamp"]) for line in raw if "rate_limits" in line["payload"])
     if split:
         for i, line in enumerate(raw):
             at = stamp_s(line["timestamp"])
@@ -83,7 +79,7 @@ def _session(tmp_path: Path, name: str, split: bool = False):
     else:
         path = write_session(tmp_path, last, text)
         os.utime(str(path), (last, last))
-    return newest_session_sample(str(tmp_path), None, int((last + 1) * 1000)), last
+    return newest_session_sample(str(tmp_path), None, int((last + 1) * 1000)), limits_at
 
 
 def test_session_windows_of_299_and_10079_minutes(tmp_path):
@@ -131,7 +127,7 @@ def test_session_credit_plan(tmp_path):
 # ---------------------------------------------------------------- Claude usage endpoint
 
 def test_claude_scoped_weekly_limit_of_a_model():
-    body = reply(tested("claude-usage-limits-fable.json"))
+    body = reply("claude-usage-limits-fable.json")
     assert usage_values(body, None, None) == {
         "ratelimit.five_hour_pct": 11.0, "ratelimit.five_hour_resets_at": "2026-07-03T00:30:00.282Z",
         "ratelimit.seven_day_pct": 9.0, "ratelimit.seven_day_resets_at": "2026-07-08T09:00:00.282Z"}
@@ -140,7 +136,7 @@ def test_claude_scoped_weekly_limit_of_a_model():
 
 
 def test_claude_live_reply_with_limits_and_extra_usage_off():
-    body = reply(tested("claude-usage-live-limits-extra-disabled.json"))
+    body = reply("claude-usage-live-limits-extra-disabled.json")
     assert usage_values(body, None, None) == {
         "ratelimit.five_hour_pct": 53.0, "ratelimit.five_hour_resets_at": "2026-07-08T00:49:59.940Z",
         "ratelimit.seven_day_pct": 8.0, "ratelimit.seven_day_resets_at": "2026-07-13T06:00:00.000Z"}
@@ -151,7 +147,7 @@ def test_claude_live_reply_with_limits_and_extra_usage_off():
 
 
 def test_claude_sonnet_bucket_and_extra_usage_on():
-    body = reply(tested("claude-usage-sonnet-extra-enabled.json"))
+    body = reply("claude-usage-sonnet-extra-enabled.json")
     assert usage_values(body, None, None) == {
         "ratelimit.five_hour_pct": 30.0, "ratelimit.five_hour_resets_at": "2026-06-14T02:59:59.160Z",
         "ratelimit.seven_day_pct": 15.0, "ratelimit.seven_day_resets_at": "2026-06-17T20:59:59.160Z",
@@ -163,7 +159,7 @@ def test_claude_sonnet_bucket_and_extra_usage_on():
 
 
 def test_claude_newer_seven_day_buckets():
-    body = reply(tested("claude-usage-seven-day-buckets.json"))
+    body = reply("claude-usage-seven-day-buckets.json")
     assert usage_values(body, None, None) == {"ratelimit.five_hour_pct": 9,
                                               "ratelimit.five_hour_resets_at": "2025-12-23T16:00:00.000Z"}
     assert usage_extras(body) == {"extraWindows": [
@@ -172,7 +168,7 @@ def test_claude_newer_seven_day_buckets():
 
 
 def test_claude_two_scoped_limits_and_a_bucket():
-    body = reply(tested("claude-usage-scoped-opus-fable.json"))
+    body = reply("claude-usage-scoped-opus-fable.json")
     # The contract's Opus field still comes from the scoped Opus entry, unchanged.
     assert usage_values(body, None, None) == {
         "ratelimit.five_hour_pct": 9, "ratelimit.five_hour_resets_at": "2026-07-03T00:30:00.440Z",
@@ -185,7 +181,7 @@ def test_claude_two_scoped_limits_and_a_bucket():
 
 
 def test_claude_enterprise_spend_only_has_no_window_but_its_extra_usage():
-    body = reply(tested("claude-usage-enterprise-spend-only.json"))
+    body = reply("claude-usage-enterprise-spend-only.json")
     assert usage_values(body, None, None) == {}
     assert usage_extras(body) == {"extraWindows": [], "extraUsage": {
         "enabled": True, "monthlyLimit": 2000, "usedCredits": 763, "utilization": 38.15, "currency": "EUR"}}
@@ -195,5 +191,5 @@ def test_every_sample_file_is_tested_and_named_in_sources():
     on_disk = {p.name for p in FIELD.iterdir() if p.suffix in (".json", ".jsonl")}
     source = Path(__file__).read_text()
     named = (FIELD / "SOURCES.md").read_text()
-    assert on_disk and [n for n in sorted(on_disk) if 'tested("%s")' % n not in source] == []
+    assert on_disk and [n for n in sorted(on_disk) if '"%s"' % n not in source] == []
     assert [n for n in sorted(on_disk) if "`%s`" % n not in named] == []
