@@ -196,6 +196,28 @@ def test_history_and_trajectory_carry_the_right_5h_and_7d(codex_node):
     assert traj["codex-prolite"]["sevenDay"]["pct"] == 98.0 and traj["codex-pro"]["sevenDay"]["pct"] == 21.0
 
 
+def _last_points(extras):
+    return [(e["name"], e["seconds"], e["points"][-1][1]) for e in extras]
+
+
+def test_history_and_trajectory_carry_the_named_extra_windows(codex_node):
+    mon = codex_node["mon"]
+    history = wait_until(lambda: (lambda h: h if "codex-credit" in h and "codex-spark" in h else None)(
+        mon.get_json("/api/history?hours=1")[1].get("accounts") or {}), 20, message="the extra windows' history")
+    # A credit-plan account has no 5h/7d: its history is its credits window.
+    assert history["codex-credit"]["fiveHour"] == [] and history["codex-credit"]["sevenDay"] == []
+    assert _last_points(history["codex-credit"]["extraWindows"]) == [("credits", None, 7.8)]
+    assert _last_points(history["codex-spark"]["extraWindows"]) == [(SPARK, 18000, 30.0), (SPARK, 604800, 100.0)]
+    assert _last_points(history["codex-prolite"]["extraWindows"]) == [(SPARK, 18000, 0.0), (SPARK, 604800, 0.0)]
+    assert "extraWindows" not in history["codex-s299"]
+    traj = {a["label"]: a for a in mon.get_json("/api/trajectory")[1]["accounts"]}
+    credit = traj["codex-credit"]["extraWindows"]
+    assert [(w["name"], w["seconds"], w["pct"]) for w in credit] == [("credits", None, 7.8)]
+    assert set(credit[0]) == {"name", "seconds", "pct", "resetsAt", "forecast"}
+    assert [(w["name"], w["pct"]) for w in traj["codex-spark"]["extraWindows"]] == [(SPARK, 30.0), (SPARK, 100.0)]
+    assert "extraWindows" not in traj["codex-s299"]
+
+
 # ---------------------------------------------------------------- Claude's login
 
 CLAUDE_TOKEN = canary("field-login")
