@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from svcposture.claude.usage import usage_extras, usage_values
 from svcposture.codex import session
 from svcposture.codex.usage import MAX_PCT, parse_session_limits, parse_usage_reply
+from svcposture.history import MAX_ROW_LINE, history_body, parse_row
 from svcposture.windows import field_of_length
 
 NOW_S = 1_790_000_000.0
@@ -119,3 +120,25 @@ def test_claude_extras_of_any_shape_leave_the_contract_windows_alone(buckets, li
         for key in ("monthlyLimit", "usedCredits", "utilization"):
             assert usage[key] is None or (math.isfinite(usage[key]) and usage[key] >= 0)
         assert usage["enabled"] in (True, False, None)
+
+
+JUNK_EXTRA = st.one_of(JUNK, st.fixed_dictionaries({}, optional={
+    "pct": JUNK, "resetsAt": JUNK, "name": st.one_of(JUNK, st.text(max_size=80)), "seconds": JUNK}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(JUNK, st.lists(JUNK_EXTRA, max_size=20)))
+def test_a_history_row_with_any_extra_keeps_its_5h_and_7d(extra):
+    line = json.dumps({"t": 1_790_000_000_000, "label": "codex-work", "fiveHour": {"pct": 12.0, "resetsAt": None},
+                       "sevenDay": None, "extra": extra}, allow_nan=True).encode()
+    row = parse_row(line)
+    if len(line) > MAX_ROW_LINE:
+        assert row is None
+        return
+    assert row is not None and row["fiveHour"] == {"pct": 12.0, "resetsAt": None}
+    for window in row.get("extra", []):
+        assert math.isfinite(window["pct"]) and window["pct"] >= 0
+        assert window["name"] is None or (isinstance(window["name"], str) and window["name"].isprintable())
+        assert window["seconds"] is None or (isinstance(window["seconds"], int) and window["seconds"] > 0)
+    body = history_body([row], node="n", now_ms=1_790_000_000_000, hours=1)
+    json.dumps(body, allow_nan=False)
