@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.codex import CodexServer, make_login, usage_reply, write_session
-from tests.support.fieldsamples import earliest_epoch, iso, lines, reply, shifted_lines, shifted_reply, stamp_s
+from tests.support.fieldsamples import earliest_epoch, iso, reply, shifted_lines, shifted_reply, stamp_s
 from tests.support.firstlook import get_json, login_only_node, start_login_monitor
 from tests.support.home import canary, monitor_env, set_host_name
 from tests.support.monitor import start_monitor
@@ -255,6 +257,16 @@ def test_login_shows_model_scoped_limits_and_extra_usage(login_node):
     assert body["extraWindows"] == [claude_extra(6.0, "2026-07-13T06:00:00.000Z", "Fable")]
     assert body["extraUsage"] == {"enabled": False, "monthlyLimit": None, "usedCredits": None, "utilization": None,
                                   "currency": None}
+
+
+def test_hud_shows_the_logins_extra_windows(login_node):
+    mon = login_node[0]
+    _login_with(login_node, "claude-usage-limits-fable.json")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    hud = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", mon.url],
+                         env=env, capture_output=True, text=True, timeout=30)
+    assert hud.returncode == 0, hud.stderr
+    assert "5h 11%" in hud.stdout and "| Fable 5%" in hud.stdout and CLAUDE_TOKEN not in hud.stdout
 
 
 def test_login_shows_newer_seven_day_buckets_and_scoped_limits(login_node):
