@@ -58,6 +58,7 @@ MAX_EXTRAS = 32
 MAX_NAME = 64
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
 _CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
+_ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _EXTRA_BUCKET_PREFIX = "seven_day_"
 # Credits beyond this are not money.
 MAX_AMOUNT = 1e15
@@ -267,9 +268,6 @@ def usage_extras(body: Any) -> Dict[str, Any]:
             seen.add(window["name"])
             extras.append(window)
     return {"extraWindows": extras, "extraUsage": extra_usage(body.get("extra_usage"))}
-
-
-_ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
 def _clean_extra(value: Any) -> Optional[Dict[str, Any]]:
