@@ -109,12 +109,26 @@ def _trajectory_rows(trajectory: "Any") -> "Dict[str, Mapping[str, Any]]":
     return out
 
 
+def _forecast_windows(row: "Optional[Mapping[str, Any]]") -> "List[Tuple[str, Any]]":
+    """(name, trajectory window) of each window of a trajectory row: fiveHour, sevenDay, then
+    each extra window (a model's own limit, credits) under its name."""
+    if row is None:
+        return []
+    found: "List[Tuple[str, Any]]" = [(field, row.get(field)) for field in FORECAST_FIELDS]
+    extras = row.get("extraWindows")
+    for window in extras if isinstance(extras, list) else []:
+        if isinstance(window, dict):
+            name, seconds = window.get("name"), window.get("seconds")
+            found.append((name if isinstance(name, str) and name else
+                          "%ss window" % seconds if is_int(seconds) else "extra", window))
+    return found
+
+
 def _forecast_misses(row: "Optional[Mapping[str, Any]]", limit: float) -> "Tuple[List[Tuple[str, Optional[int]]], Optional[str]]":
     """([(window, its reset)] whose forecast reaches `limit` before its reset, the earliest wallAt)."""
     misses: "List[Tuple[str, Optional[int]]]" = []
     walls: "List[str]" = []
-    for field in FORECAST_FIELDS:
-        window = row.get(field) if row is not None else None
+    for name, window in _forecast_windows(row):
         forecast = window.get("forecast") if isinstance(window, dict) else None
         if not isinstance(forecast, dict):
             continue
@@ -123,7 +137,7 @@ def _forecast_misses(row: "Optional[Mapping[str, Any]]", limit: float) -> "Tuple
             walls.append(wall)
         at_reset = finite_number(forecast.get("pctAtReset"))
         if at_reset is not None and at_reset >= limit:
-            misses.append((field, iso_ms(window.get("resetsAt"))))
+            misses.append((name, iso_ms(window.get("resetsAt"))))
     return misses, (min(walls) if walls else None)
 
 

@@ -9,37 +9,14 @@ same probedAt. `advice_body` is the pure builder of the /api/advice body.
 """
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from . import _time
 from ._reserve import reserve_or_zero
 from ._text import is_int
-from ._env import InvalidSetting
 from .advice import DEFAULT_WAIT_S, advise, first_candidate
 from .vendors import CLAUDE
-
-log = logging.getLogger("svcposture.advisor")
-
-MAX_WAIT_S = 7 * 86400
-WAIT_ENV = "SVC_ADVICE_WAIT_S"
-
-
-class InvalidAdviceSetting(InvalidSetting):
-    """SVC_ADVICE_WAIT_S is not a whole number of seconds from 0 to a week."""
-
-
-def wait_s_from(environ: Mapping[str, str]) -> int:
-    """$SVC_ADVICE_WAIT_S (0 to 604800 s; 0 never waits), else 600; InvalidAdviceSetting when it is junk."""
-    raw = (environ.get(WAIT_ENV) or "").strip()
-    if not raw:
-        return DEFAULT_WAIT_S
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 7 or int(raw) > MAX_WAIT_S:
-        raise InvalidAdviceSetting("%s must be a whole number of seconds from 0 to %d, not %r"
-                                   % (WAIT_ENV, MAX_WAIT_S, raw[:40]))
-    return int(raw)
-
 
 def reserve_of(trajectory_body: Any, home: Optional[str]) -> int:
     """The human reserve the trajectory body was built with (read once per probe), else the node's."""
@@ -68,14 +45,10 @@ def advice_body(summary: Mapping[str, Any], advice: Mapping[str, Any], reserve: 
 class Advisor:
     """Each vendor's newest advice, keyed by the summary it was computed from."""
 
-    def __init__(self, trajectory: Any, environ: Mapping[str, str], home: Optional[str] = None) -> None:
+    def __init__(self, trajectory: Any, wait_s: int = DEFAULT_WAIT_S, home: Optional[str] = None) -> None:
         self.trajectory = trajectory
         self.home = home
-        try:
-            self.wait_s = wait_s_from(environ)
-        except InvalidAdviceSetting as exc:
-            log.warning("%s; using %d s", exc, DEFAULT_WAIT_S)
-            self.wait_s = DEFAULT_WAIT_S
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         self._latest: Dict[str, Tuple[Any, Dict[str, Any], int]] = {}
 

@@ -13,6 +13,7 @@ import logging
 from typing import Any, Optional, Tuple
 
 from .._time import now_ms
+from ..advice import DEFAULT_WAIT_S
 from ..advisor import Advisor, advice_body
 from ..summary import disabled_body
 from ..vendors import CLAUDE, CODEX, provider_from_query
@@ -31,8 +32,9 @@ class AdviceRoute:
         self.service = service
         advisor = getattr(service, "advisor", None)
         home = getattr(getattr(service, "paths", None), "home", None)
+        settings = getattr(service, "settings", None)
         self.advisor = advisor if advisor is not None else Advisor(
-            trajectory, getattr(service, "environ", {}) or {}, str(home) if home is not None else None)
+            trajectory, getattr(settings, "advice_wait_s", DEFAULT_WAIT_S), str(home) if home is not None else None)
         self._cache: Tuple[Any, bytes] = (None, b"")
         self._whole: Tuple[Any, bytes] = (None, b"")
 

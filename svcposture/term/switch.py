@@ -23,6 +23,7 @@ from .._text import loads_bounded, printable
 from ..advice import advise
 from ..headroom import choose, find_account, of_provider, resets_ms
 from ..exportline import CLAUDE, PROVIDERS, SwitchError
+from ..settings import MONITOR_URL_RULE
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 
 EX_UNAVAILABLE = 69
@@ -56,8 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     parser.add_argument("--json", action="store_true",
                         help="print {switched, provider, from, to, reason, dryRun, file, eventId}")
-    parser.add_argument("--url", help="monitor base URL (default: the url in ~/svc/run/monitor.json, "
-                                      "else http://127.0.0.1:7400)")
+    parser.add_argument("--url", help="monitor base URL (default: %s)" % MONITOR_URL_RULE)
     # The monitor's automatic switch: reason auto, the posture it judged on stdin.
     parser.add_argument("--reason", choices=("manual", "best", "auto"), help=argparse.SUPPRESS)
     parser.add_argument("--posture-stdin", action="store_true", help=argparse.SUPPRESS)
@@ -73,7 +73,8 @@ def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
         except ValueError:
             return None
     from .statusline import get_json, monitor_url, parse_url
-    target = parse_url(ns.url or monitor_url(os.environ))
+    ns.url = ns.url or monitor_url(os.environ)
+    target = parse_url(ns.url)
     if target is None:
         return None
     path = "/api/accounts" + ("?provider=%s" % ns.provider if ns.provider != CLAUDE else "")
@@ -95,7 +96,8 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
     the limit. The automatic switch acts only on the advice `switch`, among the
     candidates its hysteresis allows, spread over the fleet."""
     if not _usable_posture(body):
-        raise SwitchError("the local monitor's posture is unavailable; --best needs it (use --to LABEL)",
+        where = "the monitor at %s" % printable(ns.url)[:200] if ns.url else "the local monitor"
+        raise SwitchError("%s gave no usable posture; --best needs it (use --to LABEL)" % where,
                           EX_UNAVAILABLE)
     auto = ns.reason == "auto"
     if not _advice_of(advice, ns.provider):
@@ -137,20 +139,13 @@ def _now_ms() -> int:
 
 
 def _wait_s() -> int:
-    from ..advice import DEFAULT_WAIT_S
-    from ..advisor import InvalidAdviceSetting, wait_s_from
-    try:
-        return wait_s_from(os.environ)
-    except InvalidAdviceSetting:
-        return DEFAULT_WAIT_S
+    from ..settings import Settings
+    return Settings.from_environ(os.environ, strict=False).advice_wait_s
 
 
 def _auto_at() -> Optional[float]:
-    from ..steering import auto_switch_at
-    try:
-        return auto_switch_at(os.environ)
-    except ValueError:
-        return None
+    from ..settings import Settings
+    return Settings.from_environ(os.environ, strict=False).auto_switch_at
 
 
 def read_advice(ns: argparse.Namespace, timeout_s: float) -> Any:
