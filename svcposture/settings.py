@@ -341,8 +341,7 @@ def _steering_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) ->
         at_pct = None
     try:
         wait_s = advice_wait_s(environ)
-    except ValueError as exc:
-        notes.append((ADVICE_WAIT_ENV, "%s; using %d s" % (exc, DEFAULT_ADVICE_WAIT_S)))
+    except ValueError:  # a timing knob: a typo falls back to the default
         wait_s = DEFAULT_ADVICE_WAIT_S
     return dict(auto_switch_at=at_pct, guard_budget_ms=guard_budget_ms(environ), advice_wait_s=wait_s)
 

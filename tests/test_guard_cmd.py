@@ -312,4 +312,6 @@ def test_hostile_and_broken_replies_are_unavailable_never_a_traceback(tmp_path: 
                                                                          "status": "allowed"})), 69),
                            (dict(active=None), 1)):
         with RawServer({"/api/accounts": http_reply(200, _body(**over))}) as server:
-            assert decision(dict(env, SVC_GUARD_BUDGET_MS="5000"), "--url", server.url)[0] == expected, over
+            # A probe interval of 300 s: the body just built is never stale on a loaded machine.
+            assert decision(dict(env, SVC_GUARD_BUDGET_MS="5000", SVC_PROBE_INTERVAL_S="300"), "--url",
+                            server.url)[0] == expected, over
