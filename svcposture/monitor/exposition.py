@@ -71,12 +71,16 @@ def account_keys(*bodies: Tuple[str, Optional[Mapping[str, Any]]]) -> Dict[Tuple
     return keys
 
 
-def _account_samples(accounts: Any, provider: str) -> Tuple[Samples, Samples, Samples, Samples]:
-    """(utilization pct, window reset seconds, active flag, status) samples per account of one vendor."""
+def _account_samples(accounts: Any, provider: str,
+                     probed_ms: Any = None) -> Tuple[Samples, Samples, Samples, Samples, Samples]:
+    """(utilization pct, window reset seconds, active flag, status, probed-at seconds) samples per
+    account of one vendor; an account's own `sampledAt` (a Codex sample) is when it was read, else
+    the posture's `probedAt`."""
     pct: Samples = []
     resets: Samples = []
     active: Samples = []
     statuses: Samples = []
+    probed: Samples = []
     for account in accounts if isinstance(accounts, list) else []:
         if not isinstance(account, dict) or not isinstance(account.get("label"), str):
             continue
@@ -84,6 +88,9 @@ def _account_samples(accounts: Any, provider: str) -> Tuple[Samples, Samples, Sa
         active.append(("{%s}" % label, 1 if account.get("active") else 0))
         status = node_status(account)
         statuses.extend(('{%s,status="%s"}' % (label, s), 1 if s == status else 0) for s in NODE_STATUSES)
+        read_ms = account.get("sampledAt") if is_number(account.get("sampledAt")) else probed_ms
+        if is_number(read_ms) and read_ms > 0:
+            probed.append(("{%s}" % label, read_ms / 1000.0))
         for key, window in WINDOWS:
             view = account.get(key)
             if not isinstance(view, dict):
@@ -93,7 +100,7 @@ def _account_samples(accounts: Any, provider: str) -> Tuple[Samples, Samples, Sa
             seconds = _epoch_s(view.get("resetsAt"))
             if seconds is not None:
                 resets.append((labels, seconds))
-    return pct, resets, active, statuses
+    return pct, resets, active, statuses, probed
 
 
 def _node_active_account_family(lines: List[str], last: Optional[Mapping[str, Any]],
@@ -144,13 +151,14 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
     """
     last = figures.get("last") if isinstance(figures.get("last"), dict) else None
     nodes = _node_samples(figures, "")
-    pct, resets, active, statuses = _account_samples(last.get("accounts") if last else None, "claude")
+    pct, resets, active, statuses, probed = _account_samples(last.get("accounts") if last else None, "claude",
+                                                             last.get("probedAt") if last else None)
     codex_last = codex.get("last") if codex and isinstance(codex.get("last"), dict) else None
     if codex is not None and codex_last is not None and codex_last.get("available") is True:
         for family, samples in _node_samples(codex, 'provider="codex"').items():
             nodes[family].extend(samples)
-        more = _account_samples(codex_last.get("accounts"), "codex")
-        for mine, theirs in zip((pct, resets, active, statuses), more):
+        more = _account_samples(codex_last.get("accounts"), "codex", codex_last.get("probedAt"))
+        for mine, theirs in zip((pct, resets, active, statuses, probed), more):
             mine.extend(theirs)
     lines: List[str] = []
     _family(lines, "svc_posture_available", "gauge", "1 when the posture surface is enabled and probed.",
@@ -164,6 +172,8 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
     _family(lines, "svc_account_status", "gauge",
             "Account status as the node status it would give, one series per status; 1 marks the current one.",
             statuses)
+    _family(lines, "svc_account_probed_at_seconds", "gauge",
+            "When the account's figures were last read, Unix seconds.", probed)
     _node_active_account_family(lines, last, codex)
     _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.", nodes["runs"])
     _family(lines, "svc_probe_errors_total", "counter", "Header probes that ended in an error posture.",
