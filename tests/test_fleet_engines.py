@@ -187,7 +187,7 @@ def test_at_most_three_queries_and_plain_promql(stack):
         return real(url, timeout_s, max_bytes)
     promread.http_get = counting
     try:
-        rows = promread.fleet_rows({"SVC_PROMETHEUS_URL": stack["prom"].base}, stack["fleet"].hosts, INTERVAL_MS)
+        rows = promread.fleet_rows(stack["prom"].base, stack["fleet"].hosts, INTERVAL_MS)
     finally:
         promread.http_get = real
     assert len(calls) == 3 and len(rows) == HOSTS

@@ -43,10 +43,10 @@ from .._time import iso_from_ms
 from .._version import __version__
 from ..accountkey import valid_key
 from ..errors import SvcpostureError
+from ..settings import PROMETHEUS_URL_ENV
 from .heartbeat import MAX_LABEL, MAX_PCT
 from .hostaccounts import PROVIDER_RE
 
-PROMETHEUS_URL_ENV = "SVC_PROMETHEUS_URL"
 # One deadline for all the queries of one status, not one per request.
 READ_DEADLINE_S = 10.0
 # ~100 bytes a series; 10,000 hosts of three accounts are about 8 MiB.
@@ -124,8 +124,9 @@ def readings_query(nodes: Sequence[str], keyless: bool) -> Optional[str]:
     return " or ".join(parts) or None
 
 
-def base_url(environ: Mapping[str, str]) -> str:
-    base = (environ.get(PROMETHEUS_URL_ENV) or "").strip()
+def base_url(url: str) -> str:
+    """$SVC_PROMETHEUS_URL (Settings.prometheus_url) checked: set, and http(s)."""
+    base = (url or "").strip()
     if not base:
         raise PrometheusConfigError("SVC_LIVENESS_READ_SOURCE=prometheus but %s is unset" % PROMETHEUS_URL_ENV)
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
@@ -349,10 +350,10 @@ def _row(read: FleetRead, host: str, interval_ms: int, now_s: float) -> Dict[str
     return row
 
 
-def fleet_rows(environ: Mapping[str, str], roster: Sequence[str], interval_ms: int,
+def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
                now: Optional[int] = None) -> List[Dict[str, Any]]:
     """One status row per roster host, from at most three queries; PrometheusError when unreadable."""
-    base = base_url(environ)
+    base = base_url(prometheus_url)
     deadline = time.monotonic() + READ_DEADLINE_S
     hosts, accounts = fleet_queries(interval_ms)
     read = FleetRead()

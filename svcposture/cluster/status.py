@@ -11,8 +11,9 @@ from .._http import get as deadline_get
 from .._text import is_number, loads_bounded, printable
 from .._version import __version__
 from ..paths import Paths
+from ..settings import Settings
 from ._common import print_json
-from .liveness import collect_status, publish_interval_ms
+from .liveness import collect_status
 
 
 def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
@@ -84,18 +85,20 @@ def monitor_report(url: str, timeout_s: float = READ_TIMEOUT_S) -> Dict[str, Any
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
+    settings = Settings.from_environ(os.environ, strict=False)
     if ns.url:
         report = monitor_report(ns.url)
     else:
-        report = collect_status(Paths(environ=os.environ), os.environ)
+        report = collect_status(Paths(environ=os.environ), settings)
     if ns.json:
         print_json(report, ensure_ascii=False)
         return status_exit_code(report)
-    print("source: %s   anchor: %s" % (printable(str(report.get("source"))), printable(str(report.get("anchor") or "(unset)"))))
+    print("source: %s   anchor: %s" % (printable(str(report.get("source"))),
+                                       printable(str(report.get("anchor") or "(unset)"))))
     if ns.url:
         print("read from: %s/api/fleet" % printable(ns.url.strip().rstrip("/")))
     else:
-        print(interval_line(report, publish_interval_ms(os.environ)))
+        print(interval_line(report, settings.liveness_interval_ms))
     # Roster names come from a shared repo: never let one drive the terminal.
     names = [printable(h["host"]) for h in report["hosts"]]
     width = max([len(n) for n in names] + [4])

@@ -74,7 +74,7 @@ class Node:
         from ..config import node_name
         from ..events import EventLog
         from ..latch import Latch, LatchError
-        from ..codexposture import CodexPosture
+        from ..codex.summary import CodexPosture
         from ..posture import PostureService
 
         self.paths = paths
@@ -126,7 +126,7 @@ class Node:
         that the automatic switch judges every result."""
         if background:
             from ..steering import start as start_steering
-            self._started.append(start_steering(self.paths, self.environ, self.name, self.service))
+            self._started.append(start_steering(self.paths, self.settings, self.name, self.service))
         self.service.start()  # the first probe is under way before /healthz can answer
         self._started.append(self.service)
         if background:
@@ -139,7 +139,7 @@ class Node:
 
         paths, environ, node, settings = self.paths, self.environ, self.name, self.settings
         sampler = QuotaSampler(paths, node=node, log=self.event_log, environ=environ, settings=settings,
-                               usage_owner=UsageOwner(paths, environ, node, settings))
+                               usage_owner=UsageOwner(paths, node, settings))
         sampler.start()
         self._started.append(sampler)
         self.app.login_source = sampler
@@ -149,7 +149,7 @@ class Node:
         if not liveness_on:
             return
         # One poller per Codex login across the fleet: the child is told the roster and live hosts.
-        self.codex.candidates_source = UsageOwner(paths, environ, node, settings).codex_candidates
+        self.codex.candidates_source = UsageOwner(paths, node, settings).codex_candidates
         try:
             from ..cluster.heartbeat import account_source
             from ..cluster.hostaccounts import accounts_source
@@ -158,9 +158,8 @@ class Node:
             accounts = accounts_source([("claude", self.service.current), ("codex", self.codex.current)],
                                        self.trajectory.body)
             self._started.append(liveness.start_publisher(
-                paths, environ, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, settings=settings,
-                accounts=accounts))
+                paths, settings, node, self.service.account_status, self.event_log,
+                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, accounts=accounts))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 
