@@ -217,3 +217,46 @@ def test_status_url_of_a_server_that_is_no_monitor_exits_1(tmp_path, anchor_trac
     done = subprocess.run(["python3", "-m", "svcposture", "cluster", "status", "--url", anchor_tracker.url],
                           cwd=str(REPO), env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "did not answer with a fleet report" in done.stderr, done
+
+
+# ---------------------------------------------------------------- the page
+
+def test_the_fleet_page_opens_with_the_accounts_table_most_urgent_first(tmp_path):
+    from tests.support import pages
+    from tests.support.browser import chromium, wait_for
+    started = Demo(tmp_path / "home", ["--port", "0"]).wait_ready()
+    try:
+        with chromium(1280, 900) as browser:
+            for width in (1280, 360):
+                pages.emulate(browser, "light", width)
+                browser.get(started.url + "/fleet")
+                wait_for(lambda: len(browser.find_elements("css selector", "#account-rows tr")) == 5
+                         and len(browser.find_elements("css selector", "#rows .row")) == 6, what="both tables")
+                page = browser.execute_script("""
+                    var table = document.querySelector('main table');
+                    return {first: table.id, caption: table.caption.textContent,
+                            cols: Array.from(table.querySelectorAll('thead th[scope=col]')).map(function (t) {
+                                return t.textContent; }),
+                            rowHeads: Array.from(table.querySelectorAll('tbody th[scope=row] .label')).map(function (t) {
+                                return t.textContent; }),
+                            statuses: Array.from(table.querySelectorAll('tbody tr')).map(function (r) {
+                                return r.dataset.status; }),
+                            hosts: Array.from(document.querySelectorAll('#rows .host')).map(function (h) {
+                                return h.textContent; }),
+                            wide: document.documentElement.scrollWidth > document.documentElement.clientWidth};""")
+                assert page["first"] == "accounts" and "most urgent first" in page["caption"]
+                assert page["cols"] == ["Account", "Status", "5-hour window", "7-day window", "Reaches 100\u00a0%",
+                                        "Hosts"]
+                # Rejected first, then the soonest wall (acct2 on build-02 in under an hour).
+                assert page["statuses"][:2] == ["rejected", "degraded"] and page["rowHeads"][1] == "acct2"
+                assert page["hosts"][:2] == ["staging-1", "build-02"] and not page["wide"]
+                # The stacked layout of a narrow screen is still a table to assistive technology.
+                doc = browser.execute_cdp_cmd("DOM.getDocument", {})
+                node = browser.execute_cdp_cmd("DOM.querySelector", {"nodeId": doc["root"]["nodeId"],
+                                                                     "selector": "#accounts"})
+                tree = browser.execute_cdp_cmd("Accessibility.getPartialAXTree",
+                                               {"nodeId": node["nodeId"], "fetchRelatives": False})
+                assert tree["nodes"][0]["role"]["value"] == "table", (width, tree["nodes"][0])
+                assert not pages.a11y_failures(browser) and not pages.contrast_failures(browser)
+    finally:
+        assert started.stop() == 0
