@@ -1,8 +1,11 @@
-"""Parts 3 and 4 of scripts/bench_fleet.py: the fleet past the tracker's budget (docs/fleet-prometheus.md).
+"""Parts 3, 4 and 5 of scripts/bench_fleet.py: the fleet past the tracker's budget (docs/fleet-prometheus.md).
 
 3. Status for 1,000 hosts from Prometheus and from VictoriaMetrics (real engines on
    loopback, 1,000 stand-in monitors), against the tracker path for the same hosts.
 4. Hosts per bot user on the tracker path, before and after budgeting.
+5. 10,000 hosts of three accounts each beside 1,000, fed to a real VictoriaMetrics through
+   its import API (tests/support/bigfleet.py): `svc-cluster status --json`, the read in
+   process with its query count, and a real monitor's GET /api/fleet/accounts.
 """
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ from svcposture.settings import Settings
 from svcposture.cluster import liveness, promread
 from svcposture.paths import Paths
 from svcposture.settings import WINDOW_ENV
+from tests.support.bigfleet import BigFleet
 from tests.support.engines import query, start_prometheus, start_victoria, stop_all
+from tests.support.monitor import start_monitor
 from tests.support.fleet import populate
 from tests.support.fleetmetrics import FleetMetrics
 from tests.support.home import BEARER, make_node, node_env, write_json
@@ -137,6 +142,72 @@ def part_engines(root: Path, runs: int) -> List[Dict[str, Any]]:
     return figures
 
 
+# ---------------------------------------------------------------- part 5: 10,000 hosts beside 1,000
+
+SCALE_INTERVAL_MS = 600000  # the imported points stay inside the liveness window for the whole part
+
+
+def _accounts_route(env: Dict[str, str], runs: int) -> float:
+    """Median seconds of GET /api/fleet/accounts on a real monitor re-reading the fleet every time."""
+    mon = start_monitor(dict(env, SVC_FLEET_TTL_S="0"), ["--no-probe"], timeout=60)
+    try:
+        mon.get("/api/fleet/accounts")  # warm-up
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            status, _, raw = mon.get("/api/fleet/accounts")
+            times.append(time.perf_counter() - start)
+            if status != 200 or b'"error"' in raw[:200]:
+                raise RuntimeError("the accounts view failed: %s" % raw[:300])
+        return statistics.median(times)
+    finally:
+        mon.stop(timeout=20, check=False)
+
+
+def _scale_figures(root: Path, hosts: int, runs: int) -> Dict[str, Any]:
+    work = root / ("scale-%d" % hosts)
+    work.mkdir()
+    vm = start_victoria(work)
+    try:
+        fleet = BigFleet(hosts)
+        fleet.feed(vm.base)
+        wait_until(lambda: len(query(vm.base, 'up{node!=""}')) == hosts, timeout=180, interval=1,
+                   message="VictoriaMetrics holding %d hosts" % hosts)
+        home = make_node(work, fleet.hosts[0], fleet.roster, token=None)
+        env = node_env(home, SVC_LIVENESS_READ_SOURCE="prometheus", SVC_PROMETHEUS_URL=vm.base,
+                       EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS=str(SCALE_INTERVAL_MS))
+        _status_cli(env, 1)  # warm-up: the engine's caches
+        cli_s, report = _status_cli(env, runs)
+        global INTERVAL_MS
+        kept, INTERVAL_MS = INTERVAL_MS, SCALE_INTERVAL_MS
+        try:
+            inproc_s, requests = _in_process(env, fleet.roster, runs)
+        finally:
+            INTERVAL_MS = kept
+        return {"status": cli_s, "read": inproc_s, "queries": requests, "route": _accounts_route(env, runs),
+                "live": sum(1 for row in report["hosts"] if row["state"] == "live")}
+    finally:
+        stop_all([vm])
+
+
+def part_scale(root: Path, runs: int) -> List[Dict[str, Any]]:
+    small = _scale_figures(root, 1000, runs)
+    big = _scale_figures(root, 10000, runs)
+    figures = []
+    for key, what in (("status", "svc-cluster status --json"), ("route", "GET /api/fleet/accounts"),
+                      ("read", "the read in process")):
+        figures.append({"figure": "%s, 10,000 hosts x 3 accounts from VictoriaMetrics" % what,
+                        "value": round(big[key], 3), "unit": "s", "baseline": round(small[key], 3),
+                        "baseline_label": "1,000 hosts, same run", "ratio": round(big[key] / small[key], 2),
+                        "target": "< 1 s" if key != "read" else "ratio < 10", "ok": big[key] < 1.0 if key != "read"
+                        else big[key] / small[key] < 10, "live": big["live"]})
+    figures.append({"figure": "queries per read, 10,000 hosts", "value": big["queries"], "unit": "queries",
+                    "baseline": small["queries"], "baseline_label": "1,000 hosts",
+                    "ratio": round(big["queries"] / float(small["queries"]), 2), "target": "<= 4",
+                    "ok": big["queries"] <= 4})
+    return figures
+
+
 # ---------------------------------------------------------------- part 4: hosts per bot user
 
 # An hour scaled to 24 s: the default 120 s becomes 800 ms, long enough that a loaded
@@ -224,6 +295,8 @@ def run_scale(parts: Set[str], quick: bool) -> None:
             figures += part_engines(root, 3 if quick else 5)
         if "4" in parts:
             figures += part_budget(root, quick)
+        if "5" in parts:
+            figures += part_scale(root, 3 if quick else 5)
     finally:
         shutil.rmtree(str(root), ignore_errors=True)
     header = ("figure", "value", "baseline", "ratio", "target")
