@@ -43,13 +43,18 @@ SCRAPE = "10s"
 
 # ---------------------------------------------------------------- part 3: status from the engines
 
+# The command as installed, with the read's deadline raised: a loaded machine is timed, not failed.
+_STATUS = ("import runpy, sys; from svcposture.cluster import promread; promread.READ_DEADLINE_S = 120.0; "
+           "sys.argv = ['svcposture', 'cluster', 'status', '--json']; runpy.run_module('svcposture', "
+           "run_name='__main__', alter_sys=True)")
+
+
 def _status_cli(env: Dict[str, str], runs: int) -> Tuple[float, Dict[str, Any]]:
     times: List[float] = []
     report: Dict[str, Any] = {}
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "svcposture", "cluster", "status", "--json"], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-c", _STATUS], env=env, capture_output=True, text=True, timeout=300)
         times.append(time.perf_counter() - start)
         report = json.loads(done.stdout)
         if report.get("error"):
@@ -67,6 +72,7 @@ def _in_process(env: Dict[str, str], hosts: List[str], runs: int) -> Tuple[float
         return real_get(url, timeout_s, max_bytes)
 
     promread.http_get = counting_get
+    kept_deadline, promread.READ_DEADLINE_S = promread.READ_DEADLINE_S, 120.0
     try:
         times = []
         for _ in range(runs):
@@ -76,6 +82,7 @@ def _in_process(env: Dict[str, str], hosts: List[str], runs: int) -> Tuple[float
             times.append(time.perf_counter() - start)
     finally:
         promread.http_get = real_get
+        promread.READ_DEADLINE_S = kept_deadline
     return statistics.median(times), calls[0]
 
 
@@ -151,15 +158,20 @@ def _accounts_route(env: Dict[str, str], runs: int) -> float:
     """Median seconds of GET /api/fleet/accounts on a real monitor re-reading the fleet every time."""
     mon = start_monitor(dict(env, SVC_FLEET_TTL_S="0"), ["--no-probe"], timeout=60)
     try:
-        mon.get("/api/fleet/accounts")  # warm-up
         times = []
-        for _ in range(runs):
+        for _ in range(runs + 1):
+            # A reader waits for a read in flight up to 3 s, then gets the last good view marked
+            # stale: the time is until a fresh one, re-asked while the read runs.
             start = time.perf_counter()
-            status, _, raw = mon.get("/api/fleet/accounts")
+            while True:
+                status, _, raw = mon.get("/api/fleet/accounts")
+                head = json.loads(raw)
+                if status == 200 and "error" not in head and not head.get("stale"):
+                    break
+                if time.perf_counter() - start > 120:
+                    raise RuntimeError("no fresh accounts view within 120 s: %s" % raw[:300])
             times.append(time.perf_counter() - start)
-            if status != 200 or b'"error"' in raw[:200]:
-                raise RuntimeError("the accounts view failed: %s" % raw[:300])
-        return statistics.median(times)
+        return statistics.median(times[1:])  # the first read warms the engine's caches
     finally:
         mon.stop(timeout=20, check=False)
 
