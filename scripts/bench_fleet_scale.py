@@ -155,25 +155,44 @@ SCALE_INTERVAL_MS = 600000  # the imported points stay inside the liveness windo
 
 
 def _accounts_route(env: Dict[str, str], runs: int) -> float:
-    """Median seconds of GET /api/fleet/accounts on a real monitor re-reading the fleet every time."""
-    mon = start_monitor(dict(env, SVC_FLEET_TTL_S="0"), ["--no-probe"], timeout=60)
-    try:
-        times = []
-        for _ in range(runs + 1):
-            # A reader waits for a read in flight up to 3 s, then gets the last good view marked
-            # stale: the time is until a fresh one, re-asked while the read runs.
+    """Median seconds from a cold GET /api/fleet/accounts on a fresh monitor to its first fresh answer
+    (a reader waits for the read up to 3 s, then gets an answer saying the read is under way)."""
+    times = []
+    for _ in range(runs + 1):
+        mon = start_monitor(dict(env, SVC_FLEET_TTL_S="3600"), ["--no-probe"], timeout=60)
+        try:
             start = time.perf_counter()
             while True:
                 status, _, raw = mon.get("/api/fleet/accounts")
-                head = json.loads(raw)
-                if status == 200 and "error" not in head and not head.get("stale"):
+                body = json.loads(raw)
+                if status == 200 and "error" not in body and not body.get("stale"):
                     break
-                if time.perf_counter() - start > 120:
-                    raise RuntimeError("no fresh accounts view within 120 s: %s" % raw[:300])
+                if time.perf_counter() - start > 300:
+                    raise RuntimeError("no accounts view within 300 s: %s" % raw[:300])
+                time.sleep(0.02)
             times.append(time.perf_counter() - start)
-        return statistics.median(times[1:])  # the first read warms the engine's caches
-    finally:
-        mon.stop(timeout=20, check=False)
+        finally:
+            mon.stop(timeout=20, check=False)
+    return statistics.median(times[1:])  # the first read warms the engine's caches
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    import os
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def _read_cpu(vm: Any, roster: List[str], runs: int) -> Tuple[float, float]:
+    """(median CPU seconds of one read in this process, of the engine answering it): what a loaded
+    machine's wall time hides."""
+    mine, theirs = [], []
+    for _ in range(runs):
+        engine, own = _cpu_s(vm.proc.pid), time.process_time()
+        promread.fleet_rows(vm.base, roster, SCALE_INTERVAL_MS)
+        mine.append(time.process_time() - own)
+        theirs.append(_cpu_s(vm.proc.pid) - engine)
+    return statistics.median(mine), statistics.median(theirs)
 
 
 def _scale_figures(root: Path, hosts: int, runs: int) -> Dict[str, Any]:
@@ -196,7 +215,13 @@ def _scale_figures(root: Path, hosts: int, runs: int) -> Dict[str, Any]:
             inproc_s, requests = _in_process(env, fleet.roster, runs)
         finally:
             INTERVAL_MS = kept
+        kept_deadline, promread.READ_DEADLINE_S = promread.READ_DEADLINE_S, 120.0
+        try:
+            client_cpu, engine_cpu = _read_cpu(vm, fleet.roster, runs)
+        finally:
+            promread.READ_DEADLINE_S = kept_deadline
         return {"status": cli_s, "read": inproc_s, "queries": requests, "route": _accounts_route(env, runs),
+                "client_cpu": client_cpu, "engine_cpu": engine_cpu,
                 "live": sum(1 for row in report["hosts"] if row["state"] == "live")}
     finally:
         stop_all([vm])
@@ -207,12 +232,14 @@ def part_scale(root: Path, runs: int) -> List[Dict[str, Any]]:
     big = _scale_figures(root, 10000, runs)
     figures = []
     for key, what in (("status", "svc-cluster status --json"), ("route", "GET /api/fleet/accounts"),
-                      ("read", "the read in process")):
+                      ("read", "the read in process"), ("client_cpu", "CPU of the read in process"),
+                      ("engine_cpu", "CPU of VictoriaMetrics answering the read")):
         figures.append({"figure": "%s, 10,000 hosts x 3 accounts from VictoriaMetrics" % what,
                         "value": round(big[key], 3), "unit": "s", "baseline": round(small[key], 3),
                         "baseline_label": "1,000 hosts, same run", "ratio": round(big[key] / small[key], 2),
-                        "target": "< 1 s" if key != "read" else "ratio < 10", "ok": big[key] < 1.0 if key != "read"
-                        else big[key] / small[key] < 10, "live": big["live"]})
+                        "target": "< 1 s" if key in ("status", "route") else "ratio < 10",
+                        "ok": big[key] < 1.0 if key in ("status", "route") else big[key] / small[key] < 10,
+                        "live": big["live"]})
     figures.append({"figure": "queries per read, 10,000 hosts", "value": big["queries"], "unit": "queries",
                     "baseline": small["queries"], "baseline_label": "1,000 hosts",
                     "ratio": round(big["queries"] / float(small["queries"]), 2), "target": "<= 4",
