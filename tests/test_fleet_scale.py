@@ -95,6 +95,7 @@ def test_status_and_a_monitor_answer_for_ten_thousand_hosts(big):
     done = run_cluster(big["env"], "status", "--json", timeout=300)
     report = json.loads(done.stdout)
     assert done.returncode == 3 and "error" not in report and report["source"] == "prometheus"
+    assert "\n" not in done.stdout.strip()  # past 1,000 hosts on one line, not indented
     assert len(report["hosts"]) == HOSTS + MISSING
     assert Counter(r["state"] for r in report["hosts"]) == Counter(expected_state(fleet, h) for h in fleet.roster)
     mon = start_monitor(big["env"], ["--no-probe"], timeout=60)
