@@ -4,7 +4,7 @@ The body is `svc-cluster status --json`'s report (`{source, anchor, hosts[],
 unlisted?, warning?, error?}`) plus `generatedAt` (docs/fleet.md). It is read
 from the tracker (or Loki) at most once per `$SVC_FLEET_TTL_S` (60) seconds
 whatever the number of readers: concurrent readers of an expired cache share
-one read, and everyone else gets the bytes of the last one. It only reads:
+one read (a SingleFlight), and everyone else gets the bytes of the last one. It only reads:
 nothing here writes to the tracker.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from .._time import iso_now
 from ..paths import Paths
 from ..settings import Settings
-from .wire import dumps
+from .response import dumps
+from .singleflight import SingleFlight
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -61,18 +62,14 @@ class FleetCache:
         self._at = 0.0
         self._good: Optional[Dict[str, Any]] = None  # the last report without an error, and when it was read
         self._good_at = 0.0
-        self._flight: Optional[threading.Event] = None
+        self._flight = SingleFlight(self._read, "svc-fleet-read")
         self.reads = 0
 
     def body(self) -> bytes:
         with self._lock:
             if self._body is not None and time.monotonic() - self._at < self.ttl_s:
                 return self._body
-            flight = self._flight
-            if flight is None:
-                flight = self._flight = threading.Event()
-                threading.Thread(target=self._read, args=(flight,), name="svc-fleet-read", daemon=True).start()
-        if flight.wait(self.wait_s):
+        if self._flight.join().wait(self.wait_s):
             with self._lock:
                 if self._body is not None:
                     return self._body
@@ -87,7 +84,7 @@ class FleetCache:
                       "error": "the fleet is still being read (the tracker or Loki is slow to answer); "
                                "try again in a few seconds"})
 
-    def _read(self, flight: threading.Event) -> None:
+    def _read(self) -> None:
         report: Optional[Dict[str, Any]] = None
         try:
             report = self._collect()
@@ -102,7 +99,4 @@ class FleetCache:
             self._at = time.monotonic()
             if isinstance(report, dict) and not report.get("error"):
                 self._good, self._good_at = report, self._at
-            self._flight = None
             self.reads += 1
-        flight.set()
-
