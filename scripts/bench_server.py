@@ -37,7 +37,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
-from svcposture.monitor import demo
+from svcposture.demo import main as demo
 from tests.support.home import REPO
 from tests.support.monitor import Monitor, start_monitor
 

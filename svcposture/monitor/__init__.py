@@ -26,7 +26,7 @@ Layers, each importing only the ones below it:
   line and loses its body for HEAD.
 - memo: Memo, the one bytes cache; singleflight: SingleFlight, the one
   single-flight read.
-- demo: `svc-monitor demo`.
+- demo: `svc-monitor demo` dispatches to svcposture.demo.
 
 The terminal clients (hud, statusline, line) live in svcposture.term, node
 set-up (`svc-monitor init`) in svcposture.nodeinit.

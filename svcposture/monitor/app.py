@@ -45,7 +45,7 @@ from urllib.parse import unquote
 from .._time import iso_now, now_ms
 from .._version import __version__
 from ..history import DEFAULT_HOURS, MAX_HOURS
-from ..loginview import login_body, no_sampler_reason
+from ..claude.loginview import login_body, no_sampler_reason
 from ..summary import reply
 from ..settings import Settings
 from .assets import PAGE_HEADERS, load_static
