@@ -218,6 +218,8 @@ def test_a_route_is_one_table_entry_and_one_method(node):
     app = WithHello(node.service, node="n1", settings=node.settings)
     app.listening("127.0.0.1", PORT)
     assert get_json(app, "/api/hello")[2] == {"hello": "n1"}
+    assert respond(app, "/api/hello", method="HEAD").body == b'{"hello":"n1"}'  # the server drops it
+    assert respond(app, "/api/hello", method="DELETE").status == 405
     assert get_json(app, "/healthz")[0] == 200
 
 

@@ -116,6 +116,7 @@ class MonitorApp:
         self._vendor_bodies: Memo[bytes] = Memo()
         self._trajectory_read: Memo[Response] = Memo()
         self._login_read: Memo[Response] = Memo()
+        self._fresh_summary: Callable[[], Optional[Dict[str, Any]]] = getattr(service, "fresh_summary", _none)
         self._lock = threading.Lock()
         self._history_index: Any = None
         self._index_page(getattr(service, "interval_s", None))
@@ -307,8 +308,7 @@ class MonitorApp:
         resolution), so under load most reads reuse the previous Response (and
         its encoding) instead of building a body and a head again.
         """
-        fresh = getattr(self.service, "fresh_summary", None)
-        summary = fresh() if fresh is not None else None
+        summary = self._fresh_summary()
         if summary is None:
             return None
         ms = now_ms()
@@ -328,7 +328,7 @@ class MonitorApp:
         if self.trajectory is None:
             return None
         body = self.trajectory.body()
-        return self._trajectory_read.get(body, _json_ok, body)
+        return self._trajectory_read.get((body,), _json_ok, body)
 
     def history_body(self, hours: int) -> Dict[str, Any]:
         with self._lock:
@@ -365,6 +365,10 @@ class MonitorApp:
 
 _NO_TRAJECTORY = error_response(404, "No trajectory on this server.")
 _GENERATED_MARKER = "\u0000svc-generated-at\u0000"
+
+
+def _none() -> None:
+    return None
 
 
 def _json_ok(body: Any) -> Response:

@@ -23,10 +23,13 @@ from .response import CLOSE
 
 _LINE_START = b"GET "
 _LINE_END = b" HTTP/1.1"
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 # Header fields the lane answers without looking at each one: token names,
-# no folding, no bare CR or LF, none of the three fields that change framing.
-_PLAIN_FIELDS = re.compile(rb"(?:\r\n[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*)*\Z")
-_FRAMING_FIELDS = (b"\r\nconnection:", b"\r\ntransfer-encoding:", b"\r\ncontent-length:")
+# no folding, no bare CR or LF, and none of the three fields that change the
+# framing (those are looked at one by one: _framing_fields).
+_PLAIN_FIELDS = re.compile(rb"(?:\r\n(?!connection:|transfer-encoding:|content-length:)" + _TOKEN + rb":[^\r\n]*)*\Z",
+                           re.IGNORECASE)
+_FIELDS = re.compile(rb"(?:\r\n" + _TOKEN + rb":[^\r\n]*)*\Z")
 
 
 class FastLane:
@@ -223,21 +226,21 @@ class FastLane:
     def _answer(self, head: bytes) -> Tuple[Optional[bytes], bool]:
         """The response to one request head, or (None, _) to hand it off."""
         line_end = head.find(b"\r\n")
-        line = head if line_end < 0 else head[:line_end]
-        if not line.startswith(_LINE_START) or not line.endswith(_LINE_END):
+        if line_end < 0:
+            line_end = len(head)
+        if not head.startswith(_LINE_START) or not head.endswith(_LINE_END, 0, line_end):
             return None, False
-        read = self.reads.get(line[len(_LINE_START):-len(_LINE_END)])
-        if read is None or self.server.stopping.is_set():
+        read = self.reads.get(head[len(_LINE_START):line_end - len(_LINE_END)])
+        if read is None or self.server.stopping.is_set() or head.count(b"\r\n") > MAX_HEADERS:
             return None, False
         close = False
-        if line_end >= 0:
+        if not _PLAIN_FIELDS.match(head, line_end):
             fields = head[line_end:].lower()
-            if not _PLAIN_FIELDS.match(fields) or fields.count(b"\r\n") > MAX_HEADERS:
+            if not _FIELDS.match(fields):
                 return None, False
-            if any(name in fields for name in _FRAMING_FIELDS):
-                close, plain = _framing_fields(fields)
-                if not plain:
-                    return None, False
+            close, plain = _framing_fields(fields)
+            if not plain:
+                return None, False
         response = read()
         if response is None:
             return None, False

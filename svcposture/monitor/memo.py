@@ -23,9 +23,10 @@ _NOTHING = object()
 class Memo(Generic[T]):
     """The value `build(*args)` made for the newest `key`.
 
-    A key is compared with ==, so it may hold the objects it depends on (tuple
-    comparison tries identity first); holding them, rather than their id(),
-    means a freed object's id reused by a new one can never match.
+    A key is a tuple compared with ==, so it may hold the objects it depends on
+    (tuple comparison tries identity first, so the same object costs one
+    pointer comparison); holding them, rather than their id(), means a freed
+    object's id reused by a new one can never match.
     """
 
     __slots__ = ("_pair",)
