@@ -14,7 +14,7 @@ import selectors
 import socket
 import threading
 import time
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from .connection import Connection
 from .protocols import LaneServer
@@ -280,7 +280,7 @@ def _framing_fields(fields: bytes) -> Tuple[bool, bool]:
     return close, True
 
 
-def _close(conn: Any) -> None:
+def _close(conn: Connection) -> None:
     try:
         conn.close()
     except OSError:

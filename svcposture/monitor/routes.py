@@ -44,9 +44,6 @@ class RouteTable:
         """The endpoint answering `method` (HEAD as GET) on `path`, or None (a 404)."""
         return self._endpoints.get(("GET" if method == "HEAD" else method, path))
 
-    def paths(self) -> FrozenSet[str]:
-        return frozenset(path for _, path in self._endpoints)
-
 
 def refusal(table: RouteTable, method: str) -> Optional[Response]:
     """The 405 for a method no route answers, else None."""

@@ -133,7 +133,9 @@ class MonitorServer(ThreadingHTTPServer):
         with self._threaded_lock:
             self._threaded += 1
         try:
-            ThreadingHTTPServer.process_request(self, conn, conn.address)
+            # socketserver passes the request object through untouched to the
+            # handler and shutdown_request(), so it may be the Connection itself.
+            ThreadingHTTPServer.process_request(self, conn, conn.address)  # type: ignore[arg-type]
         except BaseException:
             self._release()
             raise
