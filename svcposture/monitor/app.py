@@ -54,7 +54,7 @@ from .fleet import FleetCache, collect_report
 from .memo import Memo
 from .openapi import openapi_document
 from .protocols import FastRead, Reply
-from .request import Request
+from .request import Request, RequestHeaders
 from .response import JSON_HEADERS, JSON_TYPE, Response, dumps, error_response, json_response
 from .routes import NOT_FOUND, Route, RouteTable, refusal
 from .sse import FrameCache, Stream, StreamSlots
@@ -163,7 +163,7 @@ class MonitorApp:
 
     # -- the guard --
 
-    def host_origin_refusal(self, headers: Any) -> Optional[str]:
+    def host_origin_refusal(self, headers: RequestHeaders) -> Optional[str]:
         """Why the Host or Origin of a request does not name this monitor, or None."""
         trust = self.trust
         if trust is None:
@@ -175,7 +175,7 @@ class MonitorApp:
             return "untrusted_origin"
         return None
 
-    def refresh_refusal(self, headers: Any) -> Optional[str]:
+    def refresh_refusal(self, headers: RequestHeaders) -> Optional[str]:
         """Why a forced refresh is refused (it then spends no probe), or None."""
         if headers.get("X-Svc-Refresh") is None:
             return "refresh_header_missing"
