@@ -15,6 +15,7 @@ import pytest
 from svcposture._env import InvalidSetting
 from svcposture.monitor import sse
 from svcposture.monitor.app import ROUTES, MonitorApp, Request, Route, parse_hours, refresh_requested
+from svcposture.monitor.protocols import Application
 from svcposture.monitor.request import RequestHeaders
 from svcposture.monitor.response import CLOSE, Response, json_response
 from svcposture.monitor.node import Node
@@ -95,6 +96,10 @@ def test_healthz_and_openapi_are_json_with_the_contract_headers(app):
     assert headers["server"] == "svc-monitor" and "date" in headers
     status, _, document = get_json(app, "/api/openapi.json")
     assert status == 200 and {route.path for route in ROUTES} <= set(document["paths"]) | {"/healthz", "/metrics"}
+
+
+def test_the_app_is_what_the_server_side_asks_for(app):
+    assert isinstance(app, Application)
 
 
 def test_unknown_route_is_a_json_404_and_other_methods_a_405(app):

@@ -18,7 +18,7 @@ import pytest
 
 from svcposture.broadcast import Broadcast
 from svcposture.monitor import sse
-from svcposture.monitor.protocols import FastRead, Reply
+from svcposture.monitor.protocols import Application, FastRead, HandlerServer, LaneServer, Reply
 from svcposture.monitor.request import Request
 from svcposture.monitor.response import Response, dumps
 from svcposture.monitor.server import MonitorServer
@@ -122,6 +122,13 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return False
     except OSError:
         return True
+
+
+def test_the_server_and_the_stand_in_are_what_the_seams_name(server):
+    srv, app = server()
+    assert isinstance(app, Application)
+    assert isinstance(srv, LaneServer) and isinstance(srv, HandlerServer)
+    assert not isinstance(object(), Application)
 
 
 def test_fast_lane_answers_and_hands_the_rest_to_a_thread(server):

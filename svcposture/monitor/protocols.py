@@ -12,7 +12,7 @@ A request only travels down that path; nothing below calls back up.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Mapping, Optional, Protocol, Union
+from typing import Callable, Mapping, Optional, Protocol, Union, runtime_checkable
 
 from ..settings import Settings
 from .connection import Connection
@@ -26,6 +26,7 @@ Reply = Union[Response, Stream]
 FastRead = Callable[[], Optional[Response]]
 
 
+@runtime_checkable
 class Application(Protocol):
     """The routes, as the server and its request paths see them (app.MonitorApp)."""
 
@@ -45,6 +46,7 @@ class Application(Protocol):
         """Wake every stream waiting for a frame, so that those whose client hung up end."""
 
 
+@runtime_checkable
 class LaneServer(Protocol):
     """The server, as the fast lane sees it."""
 
@@ -60,6 +62,7 @@ class LaneServer(Protocol):
         """Serve `conn` (and what the lane left on it) on a handler thread of its own."""
 
 
+@runtime_checkable
 class HandlerServer(Protocol):
     """The server, as a handler thread sees it."""
 
