@@ -47,9 +47,10 @@ from .._version import __version__
 from ..history import DEFAULT_HOURS, MAX_HOURS
 from ..claude.loginview import login_body, no_sampler_reason
 from ..summary import reply
+from ..cluster.fleetaccounts import accounts_view
 from ..settings import Settings
 from .assets import PAGE_HEADERS, load_static
-from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
+from .exposition import METRICS_TYPE, account_keys, render_metrics, render_trajectory_metrics
 from .fleet import FleetCache, collect_report
 from .memo import Memo
 from .openapi import openapi_document
@@ -77,6 +78,7 @@ ROUTES: Tuple[Route, ...] = (
     Route("GET", "/healthz", "get_healthz"),
     Route("GET", "/metrics", "get_metrics"),
     Route("GET", "/api/fleet", "get_fleet"),
+    Route("GET", "/api/fleet/accounts", "get_fleet_accounts"),
     Route("GET", "/api/login", "get_login"),
     Route("GET", "/api/openapi.json", "get_openapi"),
 )
@@ -263,14 +265,20 @@ class MonitorApp:
         except Exception as exc:
             log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
             figures = {}
+        codex = self.codex.metrics() if self.codex is not None else None
         text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit,
-                              codex=self.codex.metrics() if self.codex is not None else None)
+                              codex=codex)
         if self.trajectory is not None:
-            text += render_trajectory_metrics(self.trajectory.metrics())
+            keys = account_keys(("claude", figures.get("last")), ("codex", (codex or {}).get("last")))
+            text += render_trajectory_metrics(self.trajectory.metrics(), keys)
         return Response(200, METRICS_TYPE, text.encode("utf-8"), b"Cache-Control: no-store\r\n")
 
     def get_fleet(self, request: Request) -> Reply:
         return Response(200, JSON_TYPE, self.fleet.body(), JSON_HEADERS)
+
+    def get_fleet_accounts(self, request: Request) -> Reply:
+        """The fleet by account (docs/fleet.md), built from the same cached read as /api/fleet."""
+        return Response(200, JSON_TYPE, self.fleet.view(accounts_view), JSON_HEADERS)
 
     def get_login(self, request: Request) -> Reply:
         """This machine's Claude Code login from the sampler's newest sample (docs/first-look.md)."""
