@@ -332,7 +332,16 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
         # An argparse usage error (exit 2) means this build's probe has no `check`.
         return _check_result(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe check exited %d "
                                          "without a JSON report)" % (path, PACKAGE, proc.returncode))
-    return _accounts_check_from_report(path, report, proc.returncode)
+    return _readable_by_others(_accounts_check_from_report(path, report, proc.returncode), path, mode)
+
+
+def _readable_by_others(result: Dict[str, str], path: Path, mode: int) -> Dict[str, str]:
+    """A file of tokens that group or others may read is a WARN at least."""
+    if not mode & 0o044:
+        return result
+    status = result["status"] if result["status"] in (WARN, FAIL) else WARN
+    return _check_result(result["name"], status, result["detail"] + "; %s is readable by group or others "
+                         "(mode %04o) and holds tokens: chmod 600 %s" % (path, mode, path))
 
 
 def _codex_summary(block: Any) -> Tuple[str, bool, str]:

@@ -16,10 +16,10 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._reserve import ReserveError, reserve_pct
-from .._text import loads_bounded, printable
+from .._text import account_label, email_address, is_int, loads_bounded, printable
 from ..headroom import choose, find_account, of_provider, ranked, resets_ms
 from ..switch import CLAUDE, PROVIDERS, SwitchError
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
@@ -147,9 +147,17 @@ def _active_label(body: Any) -> Optional[str]:
 
 
 def _email_of(body: Any, label: str) -> Optional[str]:
+    """The account's email from the posture, when it is one: the body came from whatever answers at --url."""
     view = find_account(body, label) if isinstance(body, dict) else None
-    email = view.get("email") if view else None
-    return email if isinstance(email, str) else None
+    return email_address(view.get("email")) if view else None
+
+
+def _shell_active(body: Any) -> Optional[Tuple[Optional[str], int]]:
+    """(active label, probedAt ms) of a usable posture: what the shell made active when the monitor
+    last sourced the env file. None when the posture cannot tell."""
+    if not _usable_posture(body) or not is_int(body.get("probedAt")):
+        return None
+    return account_label(_active_label(body)), body["probedAt"]
 
 
 def run(ns: argparse.Namespace) -> Dict[str, Any]:
@@ -173,7 +181,8 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
     auto = reason == "auto"
     return perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
                    email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,
-                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label, _active_label(body)) if auto else None)
+                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label, _active_label(body)) if auto else None,
+                   shell_active=_shell_active(body))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -185,6 +194,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(json.dumps({"switched": False, "provider": ns.provider, "error": printable(exc)}))
         print("svc-monitor switch: %s" % printable(exc), file=sys.stderr)
         return exc.code
+    if result.get("warning"):
+        print("svc-monitor switch: warning: %s" % printable(result["warning"]), file=sys.stderr)
     if ns.json:
         print(json.dumps(result, ensure_ascii=False))
     elif "reconciled" in result:
