@@ -33,7 +33,7 @@ from ._files import (CorruptFileError, LockBusyError, lock_file, move_aside, rea
 from ._text import is_int
 from .events import ACCOUNT_SWITCHED, EventLog, EventLogError, account_switched
 from .paths import Paths
-from .switch import (CLAUDE, PROVIDERS, SwitchError, active_label, entries, read_env_file, replace_env_file,
+from .exportline import (CLAUDE, PROVIDERS, SwitchError, active_label, entries, read_env_file, replace_env_file,
                      rewrite_export)
 
 STATE_VERSION = 1
