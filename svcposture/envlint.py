@@ -98,8 +98,8 @@ def sentence(problem: Mapping[str, Any]) -> str:
         return ("a blank after '=' leaves %s empty and makes the shell run the value as a command: "
                 "write %s=<value> with no blank around '='" % (var, var))
     if kind == UNQUOTED_BLANK:
-        return ("the value of %s has a blank outside quotes, so the shell keeps only what comes before it: "
-                "quote the value, %s=\"<value>\"" % (var, var))
+        return ("the value of %s has a blank outside quotes, where the shell ends it (the rest becomes "
+                "another word of the command): quote the value, %s=\"<value>\"" % (var, var))
     if kind == UNCLOSED:
         return ("a quote, $(, ${ or backquote in the value of %s is not closed on its line: "
                 "close it on the same line" % var)

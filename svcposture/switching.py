@@ -33,8 +33,8 @@ from ._files import (CorruptFileError, LockBusyError, lock_file, move_aside, rea
 from ._text import is_int
 from .events import ACCOUNT_SWITCHED, EventLog, EventLogError, account_switched
 from .paths import Paths
-from .exportline import (CLAUDE, PROVIDERS, SwitchError, active_label, entries, read_env_file, replace_env_file,
-                     rewrite_export)
+from .exportline import (CLAUDE, MAX_ENV_BYTES, PROVIDERS, SwitchError, active_label, entries, read_env_file,
+                         refusal, replace_env_file, rewrite_export, shell_problem)
 
 STATE_VERSION = 1
 MIN_AUTO_GAP_MS = 10 * 60 * 1000
@@ -156,6 +156,12 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         reconcile_locked(paths, node)
         _sweep_env_temps(env_path)
         snap = read_env_file(env_path)
+        why_not = refusal(snap.data, provider, to_label)
+        if why_not is not None:
+            raise SwitchError("%s cannot be made active: %s, %s" % (to_label, env_path, why_not))
+        broken = shell_problem(snap.data)
+        if broken is not None:
+            raise SwitchError("%s is not valid shell (%s); nothing written: fix that first" % (env_path, broken))
         found = {e.label: e for e in entries(snap.data, provider)}
         target = found.get(to_label)
         if target is None:
@@ -174,6 +180,9 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         if check is not None:
             check(vendor_state(state, provider), current)
         data = rewrite_export(snap.data, provider, target.name)
+        if len(data) > MAX_ENV_BYTES:
+            raise SwitchError("the switch would make %s %d bytes, past the %d-byte limit of an accounts file; "
+                              "nothing written: remove what it does not need" % (env_path, len(data), MAX_ENV_BYTES))
         if dry_run:
             return result
         pending = {"from": current, "to": to_label, "reason": reason, "email": email,
@@ -182,7 +191,7 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         write_json_atomic(state_path(paths), state)
         _test_pause("intent")
         try:
-            replace_env_file(env_path, snap, data, before_rename=_test_gate())
+            replace_env_file(env_path, snap, data, before_rename=_test_gate(), verify=_still_shell)
         except BaseException:
             vendor_state(state, provider)["pending"] = None
             write_json_atomic(state_path(paths), state)
@@ -213,6 +222,15 @@ def _switch_lock(paths: Paths) -> Iterator[None]:
     except LockBusyError as exc:
         raise SwitchError("the switch lock %s; nothing changed, run it again when that process is done"
                           % exc) from None
+
+
+def _still_shell(tmp: str) -> None:
+    """Refuse a rewritten file that /bin/sh would not take (the rewrite misread a value)."""
+    with open(tmp, "rb") as source:
+        broken = shell_problem(source=source)
+    if broken is not None:
+        raise SwitchError("the rewritten export line would not be valid shell (%s); nothing written: "
+                          "make the export line's value a plain reference such as \"$MODEL_TOKEN_ACCT1\"" % broken)
 
 
 def _sweep_env_temps(env_path: str) -> None:

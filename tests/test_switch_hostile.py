@@ -108,7 +108,7 @@ def shell_ok(path: Path) -> bool:
     "$(printf '%s' \"$(printf '%s' \"$MODEL_TOKEN_ACCT1\")\")",
     "\"$(pass show 'claude/acct 1')\"",
     "$( (printf '%s' \"$MODEL_TOKEN_ACCT1\") )",
-    "$(case x in x) printf '%s' \"$MODEL_TOKEN_ACCT1\";; esac)",
+    "$((1 + 2))",
 ])
 def test_a_nested_export_value_is_replaced_whole_and_the_file_stays_valid_shell(home: Path, value: str) -> None:
     path = write_env(env_path(home), ACCOUNTS + "export MODEL_CODE_OAUTH_TOKEN=%s   # from the store\n"
@@ -132,6 +132,20 @@ def test_a_value_it_cannot_parse_is_refused_and_the_file_untouched(home: Path, v
     assert "line 5" in err, err
     assert path.read_text() == text and switched_events(home) == []
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_rewrite_the_shell_would_not_take_is_refused_before_the_rename(home: Path) -> None:
+    # A `case` pattern's `)` inside $( ... ) ends the word too early for any reader short of
+    # the shell itself: `sh -n` over the rewritten file is what refuses it.
+    text = ACCOUNTS + "export MODEL_CODE_OAUTH_TOKEN=$(case x in x) printf '%s' \"$MODEL_TOKEN_ACCT1\";; esac)\n"
+    path = write_env(env_path(home), text)
+    assert shell_ok(path) and sourced_active(path) == "acct1"
+    code, out, err = switch(offline(home), "--to", "acct2")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "would not be valid shell" in err, err
+    assert path.read_text() == text and switched_events(home) == []
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    state = json.loads((home / "svc" / "switch-state.json").read_text())
+    assert state["providers"]["claude"]["pending"] is None
 
 
 def test_a_file_that_is_not_valid_shell_is_refused_naming_the_line(home: Path) -> None:

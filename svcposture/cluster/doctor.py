@@ -25,7 +25,7 @@ from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, loa
 from ..events import EventLog, EventLogError
 from ..latch import read_latch
 from ..paths import Paths
-from ..probetext import accounts_notes
+from ..probetext import accounts_notes, line_problem_notes, valid_line_problems
 from . import tracker
 from ._common import print_json
 from .budget import RateBudget
@@ -366,7 +366,20 @@ def _codex_summary(block: Any) -> Tuple[str, bool, str]:
 
 
 def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
-    """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
+    """The probe's `check` report ({usable, unusable, active, duplicateActive, lineProblems} or
+    {error}) as a check; a line the shell takes wrongly is a WARN at least, named with its fix."""
+    problems = valid_line_problems(report)
+    result = _accounts_verdict(path, report, returncode, {p["label"] for p in problems})
+    if not problems:
+        return result
+    status = result["status"] if result["status"] in (WARN, FAIL) else WARN
+    # The error and disabled verdicts carry every note already.
+    named = report.get("error") or result["status"] == INFO
+    extra = "" if named else "".join("; " + note for note in line_problem_notes(report, path))
+    return _check_result(result["name"], status, result["detail"] + extra)
+
+
+def _accounts_verdict(path: Path, report: Dict[str, Any], returncode: int, explained: Any) -> Dict[str, str]:
     name = "accounts-env"
     error = report.get("error")
     notes = "".join("; " + note for note in accounts_notes(report, path))
@@ -380,6 +393,7 @@ def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: 
         return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
 
     usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
+    unusable = [u for u in unusable if u not in explained]  # their line problem says why
     active = report.get("active")
     detail = "%s: %d usable entr%s%s" % (path, len(usable), "y" if len(usable) == 1 else "ies",
                                         " (%s)" % ", ".join(usable) if usable else "")
