@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Tuple
 
 from ._text import is_int, printable
 from .envfile import PLACEHOLDER
@@ -123,3 +123,24 @@ def accounts_notes(result: Mapping[str, Any], path: "os.PathLike[str] | str") ->
         notes.append("%s: the placeholder %s is still there on %s: paste each account's token over it"
                      % (printable(path), PLACEHOLDER, where))
     return notes
+
+
+def codex_check_summary(block: Any) -> Tuple[str, bool, str]:
+    """(detail, any usable login, warning) of a check report's Codex lines, for the doctor; empty without any."""
+    if not isinstance(block, dict):
+        return "", False, ""
+    def labels(key: str) -> List[str]:
+        value = block.get(key)
+        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
+
+    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
+    active = block.get("active") if isinstance(block.get("active"), str) else None
+    detail = "; Codex: %d usable login%s%s" % (len(usable), "" if len(usable) == 1 else "s",
+                                                " (%s)" % ", ".join(usable) if usable else "")
+    if unusable:
+        detail += ", unusable (empty or placeholder): %s" % ", ".join(unusable)
+    if usable:
+        detail += ", active %s" % active[:64] if active else ", none is CODEX_HOME"
+    warning = ("; several Codex lines name CODEX_HOME (%s), the first is used" % ", ".join(duplicates)
+               if duplicates else "")
+    return detail, bool(usable), warning

@@ -10,6 +10,11 @@ the manner of the latch (docs/events.md)):
 4. append `account.switched` (fsynced);
 5. clear the intent and record the automatic switch's hysteresis.
 
+A log that refuses the append in step 4 (read-only, disk full) leaves the switch
+made and reported, with its event pending: the intent stays for the next switch
+or the monitor's start, and a switch is refused while an earlier one's event
+cannot be appended. The lock is given up on after LOCK_WAIT_S, naming its holder.
+
 Reconciling an intent: an `account.switched` for it in the log since `atMs`
 means only step 5 is missing; otherwise the env file says whether the rename
 happened (its export line names `to`: emit now) or not (drop the intent). So
@@ -156,19 +161,7 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         reconcile_locked(paths, node)
         _sweep_env_temps(env_path)
         snap = read_env_file(env_path)
-        why_not = refusal(snap.data, provider, to_label)
-        if why_not is not None:
-            raise SwitchError("%s cannot be made active: %s, %s" % (to_label, env_path, why_not))
-        broken = shell_problem(snap.data)
-        if broken is not None:
-            raise SwitchError("%s is not valid shell (%s); nothing written: fix that first" % (env_path, broken))
-        found = {e.label: e for e in entries(snap.data, provider)}
-        target = found.get(to_label)
-        if target is None:
-            raise SwitchError("%s is not an account in %s" % (to_label, env_path))
-        if not target.usable:
-            raise SwitchError("%s has no usable value in %s (empty or %s)"
-                              % (to_label, env_path, "PASTE_TOKEN_HERE" if provider == CLAUDE else "no directory"))
+        target = _target(snap.data, provider, to_label, env_path)
         current = active_label(snap.data, provider)
         _agrees_with_shell(current, shell_active, snap, env_path)
         result: Dict[str, Any] = {"switched": False, "provider": provider, "from": current, "to": to_label,
@@ -211,6 +204,23 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         _finish(paths, provider, pending)
         result["eventId"] = event["id"]
         return result
+
+
+def _target(data: bytes, provider: str, to_label: str, env_path: str) -> Any:
+    """The entry to switch to; SwitchError when the text says the switch would not hold."""
+    why_not = refusal(data, provider, to_label)
+    if why_not is not None:
+        raise SwitchError("%s cannot be made active: %s, %s" % (to_label, env_path, why_not))
+    broken = shell_problem(data)
+    if broken is not None:
+        raise SwitchError("%s is not valid shell (%s); nothing written: fix that first" % (env_path, broken))
+    target = {e.label: e for e in entries(data, provider)}.get(to_label)
+    if target is None:
+        raise SwitchError("%s is not an account in %s" % (to_label, env_path))
+    if not target.usable:
+        raise SwitchError("%s has no usable value in %s (empty or %s)"
+                          % (to_label, env_path, "PASTE_TOKEN_HERE" if provider == CLAUDE else "no directory"))
+    return target
 
 
 @contextlib.contextmanager

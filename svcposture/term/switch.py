@@ -42,8 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
             "symlink, keeps the file's mode and is refused when the file changed meanwhile. One\n"
             "account.switched event is appended per switch; a running monitor shows the new active account\n"
             "within 2 s. New agent sessions pick it up; running ones keep their token.\n\n"
-            "exit: 0 switched (or already active), 1 refused (unknown or unusable account, no account with\n"
-            "headroom, the file changed or is a symlink), 2 bad usage, 69 --best without a monitor posture."),
+            "A switch whose account.switched event cannot be appended is still reported (exit 0), with a\n"
+            "warning that the event is pending; the next switch or the monitor's start records it.\n\n"
+            "exit: 0 switched (or already active), 1 refused (unknown or unusable account, a line the shell\n"
+            "would take otherwise, a file that is not valid shell or would pass 1 MiB, a monitor posture that\n"
+            "names another active account, no account with headroom, the file changed or is a symlink, the\n"
+            "switch lock held for 10 s), 2 bad usage, 69 --best without a monitor posture."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--to", metavar="LABEL", help="the account to make active (acct2, codex-work, ...)")
@@ -54,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--provider", choices=PROVIDERS, default=CLAUDE, help="whose accounts (default claude)")
     parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     parser.add_argument("--json", action="store_true",
-                        help="print {switched, provider, from, to, reason, dryRun, file, eventId}")
+                        help="print {switched, provider, from, to, reason, dryRun, file, eventId} "
+                             "(and eventPending, warning when the event is pending)")
     parser.add_argument("--url", help="monitor base URL (default: the url in ~/svc/run/monitor.json, "
                                       "else http://127.0.0.1:7400)")
     # The monitor's automatic switch: reason auto, the posture it judged on stdin.
