@@ -202,15 +202,47 @@ def _first_definition(data: bytes, vendor: Vendor, label: str) -> Optional[int]:
     return None
 
 
+def _lines_naming(data: bytes, needle: bytes, start: int = 0) -> "Iterator[Tuple[int, int]]":
+    """(line start, hit) of each line from `start` on that holds `needle`, once per line: a
+    literal search, so a megabyte of comments costs a memchr-speed scan."""
+    pos, last_line = start, -1
+    while True:
+        hit = data.find(needle, pos)
+        if hit < 0:
+            return
+        pos = hit + len(needle)
+        line_start = data.rfind(b"\n", 0, hit) + 1
+        if line_start != last_line:
+            last_line = line_start
+            yield line_start, hit
+
+
 def _later_assignment(data: bytes, vendor: Vendor, after: int) -> Optional[int]:
     """The line of the first assignment or unset of the export variable after offset `after`
     that is not in a comment line, else None."""
-    var = re.escape(vendor.export_var)
-    pattern = re.compile(rb"(?<![A-Za-z0-9_])" + var + rb"=|\bunset[ \t]+(?:-v[ \t]+)?" + var + rb"\b")
-    for hit in pattern.finditer(data, _line_end(data, after)):
-        line_start = data.rfind(b"\n", 0, hit.start()) + 1
-        if not data[line_start:hit.start()].lstrip().startswith(b"#"):
-            return _line_number(data, hit.start())
+    var = vendor.export_var
+    for line_start, _hit in _lines_naming(data, var, _line_end(data, after)):
+        line = data[line_start:_line_end(data, line_start)]
+        if line.lstrip().startswith(b"#"):
+            continue
+        if re.search(rb"(?<![A-Za-z0-9_])" + var + rb"=|\bunset[ \t]+(?:-v[ \t]+)?" + var + rb"\b", line):
+            return _line_number(data, line_start)
+    return None
+
+
+def _line_problem(data: bytes, vendor: Vendor, to_label: str) -> Optional[str]:
+    """The target's own line, or an export line, that the shell would take wrongly (envlint)."""
+    export_var = vendor.export_var.decode("ascii")
+    prefixes = [(vendor.entry_prefix.decode("ascii"), vendor.label_prefix)]
+    for needle in (vendor.entry_prefix, vendor.export_var):
+        for line_start, _hit in _lines_naming(data, needle):
+            line = data[line_start:_line_end(data, line_start)].decode("latin-1")
+            for problem in line_problems(line, prefixes, (export_var,)):
+                # What follows the export line's value is kept as it is, so only a value the shell
+                # would not take as an assignment at all stands in the way there.
+                if problem["label"] == to_label or (problem["label"] is None
+                                                    and problem["problem"] != UNQUOTED_BLANK):
+                    return "line %d: %s" % (_line_number(data, line_start), sentence(problem))
     return None
 
 
@@ -222,17 +254,13 @@ def refusal(data: bytes, provider: str, to_label: str) -> Optional[str]:
     evaluated before the account line it refers to, and a later line that sets the export
     variable again (the shell keeps that one)."""
     vendor = VENDORS[provider]
-    export_var = vendor.export_var.decode("ascii")
-    found = line_problems(data.decode("latin-1"), [(vendor.entry_prefix.decode("ascii"), vendor.label_prefix)],
-                          (export_var,))
-    for problem in found:
-        # What follows the export line's value is kept as it is, so only a value the shell
-        # would not take as an assignment at all stands in the way there.
-        if problem["label"] == to_label or (problem["label"] is None and problem["problem"] != UNQUOTED_BLANK):
-            return "line %d: %s" % (problem["line"], sentence(problem))
+    problem = _line_problem(data, vendor, to_label)
+    if problem is not None:
+        return problem
     at = _last_export(data, vendor)
     if at is None:
         return None
+    export_var = vendor.export_var.decode("ascii")
     export_line = _line_number(data, at)
     first = _first_definition(data, vendor, to_label)
     if first is not None and first > at:

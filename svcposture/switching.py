@@ -177,6 +177,7 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
             raise SwitchError("the switch would make %s %d bytes, past the %d-byte limit of an accounts file; "
                               "nothing written: remove what it does not need" % (env_path, len(data), MAX_ENV_BYTES))
         if dry_run:
+            _still_shell(snap.data, env_path, data=data)
             return result
         pending = {"from": current, "to": to_label, "reason": reason, "email": email,
                    "atMs": _time.now_ms(), "avoidUntilMs": avoid_until_ms}
@@ -184,7 +185,8 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         write_json_atomic(state_path(paths), state)
         _test_pause("intent")
         try:
-            replace_env_file(env_path, snap, data, before_rename=_test_gate(), verify=_still_shell)
+            replace_env_file(env_path, snap, data, before_rename=_test_gate(),
+                             verify=lambda tmp: _still_shell(snap.data, env_path, tmp=tmp))
         except BaseException:
             vendor_state(state, provider)["pending"] = None
             write_json_atomic(state_path(paths), state)
@@ -211,9 +213,6 @@ def _target(data: bytes, provider: str, to_label: str, env_path: str) -> Any:
     why_not = refusal(data, provider, to_label)
     if why_not is not None:
         raise SwitchError("%s cannot be made active: %s, %s" % (to_label, env_path, why_not))
-    broken = shell_problem(data)
-    if broken is not None:
-        raise SwitchError("%s is not valid shell (%s); nothing written: fix that first" % (env_path, broken))
     target = {e.label: e for e in entries(data, provider)}.get(to_label)
     if target is None:
         raise SwitchError("%s is not an account in %s" % (to_label, env_path))
@@ -234,13 +233,21 @@ def _switch_lock(paths: Paths) -> Iterator[None]:
                           % exc) from None
 
 
-def _still_shell(tmp: str) -> None:
-    """Refuse a rewritten file that /bin/sh would not take (the rewrite misread a value)."""
-    with open(tmp, "rb") as source:
-        broken = shell_problem(source=source)
-    if broken is not None:
-        raise SwitchError("the rewritten export line would not be valid shell (%s); nothing written: "
-                          "make the export line's value a plain reference such as \"$MODEL_TOKEN_ACCT1\"" % broken)
+def _still_shell(before: bytes, env_path: str, tmp: Optional[str] = None, data: Optional[bytes] = None) -> None:
+    """Refuse a rewritten file (the temporary `tmp`, else `data`) that `/bin/sh -n` rejects:
+    the file was not valid shell already, or the rewrite misread a value."""
+    if tmp is not None:
+        with open(tmp, "rb") as source:
+            broken = shell_problem(source=source)
+    else:
+        broken = shell_problem(data)
+    if broken is None:
+        return
+    already = shell_problem(before)
+    if already is not None:
+        raise SwitchError("%s is not valid shell (%s); nothing written: fix that first" % (env_path, already))
+    raise SwitchError("the rewritten export line would not be valid shell (%s); nothing written: make the "
+                      "export line's value a plain reference such as \"$MODEL_TOKEN_ACCT1\"" % broken)
 
 
 def _sweep_env_temps(env_path: str) -> None:

@@ -201,7 +201,9 @@ def test_the_posture_naming_another_active_account_than_the_text_is_refused(home
     with ProviderServer() as provider:
         for tok in TOKENS:
             provider.set_account(tok, five_hour=(0.10, "allowed"), seven_day=(0.10, "allowed"))
-        env = monitor_env(home, provider.url)
+        # Probes and cache on a minute: once the monitor has seen acct3, its posture holds still.
+        env = monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S="60", SVC_POSTURE_TTL_S="60",
+                          SVC_REFRESH_FLOOR_S="30")
         path = write_env(env_path(home), text)
         mon = start_monitor(env)
         try:

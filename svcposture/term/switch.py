@@ -25,8 +25,9 @@ from ..exportline import CLAUDE, PROVIDERS, SwitchError
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 
 EX_UNAVAILABLE = 69
+# --best judges on the posture, and --to checks it against the file's text (and takes the email
+# from it): both wait this long for a monitor that answers from its cache in milliseconds.
 POSTURE_TIMEOUT_S = 2.0
-EMAIL_TIMEOUT_S = 0.5
 MAX_POSTURE = 1024 * 1024
 
 
@@ -178,8 +179,7 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
         reserve = reserve_pct(str(paths.home))
     except ReserveError as exc:
         raise SwitchError(str(exc), 2) from None
-    # --to needs the posture only for the event's email: a short wait.
-    body = read_posture(ns, POSTURE_TIMEOUT_S if ns.best else EMAIL_TIMEOUT_S)
+    body = read_posture(ns, POSTURE_TIMEOUT_S)
     reason = ns.reason or ("best" if ns.best else "manual")
     ns.reason = reason
     to_label = pick_best(ns, body, reserve, node, auto_limits(paths, ns.provider)) if ns.best else ns.to
