@@ -260,13 +260,23 @@ def test_an_event_that_cannot_be_appended_is_reported_pending_and_lands_later(ho
     assert json.loads((home / "svc" / "switch-state.json").read_text())["providers"]["claude"]["pending"] is None
 
 
-def test_plain_output_warns_that_the_event_is_pending(home: Path) -> None:
+def test_plain_output_warns_that_the_event_is_pending_and_the_monitors_start_records_it(home: Path) -> None:
     write_env(env_path(home), ACCOUNTS + 'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"\n')
     (home / "svc").mkdir(mode=0o700, exist_ok=True)
     (home / "svc" / "events").write_text("not a directory")
     code, out, err = switch(offline(home), "--to", "acct2")
     assert code == 0 and "switched acct1 -> acct2" in out, (out, err)
     assert "warning" in err and "pending" in err and err.count("\n") == 1, err
+    # The log takes appends again: the monitor's start records the pending event, once.
+    (home / "svc" / "events").unlink()
+    mon = start_monitor(offline(home))
+    try:
+        wait_until(lambda: len(switched_events(home)) == 1, 30, message="the pending event to land")
+    finally:
+        mon.stop()
+    attrs = switched_events(home)[0]["attributes"]
+    assert (attrs["account.from"], attrs["account.to"], attrs["switch.reason"]) == ("acct1", "acct2", "manual")
+    assert json.loads((home / "svc" / "switch-state.json").read_text())["providers"]["claude"]["pending"] is None
 
 
 # ---------------------------------------------------------------- the email from --url
