@@ -11,7 +11,7 @@ The value is one shell word, read as the shell reads it (quotes, `$( )`,
 backquotes and `${ }` nest); one that is not closed on its line is refused,
 never cut short. `refusal` names what in the text would keep the shell from
 ending with the account the switch writes, and `shell_problem` runs `sh -n`
-over the file before and after the rewrite.
+over the rewritten file before it is renamed into place.
 
 The functions over bytes are pure. `read_env_file` and `replace_env_file` are
 the edge: no symlink followed, a 0600 temporary file in the same directory,
@@ -25,7 +25,7 @@ import os
 import re
 import stat
 import subprocess
-from typing import IO, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import IO, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from .envlint import UNQUOTED_BLANK, line_problems, sentence
 from .errors import SvcpostureError
@@ -353,8 +353,9 @@ def replace_env_file(path: str, before: Snapshot, data: bytes,
     given the file's own mode; `verify(temporary path)`, when given, may refuse it
     by raising. Then the file is read again, and only when its identity (device,
     inode, size, mtime) and bytes are still those of `before` is the temporary
-    renamed over it (FileChangedError otherwise); a refused temporary is removed. The switch command holds its lock throughout, so two
-    switches never interleave; the check catches an editor or a script.
+    renamed over it (FileChangedError otherwise); a refused temporary is removed.
+    The switch command holds its lock throughout, so two switches never
+    interleave; the check catches an editor or a script.
     """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(path), os.urandom(6).hex()))

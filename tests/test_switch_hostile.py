@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from tests.support.home import canary, monitor_env, set_host_name, write_json
+from tests.support.home import canary, monitor_env, set_host_name
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.rawserver import RawServer, http_reply
