@@ -101,6 +101,6 @@ def sentence(problem: Mapping[str, Any]) -> str:
         return ("the value of %s has a blank outside quotes, where the shell ends it (the rest becomes "
                 "another word of the command): quote the value, %s=\"<value>\"" % (var, var))
     if kind == UNCLOSED:
-        return ("a quote, $(, ${ or backquote in the value of %s is not closed on its line: "
-                "close it on the same line" % var)
+        return ("a quote, $(, ${, backquote or line-ending backslash in the value of %s is not closed on its "
+                "line: keep the whole value on its line" % var)
     return "the shell does not take this line as an assignment of %s: fix the line" % var

@@ -25,10 +25,12 @@ _NAMES = {"'": "single quote", '"': "double quote", "`": "backquote", "$(": "$("
 
 
 class InvalidShellWordError(ValueError):
-    """A quote, `$(`, `${` or backquote opened in the word is not closed on its line."""
+    """A quote, `$(`, `${` or backquote opened in the word is not closed on its line, or a
+    backslash ends the line (the word goes on to the next)."""
 
     def __init__(self, opener: str, offset: int) -> None:
-        super().__init__("a %s opened here is not closed on this line" % _NAMES.get(opener, opener))
+        super().__init__("a backslash ends the line, so the value goes on to the next one" if opener == "\\"
+                         else "a %s opened here is not closed on this line" % _NAMES.get(opener, opener))
         self.opener = opener
         self.offset = offset
 
@@ -58,6 +60,9 @@ def word_end(text: str, start: int = 0, stop: Optional[int] = None) -> int:
             i += 1
             continue
         if ch == "\\":
+            if i + 1 >= stop:
+                # A backslash that ends the line continues the word on the next one.
+                raise InvalidShellWordError("\\", i)
             i += 2
             continue
         if top == "`":

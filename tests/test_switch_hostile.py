@@ -123,7 +123,7 @@ def test_a_nested_export_value_is_replaced_whole_and_the_file_stays_valid_shell(
 
 
 @pytest.mark.parametrize("value", ["$(pass show claude/acct1", "`pass show", "${MODEL_TOKEN_ACCT1:-x y",
-                                   "\"$(pass show x)"])
+                                   "\"$(pass show x)", "$MODEL_TOKEN_ACCT1\\"])
 def test_a_value_it_cannot_parse_is_refused_and_the_file_untouched(home: Path, value: str) -> None:
     text = ACCOUNTS + "export MODEL_CODE_OAUTH_TOKEN=%s\n# end\n" % value
     path = write_env(env_path(home), text)
