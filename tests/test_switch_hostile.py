@@ -218,6 +218,22 @@ def test_the_posture_naming_another_active_account_than_the_text_is_refused(home
             mon.stop()
 
 
+def test_a_codex_posture_naming_another_login_than_the_text_is_refused(home: Path) -> None:
+    text = ("CODEX_HOME_WORK=/srv/codex/work  # work@example.com\nCODEX_HOME_HOME=/srv/codex/home\n"
+            "CODEX_HOME_SPARE=/srv/codex/spare\nexport CODEX_HOME=\"$CODEX_HOME_WORK\"\n")
+    path = write_env(env_path(home), text)
+    accounts = [{"label": label, "email": None, "active": label == "codex-home"}
+                for label in ("codex-work", "codex-home", "codex-spare")]
+    body = {"available": True, "node": "hostile-node", "probedAt": int(time.time() * 1000) + 60000,
+            "status": "ok", "active": accounts[1], "accounts": accounts}
+    with RawServer({"/api/accounts?provider=codex": http_reply(200, body)}) as server:
+        for label in ("codex-work", "codex-spare"):
+            code, out, err = switch(offline(home), "--provider", "codex", "--to", label, "--url", server.url)
+            assert code == 1 and out == "" and err.count("\n") == 1, (label, out, err)
+            assert "codex-home" in err and "codex-work" in err, err
+    assert path.read_text() == text and switched_events(home) == []
+
+
 # ---------------------------------------------------------------- the size limit
 
 def test_a_switch_that_would_pass_the_size_limit_is_refused_before_writing(home: Path) -> None:

@@ -19,11 +19,12 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._reserve import ReserveError, reserve_pct
-from .._text import account_label, email_address, is_int, loads_bounded, printable
+from .._text import email_address, is_int, loads_bounded, printable
 from ..headroom import choose, find_account, of_provider, ranked, resets_ms
 from ..exportline import CLAUDE, PROVIDERS, SwitchError
 from ..settings import MONITOR_URL_RULE
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
+from ..vendors import is_account_label
 
 EX_UNAVAILABLE = 69
 # --best judges on the posture, and --to checks it against the file's text (and takes the email
@@ -165,7 +166,8 @@ def _shell_active(body: Any) -> Optional[Tuple[Optional[str], int]]:
     last sourced the env file. None when the posture cannot tell."""
     if not _usable_posture(body) or not is_int(body.get("probedAt")):
         return None
-    return account_label(_active_label(body)), body["probedAt"]
+    label = _active_label(body)
+    return (label if is_account_label(label) else None), body["probedAt"]
 
 
 def run(ns: argparse.Namespace) -> Dict[str, Any]:
