@@ -31,7 +31,8 @@ from ._files import CorruptFileError, lock_file, move_aside, read_json, write_js
 from ._text import is_int
 from .events import ACCOUNT_SWITCHED, EventLog, account_switched
 from .paths import Paths
-from .exportline import (CLAUDE, PROVIDERS, SwitchError, active_label, entries, read_env_file, replace_env_file,
+from .vendors import provider_names, vendor_named
+from .exportline import (SwitchError, active_label, entries, read_env_file, replace_env_file,
                      rewrite_export)
 
 STATE_VERSION = 1
@@ -98,7 +99,7 @@ def load_state(path: Path) -> Dict[str, Any]:
     if not isinstance(providers, dict):
         move_aside(path)
         return state
-    for vendor in PROVIDERS:
+    for vendor in provider_names():
         entry = providers.get(vendor)
         if _valid_vendor(entry):
             state["providers"][vendor] = entry
@@ -127,6 +128,12 @@ def has_pending(paths: Paths) -> bool:
 
 # ---------------------------------------------------------------- the transaction
 
+def _unfilled(provider: str) -> str:
+    """What an unfilled value of the vendor's lines looks like, for a refusal."""
+    vendor = vendor_named(provider)
+    return " or ".join(vendor.lines.placeholders) if vendor is not None else "a placeholder"
+
+
 def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: str, email: Optional[str] = None,
             avoid_until_ms: Optional[int] = None, dry_run: bool = False,
             check: Optional[Callable[[Dict[str, Any], Optional[str]], None]] = None) -> Dict[str, Any]:
@@ -148,7 +155,7 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
             raise SwitchError("%s is not an account in %s" % (to_label, env_path))
         if not target.usable:
             raise SwitchError("%s has no usable value in %s (empty or %s)"
-                              % (to_label, env_path, "PASTE_TOKEN_HERE" if provider == CLAUDE else "no directory"))
+                              % (to_label, env_path, _unfilled(provider)))
         current = active_label(snap.data, provider)
         result: Dict[str, Any] = {"switched": False, "provider": provider, "from": current, "to": to_label,
                                   "reason": reason, "dryRun": dry_run, "file": env_path, "eventId": None}
@@ -189,7 +196,7 @@ def reconcile(paths: Paths, node: str) -> int:
 def reconcile_locked(paths: Paths, node: str) -> int:
     state = load_state(state_path(paths))
     emitted = 0
-    for provider in PROVIDERS:
+    for provider in provider_names():
         pending = state["providers"].get(provider, {}).get("pending")
         if not pending:
             continue

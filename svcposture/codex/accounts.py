@@ -14,9 +14,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..envfile import PLACEHOLDER, parse_entries
 
+# The vendor's name (`provider` everywhere); its labels are `codex-<name>`.
+VENDOR_NAME = "codex"
 CODEX_HOME_PREFIX = "CODEX_HOME_"
 ACTIVE_HOME_VAR = "CODEX_HOME"
-CODEX_LABEL_PREFIX = "codex-"
+CODEX_LABEL_PREFIX = VENDOR_NAME + "-"
 # `svc-monitor init` writes this in its commented example; it is not a directory.
 DIR_PLACEHOLDER = "PASTE_DIR_HERE"
 

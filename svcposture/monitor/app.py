@@ -52,7 +52,7 @@ from .fleet import FleetCache, collect_report
 from .sse import FrameCache, Stream, StreamSlots
 from .streams import ACCOUNT, PostureFrames, TrajectoryFrames
 from .trust import GUARD_MESSAGES, TrustPolicy
-from .vendor_routes import CODEX_TARGET, cached_reply_bytes, vendor_accounts_reply, vendor_service
+from .vendor_routes import cached_reply_bytes, vendor_accounts_reply, vendor_service, vendor_target
 from .wire import JSON_HEADERS, JSON_TYPE, Request, dumps
 
 log = logging.getLogger("svcposture.monitor")
@@ -82,16 +82,19 @@ class MonitorApp:
     """Every route of the monitor over a posture service (and its trajectory service)."""
 
     ROUTES: Dict[str, str] = ROUTES
-    FAST_TARGETS = frozenset((b"/api/accounts", b"/api/trajectory", CODEX_TARGET))
+    FAST_TARGETS = frozenset((b"/api/accounts", b"/api/trajectory"))  # and each vendor's, per instance
 
     def __init__(self, service: Any, *, node: str, settings: Settings) -> None:
         self.service = service
         self.node = node
         self.settings = settings
         self.trajectory = getattr(service, "trajectory", None)
-        self.codex = getattr(service, "codex", None)  # the Codex posture (docs/codex.md), on the same probes
-        self._codex_frames = FrameCache(ACCOUNT)
-        self._codex_read: Tuple[Any, bytes] = (None, b"")
+        # Every other vendor's posture by name (docs/vendors.md), on the same probe schedule.
+        self.vendor_postures: Dict[str, Any] = dict(getattr(service, "vendor_postures", None) or {})
+        self._vendor_frames = {name: FrameCache(ACCOUNT) for name in self.vendor_postures}
+        self._vendor_reads: Dict[str, Tuple[Any, bytes]] = {name: (None, b"") for name in self.vendor_postures}
+        self._vendor_targets = {vendor_target(name): name for name in self.vendor_postures}
+        self.FAST_TARGETS = frozenset(self.FAST_TARGETS | set(self._vendor_targets))
         self.started_at = iso_now()
         self.streams = StreamSlots(settings.max_streams)  # the server lends its own in listening()
         self.trust: Optional[TrustPolicy] = None
@@ -149,15 +152,16 @@ class MonitorApp:
             return self.cached_accounts(conn)
         if target == b"/api/trajectory":
             return self.trajectory_response(conn)
-        if target == CODEX_TARGET:
-            return self.cached_codex_accounts(conn)
+        name = self._vendor_targets.get(target)
+        if name is not None:
+            return self.cached_vendor_accounts(name, conn)
         return None
 
     def wake_streams(self) -> None:
         """Wake every stream waiting for a frame, so that those whose client hung up end."""
         self.service.broadcast.wake()
-        if self.codex is not None:
-            self.codex.broadcast.wake()
+        for posture in self.vendor_postures.values():
+            posture.broadcast.wake()
         if self.trajectory is not None:
             self.trajectory.broadcast.wake()
 
@@ -212,13 +216,14 @@ class MonitorApp:
                              request.head_only)
 
     def vendor_accounts(self, service: Any, request: Request) -> bytes:
-        """/api/accounts?provider=codex: the same guard and caching rules, another vendor's body."""
+        """/api/accounts?provider=<name>: the same guard and caching rules, another vendor's body."""
         refresh = refresh_requested(request.query)
         reason = self.refresh_refusal(request.headers) if refresh else None
         if reason:
             return self.forbidden(reason, request)
-        if not refresh and request.method == "GET" and service is self.codex:
-            cached = self.cached_codex_accounts(request.conn)
+        name = getattr(service, "provider", None)
+        if not refresh and request.method == "GET" and self.vendor_postures.get(name) is service:
+            cached = self.cached_vendor_accounts(name, request.conn)
             if cached is not None:
                 return cached
         status, body = vendor_accounts_reply(service, refresh)
@@ -231,7 +236,8 @@ class MonitorApp:
         if request.head_only:
             return wire.response(200, "text/event-stream", b"", request.conn, _STREAM_HEAD_HEADERS, True)
         if service is not self.service:
-            return Stream(PostureFrames(service, dumps, self._codex_frames), self.settings.keepalive_s)
+            frames = self._vendor_frames.get(getattr(service, "provider", None)) or FrameCache(ACCOUNT)
+            return Stream(PostureFrames(service, dumps, frames), self.settings.keepalive_s)
         return Stream(PostureFrames(self.service, self.posture_bytes, self._frames), self.settings.keepalive_s)
 
     def get_trajectory(self, request: Request) -> Reply:
@@ -276,7 +282,7 @@ class MonitorApp:
             log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
             figures = {}
         text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit,
-                              codex=self.codex.metrics() if self.codex is not None else None)
+                              vendors=[(name, posture.metrics()) for name, posture in self.vendor_postures.items()])
         if self.trajectory is not None:
             text += render_trajectory_metrics(self.trajectory.metrics())
         return wire.response(200, METRICS_TYPE, text.encode("utf-8"), request.conn, b"Cache-Control: no-store\r\n",
@@ -350,18 +356,19 @@ class MonitorApp:
         self._cached_read = (key, response)
         return response
 
-    def cached_codex_accounts(self, conn: bytes) -> Optional[bytes]:
-        """The whole response of a cached plain read of /api/accounts?provider=codex, or None
+    def cached_vendor_accounts(self, name: str, conn: bytes) -> Optional[bytes]:
+        """The whole response of a cached plain read of /api/accounts?provider=<name>, or None
         (no fresh summary); built once per summary, millisecond and Connection line, as Claude's."""
-        summary = self.codex.fresh_summary() if self.codex is not None else None
+        posture = self.vendor_postures.get(name)
+        summary = posture.fresh_summary() if posture is not None else None
         if summary is None:
             return None
         key = (id(summary), now_ms(), conn)
-        cached = self._codex_read
+        cached = self._vendor_reads[name]
         if cached[0] == key:
             return cached[1]
-        response = wire.response(200, JSON_TYPE, cached_reply_bytes(self.codex, summary, key[1]), conn, JSON_HEADERS)
-        self._codex_read = (key, response)
+        response = wire.response(200, JSON_TYPE, cached_reply_bytes(posture, summary, key[1]), conn, JSON_HEADERS)
+        self._vendor_reads[name] = (key, response)
         return response
 
     def trajectory_response(self, conn: bytes) -> Optional[bytes]:

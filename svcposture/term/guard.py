@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 EX_UNAVAILABLE = 69
 EXIT_OF = {GO: 0, HOLD: 1, UNAVAILABLE: EX_UNAVAILABLE}
-PROVIDERS = ("claude", "codex")
 MAX_WAIT_S = 7 * 86400
 RECONNECT_S = 0.5
 
@@ -109,8 +108,10 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[Dict[str, Any], Optional[str]]":
 
 
 def _check(opts: "Dict[str, Any]") -> "Optional[str]":
-    if opts["provider"] not in PROVIDERS:
-        return "--provider must be claude or codex"
+    from ..vendors import names_text, provider_names
+
+    if opts["provider"] not in provider_names():
+        return "--provider must be " + names_text()
     if opts["reserve"] is not None:
         pct = parse_reserve_text(opts["reserve"])
         if pct is None:

@@ -343,7 +343,6 @@ def is_posture(body: "Any") -> bool:
     return isinstance(body, dict) and isinstance(body.get("available"), bool)
 
 
-PROVIDERS = ("claude", "codex")
 def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str], Optional[str]]":
     """(url, no_color, help, error, provider) of the command line (provider None: not given)."""
     url: "Optional[str]" = None
@@ -367,8 +366,10 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optio
                 % arg[:40], provider
     if url is not None and parse_url(url) is None:
         return url, no_color, False, "svc: statusline: --url must be http[s]://host[:port]", provider
-    if provider is not None and provider not in PROVIDERS:
-        return url, no_color, False, "svc: statusline: --provider must be claude or codex", provider
+    if provider is not None:
+        from ..vendors import names_text, provider_names
+        if provider not in provider_names():
+            return url, no_color, False, "svc: statusline: --provider must be " + names_text(), provider
     return url, no_color, False, None, provider
 
 
