@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PROVIDER = "claude"
 PROVIDER_PARAM = "provider"
+# Importable modules, comma-separated, each with a `VENDOR` to register beside the built-in ones.
 VENDORS_ENV = "SVC_VENDORS"
 # The built-in vendors' modules, relative to this package; the first is the default vendor.
 _BUILT_IN = (".claude.vendor", ".codex.vendor")
@@ -97,7 +98,8 @@ def load_vendor_modules(names: Iterable[str]) -> None:
 
 
 def vendor_modules(environ: Any) -> List[str]:
-    """The module names $SVC_VENDORS lists (comma-separated, blanks ignored)."""
+    """The module names $SVC_VENDORS lists (comma-separated, blanks ignored). Read here, not by
+    Settings: the registry sits below the settings (which reach history, which asks the registry)."""
     raw = environ.get(VENDORS_ENV) or ""
     return [part.strip() for part in raw.split(",") if part.strip()]
 

@@ -130,7 +130,7 @@ class Node:
         that the automatic switch judges every result."""
         if background:
             from ..steering import start as start_steering
-            self._started.append(start_steering(self.paths, self.environ, self.name, self.service))
+            self._started.append(start_steering(self.paths, self.settings, self.name, self.service))
         self.service.start()  # the first probe is under way before /healthz can answer
         self._started.append(self.service)
         if background:
@@ -143,7 +143,7 @@ class Node:
 
         paths, environ, node, settings = self.paths, self.environ, self.name, self.settings
         sampler = QuotaSampler(paths, node=node, log=self.event_log, environ=environ, settings=settings,
-                               usage_owner=UsageOwner(paths, environ, node, settings))
+                               usage_owner=UsageOwner(paths, node, settings))
         sampler.start()
         self._started.append(sampler)
         self.app.login_source = sampler
@@ -153,7 +153,7 @@ class Node:
         if not liveness_on:
             return
         # One poller per login across the fleet: each vendor's child is told the roster and live hosts.
-        candidates = UsageOwner(paths, environ, node, settings).codex_candidates
+        candidates = UsageOwner(paths, node, settings).codex_candidates
         for posture in self.vendor_postures.values():
             posture.candidates_source = candidates
         try:
@@ -164,8 +164,8 @@ class Node:
             codex = account_source(codex_posture.current, self.trajectory.body, self.service.interval_s) \
                 if codex_posture is not None else None
             self._started.append(liveness.start_publisher(
-                paths, environ, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, settings=settings))
+                paths, settings, node, self.service.account_status, self.event_log,
+                account=account, polls_usage=lambda: sampler.polls_here, codex=codex))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 
