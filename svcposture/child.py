@@ -14,7 +14,6 @@ import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import _time
 from ._env import env_number
 from .claude.child import login, usage
 from .envfile import MAX_ENV_FILE_BYTES

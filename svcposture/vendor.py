@@ -15,11 +15,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple
 
+from .errors import SvcpostureError
+
 # A vendor's name and its label prefix: lower case letters, digits and underscores.
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
-class InvalidVendor(ValueError):
+class InvalidVendor(SvcpostureError, ValueError):
     """A vendor that cannot be registered: bad name, a name or label prefix already taken."""
 
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..envfile import PLACEHOLDER
 from ..errors import ERROR_KINDS, MESSAGES, error
-from ..vendor import EnvLines
-from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
+from .accounts import LINES
 
 NAME = "claude"
 
@@ -57,7 +55,7 @@ class ClaudeVendor:
     """The `Vendor` protocol over Claude's modules."""
 
     name = NAME
-    lines = EnvLines(ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, "", (PLACEHOLDER,))
+    lines = LINES
     error_kinds = ERROR_KINDS
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> ClaudeSweep:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..summary import binding_window, disabled_body, node_status, sibling_with_headroom
+from ..summary import binding_window, disabled_body, posture_body
 from .accounts import VENDOR_NAME as CODEX
 # What an account keeps of the child's row, beyond the posture fields.
 SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits", "source", "sampledAt")
@@ -74,28 +74,14 @@ def codex_summary(block: Optional[Mapping[str, Any]], node: str, probed_at: int,
     """
     if block is None or block.get("available") is not True:
         return disabled_body(node), {}
-    accounts: List[Dict[str, Any]] = []
+    views: List[Dict[str, Any]] = []
     kept: Dict[str, Dict[str, Any]] = {}
-    active: Optional[Dict[str, Any]] = None
     for row in block.get("accounts") or []:
         if not isinstance(row, Mapping) or not isinstance(row.get("label"), str) or row["label"] in kept:
             continue
         view = codex_account_view(row, memory)
         kept[row["label"]] = {key: view[key] for key in SAMPLE_KEYS + ("error",)}
-        if view["active"]:
-            if active is None:
-                active = view
-            else:
-                view["active"] = False
-        accounts.append(view)
+        views.append(view)
     probed = block.get("probedAt")
-    summary = {
-        "available": True,
-        "node": node,
-        "probedAt": probed if isinstance(probed, int) and not isinstance(probed, bool) else probed_at,
-        "status": node_status(active),
-        "active": dict(active) if active is not None else None,
-        "accounts": accounts,
-        "siblingWithHeadroom": sibling_with_headroom(accounts),
-    }
-    return summary, kept
+    probed = probed if isinstance(probed, int) and not isinstance(probed, bool) else probed_at
+    return posture_body(node, probed, views), kept

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..envfile import PLACEHOLDER
-from ..vendor import EnvLines
-from .accounts import ACTIVE_HOME_VAR, CODEX_HOME_PREFIX, CODEX_LABEL_PREFIX, DIR_PLACEHOLDER, VENDOR_NAME
+from .accounts import LINES, VENDOR_NAME
 from .errors import CODEX_ERROR_KINDS
 
 NAME = VENDOR_NAME
@@ -24,7 +22,7 @@ class CodexVendor:
     """The `Vendor` protocol over the codex package's modules."""
 
     name = NAME
-    lines = EnvLines(CODEX_HOME_PREFIX, ACTIVE_HOME_VAR, CODEX_LABEL_PREFIX, (DIR_PLACEHOLDER, PLACEHOLDER))
+    lines = LINES
     error_kinds = CODEX_ERROR_KINDS
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> Any:

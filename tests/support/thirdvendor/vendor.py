@@ -6,7 +6,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from svcposture.envfile import PLACEHOLDER, parse_entries, usable
-from svcposture.summary import binding_window, disabled_body, node_status, sibling_with_headroom
+from svcposture.summary import binding_window, disabled_body, posture_body
 from svcposture.vendor import EnvLines
 
 NAME = "acme"
@@ -161,18 +161,15 @@ class AcmeVendor:
                   memory: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         if block is None or block.get("available") is not True:
             return disabled_body(node), {}
-        accounts = []
+        views = []
         for row in block["accounts"]:
             view = {"label": row["label"], "email": row["email"], "active": row["active"] is True,
                     "overallStatus": None, "representativeClaim": None, "bindingWindow": None,
                     "bindingStatus": None, "fiveHour": row["fiveHour"], "sevenDay": row["sevenDay"],
                     "error": row["error"], "provider": NAME, "sampledAt": row["sampledAt"]}
             view["bindingWindow"], view["bindingStatus"] = binding_window(view)
-            accounts.append(view)
-        active = next((a for a in accounts if a["active"]), None)
-        return {"available": True, "node": node, "probedAt": probed_at, "status": node_status(active),
-                "active": dict(active) if active else None, "accounts": accounts,
-                "siblingWithHeadroom": sibling_with_headroom(accounts)}, {}
+            views.append(view)
+        return posture_body(node, probed_at, views), {}
 
     def poll_memory(self) -> None:
         return None
