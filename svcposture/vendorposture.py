@@ -70,6 +70,9 @@ class VendorPosture:
         self._seen = False
         self._idle = threading.Event()
         self._idle.set()
+        # Set while a run's result is being handled (latch, events, stream): a read then waits for
+        # it, so that no reply shows the older summary after the run's event is in the log.
+        self._absorbing = False
         # The file as it was when a run found no line of this vendor (None: look again).
         self._absent_in: Optional[Tuple[int, int, int, int]] = None
         # (key, bytes) of the newest cached read, kept by the HTTP side (one tuple assignment).
@@ -107,10 +110,13 @@ class VendorPosture:
                     and report.get(self.provider) is None
                 with self._lock:
                     self._absent_in = key if absent and key is not None else None
+                    self._absorbing = True
                 self.absorb(report, _time.now_ms())
         except Exception:  # noqa: BLE001 - this vendor's trouble never costs another's posture
             log.exception("the %s part of the probe report could not be handled", self.provider)
         finally:
+            with self._lock:
+                self._absorbing = False
             self._idle.set()
 
     def wait_idle(self, timeout: float) -> bool:
@@ -236,9 +242,10 @@ class VendorPosture:
         """The summary a plain read would serve from cache right now, else None (see PostureService)."""
         if self.service.fresh_summary() is None:
             return None
-        summary = self.summary()
-        if summary is None and not self._idle.is_set():
-            return None  # the first run of this vendor is under way: read() waits for it
+        with self._lock:
+            summary, absorbing = self._summary, self._absorbing
+        if absorbing or (summary is None and not self._idle.is_set()):
+            return None  # a result is being handled, or the first run is under way: read() waits for it
         return summary or disabled_body(self.node)
 
     def current(self) -> Optional[Dict[str, Any]]:

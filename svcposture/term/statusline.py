@@ -31,7 +31,7 @@ import _socket
 from .._text import loads_bounded, printable
 from ..settings import DEFAULT_PORT, statusline_budget_ms
 from ..settings import monitor_url as settings_monitor_url
-from ..vendors import provider_of_payload
+from ..vendors import DEFAULT_PROVIDER, provider_of_payload
 from . import line
 
 TYPE_CHECKING = False
@@ -406,7 +406,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         payload_read = payload is not None
         provider = provider_of_payload(payload)
         deadline = max(deadline, time.monotonic() + MIN_MONITOR_S)
-    path = "/api/accounts" if provider in (None, "claude") else "/api/accounts?provider=" + str(provider)
+    path = "/api/accounts" if provider in (None, DEFAULT_PROVIDER) else "/api/accounts?provider=" + str(provider)
     body = get_json(target, path, deadline) if target is not None else None
     if not is_posture(body):
         body = None
@@ -414,7 +414,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     if body is not None and body.get("available") is True:
         if isinstance(body.get("active"), dict):
             trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
-    elif body is not None and provider in (None, "claude") and line.local_line(payload, colour=False) is None:
+    elif body is not None and provider in (None, DEFAULT_PROVIDER) and line.local_line(payload, colour=False) is None:
         # No usable accounts file: this machine's own login, from the quota sampler.
         login = get_json(target, "/api/login", deadline)  # type: ignore[arg-type]
         text = line.login_line(login, hud=False, colour=colour, now=int(time.time() * 1000))
