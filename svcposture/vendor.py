@@ -72,8 +72,10 @@ class VendorSweep(Protocol):
     def submit(self, pool: Any, timeout_s: float, secrets: List[str]) -> List[Any]:
         """Start one exchange per account on `pool`; the futures."""
 
-    def block(self) -> Optional[Dict[str, Any]]:
-        """The vendor's report once its futures are done or abandoned (None with no line)."""
+    def block(self, cut: str = "sweep") -> Optional[Dict[str, Any]]:
+        """The vendor's report once its futures are done or abandoned (None with no line); an exchange
+        still running is a timeout, `cut` saying whose deadline ended it: `exchange` (the vendor's own)
+        or `sweep`."""
 
 
 class PollMemory(Protocol):

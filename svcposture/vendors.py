@@ -48,6 +48,8 @@ def _add(vendor: Any) -> None:
     from .vendor import InvalidVendor, check_vendor
 
     check_vendor(vendor)
+    if _vendors and not vendor.lines.label_prefix and vendor not in _vendors:
+        raise InvalidVendor("vendor %s needs a label prefix (only the first vendor has none)" % vendor.name)
     for known in _vendors:
         if known is vendor:
             return
@@ -59,8 +61,6 @@ def _add(vendor: Any) -> None:
             raise InvalidVendor("vendor %s: its env lines overlap %s's" % (vendor.name, known.name))
         if known.lines.label_prefix == vendor.lines.label_prefix:
             raise InvalidVendor("vendor %s: its label prefix is %s's" % (vendor.name, known.name))
-    if _vendors and not vendor.lines.label_prefix:
-        raise InvalidVendor("vendor %s needs a label prefix (only the first vendor has none)" % vendor.name)
     _vendors.append(vendor)
 
 

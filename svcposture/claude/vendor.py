@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import ERROR_KINDS, MESSAGES, error
+from ..errors import ERROR_KINDS, error
 from .accounts import LINES
 
 NAME = "claude"
@@ -19,7 +19,7 @@ class ClaudeSweep:
     """Claude's part of a child run: one header probe per usable `MODEL_TOKEN_*` entry."""
 
     def __init__(self, text: str, environ: Mapping[str, str]) -> None:
-        from .accounts import entries_from_env, placeholder_lines, resolve_active
+        from .accounts import entries_from_env, resolve_active
 
         self.text = text
         self.environ = environ
@@ -28,12 +28,13 @@ class ClaudeSweep:
         self.present = bool(self.entries)
         self.secrets: List[str] = [e["token"] for e in self.entries]
         self.futures: List[Any] = []
-        self._placeholders = placeholder_lines
 
     def check(self) -> Optional[Dict[str, Any]]:
+        from .accounts import placeholder_lines
+
         return {"available": bool(self.entries), "usable": [e["label"] for e in self.entries],
                 "unusable": self.unusable, "active": self.active, "duplicateActive": self.duplicates,
-                "placeholders": self._placeholders(self.text, self.environ)}
+                "placeholders": placeholder_lines(self.text, self.environ)}
 
     def submit(self, pool: Any, timeout_s: float, secrets: List[str]) -> List[Any]:
         from .provider import probe_account
@@ -89,8 +90,6 @@ class ClaudeVendor:
 
     def poll_memory(self) -> None:
         return None
-
-    messages = MESSAGES
 
 
 VENDOR = ClaudeVendor()
