@@ -73,6 +73,10 @@ class VendorPosture:
         # Set while a run's result is being handled (latch, events, stream): a read then waits for
         # it, so that no reply shows the older summary after the run's event is in the log.
         self._absorbing = False
+        # The file as the running child found it, and whether it changed meanwhile (run again then:
+        # the child may have sourced it before a switch).
+        self._running_key: Optional[Tuple[int, int, int, int]] = None
+        self._again = False
         # The file as it was when a run found no line of this vendor (None: look again).
         self._absent_in: Optional[Tuple[int, int, int, int]] = None
         # (key, bytes) of the newest cached read, kept by the HTTP side (one tuple assignment).
@@ -90,12 +94,20 @@ class VendorPosture:
         return float(self.service.interval_s)
 
     def begin(self) -> None:
-        """Start this vendor's child unless one runs, or the file still has no line of it."""
+        """Start this vendor's child unless one runs (then once more after it, when the file changed
+        since it started), or the file still has no line of it."""
         key = _file_key(self.service.paths.accounts_env)
         with self._lock:
-            if not self._idle.is_set() or (self._absent_in is not None and key == self._absent_in):
+            if not self._idle.is_set():
+                self._again = self._again or key != self._running_key
+                return
+            if self._absent_in is not None and key == self._absent_in:
                 return
             self._idle.clear()
+            self._running_key = key
+        self._start(key)
+
+    def _start(self, key: Any) -> None:
         threading.Thread(target=self._fly, args=(key,), name="posture-%s" % self.provider, daemon=True).start()
 
     def _fly(self, key: Any) -> None:
@@ -115,9 +127,16 @@ class VendorPosture:
         except Exception:  # noqa: BLE001 - this vendor's trouble never costs another's posture
             log.exception("the %s part of the probe report could not be handled", self.provider)
         finally:
+            again_key = _file_key(self.service.paths.accounts_env)
             with self._lock:
                 self._absorbing = False
-            self._idle.set()
+                again = self._again and not self.service.stopping
+                self._again = False
+                self._running_key = again_key if again else None
+            if again:
+                self._start(again_key)
+            else:
+                self._idle.set()
 
     def wait_idle(self, timeout: float) -> bool:
         return self._idle.wait(timeout)
