@@ -27,6 +27,7 @@ from typing import Any, List, Mapping, Optional, Tuple, Union
 
 from ..paths import Paths
 from ..settings import DEFAULT_BIND, Settings
+from ..vendors import DEFAULT_PROVIDER
 from .app import MonitorApp
 from .server import MonitorServer
 
@@ -158,14 +159,19 @@ class Node:
             posture.candidates_source = candidates
         try:
             from ..cluster.heartbeat import account_source
+            from ..cluster.hostaccounts import accounts_source
             account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
-            # The heartbeat carries a `codex` block; another vendor has none yet.
+            # The heartbeat carries a `codex` block; another vendor has none, but every vendor's
+            # accounts ride in its accounts list.
             codex_posture = self.vendor_postures.get("codex")
-            codex = account_source(codex_posture.current, self.trajectory.body, self.service.interval_s) \
+            codex = account_source(codex_posture.current, self.trajectory.body, self.service.interval_s, "codex") \
                 if codex_posture is not None else None
+            accounts = accounts_source([(DEFAULT_PROVIDER, self.service.current)]
+                                       + [(name, posture.current) for name, posture in self.vendor_postures.items()],
+                                       self.trajectory.body)
             self._started.append(liveness.start_publisher(
                 paths, settings, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, codex=codex))
+                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, accounts=accounts))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 
