@@ -109,9 +109,10 @@ def test_history_and_metrics_carry_the_third_vendor(node) -> None:
     row = wait_until(history_row, 30, message="acme-one in the history")
     assert row["provider"] == "acme" and row["fiveHour"][-1][1] == 42.0
     text = mon.get("/metrics")[2].decode()
-    assert re.search(r'^svc_account_utilization_percent\{account="acme-one",provider="acme",window="[a-z_]+"\} 42\.0$',
+    assert re.search(r'^svc_account_utilization_percent\{account="acme-one",provider="acme",[^}]*window="five_hour"\} '
+                     r'42\.0$', text, re.M), text
+    assert re.search(r'^svc_node_active_account\{node="acme-node",account="acme-one",provider="acme"[^}]*\} 1$',
                      text, re.M), text
-    assert 'svc_node_active_account{node="acme-node",account="acme-one",provider="acme"} 1' in text
     assert 'svc_posture_available{provider="acme"} 1' in text
 
 
