@@ -138,7 +138,8 @@ def others() -> Tuple[Any, ...]:
 
 def provider_of_label(label: Any) -> str:
     """The vendor of an account label: the one whose label prefix it carries, else the default."""
-    if isinstance(label, str):
+    # Every prefix ends in `-`, which a default label never holds: no registry to load for those.
+    if isinstance(label, str) and "-" in label:
         for vendor in others():
             if label.startswith(vendor.lines.label_prefix):
                 return vendor.name

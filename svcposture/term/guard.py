@@ -110,7 +110,7 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[Dict[str, Any], Optional[str]]":
 def _check(opts: "Dict[str, Any]") -> "Optional[str]":
     from ..vendors import names_text, provider_names
 
-    if opts["provider"] not in provider_names():
+    if opts["provider"] != DEFAULT_PROVIDER and opts["provider"] not in provider_names():
         return "--provider must be " + names_text()
     if opts["reserve"] is not None:
         pct = parse_reserve_text(opts["reserve"])
