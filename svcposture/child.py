@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._env import env_number
 from .claude.child import login, usage
+from .envlint import line_problems, opened_quote_line
 from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
 # The sweep deadline is a knob of the monitor (which kills the child then) as of the child (which answers
@@ -24,14 +25,18 @@ from .settings import sweep_deadline_s
 
 # Header probes in flight at once (docs/posture.md).
 MAX_IN_FLIGHT = 4
+# A report names at most this many line problems; a file with more has one mistake made everywhere.
+MAX_LINE_PROBLEMS = 50
 
 
 def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None,
          vendor: Optional[str] = None) -> Dict[str, Any]:
-    """The child's report for `headers`, `usage`, `login` or `check`; never raises.
+    """The child's report for `headers`, `usage`, `login`, `check` or `lines`; never raises.
 
     `vendor` (a registered name) limits `headers` to that vendor's accounts."""
     try:
+        if subcommand == "lines":
+            return lines(env_fd)
         if subcommand == "usage":
             return usage(environ)
         if subcommand == "login":
@@ -70,6 +75,26 @@ def _sweeps(text: str, environ: Mapping[str, str], only: Optional[str]) -> List[
     return [(v, v.sweep(text, environ)) for v in registered() if only is None or v.name == only]
 
 
+def line_problems_of(text: str) -> List[Dict[str, Any]]:
+    """The account and export lines of every vendor that the shell takes wrongly (envlint), at most 50."""
+    from .vendors import registered
+
+    vendors = registered()
+    prefixes = [(v.lines.entry_prefix, v.lines.label_prefix) for v in vendors]
+    return line_problems(text, prefixes, tuple(v.lines.active_var for v in vendors))[:MAX_LINE_PROBLEMS]
+
+
+def lines(env_fd: Optional[int]) -> Dict[str, Any]:
+    """What the text of a file the shell stopped in says, read without sourcing it: the
+    line problems, the first line that opens a quote it does not close, the number of lines."""
+    try:
+        text = _env_text(env_fd)
+    except OSError:
+        return {"error": error("config", MESSAGES["config"].unreadable)}
+    return {"lineProblems": line_problems_of(text), "quoteLine": opened_quote_line(text),
+            "lineCount": text.count("\n") + (0 if text.endswith("\n") or not text else 1)}
+
+
 def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Optional[int] = None,
             only: Optional[str] = None) -> Dict[str, Any]:
     """Probe every usable entry of the accounts env file (or only list them, `check_only`).
@@ -89,6 +114,7 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
     others = [(v, s) for v, s in sweeps if v.name != DEFAULT_PROVIDER]
     if check_only:
         listed = first[0].check() if first else {"available": False}
+        listed["lineProblems"] = line_problems_of(text)
         return _with_blocks(listed, [(v, s.check()) for v, s in others])
     if not any(s.present for _v, s in sweeps):
         return {"available": False}
