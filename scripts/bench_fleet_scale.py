@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple
 
-from svcposture.cluster import budget, liveness, promread
+from svcposture.cluster import liveness, promread
 from svcposture.paths import Paths
+from svcposture.settings import WINDOW_ENV
 from tests.support.engines import query, start_prometheus, start_victoria, stop_all
 from tests.support.fleet import populate
 from tests.support.fleetmetrics import FleetMetrics
@@ -159,7 +160,7 @@ def _fleet_survives(root: Path, hosts: int, publisher_class: type) -> Tuple[bool
         home = make_node(root / ("%s-%d" % (publisher_class.__name__, hosts)), names[0], names, anchor="OPS-1")
         environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url,
                    liveness.INTERVAL_ENV: str(int(INTERVAL_MS * WINDOW_S / 3600)),
-                   budget.WINDOW_ENV: str(int(WINDOW_S * 1000))}
+                   WINDOW_ENV: str(int(WINDOW_S * 1000))}
         paths = Paths(home, environ)
         publishers = [publisher_class(paths, environ, name, lambda: "ok", None) for name in names]
         alive = True

@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Dict, List, Mapping
 
-from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
+from .claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
 from .codex.accounts import is_codex_home_var
 
 CLOUD_TOKEN_VAR = "SVC_CLOUD_TOKEN"

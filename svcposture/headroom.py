@@ -196,7 +196,7 @@ def choose(candidates: "List[Tuple[str, float]]", host: "Optional[str]" = None,
         return None
     if host is None:
         return candidates[0][0]
-    from .cluster.hrw import hrw_score
+    from .hrw import hrw_score
     best = candidates[0][1]
     near = sorted(label for label, room in candidates if room >= best - SPREAD_POINTS)
     hosts = sorted(set(roster or ()))

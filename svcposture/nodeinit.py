@@ -19,10 +19,11 @@ from ._env import InvalidSetting, parse_port
 from ._dirs import ensure_dir
 from ._files import create_new_atomic
 from ._text import printable
-from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, PLACEHOLDER
+from .claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
+from .envfile import PLACEHOLDER
 from .cluster._common import HOST_RE
 from .config import HOST_NAME_KEY, host_name, write_layer
-from .monitor.server import DEFAULT_PORT
+from .settings import DEFAULT_PORT
 from .paths import Paths
 
 PLACEHOLDER_EMAIL = "you@example.com"

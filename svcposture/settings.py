@@ -19,10 +19,10 @@ nothing.
 
 The module imports nothing at load time: the terminal clients take
 DEFAULT_PORT from here and their start-up time is counted. The home modules of
-a knob's helper (alerts, history, resetprobe, tracker, budget, loki) are loaded
-when settings are built; the knobs of modules that themselves take Settings
-(posture, sampler, liveness) or import it (the probe child) live here, so no
-import goes in a circle.
+a knob's helper (alerts, history, resetprobe) are loaded when settings are
+built; the knobs of modules that themselves take Settings or import it
+(posture, sampler, the cluster's liveness, tracker, budget and Loki reader, the
+probe child) live here, so no import goes in a circle.
 """
 from __future__ import annotations
 
@@ -67,6 +67,12 @@ DEFAULT_INTERVAL_MS = 120000
 MIN_INTERVAL_MS = 100
 MAX_INTERVAL_MS = 24 * 3600 * 1000
 READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
+LOKI_URL_ENV = "SVC_LOKI_URL"
+
+# The tracker the anchor lives on (docs/liveness.md), and the rate-limit window its budget is counted over.
+DEFAULT_TRACKER_URL = "https://api.linear.app/graphql"
+WINDOW_ENV = "SVC_TRACKER_RATE_WINDOW_MS"
+DEFAULT_WINDOW_MS = 3600 * 1000
 
 
 def probing_on(environ: Mapping[str, str]) -> bool:
@@ -90,6 +96,17 @@ def read_source(environ: Mapping[str, str]) -> str:
 
 def reads_from_loki(environ: Mapping[str, str]) -> bool:
     return read_source(environ) == "loki"
+
+
+def tracker_url(environ: Mapping[str, str]) -> str:
+    return (environ.get("SVC_TRACKER_URL") or "").strip() or DEFAULT_TRACKER_URL
+
+
+def window_ms(environ: Mapping[str, str]) -> int:
+    """The length of the tracker's rate-limit window (an hour; tests scale it down)."""
+    from ._env import env_number
+
+    return int(env_number(environ, WINDOW_ENV, DEFAULT_WINDOW_MS, low=1000, high=7 * 86400 * 1000, kind=int))
 
 
 def sweep_deadline_s(environ: Mapping[str, str]) -> float:
@@ -171,10 +188,6 @@ def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) 
 def _cluster_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
     """Liveness (publish interval, read source, Loki) and the tracker the anchor lives on
     (its URL, and the rate-limit window its budget is counted over)."""
-    from .cluster.budget import window_ms
-    from .cluster.loki import LOKI_URL_ENV
-    from .cluster.tracker import tracker_url
-
     return dict(liveness_interval_ms=publish_interval_ms(environ),
                 liveness_read_source=read_source(environ),
                 loki_url=(environ.get(LOKI_URL_ENV) or "").strip(),

@@ -11,6 +11,7 @@ import pytest
 
 from svcposture.cluster import budget, liveness, tracker
 from svcposture.paths import Paths
+from svcposture.settings import WINDOW_ENV
 from tests.support.cli import run_cluster
 from tests.support.home import BEARER, make_node, node_env
 from tests.support.tracker import TrackerServer
@@ -161,7 +162,7 @@ def run_fleet(tmp_path, srv, publisher_class, windows):
     # The default 120 s interval in an hour, scaled to the window: 300 ms in 9 s.
     environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url,
                liveness.INTERVAL_ENV: str(int(120000 * WINDOW_S / 3600)),
-               budget.WINDOW_ENV: str(int(WINDOW_S * 1000))}
+               WINDOW_ENV: str(int(WINDOW_S * 1000))}
     paths = Paths(home, environ)
     publishers = [publisher_class(paths, environ, name, lambda: "ok", None) for name in names]
     reports = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional
 
 from . import budget, promread
+from ..settings import window_ms
 from .liveness import READ_SOURCE_ENV, publish_interval_ms, read_source
 
 NAME = "tracker-budget"
@@ -45,7 +46,7 @@ def check_tracker_budget(environ: Mapping[str, str], hosts: Optional[List[str]],
         return _result("INFO", "liveness is read from %s; no heartbeats are published" % source.capitalize())
     count = len(set(hosts))
     configured = publish_interval_ms(environ)
-    window = budget.window_ms(environ)
+    window = window_ms(environ)
     limit = stated.requests_limit if stated is not None else None
     shown_limit = limit or budget.DOCUMENTED_LIMIT
     need = budget.heartbeat_need(count, configured, shown_limit, window)

@@ -25,7 +25,7 @@ from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, loa
 from ..events import EventLog, EventLogError
 from ..latch import read_latch
 from ..paths import Paths
-from ..probe import accounts_notes
+from ..probetext import accounts_notes
 from . import tracker
 from ._common import print_json
 from .budget import RateBudget

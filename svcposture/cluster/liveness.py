@@ -25,10 +25,10 @@ from ._common import print_json, valid_ticket
 from . import heartbeat
 # host_of_heartbeat_url too: callers address heartbeats through this module.
 from .heartbeat import heartbeat_url, host_of_heartbeat_url, peer_account, unlisted_rows  # noqa: F401
-from .loki import LOKI_URL_ENV, LokiError, loki_live_hosts
+from .loki import LokiError, loki_live_hosts
 
 # The liveness knobs live with the node's other settings; commands read them from here too.
-from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
+from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, LOKI_URL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
                         READ_SOURCE_ENV, Settings, publish_interval_ms, read_source, reads_from_loki)
 
 LOGGER_NAME = "svcposture.liveness"

@@ -17,7 +17,7 @@ from typing import Callable, List, Mapping, Optional, Tuple
 
 from .. import config
 from ..paths import Paths
-from . import hrw
+from .. import hrw
 from ..settings import Settings
 from .liveness import collect_status
 

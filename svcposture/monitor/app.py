@@ -41,7 +41,7 @@ from urllib.parse import unquote
 from .._time import iso_now, now_ms
 from .._version import __version__
 from ..history import DEFAULT_HOURS, MAX_HOURS
-from ..loginview import login_body, no_sampler_reason
+from ..claude.loginview import login_body, no_sampler_reason
 from ..summary import reply
 from ..settings import Settings
 from . import wire

@@ -308,7 +308,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return firstrun.unknown_subcommand("svc-monitor", args_list[0], SUBCOMMANDS, _build_parser())
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
-        from . import demo
+        from ..demo import main as demo
         return demo.main(args_list[1:], run_monitor=run_monitor, configure_logging=configure_logging,
                          install_stop_signals=install_stop_signals)
     args = _build_parser().parse_args(args_list)

@@ -74,7 +74,7 @@ class Node:
         from ..config import node_name
         from ..events import EventLog
         from ..latch import Latch, LatchError
-        from ..codexposture import CodexPosture
+        from ..codex.summary import CodexPosture
         from ..posture import PostureService
 
         self.paths = paths

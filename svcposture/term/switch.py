@@ -3,7 +3,7 @@
     svc-monitor switch --to acct2
     svc-monitor switch --best [--provider codex]
 
-Rewrites only the export line of the accounts env file (svcposture.switch)
+Rewrites only the export line of the accounts env file (svcposture.exportline)
 as one transaction with its `account.switched` event (svcposture.switching).
 `--best` judges the accounts from the local monitor's posture (a cached
 read; no provider call). The monitor's automatic switch runs this command in
@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .._reserve import ReserveError, reserve_pct
 from .._text import loads_bounded, printable
 from ..headroom import choose, find_account, of_provider, ranked, resets_ms
-from ..switch import CLAUDE, PROVIDERS, SwitchError
+from ..exportline import CLAUDE, PROVIDERS, SwitchError
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 
 EX_UNAVAILABLE = 69
