@@ -174,7 +174,7 @@ class Toolbox:
 
     def _switch(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
         from ..headroom import of_provider
-        from ..switch import SwitchError
+        from ..exportline import SwitchError
         from ..term import switch
         provider = "codex" if of_provider(args["to"], "codex") else "claude"
         ns = switch.build_parser().parse_args(["--to=" + args["to"], "--provider", provider, "--json",
