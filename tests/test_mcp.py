@@ -323,7 +323,7 @@ FLEET_ACCOUNTS = {"accounts": [{"key": "0123456789abcdef", "provider": "claude",
                                 "sevenDay": {"pct": 30.0, "resetsAt": "2026-01-05T00:00:00.000Z",
                                              "probedAt": 1, "host": "h1"}, "wallAt": None}],
                   "source": "prometheus", "readAt": "2026-01-01T00:00:00.000Z"}
-NO_FLEET = {"source": "tracker", "anchor": None, "hosts": [],
+NO_FLEET = {"source": "tracker", "anchor": None, "publishIntervalMs": 60000, "hosts": [],
             "error": "no liveness anchor configured (svc-cluster set-anchor <TICKET>)"}
 
 
@@ -359,10 +359,15 @@ class ScriptedMonitor:
         self._server.server_close()
 
 
-def test_advice_and_fleet_accounts_where_the_node_reads_a_fleet(env: Dict[str, str]) -> None:
+@pytest.mark.parametrize("fleet", [
+    {"source": "prometheus", "anchor": None, "publishIntervalMs": 60000, "hosts": []},
+    {"source": "tracker", "anchor": "OPS-1", "publishIntervalMs": 60000, "hosts": []},
+    # The monitor's placeholder while its first fleet read is slow: it may read one, so the tool is listed.
+    {"source": "tracker", "anchor": None, "hosts": [], "error": "the fleet is still being read"}],
+    ids=["prometheus", "anchor", "first-read"])
+def test_advice_and_fleet_accounts_where_the_node_reads_a_fleet(env: Dict[str, str], fleet: Dict[str, Any]) -> None:
     routes = {"/api/advice": ADVICE, "/api/advice?provider=codex": CODEX_ADVICE,
-              "/api/fleet": {"source": "prometheus", "anchor": None, "hosts": []},
-              "/api/fleet/accounts": FLEET_ACCOUNTS}
+              "/api/fleet": fleet, "/api/fleet/accounts": FLEET_ACCOUNTS}
     with ScriptedMonitor(routes) as scripted:
         async def body(client: Client) -> Any:
             return (await client.list_tools(), await client.call_tool("advice", {}),

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 READ_TIMEOUT_S = 2.0
 MAX_BODY = 1024 * 1024
-# How long one answer to "does this node read a fleet?" is kept.
+# How long one answer to "does this node read a fleet?" is kept: a no from the monitor for a
+# minute, anything else (a yes that may be a guess, no answer) briefly.
 FLEET_CHECK_TTL_S = 60.0
+FLEET_MAYBE_TTL_S = 5.0
 FLEET_CHECK_TIMEOUT_S = 1.0
 PROVIDERS = ("claude", "codex")
 RESOURCE_PREFIX = "svcposture://posture/"
@@ -211,25 +213,31 @@ class Toolbox:
             raise MonitorUnavailable("%s answered %s with something that is not JSON" % (where, path)) from None
 
     def fleet_reason(self, fresh: bool = False) -> "Optional[str]":
-        """Why this node reads no fleet (None: it reads one), from its monitor's /api/fleet;
-        kept for a minute, as tools/list may be asked often."""
-        at, reason = self._fleet_check
-        if not fresh and time.monotonic() - at < FLEET_CHECK_TTL_S:
+        """Why this node reads no fleet (None: it reads one, or may), from its monitor's /api/fleet;
+        kept for a while, as tools/list may be asked often."""
+        until, reason = self._fleet_check
+        if not fresh and time.monotonic() < until:
             return reason
         try:
             reason = fleet_reason(self.get_json("/api/fleet", FLEET_CHECK_TIMEOUT_S))
+            ttl = FLEET_CHECK_TTL_S if reason is not None else FLEET_MAYBE_TTL_S
         except MonitorUnavailable as exc:
-            reason = str(exc)
-        self._fleet_check = (time.monotonic(), reason)
+            reason, ttl = str(exc), FLEET_MAYBE_TTL_S
+        self._fleet_check = (time.monotonic() + ttl, reason)
         return reason
 
 
 def fleet_reason(report: "Any") -> "Optional[str]":
-    """Why a /api/fleet report shows no fleet, or None. A node with no liveness anchor and the
-    tracker as its read source reads no fleet (the report says so in its `error`)."""
+    """Why a /api/fleet report shows that the node reads no fleet, or None.
+
+    The node reads none when the status collector itself (its report states the
+    publish interval) found no liveness anchor with the tracker as the read
+    source; it says so in `error`. The cache's placeholder while a slow first
+    read is under way has the same source and anchor but no interval: that node
+    may well read a fleet, so the tool stays listed and its call tells."""
     if not isinstance(report, dict) or not isinstance(report.get("source"), str):
         return "the monitor's /api/fleet answered no fleet report"
-    if report["source"] == "tracker" and report.get("anchor") is None:
+    if report["source"] == "tracker" and report.get("anchor") is None and "publishIntervalMs" in report:
         why = report.get("error")
         return "this node reads no fleet: %s" % (printable(why) if isinstance(why, str) else "no liveness anchor")
     return None
