@@ -168,6 +168,9 @@ class Toolbox:
             # Bad usage the schema cannot see (a reserve the node's config cannot hold).
             return {"error": printable(err.decode("utf-8", "replace").strip())}, True
         decision = json.loads(out.decode("ascii"))
+        if code == 2:
+            # An account the posture does not have: bad usage for the command, a bad argument here.
+            raise ToolError("Invalid params: guard: %s" % printable(decision.get("reason")))
         silent = guard_decision(None, provider="claude", account=None, reserve=0, now_ms=0, stale_ms=0)["reason"]
         if decision.get("decision") == UNAVAILABLE and decision.get("reason") == silent:
             decision["reason"] = "the monitor at %s did not answer" % self.url
