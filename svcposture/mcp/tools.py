@@ -179,16 +179,13 @@ class Toolbox:
 
     def _switch(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
         from ..headroom import of_provider
-        from ..exportline import SwitchError
         from ..term import switch
         provider = "codex" if of_provider(args["to"], "codex") else "claude"
         ns = switch.build_parser().parse_args(["--to=" + args["to"], "--provider", provider, "--json",
                                                "--url", self.url])
         try:
             return switch.run(ns), False
-        except SwitchError as exc:
-            return {"switched": False, "provider": provider, "error": printable(exc)}, True
-        except (SvcpostureError, OSError) as exc:
+        except (SvcpostureError, OSError) as exc:  # SwitchError, and a config or file the command refuses
             return {"switched": False, "provider": provider, "error": printable(exc)}, True
 
     # ------------------------------------------------------------ the monitor
