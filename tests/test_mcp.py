@@ -311,11 +311,14 @@ def test_the_port_setting_finds_the_monitor(node: Dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------- advice and the fleet, from a scripted monitor
 
-ADVICE = {"provider": "claude", "active": "acct1", "advice": "switch", "to": {"label": "acct2",
+ADVICE = {"available": True, "node": "mcp-node", "generatedAt": "2026-01-01T00:00:00.000Z", "probedAt": 1,
+          "reservePct": 0, "provider": "claude", "active": {"label": "acct1", "email": "one@example.com"},
+          "advice": "switch", "to": {"label": "acct2",
           "email": "two@example.com"}, "waitS": None, "reason": "acct1 5-hour window reaches 100% before its reset",
           "ranked": [{"label": "acct2", "email": "two@example.com", "headroomPct": 40.0,
                       "wallAt": None, "reachesReset": True}]}
-CODEX_ADVICE = dict(ADVICE, provider="codex", active="codex-cx", advice="stay", to=None, ranked=[])
+CODEX_ADVICE = dict(ADVICE, provider="codex", active={"label": "codex-cx", "email": "cx@example.com"},
+                    advice="stay", to=None, ranked=[])
 FLEET_ACCOUNTS = {"accounts": [{"key": "0123456789abcdef", "provider": "claude", "labels": ["acct1"],
                                 "hosts": [{"host": "h1", "active": True}], "status": "ok",
                                 "fiveHour": {"pct": 12.0, "resetsAt": "2026-01-01T00:00:00.000Z",
