@@ -83,7 +83,9 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[dict, Optional[str]]":
 
 def keep_stdout_for_protocol() -> int:
     """A private descriptor for the protocol's stdout; descriptor 1 becomes stderr's."""
-    out = os.dup(1)
+    import fcntl
+    # Above 2: with stdin closed, a plain dup would take descriptor 0 and the server would read its own output.
+    out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     os.dup2(2, 1)
     return out
 
@@ -122,7 +124,11 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]") -> int:
     from . import session, wire
     from .tools import Toolbox
     url = base_url(opts, environ)
-    out = keep_stdout_for_protocol()
+    try:
+        out = keep_stdout_for_protocol()
+    except OSError as exc:
+        sys.stderr.write("svc-monitor mcp: stdout is not open (%s)\n" % exc.strerror)
+        return 1
     toolbox = Toolbox(url, allow_switch=opts["allow_switch"], environ=environ)
     session.stderr_log("serving on stdio; monitor %s; switch %s"
                        % (url, "allowed" if opts["allow_switch"] else "off"))

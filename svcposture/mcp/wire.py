@@ -77,6 +77,8 @@ class LineReader:
             chunk = os.read(self.fd, READ_SIZE)
         except InterruptedError:
             return
+        except OSError:
+            chunk = b""  # stdin closed or unreadable: the end of the session
         if not chunk:
             self._eof = True
         elif self._skipping and b"\n" not in chunk:
