@@ -43,6 +43,10 @@ def resets_ms(window: "Any") -> "Optional[int]":
     return calendar.timegm(parts + (0, 0, 0)) * 1000 + millis
 
 
+# The reason when nothing answered; the guard command adds the URL it tried.
+NO_ANSWER = "the monitor did not answer"
+
+
 def _result(decision: str, reason: str, provider: str, reserve: int, account: "Optional[str]" = None,
             window: "Optional[str]" = None, pct: "Optional[float]" = None, resets_at: "Optional[str]" = None,
             retry_after_s: "Optional[int]" = None) -> "Dict[str, Any]":
@@ -53,7 +57,7 @@ def _result(decision: str, reason: str, provider: str, reserve: int, account: "O
 
 def _unavailable_reason(body: "Any", now_ms: int, stale_ms: int) -> "Optional[str]":
     if body is None:
-        return "the monitor did not answer"
+        return NO_ANSWER
     if not isinstance(body, dict) or body.get("available") is not True:
         return "the posture is unavailable (no usable account, or probing is off)"
     probed = body.get("probedAt")

@@ -20,6 +20,7 @@ def cmd_owner(ns: argparse.Namespace) -> int:
     from .._text import printable
     from ..paths import Paths
     from ._common import print_json, valid_ticket
+    from ..settings import Settings
     from .liveness import collect_status
 
     ticket = ns.ticket
@@ -31,7 +32,7 @@ def cmd_owner(ns: argparse.Namespace) -> int:
     live: Optional[List[str]] = None
     note = None
     if not ns.no_liveness:
-        report = collect_status(paths, os.environ)
+        report = collect_status(paths, Settings.from_environ(os.environ, strict=False))
         if report.get("error"):
             note = "liveness unknown (%s); using the full roster" % report["error"]
         else:
