@@ -44,9 +44,7 @@ tools:
 resources: svcposture://posture/claude, svcposture://posture/codex
 
 options:
-  --url URL       monitor base URL (default: http://127.0.0.1:$SVC_MONITOR_PORT
-                  when set, else the url in ~/svc/run/monitor.json, else
-                  http://127.0.0.1:7400)
+  --url URL       {url_help}
   --allow-switch  offer the switch tool: the agent may then change which account
                   new sessions on this node use (off by default)
   -h, --help      show this help
@@ -114,16 +112,20 @@ def _reexec_without_tokens(argv: "Sequence[str]", environ: "Mapping[str, str]") 
 def run(argv: "Sequence[str]", environ: "Mapping[str, str]") -> int:
     opts, error = parse_args(argv)
     if opts["help"]:
-        sys.stdout.write(HELP)
+        import textwrap
+        from ..settings import MONITOR_URL_RULE
+        url_help = textwrap.fill("monitor base URL (default: %s)" % MONITOR_URL_RULE, 78,
+                                 initial_indent=" " * 18, subsequent_indent=" " * 18).lstrip()
+        sys.stdout.write(HELP.replace("{url_help}", url_help))
         return 0
     if error is not None:
         sys.stderr.write("svc-monitor mcp: %s (see svc-monitor mcp --help)\n" % error)
         return 2
     _reexec_without_tokens(argv, environ)
-    from ..term.guard import base_url
+    from ..settings import monitor_url
     from . import session, wire
     from .tools import Toolbox
-    url = base_url(opts, environ)
+    url = opts["url"] or monitor_url(environ)
     try:
         out = keep_stdout_for_protocol()
     except OSError as exc:

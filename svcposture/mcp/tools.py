@@ -156,7 +156,7 @@ class Toolbox:
         return self.get_json("/api/fleet/accounts"), False
 
     def _guard(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
-        from ..headroom import UNAVAILABLE, guard_decision
+        from ..headroom import NO_ANSWER, UNAVAILABLE
         from ..term import guard
         argv = ["--json", "--url", self.url, "--provider", args.get("provider", "claude")]
         if "account" in args:
@@ -171,11 +171,10 @@ class Toolbox:
         if code == 2:
             # An account the posture does not have: bad usage for the command, a bad argument here.
             raise ToolError("Invalid params: guard: %s" % printable(decision.get("reason")))
-        silent = guard_decision(None, provider="claude", account=None, reserve=0, now_ms=0, stale_ms=0)["reason"]
-        if decision.get("decision") == UNAVAILABLE and decision.get("reason") == silent:
-            decision["reason"] = "the monitor at %s did not answer" % self.url
-            return decision, True
-        return decision, False
+        # The monitor not answering is the tool's failure (the command names the URL it tried);
+        # any other unavailable (a stale or failed posture) is the monitor's answer.
+        no_answer = (NO_ANSWER, "the monitor at %s did not answer" % printable(self.url)[:200])
+        return decision, decision.get("decision") == UNAVAILABLE and decision.get("reason") in no_answer
 
     def _switch(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
         from ..headroom import of_provider
