@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List
@@ -46,8 +47,10 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Any]]:
     set_host_name(home, "mcp-node")
     make_login(root / "cx", CXTOK, account_id="acct-cx")
     with ProviderServer() as provider, CodexServer() as codex:
-        provider.set_account(TOK1, five_hour=(0.10, "allowed"), seven_day=(0.20, "allowed"))
-        provider.set_account(TOK2, five_hour=(0.60, "allowed"), seven_day=(0.05, "allowed"))
+        # Fixed resets: each probe would otherwise move them, and the tool's answer is compared with the command's.
+        resets = {"reset_5h": time.time() + 3 * 3600, "reset_7d": time.time() + 4 * 86400}
+        provider.set_account(TOK1, five_hour=(0.10, "allowed"), seven_day=(0.20, "allowed"), **resets)
+        provider.set_account(TOK2, five_hour=(0.60, "allowed"), seven_day=(0.05, "allowed"), **resets)
         provider.set_account(TOK3, http_status=401)
         codex.set_reply(CXTOK, usage_reply(55, 40))
         env = monitor_env(home, provider.url, SVC_CODEX_URL=codex.url, SVC_PROBE_INTERVAL_S="5",
