@@ -419,3 +419,23 @@ def test_help_explains_itself(env: Dict[str, str]) -> None:
     done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "mcp", "--url", "ftp://x"], env=env,
                           capture_output=True, timeout=60, cwd=str(REPO))
     assert done.returncode == 2 and b"--url" in done.stderr
+
+
+# ---------------------------------------------------------------- the real demo: a node that reads a fleet
+
+def test_the_demo_reads_a_fleet_and_the_tool_gives_its_accounts(tmp_path: Path, env: Dict[str, str]) -> None:
+    from tests.support.firstlook import Demo, get_json
+
+    demo = Demo(tmp_path / "demo-home", ["--port", "0"]).wait_ready()
+    try:
+        async def body(client: Client) -> Any:
+            return await client.list_tools(), await client.call_tool("fleet_accounts", {})
+        listed, result = run_client(env, ["--url", demo.url], body)
+        direct = get_json(demo.url + "/api/fleet/accounts")
+    finally:
+        assert demo.stop() == 0
+    assert {tool.name for tool in listed.tools} == READ_TOOLS | {"fleet_accounts"}
+    got = payload(result)
+    assert result.is_error is False and got["source"] == direct["source"] == "demo"
+    assert sorted(str(a["key"]) for a in got["accounts"]) == sorted(str(a["key"]) for a in direct["accounts"])
+    assert got["accounts"] and all(a["hosts"] for a in got["accounts"])
