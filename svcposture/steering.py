@@ -113,10 +113,12 @@ class AutoSwitcher:
         self.trajectory: Any = None  # the forecasts the advice reads (the node's trajectory service)
         self.wait_s = DEFAULT_WAIT_S  # the node's SVC_ADVICE_WAIT_S (Settings.advice_wait_s)
 
-    def _say(self, text: str) -> None:
-        """One log line per change of what the automatic switch has to say."""
-        if text != self._said:
-            self._said = text
+    def _say(self, text: str, about: Optional[str] = None) -> None:
+        """One log line per change of what the automatic switch has to say: `about` (else the
+        text) is what must change, so a countdown inside the text does not repeat the line."""
+        key = text if about is None else about
+        if key != self._said:
+            self._said = key
             log.info("auto switch: %s", text)
 
     def due(self, summary: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
@@ -156,7 +158,8 @@ class AutoSwitcher:
             return
         advice = self.advice(summary)
         if advice["advice"] != "switch":
-            self._say("%s stays (advice %s): %s" % (active["label"], advice["advice"], advice["reason"]))
+            self._say("%s stays (advice %s): %s" % (active["label"], advice["advice"], advice["reason"]),
+                      about="stays %s %s %s" % (active["label"], advice["advice"], (advice.get("to") or {}).get("label")))
             return
         avoid = limits.get("avoid") or {}
         if all(isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now for r in advice["ranked"]):
