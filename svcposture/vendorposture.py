@@ -170,14 +170,16 @@ class VendorPosture:
             with self._lock:
                 self._memory = memory
         edge = self._handle(summary)
-        with self._lock:
-            self._summary = summary
-            self.broadcast.publish(reply(summary, cached=False))
+        # Observers first (the forecasts, then the advice, which names siblingWithHeadroom),
+        # so that what is cached and pushed is the whole result, as for Claude's posture.
         for observer in list(self.observers):
             try:
                 observer(summary, edge)
             except Exception:  # noqa: BLE001 - an observer never costs the result
                 log.exception("a %s posture observer failed", self.provider)
+        with self._lock:
+            self._summary = summary
+            self.broadcast.publish(reply(summary, cached=False))
 
     def _handle(self, summary: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         """Count the run and feed the status latch with the vendor's active account."""

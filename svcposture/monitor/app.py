@@ -49,6 +49,7 @@ from ..claude.loginview import login_body, no_sampler_reason
 from ..summary import reply
 from ..cluster.fleetaccounts import accounts_view
 from ..settings import Settings
+from .advice_route import AdviceRoute
 from .assets import PAGE_HEADERS, load_static
 from .exposition import METRICS_TYPE, account_keys, render_metrics, render_trajectory_metrics
 from .fleet import FleetCache, collect_report
@@ -82,10 +83,12 @@ ROUTES: Tuple[Route, ...] = (
     Route("GET", "/api/fleet/accounts", "get_fleet_accounts"),
     Route("GET", "/api/login", "get_login"),
     Route("GET", "/api/openapi.json", "get_openapi"),
+    Route("GET", "/api/advice", "get_advice"),
 )
 # Request target -> the name of the cached read the fast lane answers it with.
 # Each other vendor's plain read is one more, added per app (fast_reads).
-FAST_READS = {b"/api/accounts": "cached_accounts", b"/api/trajectory": "cached_trajectory"}
+FAST_READS = {b"/api/accounts": "cached_accounts", b"/api/trajectory": "cached_trajectory",
+              b"/api/advice": "cached_advice"}
 
 
 class MonitorApp:
@@ -123,6 +126,7 @@ class MonitorApp:
         self._fresh_summary: Callable[[], Optional[Dict[str, Any]]] = getattr(service, "fresh_summary", _none)
         self._lock = threading.Lock()
         self._history_index: Any = None
+        self.advice = AdviceRoute(service, self.trajectory)
         self._index_page(getattr(service, "interval_s", None))
         self.routes = RouteTable(tuple(Route("GET", path, "get_static") for path in self.static) + self.ROUTES,
                                  self)
@@ -158,6 +162,7 @@ class MonitorApp:
         reads = {target: getattr(self, name) for target, name in self.FAST_READS.items()}
         for vendor in self.vendor_postures:
             reads[vendor_target(vendor)] = (lambda name=vendor: self.cached_vendor_accounts(name))
+            reads[b"/api/advice?provider=" + vendor.encode("ascii")] = (lambda name=vendor: self.advice.fast(name))
         return reads
 
     def wake_streams(self) -> None:
@@ -238,6 +243,9 @@ class MonitorApp:
             frames = self._vendor_frames.get(getattr(service, "provider", None)) or FrameCache(ACCOUNT)
             return Stream(PostureFrames(service, dumps, frames), self.settings.keepalive_s)
         return Stream(PostureFrames(self.service, self.posture_bytes, self._frames), self.settings.keepalive_s)
+
+    def get_advice(self, request: Request) -> Reply:
+        return self.advice.respond(request.query)
 
     def get_trajectory(self, request: Request) -> Reply:
         return self.cached_trajectory() or _NO_TRAJECTORY
@@ -339,6 +347,10 @@ class MonitorApp:
             return None
         ms = now_ms()
         return self._vendor_reads[name].get((ms, summary), self._vendor_response, summary, ms)
+
+    def cached_advice(self) -> Optional[Response]:
+        """The Response to a cached plain read of /api/advice (docs/steering.md), or None."""
+        return self.advice.fast(DEFAULT_PROVIDER)
 
     def cached_trajectory(self) -> Optional[Response]:
         """The Response to GET /api/trajectory from the body of the last probe (None: no trajectory)."""

@@ -121,6 +121,13 @@ class Node:
         self.service.observers.append(trajectory.observe)
         for name, posture in self.vendor_postures.items():
             posture.observers.append(trajectory.observer(name))
+        # The advice after the forecasts of the same probe, before the result is cached or pushed.
+        from ..advisor import Advisor
+        advisor = Advisor(trajectory, self.settings.advice_wait_s, str(self.paths.home))
+        self.service.advisor = advisor
+        self.service.observers.append(advisor.observer(DEFAULT_PROVIDER))
+        for name, posture in self.vendor_postures.items():
+            posture.observers.append(advisor.observer(name))
         return trajectory
 
     def start(self, *, background: bool = True, liveness: bool = True) -> None:
