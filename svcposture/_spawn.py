@@ -51,10 +51,22 @@ def child_env(environ: Mapping[str, str], **extra: str) -> Dict[str, str]:
     return env
 
 
+# `python -m` puts the working directory first on sys.path, so a child started from a directory
+# another user can write would import a `svcposture/` planted there, as the operator. Children run
+# this instead: every relative entry (the working directory among them) leaves sys.path before
+# anything is imported, then the module runs as `-m` runs it. Only `os` and `sys`, loaded by the
+# interpreter before it looks at sys.path, are imported first. `-m <module>` stays on the command
+# line (as arguments), so ps, svc-stack and pkill patterns still recognise the command.
+ISOLATED_MAIN = ("import os, sys; sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]; "
+                 "module = sys.argv[2]; del sys.argv[1:3]; import runpy; "
+                 "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+
+
 def module_command(submodule: str = "", *args: str) -> List[str]:
-    """`python -m <PACKAGE>[.submodule] args...` with the running interpreter."""
+    """The argv that runs `python -m <PACKAGE>[.submodule] args...` with the running interpreter,
+    importing nothing from the working directory: every child of the package starts this way."""
     module = PACKAGE + ("." + submodule if submodule else "")
-    return [sys.executable or "python3", "-m", module] + list(args)
+    return [sys.executable or "python3", "-c", ISOLATED_MAIN, "-m", module] + list(args)
 
 
 def kill_group(pid: int) -> None:
