@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._dirs import unsafe_dir_reason
-from ._spawn import PACKAGE, child_env, kill_group
+from ._spawn import PACKAGE, child_env, kill_group, popen
 from .accounts import MAX_ENV_FILE_BYTES
 from .child import sweep_deadline_s
 from .errors import MESSAGES, error
@@ -241,11 +241,11 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     if accounts_env is not None:
         extra["SVC_ACCOUNTS_ENV"] = str(accounts_env)
     try:
-        proc = subprocess.Popen(child_command(subcommand, env_fd), env=child_env(environ, **extra),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
-                                cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
-                                start_new_session=True)
+        proc = popen(child_command(subcommand, env_fd), env=child_env(environ, **extra),
+                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
+                     cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
+                     start_new_session=True)
     except OSError:
         return {"error": error("internal", MESSAGES["internal"].not_started)}
     tail, shell_err = bytearray(), bytearray()
