@@ -17,6 +17,7 @@ from ._env import env_number
 from ._text import EMAIL_RE, loads_bounded
 from .accounts import MAX_ENV_FILE_BYTES, entries_from_env, placeholder_lines, resolve_active, usable
 from .errors import MESSAGES, error
+from .jsonscan import top_level_member
 from .paths import Paths
 from .provider import (DEFAULT_REQUEST_TIMEOUT_S, MAX_USAGE_BODY, fetch_usage, probe_account,
                        unanswered)
@@ -26,6 +27,9 @@ from .settings import DEFAULT_DEADLINE_S, MIN_DEADLINE_S, sweep_deadline_s  # no
 
 # Header probes in flight at once (docs/posture.md).
 MAX_IN_FLIGHT = 4
+# ~/.claude.json keeps every project's history and passes a megabyte on a busy machine; it is
+# streamed, never loaded, so this bounds only how long the email is looked for.
+MAX_PROFILE_BYTES = 32 * 1024 * 1024
 
 
 def request_timeout_s(environ: Mapping[str, str]) -> float:
@@ -138,12 +142,13 @@ def _optional_str(value: Any) -> Optional[str]:
 
 
 def _login_email(paths: Paths) -> Optional[str]:
-    """`oauthAccount.emailAddress` of the login profile, when it is an address."""
+    """`oauthAccount.emailAddress` of the login profile, when it is an address. The profile
+    grows with every project's history, so only that member is read, from a stream."""
     try:
-        profile = _json_file(paths.login_profile)
+        with open(str(paths.login_profile), "rb") as fh:
+            account = top_level_member(fh, "oauthAccount", limit=MAX_PROFILE_BYTES)
     except (OSError, ValueError):
         return None
-    account = profile.get("oauthAccount") if isinstance(profile, dict) else None
     address = account.get("emailAddress") if isinstance(account, dict) else None
     if isinstance(address, str) and EMAIL_RE.fullmatch(address.strip()):
         return address.strip()
