@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple
 
-from svcposture.cluster import budget, liveness, promread
+from svcposture.settings import Settings
+from svcposture.cluster import liveness, promread
 from svcposture.paths import Paths
+from svcposture.settings import WINDOW_ENV
 from tests.support.engines import query, start_prometheus, start_victoria, stop_all
 from tests.support.fleet import populate
 from tests.support.fleetmetrics import FleetMetrics
@@ -65,7 +67,7 @@ def _in_process(env: Dict[str, str], hosts: List[str], runs: int) -> Tuple[float
         for _ in range(runs):
             calls[0] = 0
             start = time.perf_counter()
-            promread.fleet_rows(env, hosts, INTERVAL_MS)
+            promread.fleet_rows(env["SVC_PROMETHEUS_URL"], hosts, INTERVAL_MS)
             times.append(time.perf_counter() - start)
     finally:
         promread.http_get = real_get
@@ -159,9 +161,9 @@ def _fleet_survives(root: Path, hosts: int, publisher_class: type) -> Tuple[bool
         home = make_node(root / ("%s-%d" % (publisher_class.__name__, hosts)), names[0], names, anchor="OPS-1")
         environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url,
                    liveness.INTERVAL_ENV: str(int(INTERVAL_MS * WINDOW_S / 3600)),
-                   budget.WINDOW_ENV: str(int(WINDOW_S * 1000))}
+                   WINDOW_ENV: str(int(WINDOW_S * 1000))}
         paths = Paths(home, environ)
-        publishers = [publisher_class(paths, environ, name, lambda: "ok", None) for name in names]
+        publishers = [publisher_class(paths, Settings.from_environ(environ), name, lambda: "ok", None) for name in names]
         alive = True
         refused_before = 0
         try:
@@ -174,7 +176,7 @@ def _fleet_survives(root: Path, hosts: int, publisher_class: type) -> Tuple[bool
             refused_before = gate.refused
             deadline = time.monotonic() + WINDOW_S
             while time.monotonic() < deadline and alive:
-                report = liveness.collect_status(paths, environ)
+                report = liveness.collect_status(paths, Settings.from_environ(environ, strict=False))
                 alive = not report.get("error") and all(h["state"] == "live" for h in report["hosts"])
                 time.sleep(WINDOW_S / 60.0)  # a reader once a (scaled) minute
         except AssertionError:

@@ -36,7 +36,7 @@ from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
 from svcposture.paths import Paths
-from svcposture.switch import read_env_file, replace_env_file, rewrite_export
+from svcposture.exportline import read_env_file, replace_env_file, rewrite_export
 from svcposture.switching import perform
 
 ACCOUNTS = [("ACCT1", "tok-guard-1", "one@example.com"), ("ACCT2", "tok-guard-2", "two@example.com")]

@@ -30,7 +30,7 @@ from typing import Dict, List
 from scripts.bench_server import BASELINE_A, ensure_tools, start_baseline, wrk
 from svcposture._files import write_json_atomic, write_text_atomic
 from svcposture._dirs import ensure_dir
-from svcposture.monitor import demo
+from svcposture.demo import main as demo
 from tests.support.home import REPO
 from tests.support.monitor import start_monitor
 from tests.support.waiting import wait_until

@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 
 from svcposture import probe
-from svcposture import provider as wire
+from svcposture.claude import provider as wire
 from svcposture.paths import Paths
 from tests.support.provider import ProviderServer
 

@@ -32,7 +32,7 @@ import tempfile
 import time
 from typing import Dict, List, Tuple
 
-from svcposture.monitor import demo
+from svcposture.demo import main as demo
 from tests.support.home import REPO
 from tests.support.monitor import Monitor, start_monitor
 

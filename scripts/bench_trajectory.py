@@ -31,7 +31,7 @@ from scripts.bench_server import BASELINE_A, ensure_tools, start_baseline, wrk
 from svcposture.forecast import forecast
 from svcposture.history import append_rows, rows_from_summary
 from svcposture.historyindex import HistoryIndex
-from svcposture.monitor import demo
+from svcposture.demo import main as demo
 from svcposture.monitor.wire import dumps
 from svcposture.paths import Paths
 from tests.support.history import fleet_rows

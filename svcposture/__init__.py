@@ -50,7 +50,7 @@ _LAZY = {
     "read_posture": ".posture",
     "read_events": ".events",
     "read_history": ".history",
-    "owner": ".cluster.hrw",
+    "owner": ".hrw",
     "start_server": ".monitor.main",
     "SvcpostureError": ".errors",
     "ConfigError": ".config",

@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
-from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
+from .claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
 from .codex.accounts import is_codex_home_var
 
 CLOUD_TOKEN_VAR = "SVC_CLOUD_TOKEN"

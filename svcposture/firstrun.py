@@ -37,7 +37,8 @@ def log_start_notes(paths: Paths, environ: Mapping[str, str], probe_enabled: boo
 
 
 def _log_accounts_notes(paths: Paths, environ: Mapping[str, str]) -> None:
-    from .probe import accounts_notes, run_check
+    from .probe import run_check
+    from .probetext import accounts_notes
 
     try:
         result = run_check(paths, environ)

@@ -43,6 +43,10 @@ def resets_ms(window: "Any") -> "Optional[int]":
     return calendar.timegm(parts + (0, 0, 0)) * 1000 + millis
 
 
+# The reason when nothing answered; the guard command adds the URL it tried.
+NO_ANSWER = "the monitor did not answer"
+
+
 def _result(decision: str, reason: str, provider: str, reserve: int, account: "Optional[str]" = None,
             window: "Optional[str]" = None, pct: "Optional[float]" = None, resets_at: "Optional[str]" = None,
             retry_after_s: "Optional[int]" = None) -> "Dict[str, Any]":
@@ -53,7 +57,7 @@ def _result(decision: str, reason: str, provider: str, reserve: int, account: "O
 
 def _unavailable_reason(body: "Any", now_ms: int, stale_ms: int) -> "Optional[str]":
     if body is None:
-        return "the monitor did not answer"
+        return NO_ANSWER
     if not isinstance(body, dict) or body.get("available") is not True:
         return "the posture is unavailable (no usable account, or probing is off)"
     probed = body.get("probedAt")
@@ -196,7 +200,7 @@ def choose(candidates: "List[Tuple[str, float]]", host: "Optional[str]" = None,
         return None
     if host is None:
         return candidates[0][0]
-    from .cluster.hrw import hrw_score
+    from .hrw import hrw_score
     best = candidates[0][1]
     near = sorted(label for label, room in candidates if room >= best - SPREAD_POINTS)
     hosts = sorted(set(roster or ()))

@@ -135,10 +135,6 @@ def day_key(ms: int) -> str:
     return iso_from_ms(ms)[:10]
 
 
-def day_path(paths: Paths, ms: int) -> Path:
-    return paths.history_dir / ("%s.jsonl" % day_key(ms))
-
-
 def append_rows(paths: Paths, rows: Iterable[Mapping[str, Any]], *, fsync: bool = True) -> List[Path]:
     """Append rows, all of one day's file in ONE locked write; returns the files written.
 

@@ -15,14 +15,14 @@ import stat
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ._env import InvalidSetting, parse_port
 from ._dirs import ensure_dir
 from ._files import create_new_atomic
 from ._text import printable
-from .accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, PLACEHOLDER
+from .claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
+from .envfile import PLACEHOLDER
 from .cluster._common import HOST_RE
 from .config import HOST_NAME_KEY, host_name, write_layer
-from .monitor.server import DEFAULT_PORT
+from .settings import monitor_url
 from .paths import Paths
 
 PLACEHOLDER_EMAIL = "you@example.com"
@@ -129,7 +129,7 @@ def run_init(paths: Paths, *, host: Optional[str] = None, accounts: int = DEFAUL
         effective = _host_name_step(paths, current, host, os_host, created, left)
     return {"home": str(paths.home), "changed": bool(created), "created": created, "leftAlone": left,
             "hostName": effective, "accountsEnv": str(paths.accounts_env),
-            "url": monitor_url(paths.environ), "nextSteps": next_steps(paths)}
+            "url": dashboard_url(paths.environ), "nextSteps": next_steps(paths)}
 
 
 def _host_name_step(paths: Paths, current: Optional[str], host: Optional[str], os_host: Optional[str],
@@ -154,16 +154,9 @@ def _host_name_step(paths: Paths, current: Optional[str], host: Optional[str], o
     return host_name(paths)
 
 
-def monitor_url(environ: Mapping[str, str]) -> str:
-    """Where `svc-monitor` will serve the dashboard with this environment."""
-    port = DEFAULT_PORT
-    raw = environ.get("SVC_MONITOR_PORT")
-    if raw:
-        try:
-            port = parse_port(raw, "SVC_MONITOR_PORT") or DEFAULT_PORT
-        except InvalidSetting:
-            pass
-    return "http://127.0.0.1:%d/" % port
+def dashboard_url(environ: Mapping[str, str]) -> str:
+    """Where the dashboard is: the monitor as every client finds it (settings.monitor_url)."""
+    return monitor_url(environ) + "/"
 
 
 def next_steps(paths: Paths) -> List[str]:
@@ -171,7 +164,7 @@ def next_steps(paths: Paths) -> List[str]:
         "Paste each account's token over %s, and its email over %s, in %s (keep it mode 0600)"
         % (PLACEHOLDER, PLACEHOLDER_EMAIL, paths.accounts_env),
         "Start the monitor: svc-monitor  (or: python3 -m svcposture monitor)",
-        "Open %s for the dashboard (svc-monitor hud for one terminal line)" % monitor_url(paths.environ),
+        "Open %s for the dashboard (svc-monitor hud for one terminal line)" % dashboard_url(paths.environ),
         "Show it in the coding agent's status line, in its settings.json: %s" % STATUSLINE_SETTING,
     ]
 

@@ -123,10 +123,6 @@ class Paths:
     def execution_core_env(self) -> Path:
         return self.execution_core_dir / "execution-core.env"
 
-    @property
-    def plugin_source(self) -> Path:
-        return self.svc_dir / "plugin-source"
-
     # The provider CLI's interactive login.
     @property
     def login_credentials(self) -> Path:

@@ -79,7 +79,7 @@ class PostureService:
       binding window and of every rejected account's, plus a margin (resetprobe).
     """
 
-    derive = staticmethod(derive_summary)  # the Codex posture hooks in here (codexposture)
+    derive = staticmethod(derive_summary)  # the Codex posture hooks in here (codex/summary.py)
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,

@@ -7,8 +7,8 @@ child through `/bin/sh` with it, which sources `/dev/fd/N` and `exec`s
 The child inherits no token variable, so only the file decides; it is killed
 at the sweep deadline. What comes back is token-free JSON (docs/posture.md).
 
-The child's half lives in `child` (the sweep), `provider` (the wire) and
-`accounts` (the env file text). Run by hand, `python -m svcposture.probe
+The child's half lives in `child` (the sweep) and each vendor's package
+(`claude/`, `codex/`); `probetext` words a result for a person. Run by hand, `python -m svcposture.probe
 headers --json` does the parent half, so the result is exactly what the
 monitor would see.
 """
@@ -26,10 +26,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._dirs import unsafe_dir_reason
 from ._spawn import PACKAGE, child_env, kill_group, popen
-from .accounts import MAX_ENV_FILE_BYTES
-from .child import sweep_deadline_s
+from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
 from .paths import HomeError, Paths, home_of
+from .probetext import accounts_notes, human
+from .settings import sweep_deadline_s
 
 # What the parent keeps of the child's stdout; a runaway file cannot fill memory.
 MAX_CHILD_OUTPUT = 4 * 1024 * 1024
@@ -59,28 +60,6 @@ def _directory_problem(path: "os.PathLike[str] | str") -> Optional[Dict[str, Any
     if unsafe_dir_reason(os.path.dirname(os.path.abspath(str(path)))) is not None:
         return error("config", MESSAGES["config"].open_directory)
     return None
-
-
-def env_file_state(path: "os.PathLike[str] | str") -> Tuple[str, Optional[Dict[str, Any]]]:
-    """('missing'|'empty'|'ready'|'error', error) from `stat` alone; the file is not opened.
-
-    The permission check comes first: an empty file that others may write is
-    still refused, since it is about to be sourced as shell. A probe does not
-    rely on this answer: open_env_file checks the descriptor it sources.
-    """
-    try:
-        st = os.stat(str(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return "missing", None
-    except OSError:
-        return "error", error("config", MESSAGES["config"].unreadable)
-    problem = _directory_problem(path)
-    if problem is not None:
-        return "error", problem
-    state, problem = _state_of(st)
-    if state != "error" and not os.access(str(path), os.R_OK):
-        return "error", error("config", MESSAGES["config"].unreadable)
-    return state, problem
 
 
 def open_env_file(path: "os.PathLike[str] | str") -> Tuple[str, Any]:
@@ -348,96 +327,6 @@ def run_usage(paths: Paths, environ: Optional[Mapping[str, str]] = None,
 
 # ---------------------------------------------------------------- command line
 
-def _human_codex(block: Any) -> List[str]:
-    """One line per Codex login of a headers report; nothing without a Codex line."""
-    if not isinstance(block, dict):
-        return []
-    lines = []
-    for row in block.get("accounts") or []:
-        mark = "*" if row.get("active") else " "
-        head = "%s%s %s:" % (mark, row.get("label"), row.get("email") or "-")
-        err = row.get("error")
-        if err:
-            fix = "; fix: %s" % err["fix"] if err.get("fix") else ""
-            lines.append("%s error %s: %s%s" % (head, err.get("kind"), err.get("message"), fix))
-            continue
-        parts = ["%s %s%% %s" % (name, row[field]["pct"], row[field]["status"])
-                 for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")) if row.get(field)]
-        how = row.get("source") or "no new sample (%s)" % (row.get("skipped") or "-")
-        lines.append("%s %s [%s]" % (head, " ".join(parts) or "-", how))
-    return lines or ["no usable Codex login"]
-
-
-def _human_accounts(result: Dict[str, Any]) -> str:
-    codex = _human_codex(result.get("codex"))
-    if not result.get("available"):
-        return "\n".join(["no usable account (probe disabled)"] + codex)
-    lines = []
-    for acct in result.get("accounts", []):
-        mark = "*" if acct.get("active") else " "
-        err = acct.get("error")
-        if err:
-            lines.append("%s%s %s: error %s" % (mark, acct.get("label"), acct.get("email") or "-", err.get("kind")))
-            continue
-        parts = []
-        for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")):
-            window = acct.get(field)
-            if window:
-                parts.append("%s %s%% %s" % (name, window.get("pct"), window.get("status")))
-        lines.append("%s%s %s: %s %s" % (mark, acct.get("label"), acct.get("email") or "-",
-                                         acct.get("overallStatus"), " ".join(parts)))
-    return "\n".join(lines + codex)
-
-
-def _human_codex_check(block: Any) -> List[str]:
-    if not isinstance(block, dict):
-        return []
-    return ["codex usable: %s" % (", ".join(block.get("usable") or []) or "-"),
-            "codex unusable: %s" % (", ".join(block.get("unusable") or []) or "-"),
-            "codex active: %s" % (block.get("active") or "-")]
-
-
-def _human(subcommand: str, result: Dict[str, Any]) -> str:
-    if result.get("error"):
-        return "error (%s): %s" % (result["error"].get("kind"), result["error"].get("message"))
-    if subcommand == "login":
-        return "email: %s" % (result.get("email") or "-")
-    if subcommand == "usage":
-        if not result.get("ok"):
-            return "usage probe failed"
-        lines = ["email: %s" % (result.get("email") or "-")]
-        lines += ["%s: %s" % (k, v) for k, v in sorted(result.get("values", {}).items())]
-        return "\n".join(lines)
-    if subcommand == "check":
-        return "\n".join([
-            "usable: %s" % (", ".join(result.get("usable") or []) or "-"),
-            "unusable: %s" % (", ".join(result.get("unusable") or []) or "-"),
-            "active: %s" % (result.get("active") or "-"),
-            "duplicate active: %s" % (", ".join(result.get("duplicateActive") or []) or "-"),
-        ] + _human_codex_check(result.get("codex")))
-    return _human_accounts(result)
-
-
-def accounts_notes(result: Mapping[str, Any], path: "os.PathLike[str] | str") -> List[str]:
-    """What a probe or check result says about the accounts env file at `path`,
-    for a person: the line of a shell syntax error, the lines still holding the placeholder."""
-    from ._text import printable
-    from .accounts import PLACEHOLDER
-
-    notes = []
-    line = result.get("line")
-    if isinstance(line, int) and not isinstance(line, bool) and line > 0 and result.get("error"):
-        notes.append("%s:%d: the shell stopped at a syntax error on this line, so the file was not sourced "
-                     "and no account was probed; fix the line" % (printable(path), line))
-    found = result.get("placeholders")
-    if isinstance(found, list) and found:
-        where = ", ".join("line %d (%s)" % (p["line"], printable(p["label"])) for p in found[:20]
-                          if isinstance(p, dict) and isinstance(p.get("line"), int) and isinstance(p.get("label"), str))
-        notes.append("%s: the placeholder %s is still there on %s: paste each account's token over it"
-                     % (printable(path), PLACEHOLDER, where))
-    return notes
-
-
 def _parser() -> Any:
     import argparse
 
@@ -482,7 +371,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
     else:
         notes = [] if args.child else accounts_notes(result, Paths(environ=environ).accounts_env)
-        sys.stdout.write("\n".join([_human(args.subcommand, result)] + notes) + "\n")
+        sys.stdout.write("\n".join([human(args.subcommand, result)] + notes) + "\n")
     sys.stdout.flush()
     failed = bool(result.get("error")) or (args.subcommand in ("usage", "login") and not result.get("ok"))
     return 1 if failed else 0

@@ -22,34 +22,18 @@ from .events import EventLog, EventLogError, ratelimit_sampled
 from .paths import Paths
 from ._text import finite_number, printable
 from .errors import clean_error
-from .loginview import LoginSample, login_body
-from .usage import has_window
+from .backoff import backoff_delay
+from .claude.loginview import LoginSample, login_body
+from .claude.usage import has_window
 from ._time import now_ms
 from .settings import Settings
 
 # The sampler's lines keep the logger they always had, so log filters still match.
 log = logging.getLogger("svcposture.posture")
 
-# Backoff on 429: retry-after plus this share, never shorter than MIN_BACKOFF_S nor longer than MAX_BACKOFF_S.
-RETRY_AFTER_MARGIN = 0.10
-MIN_BACKOFF_S = 60.0
-MAX_BACKOFF_S = 15 * 60
-
-
 # usage_owner(login_email) -> the host that polls the login, or None (this host polls).
 LoginEmail = Callable[[], Optional[str]]
 UsageOwnerFn = Callable[[LoginEmail], Optional[str]]
-
-
-def backoff_delay(interval_s: float, retry_after_s: Optional[float], failures: int,
-                  cap_s: float = MAX_BACKOFF_S) -> float:
-    """Delay after a 429: retry-after + 10 % (at least 60 s) when given, else doubling;
-    capped, and never below the interval."""
-    if retry_after_s is not None and retry_after_s >= 0:
-        wanted = max(MIN_BACKOFF_S, retry_after_s * (1 + RETRY_AFTER_MARGIN))
-    else:
-        wanted = max(MIN_BACKOFF_S, interval_s * (2 ** max(1, min(failures, 10))))
-    return max(interval_s, min(cap_s, wanted))
 
 
 def _retry_after(result: Mapping[str, Any]) -> Optional[float]:

@@ -19,16 +19,16 @@ nothing.
 
 The module imports nothing at load time: the terminal clients take
 DEFAULT_PORT from here and their start-up time is counted. The home modules of
-a knob's helper (alerts, history, resetprobe, tracker, budget, loki) are loaded
-when settings are built; the knobs of modules that themselves take Settings
-(posture, sampler, liveness) or import it (the probe child) live here, so no
-import goes in a circle.
+a knob's helper (alerts, history, resetprobe) are loaded when settings are
+built; the knobs of modules that themselves take Settings or import it
+(posture, sampler, the cluster's liveness, tracker, budget and Loki reader, the
+probe child) live here, so no import goes in a circle.
 """
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Tuple
+    from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 7400
@@ -39,6 +39,8 @@ DEFAULT_KEEPALIVE_S = 15.0
 # arrive within this many seconds unless SVC_MONITOR_REQUEST_TIMEOUT_S says otherwise.
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_FLEET_TTL_S = 60.0
+# What a client reads of ~/svc/run/monitor.json ({pid, url, startedAt} is far smaller).
+MAX_MONITOR_RECORD = 64 * 1024
 MAX_FLEET_TTL_S = 3600.0
 
 # The posture service's schedule (docs/posture.md).
@@ -67,11 +69,129 @@ DEFAULT_INTERVAL_MS = 120000
 MIN_INTERVAL_MS = 100
 MAX_INTERVAL_MS = 24 * 3600 * 1000
 READ_SOURCE_ENV = "SVC_LIVENESS_READ_SOURCE"
+PROMETHEUS_URL_ENV = "SVC_PROMETHEUS_URL"
+
+# Steering: the automatic switch (off unless set) and the guard's wait for the monitor.
+AUTO_SWITCH_ENV = "SVC_AUTO_SWITCH_AT"
+GUARD_BUDGET_ENV = "SVC_GUARD_BUDGET_MS"
+DEFAULT_GUARD_BUDGET_MS = 250
+LOKI_URL_ENV = "SVC_LOKI_URL"
+
+# The tracker the anchor lives on (docs/liveness.md), and the rate-limit window its budget is counted over.
+DEFAULT_TRACKER_URL = "https://api.linear.app/graphql"
+WINDOW_ENV = "SVC_TRACKER_RATE_WINDOW_MS"
+DEFAULT_WINDOW_MS = 3600 * 1000
 
 
 def probing_on(environ: Mapping[str, str]) -> bool:
     """Whether the node probes its provider: yes unless SVC_ACCOUNTS_PROBE=0."""
     return environ.get("SVC_ACCOUNTS_PROBE", "").strip() != "0"
+
+
+def monitor_address(environ: Mapping[str, str], strict: bool = True) -> Tuple[str, int]:
+    """(bind, port) from SVC_MONITOR_BIND and SVC_MONITOR_PORT, else 127.0.0.1 and 7400.
+
+    strict: a bad port raises InvalidSetting (the monitor must not start on a
+    port nobody asked for); otherwise it counts as unset.
+    """
+    from ._env import InvalidSetting, parse_port
+
+    bind = (environ.get("SVC_MONITOR_BIND") or "").strip() or DEFAULT_BIND
+    raw = (environ.get("SVC_MONITOR_PORT") or "").strip()
+    port = DEFAULT_PORT
+    if raw:
+        try:
+            port = parse_port(raw, "SVC_MONITOR_PORT")
+        except InvalidSetting:
+            if strict:
+                raise
+    return bind, port
+
+
+# How monitor_url finds the monitor, for every client's --help.
+MONITOR_URL_RULE = ("127.0.0.1 at $SVC_MONITOR_PORT and $SVC_MONITOR_BIND when either is set, "
+                    "else the url in ~/svc/run/monitor.json, else http://127.0.0.1:%d" % DEFAULT_PORT)
+
+
+def monitor_url(environ: Mapping[str, str]) -> str:
+    """Where a terminal client looks for the monitor when it is given no --url: the one rule.
+
+    SVC_MONITOR_PORT or SVC_MONITOR_BIND, when either is set, name it (the
+    monitor listens there); otherwise the URL the running monitor recorded in
+    ~/svc/run/monitor.json (a monitor started with --port); otherwise
+    http://127.0.0.1:7400. Every client (statusline, HUD, guard, switch, the
+    MCP server, init's hints) calls this, so no two of them look in different
+    places, and each names the URL it tried when nothing answers.
+    """
+    if (environ.get("SVC_MONITOR_PORT") or "").strip() or (environ.get("SVC_MONITOR_BIND") or "").strip():
+        bind, port = monitor_address(environ, strict=False)
+        return "http://%s:%d" % (_client_host(bind), port or DEFAULT_PORT)
+    recorded = _recorded_monitor_url(environ)
+    return recorded if recorded is not None else "http://127.0.0.1:%d" % DEFAULT_PORT
+
+
+def _client_host(bind: str) -> str:
+    """The host a client on this machine reaches a monitor bound to `bind` at."""
+    if bind in ("", "0.0.0.0", "*"):
+        return "127.0.0.1"
+    if bind == "::":
+        return "[::1]"
+    return "[%s]" % bind if ":" in bind and not bind.startswith("[") else bind
+
+
+def _recorded_monitor_url(environ: Mapping[str, str]) -> Optional[str]:
+    """The url field of ~/svc/run/monitor.json, or None (no such file, or it is not a URL).
+
+    The path is built here rather than through Paths: the statusline calls this
+    on every render, and importing pathlib costs more than the rest of it. A
+    HOME that is unset, empty or relative names no node.
+    """
+    import os
+
+    home = environ.get("HOME", "")
+    if not home or not os.path.isabs(home):
+        return None
+    from ._text import loads_bounded
+
+    try:
+        with open(os.path.join(home, "svc", "run", "monitor.json"), "rb") as fh:
+            record = loads_bounded(fh.read(MAX_MONITOR_RECORD + 1), MAX_MONITOR_RECORD)
+    except (OSError, ValueError):
+        return None
+    url = record.get("url") if isinstance(record, dict) else None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 2048:
+        return None
+    return url.rstrip("/")
+
+
+def statusline_budget_ms(environ: Mapping[str, str]) -> int:
+    """$SVC_STATUSLINE_BUDGET_MS (10 to 60000), else 250; junk means the default."""
+    return _budget_ms(environ.get("SVC_STATUSLINE_BUDGET_MS", ""))
+
+
+def _budget_ms(raw: str) -> int:
+    if raw.isdigit() and raw.isascii() and len(raw) <= 6 and 10 <= int(raw) <= 60000:
+        return int(raw)
+    return DEFAULT_GUARD_BUDGET_MS
+
+
+def guard_budget_ms(environ: Mapping[str, str]) -> int:
+    """$SVC_GUARD_BUDGET_MS (10 to 60000; e.g. for a monitor behind a remote proxy), else 250."""
+    return _budget_ms(environ.get(GUARD_BUDGET_ENV, ""))
+
+
+def auto_switch_at(environ: Mapping[str, str]) -> Optional[float]:
+    """$SVC_AUTO_SWITCH_AT as a percentage 1..100; None when unset; ValueError when it is junk."""
+    raw = (environ.get(AUTO_SWITCH_ENV) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw.rstrip("%"))
+    except ValueError:
+        raise ValueError("%s must be a percentage from 1 to 100, not %r" % (AUTO_SWITCH_ENV, raw[:40])) from None
+    if not 1 <= value <= 100:
+        raise ValueError("%s must be a percentage from 1 to 100, not %r" % (AUTO_SWITCH_ENV, raw[:40]))
+    return value
 
 
 def publish_interval_ms(environ: Mapping[str, str]) -> int:
@@ -92,6 +212,17 @@ def reads_from_loki(environ: Mapping[str, str]) -> bool:
     return read_source(environ) == "loki"
 
 
+def tracker_url(environ: Mapping[str, str]) -> str:
+    return (environ.get("SVC_TRACKER_URL") or "").strip() or DEFAULT_TRACKER_URL
+
+
+def window_ms(environ: Mapping[str, str]) -> int:
+    """The length of the tracker's rate-limit window (an hour; tests scale it down)."""
+    from ._env import env_number
+
+    return int(env_number(environ, WINDOW_ENV, DEFAULT_WINDOW_MS, low=1000, high=7 * 86400 * 1000, kind=int))
+
+
 def sweep_deadline_s(environ: Mapping[str, str]) -> float:
     """$SVC_PROBE_DEADLINE_S (30 s, at least 0.1 s; a bad value gives the default)."""
     from ._env import env_number
@@ -102,7 +233,12 @@ def sweep_deadline_s(environ: Mapping[str, str]) -> float:
 def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
     from ._env import env_number
 
+    # The monitor's command refuses a bad SVC_MONITOR_PORT itself (monitor_address, strict);
+    # a library node is given its port, so the variable is no error there.
+    bind, port = monitor_address(environ, strict=False)
     return dict(
+        monitor_bind=bind,
+        monitor_port=port,
         probe=probing_on(environ),
         max_streams=env_number(environ, "SVC_MONITOR_MAX_STREAMS", DEFAULT_MAX_STREAMS,
                                low=1, high=100000, kind=int, strict=strict),
@@ -171,15 +307,22 @@ def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) 
 def _cluster_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
     """Liveness (publish interval, read source, Loki) and the tracker the anchor lives on
     (its URL, and the rate-limit window its budget is counted over)."""
-    from .cluster.budget import window_ms
-    from .cluster.loki import LOKI_URL_ENV
-    from .cluster.tracker import tracker_url
-
     return dict(liveness_interval_ms=publish_interval_ms(environ),
                 liveness_read_source=read_source(environ),
                 loki_url=(environ.get(LOKI_URL_ENV) or "").strip(),
                 tracker_url=tracker_url(environ),
-                tracker_window_ms=window_ms(environ))
+                tracker_window_ms=window_ms(environ),
+                prometheus_url=(environ.get(PROMETHEUS_URL_ENV) or "").strip())
+
+
+def _steering_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
+    """The automatic switch's threshold (junk turns it off, with a note) and the guard's budget."""
+    try:
+        at_pct = auto_switch_at(environ)
+    except ValueError as exc:
+        notes.append((AUTO_SWITCH_ENV, "auto switch off: %s" % exc))
+        at_pct = None
+    return dict(auto_switch_at=at_pct, guard_budget_ms=guard_budget_ms(environ))
 
 
 def _parse(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
@@ -189,6 +332,7 @@ def _parse(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
     values.update(_quota_knobs(environ, notes))
     values.update(_trajectory_knobs(environ, notes))
     values.update(_cluster_knobs(environ))
+    values.update(_steering_knobs(environ, notes))
     values["notes"] = tuple(notes)
     return values
 
@@ -201,13 +345,13 @@ class Settings:
     how bad values are handled.
     """
 
-    __slots__ = ("probe", "max_streams", "keepalive_s", "read_guard", "request_timeout_s",
+    __slots__ = ("monitor_bind", "monitor_port", "probe", "max_streams", "keepalive_s", "read_guard", "request_timeout_s",
                  "max_connections", "trusted_hosts", "trusted_origins", "fleet_ttl_s",
                  "posture_ttl_s", "refresh_floor_s", "probe_interval_s", "probe_deadline_s", "reset_margin_s",
                  "quota_sampler", "quota_poll_interval_s",
                  "history_days", "alert_thresholds", "alert_cmd", "alert_hook_cgroup",
                  "liveness_interval_ms", "liveness_read_source", "loki_url", "tracker_url", "tracker_window_ms",
-                 "notes")
+                 "prometheus_url", "auto_switch_at", "guard_budget_ms", "notes")
 
     def __init__(self, **values: Any) -> None:
         unknown = sorted(set(values) - set(self.__slots__))

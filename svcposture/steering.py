@@ -15,7 +15,7 @@ notify hook, and switches by itself when the operator opts in.
   switch's own (svcposture.switching, svcposture.headroom); the monitor only
   spares itself a child when that choice would come out empty.
 
-`start(paths, environ, node, service)` is the one call the monitor makes.
+`start(paths, settings, node, service)` is the one call the monitor makes.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from ._reserve import reserve_or_zero
 from .events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
 from .headroom import CLAIM_FIELD, choose, ranked
 from .paths import Paths
+from .settings import AUTO_SWITCH_ENV, Settings
 
 log = logging.getLogger("svcposture.steering")
 
@@ -38,22 +39,7 @@ TICK_S = 0.25
 # However often the file changes, the provider is asked at most this often.
 MIN_REPROBE_S = 1.0
 CHILD_TIMEOUT_S = 30.0
-AUTO_SWITCH_ENV = "SVC_AUTO_SWITCH_AT"
 _NEEDLE = ('"%s"' % ACCOUNT_SWITCHED).encode("ascii")
-
-
-def auto_switch_at(environ: Mapping[str, str]) -> Optional[float]:
-    """$SVC_AUTO_SWITCH_AT as a percentage 1..100; None when unset; ValueError when it is junk."""
-    raw = (environ.get(AUTO_SWITCH_ENV) or "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw.rstrip("%"))
-    except ValueError:
-        raise ValueError("%s must be a percentage from 1 to 100, not %r" % (AUTO_SWITCH_ENV, raw[:40])) from None
-    if not 1 <= value <= 100:
-        raise ValueError("%s must be a percentage from 1 to 100, not %r" % (AUTO_SWITCH_ENV, raw[:40]))
-    return value
 
 
 def _stat_key(path: str) -> Optional[Tuple[int, int, int, int]]:
@@ -238,17 +224,16 @@ class Steering:
                 log.exception("steering tick failed")
 
 
-def start(paths: Paths, environ: Mapping[str, str], node: str, service: Any) -> Steering:
+def start(paths: Paths, settings: Settings, node: str, service: Any) -> Steering:
     """Watch the env file, notify switches, and (opt-in) switch automatically; returns the running part."""
     notifier = getattr(getattr(service, "trajectory", None), "notifier", None)
     notices = SwitchNotices(paths, notifier.submit) if notifier is not None else None
     auto: Optional[AutoSwitcher] = None
-    try:
-        at_pct = auto_switch_at(environ)
-    except ValueError as exc:
-        log.warning("auto switch off: %s", exc)
-        at_pct = None
-    runner = AutoSwitcher(paths, environ, node, at_pct if at_pct is not None else 100.0)
+    for note in settings.notes_on(AUTO_SWITCH_ENV):
+        log.warning("%s", note)
+    at_pct = settings.auto_switch_at
+    # The children (switch --reconcile, switch --best) get the node's token-free environment.
+    runner = AutoSwitcher(paths, paths.environ, node, at_pct if at_pct is not None else 100.0)
     from .switching import has_pending
     if has_pending(paths):
         # A switch was killed half-way: record it before anything switches again.

@@ -31,7 +31,7 @@ from ._files import CorruptFileError, lock_file, move_aside, read_json, write_js
 from ._text import is_int
 from .events import ACCOUNT_SWITCHED, EventLog, account_switched
 from .paths import Paths
-from .switch import (CLAUDE, PROVIDERS, SwitchError, active_label, entries, read_env_file, replace_env_file,
+from .exportline import (CLAUDE, PROVIDERS, SwitchError, active_label, entries, read_env_file, replace_env_file,
                      rewrite_export)
 
 STATE_VERSION = 1

@@ -49,10 +49,6 @@ def is_account_label(value: Any) -> bool:
     return account_label(value) is not None
 
 
-def is_provider(value: Any) -> bool:
-    return isinstance(value, str) and value in PROVIDERS
-
-
 def _unquote(text: str) -> Optional[str]:
     if "%" not in text and "+" not in text:
         return text

@@ -30,7 +30,7 @@ from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
 from svcposture.headroom import choose, ranked
-from svcposture.switch import active_label
+from svcposture.exportline import active_label
 
 TA, TB, TC = canary("autoa"), canary("autob"), canary("autoc")
 ACCOUNTS = [("A", TA, "a@example.com"), ("B", TB, "b@example.com"), ("C", TC, "c@example.com")]

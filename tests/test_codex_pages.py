@@ -10,7 +10,7 @@ from tests.support.home import REPO, canary, clean_env, node_env
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
-from svcposture.monitor import demo
+from svcposture.demo import main as demo
 
 TOK1 = canary("cxpage1")
 

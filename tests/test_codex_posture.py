@@ -1,9 +1,9 @@
-"""The Codex summary (codexposture.codex_summary), pure: the posture body's shape from the child's block,
+"""The Codex summary (codex.summary.codex_summary), pure: the posture body's shape from the child's block,
 the last outcome kept across runs that sent nothing, and hostile blocks."""
 from __future__ import annotations
 
 from svcposture.codex.report import clean_codex_block
-from svcposture.codexposture import codex_summary
+from svcposture.codex.summary import codex_summary
 from svcposture.vendors import is_account_label, provider_from_query, provider_of_label
 
 W = {"pct": 92.0, "resetsAt": "2026-01-01T00:00:00.000Z", "status": "allowed_warning", "derived": True}

@@ -14,7 +14,7 @@ from svcposture import probe
 from svcposture.codex.child import TICKET_PREFIX
 from svcposture.codex.errors import CODEX_MESSAGES
 from svcposture.codex.state import STATE_ENV, encode_state
-from svcposture.cluster import hrw
+from svcposture import hrw
 from svcposture.paths import Paths
 from tests.support.codex import (CORPUS, CodexServer, make_login, token_count_line, usage_reply,
                                  write_codex_accounts, write_session)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.home import REPO, clean_env
 from tests.support.waiting import wait_until
-from svcposture.monitor import demo
+from svcposture.demo import main as demo
 
 
 def _post(url, token):

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from svcposture.monitor import demo
-from svcposture.monitor.demofleet import simulated_report
+from svcposture.demo import main as demo
+from svcposture.demo.fleet import simulated_report
 from tests.support.browser import chromium, wait_for
 from tests.support.firstlook import Demo, get_json
 from tests.support.home import REPO, clean_env

@@ -7,6 +7,7 @@ import urllib.request
 
 import pytest
 
+from svcposture.settings import Settings
 from svcposture._time import iso_from_ms
 from svcposture.cluster import liveness, tracker
 from svcposture.cluster.heartbeat import account_block, peer_account
@@ -106,7 +107,7 @@ def test_500_publishers_all_live(tmp_path, anchor_tracker):
     paths = Paths(home, env)
     for i, name in enumerate(names):
         block = {"label": "acct%d" % (i % 3), "status": "ok", "five_hour_pct": float(i % 100)}
-        publisher = liveness.Publisher(paths, env, name, lambda: "ok", None, account=lambda b=block: b)
+        publisher = liveness.Publisher(paths, Settings.from_environ(env), name, lambda: "ok", None, account=lambda b=block: b)
         publisher.arm()
         assert publisher.tick() == "publishing", publisher.detail
     assert len(anchor_tracker.attachments("OPS-1")) == 500

@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 
 from tests.support.home import clean_env
 from tests.support.provider import ANY, ProviderServer
-from svcposture import accounts as accounts_text
+from svcposture import envfile
+from svcposture.claude import accounts as accounts_text
 from svcposture import errors
-from svcposture import provider as wire
+from svcposture.claude import provider as wire
 
 PURE = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -50,7 +51,7 @@ env_line = st.one_of(st.lists(line_parts, max_size=12).map("".join), st.text(max
 @given(lines=st.lists(env_line, max_size=12))
 def test_parse_entries_never_fails_and_finds_only_real_emails(lines: List[str]) -> None:
     text = "\n".join(lines)
-    entries = accounts_text.parse_entries(text)
+    entries = envfile.parse_entries(text, accounts_text.ENTRY_RE)
     suffixes = [s for s, _ in entries]
     assert len(suffixes) == len(set(suffixes))
     for suffix, email in entries:
@@ -63,7 +64,7 @@ def test_parse_entries_never_fails_and_finds_only_real_emails(lines: List[str]) 
 @PURE
 @given(rest=st.text(max_size=80))
 def test_comment_of_returns_a_suffix_of_its_input(rest: str) -> None:
-    comment = accounts_text.comment_of(rest)
+    comment = envfile.comment_of(rest)
     assert comment is None or rest.endswith(comment)
 
 
@@ -75,7 +76,7 @@ def test_entries_from_env_keeps_only_usable_tokens(text: str, token: str, active
     labels = [e["label"] for e in entries] + unusable
     assert len(labels) == len(set(labels))
     for entry in entries:
-        assert entry["token"].strip() and entry["token"] != accounts_text.PLACEHOLDER
+        assert entry["token"].strip() and entry["token"] != envfile.PLACEHOLDER
     active_label, dupes = accounts_text.resolve_active(entries)
     assert sum(1 for e in entries if e["active"]) == (1 if active_label else 0)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from svcposture.settings import Settings
 from svcposture import history
 from svcposture._version import __version__
 from svcposture.cluster import heartbeat, liveness
@@ -77,7 +78,7 @@ def test_the_publisher_sends_what_the_builders_build(tmp_path):
     paths = Paths(tmp_path, {"HOME": str(tmp_path)})
     log = EventLog.for_paths(paths)
     log.append(ratelimit_sampled("a", None, {"ratelimit.five_hour_pct": 12.5, "rate_limit.tier": "t"}))
-    publisher = liveness.Publisher(paths, {}, "a", lambda: "ok", log,
+    publisher = liveness.Publisher(paths, Settings(), "a", lambda: "ok", log,
                                    account=heartbeat.account_source(_summary, _trajectory, 300))
     meta = publisher._metadata("2027-01-15T08:00:00.000Z")  # noqa: SLF001 (the builder under test)
     assert meta == heartbeat.metadata(

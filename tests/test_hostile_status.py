@@ -57,14 +57,14 @@ def test_token_echoed_as_a_status_is_a_parse_error_and_never_served(home, where,
 
 @pytest.mark.parametrize("word", ["allowed", "allowed_warning", "rejected"])
 def test_every_status_of_the_vocabulary_is_kept(word):
-    from svcposture.provider import parse_unified_headers
+    from svcposture.claude.provider import parse_unified_headers
     view = parse_unified_headers({k.lower(): v for k, v in _headers(word, word).items()})
     assert view["overallStatus"] == word and view["fiveHour"]["status"] == word
 
 
 @pytest.mark.parametrize("word", ["ok", "allowedx", "warning", "Allowed", "rejected2", "unknown", " "])
 def test_any_other_status_word_raises(word):
-    from svcposture.provider import parse_unified_headers
+    from svcposture.claude.provider import parse_unified_headers
     with pytest.raises(ValueError):
         parse_unified_headers({(PREFIX + "status"): word})
     with pytest.raises(ValueError):

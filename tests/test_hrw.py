@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from tests.support.cli import run_cluster, run_inproc
 from tests.support.home import BEARER, REPO, make_node, node_env
-from svcposture.cluster import hrw, liveness
+from svcposture import hrw
+from svcposture.cluster import liveness
 from svcposture._time import iso_from_ms
 from tests.support.tracker import TrackerServer
 
@@ -92,7 +93,7 @@ def test_assignment_is_stable_across_processes():
     roster = ["mac-mini-1", "mac-mini-2", "linux-box", "node-\u00e9"]
     tickets = ["OPS-%d" % n for n in range(300)]
     here = [hrw.owner(t, roster) for t in tickets]
-    code = ("import json, sys; from svcposture.cluster.hrw import owner as hrw_owner; "
+    code = ("import json, sys; from svcposture.hrw import owner as hrw_owner; "
             "r, t = json.loads(sys.stdin.read()); print(json.dumps([hrw_owner(x, r) for x in t]))")
     for seed in ("0", "12345"):
         proc = subprocess.run([sys.executable, "-c", code], input=json.dumps([roster, tickets]), text=True,

@@ -202,7 +202,7 @@ def test_default_url_from_monitor_json(tmp_path):
 
 
 def test_once_against_something_that_is_not_a_monitor(tmp_path):
-    from svcposture.monitor import demo
+    from svcposture.demo import main as demo
     other = demo.SimulatedProvider().start()  # answers 404 JSON on /api/accounts
     try:
         proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", other.url],

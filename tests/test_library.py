@@ -236,7 +236,7 @@ def test_read_history_is_the_api_history_body(node_home):
 
 
 def test_forecast_and_owner_are_the_pure_functions():
-    from svcposture.cluster import hrw
+    from svcposture import hrw
     from svcposture.forecast import forecast
 
     assert svcposture.forecast is forecast

@@ -10,6 +10,7 @@ import pytest
 from tests.support.cli import ListHandler
 from tests.support.home import CANARY, make_node
 from tests.support.waiting import wait_until
+from svcposture.settings import Settings
 from svcposture.cluster import liveness
 from svcposture._time import parse_iso_ms
 from svcposture.events import EventLog, ratelimit_sampled
@@ -43,7 +44,7 @@ def start(home, anchor_tracker, running, host="a", status=lambda: "ok", log=None
                liveness.INTERVAL_ENV: str(extra.pop("interval_ms", INTERVAL_MS))}
     environ.update(extra)
     paths = Paths(home, environ)
-    publisher = liveness.start_publisher(paths, environ, host, status, log)
+    publisher = liveness.start_publisher(paths, Settings.from_environ(environ), host, status, log)
     running.append(publisher)
     return publisher
 

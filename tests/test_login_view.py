@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from svcposture.loginview import LoginSample, login_body
+from svcposture.claude.loginview import LoginSample, login_body
 from tests.support.firstlook import get_json, login_only_node, login_usage, start_login_monitor
 from tests.support.home import canary, clean_env
 from tests.support.monitor import get_request, raw_http, start_monitor

@@ -8,8 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcposture import probe
-from svcposture import accounts as accounts_text
-from svcposture import provider as wire
+from svcposture.claude import accounts as accounts_text
+from svcposture.claude import provider as wire
+from svcposture.envfile import parse_entries
+from svcposture.providerhttp import retry_after_s
 
 
 @pytest.mark.parametrize("raw,pct", [
@@ -80,7 +82,7 @@ def test_env_file_entries_labels_emails_and_comments():
         "MODEL_TOKEN_=x",
         "MODEL_TOKEN_BAD-NAME=x",
     ])
-    assert accounts_text.parse_entries(text) == [
+    assert parse_entries(text, accounts_text.ENTRY_RE) == [
         ("ACCT1", "later@example.com"),
         ("Acct2", "second@example.org"),
         ("ACCT3", None),
@@ -105,24 +107,33 @@ def test_no_active_when_oauth_token_unset_or_empty():
     assert accounts_text.resolve_active(entries) == (None, [])
 
 
-def test_env_file_state_is_stat_only(tmp_path):
+def env_state(path):
+    """open_env_file's answer with the descriptor closed: (state, error)."""
+    state, found = probe.open_env_file(path)
+    if state == "ready":
+        os.close(found)
+        return state, None
+    return state, found
+
+
+def test_open_env_file_states(tmp_path):
     f = tmp_path / "acc.env"
-    assert probe.env_file_state(f) == ("missing", None)
-    assert probe.env_file_state(tmp_path / "nodir" / "x") == ("missing", None)
+    assert env_state(f) == ("missing", None)
+    assert env_state(tmp_path / "nodir" / "x") == ("missing", None)
     f.write_text("")
     os.chmod(str(f), 0o600)
-    assert probe.env_file_state(f) == ("empty", None)
+    assert env_state(f) == ("empty", None)
     # Writable by others is refused before the emptiness check: it is about to be sourced.
     for mode in (0o620, 0o602, 0o666):
         os.chmod(str(f), mode)
-        state, err = probe.env_file_state(f)
+        state, err = env_state(f)
         assert state == "error" and err["kind"] == "config" and "writable" in err["message"]
     os.chmod(str(f), 0o600)
     f.write_text("MODEL_TOKEN_A=x\n")
-    assert probe.env_file_state(f) == ("ready", None)
+    assert env_state(f) == ("ready", None)
     f.write_bytes(b"#" * (probe.MAX_ENV_FILE_BYTES + 1))
-    assert probe.env_file_state(f)[1]["kind"] == "config"
-    state, err = probe.env_file_state(tmp_path)
+    assert env_state(f)[1]["kind"] == "config"
+    state, err = env_state(tmp_path)
     assert state == "error" and err["kind"] == "config"
 
 
@@ -132,7 +143,7 @@ def test_env_file_owned_by_another_user_is_refused(tmp_path):
     f.write_text("MODEL_TOKEN_A=x\n")
     os.chmod(str(f), 0o600)
     os.chown(str(f), 54321, -1)
-    state, err = probe.env_file_state(f)
+    state, err = env_state(f)
     assert state == "error" and err["kind"] == "config" and "another user" in err["message"]
 
 
@@ -141,7 +152,7 @@ def test_env_file_unreadable_is_config_error(tmp_path):
     f = tmp_path / "acc.env"
     f.write_text("MODEL_TOKEN_A=x\n")
     os.chmod(str(f), 0o200)
-    state, err = probe.env_file_state(f)
+    state, err = env_state(f)
     assert state == "error" and err["kind"] == "config"
 
 
@@ -190,17 +201,17 @@ def test_usage_values_leaves_an_unreadable_window_out_on_its_own(body):
 
 
 def test_retry_after_seconds_and_http_date():
-    assert wire.retry_after_s("120") == 120.0
-    assert wire.retry_after_s(None) is None
-    assert wire.retry_after_s("soon") is None
-    assert wire.retry_after_s("-3") is None
-    assert wire.retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert retry_after_s("120") == 120.0
+    assert retry_after_s(None) is None
+    assert retry_after_s("soon") is None
+    assert retry_after_s("-3") is None
+    assert retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=300))
 def test_env_text_parser_never_raises_and_never_returns_values(text):
-    for suffix, email in accounts_text.parse_entries(text):
+    for suffix, email in parse_entries(text, accounts_text.ENTRY_RE):
         assert suffix.replace("_", "").isalnum()
         assert email is None or "@" in email
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
+from svcposture.settings import Settings
 from svcposture.cluster import liveness, promread
 from svcposture.monitor.exposition import render_metrics
 from svcposture.paths import Paths
@@ -187,7 +188,7 @@ def test_a_hanging_prometheus_is_cut_by_the_read_deadline(tmp_path, monkeypatch)
         env = reader_env(tmp_path, prom.url)
         start = time.monotonic()
         with pytest.raises(promread.PrometheusUnreachableError):
-            promread.fleet_rows(env, ROSTER, 60000)
+            promread.fleet_rows(env["SVC_PROMETHEUS_URL"], ROSTER, 60000)
         assert time.monotonic() - start < 4.5
 
 
@@ -204,7 +205,7 @@ def test_api_fleet_says_prometheus_is_unreachable_and_marks_nobody_dead(tmp_path
 def test_publisher_is_off_and_owner_uses_prometheus(tmp_path):
     env = reader_env(tmp_path, "http://127.0.0.1:9")
     paths = Paths(env["HOME"], env)
-    publisher = liveness.Publisher(paths, env, "alpha", lambda: "ok", None)
+    publisher = liveness.Publisher(paths, Settings.from_environ(env), "alpha", lambda: "ok", None)
     publisher.arm()
     assert publisher.tick() == "off" and "prometheus" in publisher.detail
     with PromStub(healthy) as prom:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.home import assert_no_canary, canary, files_text
 from tests.support.waiting import wait_until
-from svcposture import sampler as sampler_mod
+from svcposture import backoff
 from svcposture.events import QUOTA_KEYS, RATELIMIT_SAMPLED, EventLog, event_name
 from svcposture.paths import Paths
 from svcposture.sampler import QuotaSampler
@@ -110,7 +110,7 @@ def test_429_backs_off_honouring_retry_after_capped(setup, provider):
     provider.set_usage(setup.token, {}, http_status=429, retry_after=2)
     assert sampler.poll_once() == 60.0                   # never shorter than 60 s
     provider.set_usage(setup.token, {}, http_status=429, retry_after=3600)
-    assert sampler.poll_once() == sampler_mod.MAX_BACKOFF_S
+    assert sampler.poll_once() == backoff.MAX_BACKOFF_S
     provider.set_usage(setup.token, {}, http_status=429)
     assert sampler.poll_once() == 60.0  # no retry-after: doubling the interval, still at least 60 s
     assert setup.samples() == []
@@ -120,15 +120,15 @@ def test_429_backs_off_honouring_retry_after_capped(setup, provider):
 
 
 def test_backoff_delay_rules():
-    assert sampler_mod.backoff_delay(300, 60, 1) == 300       # never shorter than the interval
-    assert sampler_mod.backoff_delay(300, 600, 1) == pytest.approx(660)   # retry-after + 10 %
-    assert sampler_mod.backoff_delay(180, 200, 1) == pytest.approx(220)
-    assert sampler_mod.backoff_delay(1, 10, 1) == 60          # at least 60 s
-    assert sampler_mod.backoff_delay(1, 0, 1) == 60
-    assert sampler_mod.backoff_delay(300, 10 ** 6, 1) == 900  # at most 15 min
-    assert sampler_mod.backoff_delay(300, None, 1) == 600
-    assert sampler_mod.backoff_delay(300, None, 9) == 900
-    assert sampler_mod.backoff_delay(3600, None, 3) == 3600   # a long interval is not shortened by the cap
+    assert backoff.backoff_delay(300, 60, 1) == 300       # never shorter than the interval
+    assert backoff.backoff_delay(300, 600, 1) == pytest.approx(660)   # retry-after + 10 %
+    assert backoff.backoff_delay(180, 200, 1) == pytest.approx(220)
+    assert backoff.backoff_delay(1, 10, 1) == 60          # at least 60 s
+    assert backoff.backoff_delay(1, 0, 1) == 60
+    assert backoff.backoff_delay(300, 10 ** 6, 1) == 900  # at most 15 min
+    assert backoff.backoff_delay(300, None, 1) == 600
+    assert backoff.backoff_delay(300, None, 9) == 900
+    assert backoff.backoff_delay(3600, None, 3) == 3600   # a long interval is not shortened by the cap
 
 
 def test_interval_floor_and_switches(setup, provider, caplog):

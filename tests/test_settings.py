@@ -33,6 +33,8 @@ from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
 DEFAULTS = {
+    "monitor_bind": "127.0.0.1", "monitor_port": 7400, "prometheus_url": "", "auto_switch_at": None,
+    "guard_budget_ms": 250,
     "probe": True, "max_streams": 1024, "keepalive_s": 15.0, "read_guard": False, "request_timeout_s": 10.0,
     "max_connections": 4096, "trusted_hosts": "", "trusted_origins": "", "fleet_ttl_s": 60.0,
     "posture_ttl_s": 300.0, "refresh_floor_s": 30.0, "probe_interval_s": 300.0, "probe_deadline_s": 30.0,
@@ -55,6 +57,8 @@ LENIENT = {
     "SVC_HISTORY_DAYS": ("history_days", 8),
     "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": ("liveness_interval_ms", 120000),
     "SVC_TRACKER_RATE_WINDOW_MS": ("tracker_window_ms", 3600000),
+    "SVC_GUARD_BUDGET_MS": ("guard_budget_ms", 250),
+    "SVC_MONITOR_PORT": ("monitor_port", 7400),
 }
 # Knob -> (attribute, the InvalidSetting message for the value "x"): what decides what the monitor serves.
 STRICT = {
@@ -314,3 +318,23 @@ def test_a_monitor_logs_corrected_knobs_once_and_refuses_a_bad_monitor_setting(h
                              env=dict(env, SVC_MONITOR_MAX_STREAMS="lots"), capture_output=True, text=True, timeout=30)
     assert refused.returncode == 2
     assert refused.stderr.strip() == "svc-monitor: SVC_MONITOR_MAX_STREAMS='lots' is not an integer"
+
+
+def test_the_steering_and_fleet_knobs_are_settings():
+    s = Settings.from_environ({"SVC_AUTO_SWITCH_AT": "85%", "SVC_GUARD_BUDGET_MS": "900",
+                               "SVC_PROMETHEUS_URL": " http://prom:9090 ", "SVC_MONITOR_PORT": "7455",
+                               "SVC_MONITOR_BIND": "::1"})
+    assert (s.auto_switch_at, s.guard_budget_ms, s.prometheus_url) == (85.0, 900, "http://prom:9090")
+    assert (s.monitor_bind, s.monitor_port) == ("::1", 7455)
+    for junk in ("0", "101", "x", "nan%"):
+        bad = Settings.from_environ({"SVC_AUTO_SWITCH_AT": junk})
+        assert bad.auto_switch_at is None and bad.notes_on("SVC_AUTO_SWITCH_AT"), junk
+
+
+def test_the_monitor_command_refuses_a_bad_port_variable_that_a_library_node_ignores():
+    from svcposture._env import InvalidSetting
+    from svcposture.settings import monitor_address
+
+    with pytest.raises(InvalidSetting, match="SVC_MONITOR_PORT"):
+        monitor_address({"SVC_MONITOR_PORT": "70000"})
+    assert Settings.from_environ({"SVC_MONITOR_PORT": "70000"}).monitor_port == 7400

@@ -180,7 +180,8 @@ def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
         return checked(proc.returncode, out, err)
 
     assert never_closed(mon.url).startswith("\x1b[32macct1 5h 61% ")   # stdin is not even read
-    assert never_closed(dead_url()) == "svc: monitor not running"      # read until the deadline, half a payload
+    dead = dead_url()
+    assert never_closed(dead) == "svc: monitor not running at " + dead     # read until the deadline, half a payload
     # A terminal on stdin (the command run by hand): not read at all.
     master, slave = pty.openpty()
     try:
@@ -226,8 +227,8 @@ def test_no_monitor_falls_back_to_the_agents_numbers(tmp_path):
     local = run(env, "--url", url, stdin=agent_payload())
     assert local.startswith("\x1b[32m5h 61% ") and local.endswith("(local)\x1b[0m")
     assert run(env, "--url", url, stdin=agent_payload(five_pct=100)).startswith("\x1b[1;31m5h 100% ")
-    assert run(env, "--url", url) == "svc: monitor not running"
-    assert run(env, "--url", url, stdin=None) == "svc: monitor not running"
+    assert run(env, "--url", url) == "svc: monitor not running at " + url
+    assert run(env, "--url", url, stdin=None) == "svc: monitor not running at " + url
 
 
 @pytest.mark.parametrize("stdin", [
@@ -238,7 +239,8 @@ def test_no_monitor_falls_back_to_the_agents_numbers(tmp_path):
     b'{"rate_limits": [1, 2]}', b'{"rate_limits": {"five_hour": {"used_percentage": NaN}}}',
 ], ids=["binary", "not-json", "truncated", "deep", "huge-int", "over-64k", "hostile", "wrong-shape", "nan"])
 def test_unreadable_payload_without_a_monitor(tmp_path, stdin):
-    assert run(clean_env(tmp_path), "--url", dead_url(), stdin=stdin) == "svc: monitor not running"
+    url = dead_url()
+    assert run(clean_env(tmp_path), "--url", url, stdin=stdin) == "svc: monitor not running at " + url
 
 
 def test_a_payload_just_under_the_limit_is_read(tmp_path):
@@ -273,7 +275,7 @@ def test_a_hung_monitor_gives_the_fallback(tmp_path):
     # Accepts and reads the request, never answers.
     with RawServer({"/api/accounts": HANG}) as server:
         assert LOCAL.match(run(env, "--url", server.url, "--no-color", stdin=agent_payload(), timeout=10))
-        assert run(env, "--url", server.url, timeout=10) == "svc: monitor not running"
+        assert run(env, "--url", server.url, timeout=10) == "svc: monitor not running at " + server.url
     # Listens and never even accepts: the kernel completes the handshake, nothing more.
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))

@@ -27,7 +27,7 @@ from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
-from svcposture.switch import active_label, rewrite_export
+from svcposture.exportline import active_label, rewrite_export
 
 TOK1 = canary("sw1")
 TOK2 = canary("sw2")

@@ -11,6 +11,7 @@ from tests.support.home import BEARER, CANARY, make_node
 from svcposture.cluster import tracker
 from svcposture.config import ConfigError
 from svcposture.paths import Paths
+from svcposture.settings import tracker_url
 from tests.support.tracker import TrackerServer
 
 
@@ -224,8 +225,8 @@ def test_corrupt_secrets_is_a_config_error_not_a_guess(tmp_path):
 
 
 def test_default_url_is_linear():
-    assert tracker.tracker_url({}) == "https://api.linear.app/graphql"
-    assert tracker.tracker_url({"SVC_TRACKER_URL": "http://127.0.0.1:9/g"}) == "http://127.0.0.1:9/g"
+    assert tracker_url({}) == "https://api.linear.app/graphql"
+    assert tracker_url({"SVC_TRACKER_URL": "http://127.0.0.1:9/g"}) == "http://127.0.0.1:9/g"
 
 
 def test_backoff_reads_epoch_ms_and_seconds():

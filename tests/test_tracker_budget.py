@@ -9,8 +9,10 @@ import time
 
 import pytest
 
+from svcposture.settings import Settings
 from svcposture.cluster import budget, liveness, tracker
 from svcposture.paths import Paths
+from svcposture.settings import WINDOW_ENV
 from tests.support.cli import run_cluster
 from tests.support.home import BEARER, make_node, node_env
 from tests.support.tracker import TrackerServer
@@ -110,7 +112,7 @@ def test_publisher_stretches_its_interval_and_says_so_in_the_heartbeat(tmp_path,
     names = ["h%03d" % i for i in range(100)]
     home = make_node(tmp_path, names[0], names, anchor="OPS-1")
     environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url, liveness.INTERVAL_ENV: "120000"}
-    publisher = liveness.Publisher(Paths(home, environ), environ, names[0], lambda: "ok", None)
+    publisher = liveness.Publisher(Paths(home, environ), Settings.from_environ(environ), names[0], lambda: "ok", None)
     publisher.arm()
     try:
         assert publisher.tick() == "publishing"
@@ -134,7 +136,7 @@ def test_publisher_rate_limited_waits_for_the_reset(tmp_path, srv):
     srv.enforce_budget(limit=2, window_s=30)
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url, liveness.INTERVAL_ENV: "200"}
-    publisher = liveness.Publisher(Paths(home, environ), environ, "a", lambda: "ok", None)
+    publisher = liveness.Publisher(Paths(home, environ), Settings.from_environ(environ), "a", lambda: "ok", None)
     publisher.arm()
     assert publisher.tick() == "publishing"
     assert publisher.tick() == "backoff"
@@ -175,9 +177,9 @@ def run_fleet(tmp_path, srv, publisher_class, windows):
     # The default 120 s interval in an hour, scaled to the window: 300 ms in 9 s.
     environ = {"HOME": str(home), "SVC_TRACKER_URL": srv.url,
                liveness.INTERVAL_ENV: str(int(120000 * WINDOW_S / 3600)),
-               budget.WINDOW_ENV: str(int(WINDOW_S * 1000))}
+               WINDOW_ENV: str(int(WINDOW_S * 1000))}
     paths = Paths(home, environ)
-    publishers = [publisher_class(paths, environ, name, lambda: "ok", None) for name in names]
+    publishers = [publisher_class(paths, Settings.from_environ(environ), name, lambda: "ok", None) for name in names]
     reports = []
     try:
         for p in publishers:
@@ -187,7 +189,7 @@ def run_fleet(tmp_path, srv, publisher_class, windows):
                    message="every host's first beat")
         deadline = time.monotonic() + windows * WINDOW_S
         while time.monotonic() < deadline:
-            reports.append(liveness.collect_status(paths, environ))
+            reports.append(liveness.collect_status(paths, Settings.from_environ(environ, strict=False)))
             time.sleep(0.5)  # the reader's pace, not a wait for anything
     finally:
         stoppers = [threading.Thread(target=p.stop) for p in publishers]

@@ -12,6 +12,7 @@ import time
 import pytest
 
 import svcposture
+from svcposture.settings import Settings
 from svcposture._time import iso_from_ms
 from svcposture.cluster import liveness
 from svcposture.cluster.usageowner import UsageOwner, usage_ticket
@@ -50,7 +51,7 @@ class Asked:
 
 def owner_of(home, env, node, email=EMAIL):
     asked = Asked(email)
-    found = UsageOwner(Paths(home, environ=env), env, node)(asked)
+    found = UsageOwner(Paths(home, environ=env), node, Settings.from_environ(env))(asked)
     return found, asked.count
 
 
@@ -74,7 +75,7 @@ def test_owner_among_live_hosts(tmp_path, srv):
 def test_whole_roster_when_the_anchor_cannot_be_read(tmp_path):
     home = make_node(tmp_path, "a", HOSTS, anchor="OPS-1")
     env = node_env(home, tracker_url="http://127.0.0.1:9/graphql")
-    owner = UsageOwner(Paths(home, environ=env), env, "a")
+    owner = UsageOwner(Paths(home, environ=env), "a", Settings.from_environ(env))
     assert owner(Asked()) == svcposture.owner(TICKET, HOSTS)
     assert owner.liveness_known is False
 

@@ -15,9 +15,9 @@ import pytest
 
 from svcposture.events import QUOTA_KEYS, RATELIMIT_SAMPLED, EventLog, event_name
 from svcposture.paths import Paths
-from svcposture.provider import MAX_USAGE_BODY
+from svcposture.claude.provider import MAX_USAGE_BODY
 from svcposture.sampler import QuotaSampler
-from svcposture.usage import read_reset, usage_values
+from svcposture.claude.usage import read_reset, usage_values
 from tests.support.home import canary
 from tests.support.provider import ProviderServer
 

@@ -17,17 +17,14 @@ function of the headers and the roster size, so the publisher, the doctor and
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
-from .._env import env_number
 
 # Heartbeats may use this share of the hourly limit; the rest is for reads.
 HEARTBEAT_SHARE = 0.6
 # Linear's documented limit for API keys and OAuth apps, used only to explain
 # a figure when the tracker has not stated its own.
 DOCUMENTED_LIMIT = 1500
-WINDOW_ENV = "SVC_TRACKER_RATE_WINDOW_MS"
-DEFAULT_WINDOW_MS = 3600 * 1000
 # A tracker stating an absurd limit or cost is ignored rather than obeyed.
 MAX_STATED = 10 ** 9
 # The longest interval a stretch may reach, and so the longest a heartbeat may claim: readers
@@ -101,11 +98,6 @@ def budget_from_headers(headers: Any) -> RateBudget:
 def merge(previous: RateBudget, newer: RateBudget) -> RateBudget:
     """`newer`'s figures, each falling back to `previous`'s where the newer reply said nothing."""
     return RateBudget(*(n if n is not None else p for p, n in zip(previous, newer)))
-
-
-def window_ms(environ: Mapping[str, str]) -> int:
-    """The length of the tracker's rate-limit window (an hour; tests scale it down)."""
-    return int(env_number(environ, WINDOW_ENV, DEFAULT_WINDOW_MS, low=1000, high=7 * 86400 * 1000, kind=int))
 
 
 def budget_interval_ms(hosts: int, budget: RateBudget, window: int, now: int) -> int:

@@ -8,44 +8,44 @@ doctor says whether the switch works.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Optional
 
 from . import budget, promread
-from .liveness import READ_SOURCE_ENV, publish_interval_ms, read_source
+from ..settings import PROMETHEUS_URL_ENV, READ_SOURCE_ENV, Settings
 
 NAME = "tracker-budget"
 REMEDY = ("read liveness from Prometheus instead: %s=prometheus with %s (docs/fleet-prometheus.md)"
-          % (READ_SOURCE_ENV, promread.PROMETHEUS_URL_ENV))
+          % (READ_SOURCE_ENV, PROMETHEUS_URL_ENV))
 
 
 def _result(status: str, detail: str) -> Dict[str, str]:
     return {"name": NAME, "status": status, "detail": detail}
 
 
-def _prometheus_check(environ: Mapping[str, str], hosts: List[str]) -> Dict[str, str]:
+def _prometheus_check(settings: Settings, hosts: List[str]) -> Dict[str, str]:
     try:
-        rows = promread.fleet_rows(environ, hosts, publish_interval_ms(environ))
+        rows = promread.fleet_rows(settings.prometheus_url, hosts, settings.liveness_interval_ms)
     except promread.PrometheusError as exc:
         return _result("WARN", "liveness is read from Prometheus, which cannot be read: %s" % exc)
     live = sum(1 for row in rows if row["state"] == "live")
     return _result("INFO", "liveness is read from Prometheus (%s): %d of %d roster host(s) live; no heartbeats "
                            "are published, so the tracker's budget does not apply" % (
-                               promread.base_url(environ), live, len(rows)))
+                               promread.base_url(settings.prometheus_url), live, len(rows)))
 
 
-def check_tracker_budget(environ: Mapping[str, str], hosts: Optional[List[str]],
+def check_tracker_budget(settings: Settings, hosts: Optional[List[str]],
                          stated: Optional[budget.RateBudget]) -> Dict[str, str]:
     """The check, from the roster and the budget the tracker stated on the doctor's anchor read."""
-    source = read_source(environ)
+    source = settings.liveness_read_source
     if hosts is None:
         return _result("WARN", "cannot judge the budget without a readable roster")
     if source == "prometheus":
-        return _prometheus_check(environ, hosts)
+        return _prometheus_check(settings, hosts)
     if source != "tracker":
         return _result("INFO", "liveness is read from %s; no heartbeats are published" % source.capitalize())
     count = len(set(hosts))
-    configured = publish_interval_ms(environ)
-    window = budget.window_ms(environ)
+    configured = settings.liveness_interval_ms
+    window = settings.tracker_window_ms
     limit = stated.requests_limit if stated is not None else None
     shown_limit = limit or budget.DOCUMENTED_LIMIT
     need = budget.heartbeat_need(count, configured, shown_limit, window)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import doctor, hrw, liveness, mirror, roster, status, sync
+from . import doctor, liveness, mirror, owner, roster, status, sync
 
 # classify bundle join | roster | sync | set-anchor status | doctor | owner
-MODULES = (mirror, roster, sync, liveness, status, doctor, hrw)
+MODULES = (mirror, roster, sync, liveness, status, doctor, owner)
 
 
 def add_commands(sub: Any) -> None:

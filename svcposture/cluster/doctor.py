@@ -13,7 +13,7 @@ import os
 import stat
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import config
 from .._dirs import unsafe_dir_reason
@@ -25,12 +25,13 @@ from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, loa
 from ..events import EventLog, EventLogError
 from ..latch import read_latch
 from ..paths import Paths
-from ..probe import accounts_notes
+from ..probetext import accounts_notes
+from ..settings import Settings
 from . import tracker
 from ._common import print_json
 from .budget import RateBudget
 from .budgetcheck import check_tracker_budget
-from .liveness import READ_SOURCE_ENV, peer_states, publish_interval_ms, read_source
+from .liveness import READ_SOURCE_ENV, peer_states
 
 PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
 PROBE_CHECK_TIMEOUT_S = 30.0
@@ -151,11 +152,11 @@ def _check_result(name: str, status: str, detail: str) -> Dict[str, str]:
     return {"name": name, "status": status, "detail": detail}
 
 
-def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
+def _check_anchor(paths: Paths, settings: Settings, node: Optional[str],
                   hosts: Optional[List[str]], seen: Optional[List[RateBudget]] = None) -> Dict[str, str]:
     """The anchor check; the tracker's stated rate-limit budget, when it answered, goes to `seen`."""
     name = "liveness-anchor"
-    source = read_source(environ)
+    source = settings.liveness_read_source
     if source != "tracker":
         return _check_result(name, INFO, "liveness is read from %s (%s=%s); the anchor is not used"
                              % (source.capitalize(), READ_SOURCE_ENV, source))
@@ -167,7 +168,7 @@ def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
         return _check_result(name, FAIL, "unset: run svc-cluster set-anchor <TICKET> on every host, "
                                          "then svc-stack restart")
     try:
-        client = tracker.TrackerClient.for_paths(paths, environ)
+        client = tracker.TrackerClient.for_paths(paths, url=settings.tracker_url)
         try:
             issue = client.fetch_issue(anchor)
         finally:
@@ -193,7 +194,7 @@ def _check_anchor(paths: Paths, environ: Mapping[str, str], node: Optional[str],
         return _check_result(name, WARN, "%s is closed (%s): the anchor must stay open; reopen it"
                              % (anchor, issue.state_type))
     if hosts is not None and len(set(hosts)) > 1 and node:
-        mine = peer_states([node], issue.heartbeats, now_ms(), publish_interval_ms(environ))[0]
+        mine = peer_states([node], issue.heartbeats, now_ms(), settings.liveness_interval_ms)[0]
         if mine["state"] == "missing":
             return _check_result(name, WARN, "%s is open but carries no heartbeat from %s: if the anchor was "
                                              "just moved, run svc-stack restart on this host" % (anchor, node))
@@ -445,12 +446,12 @@ def _check_latch(paths: Paths) -> Dict[str, str]:
     return _check_result("latch", PASS, "%d account(s), latched: %s" % (len(accounts), ", ".join(latched) or "none"))
 
 
-def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
+def run_doctor(paths: Paths, settings: Settings) -> Dict[str, Any]:
     roster_check, hosts = _check_roster(paths)
     host_check, node = _check_host_name(paths, hosts)
     seen: List[RateBudget] = []
     checks = [
-        _check_anchor(paths, environ, node, hosts, seen),
+        _check_anchor(paths, settings, node, hosts, seen),
         host_check,
         roster_check,
         _check_legacy_roster(paths),
@@ -459,7 +460,7 @@ def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
         _check_event_log(paths),
         _check_latch(paths),
         _check_directories(paths),
-        check_tracker_budget(environ, hosts, seen[0] if seen else None),
+        check_tracker_budget(settings, hosts, seen[0] if seen else None),
     ]
     return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
 
@@ -467,7 +468,7 @@ def run_doctor(paths: Paths, environ: Mapping[str, str]) -> Dict[str, Any]:
 # ---------------------------------------------------------------- command
 
 def cmd_doctor(ns: argparse.Namespace) -> int:
-    report = run_doctor(Paths(environ=os.environ), os.environ)
+    report = run_doctor(Paths(environ=os.environ), Settings.from_environ(os.environ, strict=False))
     if ns.json:
         print_json(report, ensure_ascii=False)
     else:

@@ -25,10 +25,10 @@ from ._common import print_json, valid_ticket
 from . import heartbeat
 # host_of_heartbeat_url too: callers address heartbeats through this module.
 from .heartbeat import heartbeat_url, host_of_heartbeat_url, peer_account, unlisted_rows  # noqa: F401
-from .loki import LOKI_URL_ENV, LokiError, loki_live_hosts
+from .loki import LokiError, loki_live_hosts
 
 # The liveness knobs live with the node's other settings; commands read them from here too.
-from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
+from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, LOKI_URL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
                         READ_SOURCE_ENV, Settings, publish_interval_ms, read_source, reads_from_loki)
 
 LOGGER_NAME = "svcposture.liveness"
@@ -39,16 +39,14 @@ LOGGER_NAME = "svcposture.liveness"
 class Publisher:
     """Upserts this host's heartbeat onto the anchor it was armed with, on a thread."""
 
-    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str,
+    def __init__(self, paths: Paths, settings: Settings, node: str,
                  account_status: Callable[[], str], log: Optional[EventLog],
                  logger: Optional[logging.Logger] = None,
                  account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                  polls_usage: Optional[Callable[[], bool]] = None,
-                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                 settings: Optional[Settings] = None) -> None:
+                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> None:
         self.paths = paths
-        self.environ = environ
-        self.settings = Settings.from_environ(environ) if settings is None else settings
+        self.settings = settings
         self.node = node
         # The configured interval, and the one in force: stretched to the tracker's budget.
         self.configured_interval_ms = self.settings.liveness_interval_ms
@@ -259,15 +257,14 @@ class Publisher:
         return metadata
 
 
-def start_publisher(paths: Paths, environ: Mapping[str, str], node: str,
+def start_publisher(paths: Paths, settings: Settings, node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
                     account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                     polls_usage: Optional[Callable[[], bool]] = None,
-                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                    settings: Optional[Settings] = None) -> Publisher:
+                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
-    publisher = Publisher(paths, environ, node, account_status, log, account=account, polls_usage=polls_usage,
-                          codex=codex, settings=settings)
+    publisher = Publisher(paths, settings, node, account_status, log, account=account, polls_usage=polls_usage,
+                          codex=codex)
     publisher.start()
     return publisher
 
@@ -304,17 +301,16 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
 
 # ---------------------------------------------------------------- status
 
-def collect_status(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
+def collect_status(paths: Paths, settings: Settings) -> Dict[str, Any]:
     """{"source", "anchor", "publishIntervalMs", "hosts": [...]} plus "error" when liveness is unknown.
 
     `publishIntervalMs` is the interval in force: under the tracker, the one
     its stated budget stretches the roster's heartbeats to. The knobs come
-    from `settings` (the monitor's), else from `environ`: a command serves
-    nothing, so a bad SVC_MONITOR_* value there is no error. ConfigError (a
+    from `settings` (a command builds them non-strict: it serves nothing, so
+    a bad SVC_MONITOR_* value there is no error). ConfigError (a
     corrupt roster or config file) propagates: without a roster there is
     nothing to report on.
     """
-    settings = Settings.from_environ(environ, strict=False) if settings is None else settings
     hosts = config.roster(paths)
     anchor = config.liveness_anchor(paths)
     interval = settings.liveness_interval_ms
@@ -340,7 +336,7 @@ def collect_status(paths: Paths, environ: Mapping[str, str], settings: Optional[
         return report
     if source == "prometheus":
         try:
-            report["hosts"] = promread.fleet_rows(environ, hosts, interval)
+            report["hosts"] = promread.fleet_rows(settings.prometheus_url, hosts, interval)
         except promread.PrometheusError as exc:
             return unknown(str(exc))
         return report

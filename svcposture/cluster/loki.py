@@ -15,9 +15,9 @@ from .._http import get as http_get
 from .._text import loads_bounded
 from .._version import __version__
 from ..errors import SvcpostureError
+from ..settings import LOKI_URL_ENV
 from . import tracker
 
-LOKI_URL_ENV = "SVC_LOKI_URL"
 LOKI_TIMEOUT_S = 10.0
 MAX_LOKI_REPLY_BYTES = 8 * 1024 * 1024
 

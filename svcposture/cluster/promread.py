@@ -30,9 +30,9 @@ from .._text import loads_bounded
 from .._time import iso_from_ms
 from .._version import __version__
 from ..errors import SvcpostureError
+from ..settings import PROMETHEUS_URL_ENV
 from .heartbeat import peer_account
 
-PROMETHEUS_URL_ENV = "SVC_PROMETHEUS_URL"
 # One deadline for all the queries of one status, not one per request.
 READ_DEADLINE_S = 10.0
 # ~1 KiB a series; 1,000 hosts of two accounts are well under 8 MiB.
@@ -74,8 +74,9 @@ def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
     return liveness, accounts, figures
 
 
-def base_url(environ: Mapping[str, str]) -> str:
-    base = (environ.get(PROMETHEUS_URL_ENV) or "").strip()
+def base_url(url: str) -> str:
+    """$SVC_PROMETHEUS_URL (Settings.prometheus_url) checked: set, and http(s)."""
+    base = (url or "").strip()
     if not base:
         raise PrometheusConfigError("SVC_LIVENESS_READ_SOURCE=prometheus but %s is unset" % PROMETHEUS_URL_ENV)
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
@@ -144,10 +145,10 @@ def _samples(reply: Any, status: int) -> List[Sample]:
 
 # ---------------------------------------------------------------- the fleet
 
-def fleet_rows(environ: Mapping[str, str], roster: Sequence[str], interval_ms: int,
+def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
                now: Optional[int] = None) -> List[Dict[str, Any]]:
     """One status row per roster host, from at most three queries; PrometheusError when unreadable."""
-    base = base_url(environ)
+    base = base_url(prometheus_url)
     deadline = time.monotonic() + READ_DEADLINE_S
     liveness, accounts, figures = fleet_queries(interval_ms)
     up = {labels.get("node"): value for labels, value in instant_query(base, liveness, deadline)}

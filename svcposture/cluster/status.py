@@ -8,8 +8,9 @@ from typing import Any, Dict, Optional
 
 from .._text import is_number, printable
 from ..paths import Paths
+from ..settings import Settings
 from ._common import print_json
-from .liveness import collect_status, publish_interval_ms
+from .liveness import collect_status
 
 
 def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
@@ -38,12 +39,13 @@ def interval_line(report: Dict[str, Any], configured_ms: int) -> str:
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
-    report = collect_status(Paths(environ=os.environ), os.environ)
+    settings = Settings.from_environ(os.environ, strict=False)
+    report = collect_status(Paths(environ=os.environ), settings)
     if ns.json:
         print_json(report, ensure_ascii=False)
         return status_exit_code(report)
     print("source: %s   anchor: %s" % (report["source"], report["anchor"] or "(unset)"))
-    print(interval_line(report, publish_interval_ms(os.environ)))
+    print(interval_line(report, settings.liveness_interval_ms))
     # Roster names come from a shared repo: never let one drive the terminal.
     names = [printable(h["host"]) for h in report["hosts"]]
     width = max([len(n) for n in names] + [4])

@@ -19,9 +19,9 @@ from .._text import loads_bounded
 from .._version import __version__
 from ..errors import SvcpostureError
 from ..paths import Paths
+from ..settings import tracker_url
 from .budget import NO_BUDGET, RateBudget, budget_from_headers, merge
 
-DEFAULT_TRACKER_URL = "https://api.linear.app/graphql"
 TIMEOUT_S = 10.0
 # An anchor carries one small attachment per host; a reply bigger than this is
 # hostile or broken, and reading it whole would only cost memory.
@@ -143,10 +143,6 @@ def resolve_auth(paths: Paths) -> Optional[TrackerAuth]:
         if personal:
             return TrackerAuth(personal, "personal")
     return None
-
-
-def tracker_url(environ: Mapping[str, str]) -> str:
-    return (environ.get("SVC_TRACKER_URL") or "").strip() or DEFAULT_TRACKER_URL
 
 
 # ---------------------------------------------------------------- transport

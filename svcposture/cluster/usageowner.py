@@ -18,7 +18,7 @@ from typing import Callable, List, Mapping, Optional, Tuple
 
 from .. import config
 from ..paths import Paths
-from . import hrw
+from .. import hrw
 from ..settings import Settings
 from .liveness import collect_status
 
@@ -38,11 +38,9 @@ class UsageOwner:
     """`owner(login_email)`: the host that polls this login, or None when this host polls
     as a lone host. `login_email()` is only called when the host is in a cluster."""
 
-    def __init__(self, paths: Paths, environ: Mapping[str, str], node: str,
-                 settings: Optional[Settings] = None) -> None:
+    def __init__(self, paths: Paths, node: str, settings: Settings) -> None:
         self.paths = paths
-        self.environ = environ
-        self.settings = Settings.from_environ(environ) if settings is None else settings
+        self.settings = settings
         self.node = node
         self.liveness_known: Optional[bool] = None
         self._said_no_email = False
@@ -87,7 +85,7 @@ class UsageOwner:
     def _live_hosts(self) -> Optional[List[str]]:
         """The live roster hosts, or None when liveness cannot be read (the whole roster then counts)."""
         try:
-            report = collect_status(self.paths, self.environ, self.settings)
+            report = collect_status(self.paths, self.settings)
         except config.ConfigError:
             report = {"error": "config"}
         if report.get("error"):

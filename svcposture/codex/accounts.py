@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..accounts import PLACEHOLDER, parse_entries
+from ..envfile import PLACEHOLDER, parse_entries
 
 CODEX_HOME_PREFIX = "CODEX_HOME_"
 ACTIVE_HOME_VAR = "CODEX_HOME"

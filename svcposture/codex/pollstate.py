@@ -14,6 +14,7 @@ import threading
 from typing import Any, Dict, List, Mapping, Optional
 
 from .. import _time
+from ..backoff import backoff_delay
 from .report import clean_codex_block
 from .state import STATE_ENV, encode_state
 
@@ -46,8 +47,6 @@ class CodexPollState:
     def absorb(self, block: Any, now_ms: Optional[int] = None) -> None:
         """Remember a sweep's `codex` block (raw or cleaned). A missing block changes nothing:
         a node-level error says nothing about the logins."""
-        from ..sampler import backoff_delay
-
         clean = clean_codex_block(block)
         if clean is None:
             return
@@ -72,9 +71,3 @@ class CodexPollState:
                     memory["notBeforeMs"] = min(polled, now) + int(delay * 1000)
                 kept[row["label"]] = memory
             self._accounts = kept
-
-    def forget(self, labels_kept: Any) -> None:
-        """Drop every label not in `labels_kept` (the file no longer names it)."""
-        keep = set(labels_kept)
-        with self._lock:
-            self._accounts = {k: v for k, v in self._accounts.items() if k in keep}

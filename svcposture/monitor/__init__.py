@@ -17,7 +17,7 @@ Layers, each importing only the ones below it:
   picks the posture `?provider=` names (docs/codex.md).
 - assets: the dashboard files in static/.
 - wire: limits, reasons, the one builder of response heads.
-- demo: `svc-monitor demo`.
+- demo: `svc-monitor demo` dispatches to svcposture.demo.
 
 The terminal clients (hud, statusline, line) live in svcposture.term, node
 set-up (`svc-monitor init`) in svcposture.nodeinit.

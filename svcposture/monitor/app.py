@@ -41,7 +41,7 @@ from urllib.parse import unquote
 from .._time import iso_now, now_ms
 from .._version import __version__
 from ..history import DEFAULT_HOURS, MAX_HOURS
-from ..loginview import login_body, no_sampler_reason
+from ..claude.loginview import login_body, no_sampler_reason
 from ..summary import reply
 from ..settings import Settings
 from . import wire
@@ -389,7 +389,7 @@ class MonitorApp:
     def _fleet_report(self) -> Dict[str, Any]:
         if self.fleet_source is not None:
             return self.fleet_source()
-        return collect_report(self.service.paths, self.service.environ, self.settings)
+        return collect_report(self.service.paths, self.settings)
 
     def _index_page(self, interval_s: Any) -> None:
         # The page greys out a value older than twice the probe interval; it

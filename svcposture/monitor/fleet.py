@@ -25,15 +25,13 @@ log = logging.getLogger("svcposture.monitor")
 DEFAULT_WAIT_S = 3.0
 
 
-def collect_report(paths: Paths, environ: Mapping[str, str], settings: Optional[Settings] = None) -> Dict[str, Any]:
-    """The status report (knobs from `settings`, else `environ`); a roster or config
-    file that cannot be read is the report's `error`."""
+def collect_report(paths: Paths, settings: Settings) -> Dict[str, Any]:
+    """The status report; a roster or config file that cannot be read is the report's `error`."""
     from ..cluster import liveness
     from ..config import ConfigError
 
-    settings = Settings.from_environ(environ, strict=False) if settings is None else settings
     try:
-        report = liveness.collect_status(paths, environ, settings)
+        report = liveness.collect_status(paths, settings)
     except ConfigError as exc:
         report = {"source": settings.liveness_read_source, "anchor": None, "hosts": [],
                   "error": "cannot read the cluster config: %s" % exc}

@@ -26,7 +26,7 @@ from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
 from .. import firstrun
 from ..paths import Paths
-from ..settings import DEFAULT_BIND, DEFAULT_PORT, Settings
+from ..settings import DEFAULT_PORT, Settings, monitor_address
 from .node import Node, one_line, start_server
 from .server import MonitorServer
 
@@ -303,19 +303,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return firstrun.unknown_subcommand("svc-monitor", args_list[0], SUBCOMMANDS, _build_parser())
     _reexec_without_tokens(args_list)
     if args_list and args_list[0] == "demo":
-        from . import demo
+        from ..demo import main as demo
         return demo.main(args_list[1:], run_monitor=run_monitor, configure_logging=configure_logging,
                          install_stop_signals=install_stop_signals)
     args = _build_parser().parse_args(args_list)
     environ = os.environ
     try:
-        bind = args.bind if args.bind is not None else (environ.get("SVC_MONITOR_BIND") or DEFAULT_BIND)
-        if args.port is not None:
-            port = parse_port(args.port, "--port")
-        elif environ.get("SVC_MONITOR_PORT"):
-            port = parse_port(environ["SVC_MONITOR_PORT"], "SVC_MONITOR_PORT")
-        else:
-            port = DEFAULT_PORT
+        bind, port = monitor_address(environ)
+        bind = args.bind if args.bind is not None else bind
+        port = parse_port(args.port, "--port") if args.port is not None else port
         paths = Paths(environ=environ)
         settings = Settings.from_environ(environ)
         probe_enabled = not args.no_probe and settings.probe

@@ -74,7 +74,7 @@ class Node:
         from ..config import node_name
         from ..events import EventLog
         from ..latch import Latch, LatchError
-        from ..codexposture import CodexPosture
+        from ..codex.summary import CodexPosture
         from ..posture import PostureService
 
         self.paths = paths
@@ -126,7 +126,7 @@ class Node:
         that the automatic switch judges every result."""
         if background:
             from ..steering import start as start_steering
-            self._started.append(start_steering(self.paths, self.environ, self.name, self.service))
+            self._started.append(start_steering(self.paths, self.settings, self.name, self.service))
         self.service.start()  # the first probe is under way before /healthz can answer
         self._started.append(self.service)
         if background:
@@ -139,7 +139,7 @@ class Node:
 
         paths, environ, node, settings = self.paths, self.environ, self.name, self.settings
         sampler = QuotaSampler(paths, node=node, log=self.event_log, environ=environ, settings=settings,
-                               usage_owner=UsageOwner(paths, environ, node, settings))
+                               usage_owner=UsageOwner(paths, node, settings))
         sampler.start()
         self._started.append(sampler)
         self.app.login_source = sampler
@@ -149,14 +149,14 @@ class Node:
         if not liveness_on:
             return
         # One poller per Codex login across the fleet: the child is told the roster and live hosts.
-        self.codex.candidates_source = UsageOwner(paths, environ, node, settings).codex_candidates
+        self.codex.candidates_source = UsageOwner(paths, node, settings).codex_candidates
         try:
             from ..cluster.heartbeat import account_source
             account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
             codex = account_source(self.codex.current, self.trajectory.body, self.service.interval_s)
             self._started.append(liveness.start_publisher(
-                paths, environ, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, settings=settings))
+                paths, settings, node, self.service.account_status, self.event_log,
+                account=account, polls_usage=lambda: sampler.polls_here, codex=codex))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 

@@ -2,7 +2,7 @@
 
 Without the parameter, or with `provider=claude`, the Claude posture service
 answers exactly as it always did (the contract's body and stream). With
-`provider=codex` the Codex posture (codexposture.CodexPosture, riding on the
+`provider=codex` the Codex posture (codex.summary.CodexPosture, riding on the
 same probes) answers in the same posture shape. A bad value is a 400 with one JSON
 error, before any guard or probe. Pure functions over the services, so that
 wiring a route is one call.

@@ -27,13 +27,12 @@ import os
 import sys
 import time
 
-import _socket
-
 from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
-from ..headroom import GO, HOLD, UNAVAILABLE, guard_decision
+from ..headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, guard_decision
+from ..settings import guard_budget_ms
 from . import line
-from .statusline import (DEFAULT_BUDGET_MS, MAX_BODY, MIN_MONITOR_S, get_json, monitor_url, open_socket,
+from .statusline import (MAX_BODY, MIN_MONITOR_S, get_json, monitor_url, open_socket,
                          parse_url, process_age_s)
 
 TYPE_CHECKING = False
@@ -75,9 +74,9 @@ options:
   --fail-open      exit 0 when the monitor is unavailable (one line on stderr)
   --json           print {decision, account, provider, reason, window, pct,
                    reservePct, resetsAt, retryAfterS} on stdout
-  --url URL        monitor base URL (default: http://127.0.0.1:$SVC_MONITOR_PORT
-                   when set, else the url in ~/svc/run/monitor.json, else
-                   http://127.0.0.1:7400)
+  --url URL        monitor base URL (default: 127.0.0.1 at $SVC_MONITOR_PORT and
+                   $SVC_MONITOR_BIND when either is set, else the url in
+                   ~/svc/run/monitor.json, else http://127.0.0.1:7400)
   -h, --help       show this help
 """
 
@@ -131,21 +130,9 @@ def _check(opts: "Dict[str, Any]") -> "Optional[str]":
     return None
 
 
-def budget_ms(environ: "Mapping[str, str]") -> int:
-    """$SVC_GUARD_BUDGET_MS (10 to 60000; e.g. for a monitor behind a remote proxy), else 250."""
-    raw = environ.get("SVC_GUARD_BUDGET_MS", "")
-    if raw.isdigit() and raw.isascii() and len(raw) <= 6 and 10 <= int(raw) <= 60000:
-        return int(raw)
-    return DEFAULT_BUDGET_MS
-
-
 def base_url(opts: "Mapping[str, Any]", environ: "Mapping[str, str]") -> str:
-    if opts["url"]:
-        return opts["url"]
-    port = environ.get("SVC_MONITOR_PORT", "")
-    if port.isdigit() and port.isascii() and 0 < int(port) < 65536:
-        return "http://127.0.0.1:%d" % int(port)
-    return monitor_url(environ)
+    """--url, else where every client looks (settings.monitor_url)."""
+    return opts["url"] or monitor_url(environ)
 
 
 def posture_path(provider: str, stream: bool = False) -> str:
@@ -260,13 +247,16 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> 
         except ReserveError as exc:
             return 2, b"", ("svc-monitor guard: %s\n" % printable(exc)).encode("utf-8")
     stale_ms = line.stale_after_ms(environ)
-    target = parse_url(base_url(opts, environ))
+    url = base_url(opts, environ)
+    target = parse_url(url)
     if opts["wait"]:
         result = wait_for_go(target, opts, reserve, stale_ms)
     else:
-        deadline = max(started + budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
+        deadline = max(started + guard_budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
         body = get_json(target, posture_path(opts["provider"]), deadline) if target is not None else None
         result = decide(body, opts, reserve, stale_ms)
+    if result["reason"] == NO_ANSWER:
+        result["reason"] = "the monitor at %s did not answer" % printable(url)[:200]
     return report(result, opts)
 
 

@@ -8,12 +8,11 @@ import sys
 import time
 from typing import Any, Callable, Dict, IO, Iterator, Mapping, Optional, Sequence, Tuple
 
-from .._files import read_json
 from .._text import loads_bounded, printable
 from .._time import now_ms
 from ..errors import SvcpostureError
 from ..paths import Paths
-from ..settings import DEFAULT_PORT
+from ..settings import DEFAULT_PORT, MONITOR_URL_RULE, monitor_url
 from . import line
 
 DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
@@ -26,14 +25,8 @@ class HudError(SvcpostureError, OSError):
 
 
 def default_url(paths: Paths) -> str:
-    """The running monitor's URL from ~/svc/run/monitor.json, else the default."""
-    try:
-        record = read_json(paths.monitor_json)
-    except (ValueError, OSError):
-        record = None
-    if isinstance(record, dict) and isinstance(record.get("url"), str) and record["url"].startswith("http"):
-        return record["url"]
-    return DEFAULT_URL
+    """Where every client looks without --url (settings.monitor_url)."""
+    return monitor_url(paths.environ)
 
 
 def format_line(body: Any, colour: bool = False, now: Optional[int] = None, trajectory: Any = None,
@@ -239,7 +232,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      "stream. A probe older than twice $SVC_PROBE_INTERVAL_S (default 300 s) is shown "
                      "as stale with its age. Colour is off when stdout is not a TTY or NO_COLOR is set."))
     parser.add_argument("--url", default=None,
-                        help="monitor base URL (default: the url in ~/svc/run/monitor.json, else %s)" % DEFAULT_URL)
+                        help="monitor base URL (default: %s)" % MONITOR_URL_RULE)
     parser.add_argument("--once", action="store_true", help="print one line from a plain read and exit")
     parser.add_argument("--provider", choices=("claude", "codex"), default="claude",
                         help="whose accounts: claude (default) or codex")

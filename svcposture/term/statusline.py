@@ -29,7 +29,8 @@ import time
 import _socket
 
 from .._text import loads_bounded, printable
-from ..settings import DEFAULT_PORT
+from ..settings import DEFAULT_PORT, statusline_budget_ms
+from ..settings import monitor_url as settings_monitor_url
 from ..vendors import provider_of_payload
 from . import line
 
@@ -68,8 +69,9 @@ rate_limits from the statusLine JSON on stdin, marked (local); with neither,
 `svc: monitor not running`. It always exits 0 and prints exactly one line.
 
 options:
-  --url URL     monitor base URL (default: the url in ~/svc/run/monitor.json,
-                else {default_url})
+  --url URL     monitor base URL (default: 127.0.0.1 at $SVC_MONITOR_PORT and
+                $SVC_MONITOR_BIND when either is set, else the url in
+                ~/svc/run/monitor.json, else {default_url})
   --provider P  whose accounts: claude or codex (default: the vendor of the
                 agent that runs the command, told by its statusLine JSON on
                 stdin, else claude)
@@ -125,20 +127,9 @@ def parse_url(url: "Any") -> "Optional[_Target]":
 
 
 def monitor_url(environ: "Mapping[str, str]") -> str:
-    """The url in ~/svc/run/monitor.json (paths.Paths.monitor_json), else the default.
-
-    The path is built here rather than through Paths: importing pathlib would
-    cost more than the rest of a render. A HOME that is unset, empty or
-    relative names no node, so the default is used."""
-    home = environ.get("HOME", "")
-    if not home or not os.path.isabs(home):
-        return DEFAULT_URL
-    try:
-        with open(os.path.join(home, "svc", "run", "monitor.json"), "rb") as fh:
-            record = loads_bounded(fh.read(MAX_PAYLOAD + 1), MAX_PAYLOAD)
-    except (OSError, ValueError):
-        return DEFAULT_URL
-    url = record.get("url") if isinstance(record, dict) else None
+    """Where the monitor is when no --url is given: settings.monitor_url's one rule, every
+    client's; a recorded URL that is not a monitor base URL gives the default."""
+    url = settings_monitor_url(environ)
     return url if parse_url(url) is not None else DEFAULT_URL
 
 
@@ -326,15 +317,22 @@ def dechunk(data: bytes) -> bytes:
 
 # ---------------------------------------------------------------- the line
 
-def render(body: "Any", trajectory: "Any", payload: "Any", *, colour: bool, now: int, stale_ms: int) -> bytes:
-    """The one line (UTF-8, ending in a newline) for what the monitor and stdin gave."""
+def not_running(url: "Optional[str]") -> str:
+    """`svc: monitor not running at URL`: the one line when the monitor did not answer."""
+    return line.NOT_RUNNING + (" at %s" % printable(url)[:200] if url else "")
+
+
+def render(body: "Any", trajectory: "Any", payload: "Any", *, colour: bool, now: int, stale_ms: int,
+           url: "Optional[str]" = None) -> bytes:
+    """The one line (UTF-8, ending in a newline) for what the monitor and stdin gave;
+    with nothing from either, it names the monitor URL it tried."""
     if isinstance(body, dict) and body.get("available") is True:
         text = line.status_line(body, trajectory, colour=colour, now=now, stale_ms=stale_ms)
     else:
         text = line.local_line(payload, colour=colour, now=now)
         if text is None:
             text = (line.status_line(body, colour=colour, now=now) if isinstance(body, dict)
-                    else line.NOT_RUNNING)
+                    else not_running(url))
     return text.encode("utf-8", "replace") + b"\n"
 
 
@@ -383,12 +381,7 @@ def stdin_ready(fd: int) -> bool:
         return False
 
 
-def budget_ms(environ: "Mapping[str, str]") -> int:
-    """$SVC_STATUSLINE_BUDGET_MS (10 to 60000), else 250; junk means the default."""
-    raw = environ.get("SVC_STATUSLINE_BUDGET_MS", "")
-    if raw.isdigit() and raw.isascii() and len(raw) <= 6 and 10 <= int(raw) <= 60000:
-        return int(raw)
-    return DEFAULT_BUDGET_MS
+budget_ms = statusline_budget_ms
 
 
 def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, started: float) -> bytes:
@@ -400,7 +393,8 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         return printable(error).encode("utf-8") + b"\n"
     colour = not no_color and "NO_COLOR" not in environ
     deadline = max(started + budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
-    target = parse_url(url or monitor_url(environ))
+    url = url or monitor_url(environ)
+    target = parse_url(url)
     payload = None
     payload_read = False
     if provider is None and stdin_ready(stdin_fd):
@@ -430,7 +424,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         # agent has had the whole wait to write them, so they are normally in the pipe.
         payload = read_payload(stdin_fd, max(deadline, time.monotonic() + MIN_STDIN_S))
     return render(body, trajectory, payload, colour=colour, now=int(time.time() * 1000),
-                  stale_ms=line.stale_after_ms(environ))
+                  stale_ms=line.stale_after_ms(environ), url=url)
 
 
 def _write(data: bytes) -> None:

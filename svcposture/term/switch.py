@@ -3,7 +3,7 @@
     svc-monitor switch --to acct2
     svc-monitor switch --best [--provider codex]
 
-Rewrites only the export line of the accounts env file (svcposture.switch)
+Rewrites only the export line of the accounts env file (svcposture.exportline)
 as one transaction with its `account.switched` event (svcposture.switching).
 `--best` judges the accounts from the local monitor's posture (a cached
 read; no provider call). The monitor's automatic switch runs this command in
@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from .._reserve import ReserveError, reserve_pct
 from .._text import loads_bounded, printable
 from ..headroom import choose, find_account, of_provider, ranked, resets_ms
-from ..switch import CLAUDE, PROVIDERS, SwitchError
+from ..exportline import CLAUDE, PROVIDERS, SwitchError
+from ..settings import MONITOR_URL_RULE
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 
 EX_UNAVAILABLE = 69
@@ -55,8 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     parser.add_argument("--json", action="store_true",
                         help="print {switched, provider, from, to, reason, dryRun, file, eventId}")
-    parser.add_argument("--url", help="monitor base URL (default: the url in ~/svc/run/monitor.json, "
-                                      "else http://127.0.0.1:7400)")
+    parser.add_argument("--url", help="monitor base URL (default: %s)" % MONITOR_URL_RULE)
     # The monitor's automatic switch: reason auto, the posture it judged on stdin.
     parser.add_argument("--reason", choices=("manual", "best", "auto"), help=argparse.SUPPRESS)
     parser.add_argument("--posture-stdin", action="store_true", help=argparse.SUPPRESS)
@@ -71,7 +71,8 @@ def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
         except ValueError:
             return None
     from .statusline import get_json, monitor_url, parse_url
-    target = parse_url(ns.url or monitor_url(os.environ))
+    ns.url = ns.url or monitor_url(os.environ)
+    target = parse_url(ns.url)
     if target is None:
         return None
     path = "/api/accounts" + ("?provider=%s" % ns.provider if ns.provider != CLAUDE else "")
@@ -86,7 +87,8 @@ def _usable_posture(body: Any) -> bool:
 def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits: Dict[str, Any]) -> str:
     """The label `--best` switches to; SwitchError when the posture cannot tell or none has headroom."""
     if not _usable_posture(body):
-        raise SwitchError("the local monitor's posture is unavailable; --best needs it (use --to LABEL)",
+        where = "the monitor at %s" % printable(ns.url)[:200] if ns.url else "the local monitor"
+        raise SwitchError("%s gave no usable posture; --best needs it (use --to LABEL)" % where,
                           EX_UNAVAILABLE)
     auto = ns.reason == "auto"
     active = find_account(body, None)

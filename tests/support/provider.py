@@ -1,6 +1,6 @@
 """The fake model provider on 127.0.0.1, speaking the real wire format (docs/posture.md).
 
-The headers and bodies come from svcposture.monitor.provider_wire, the code the
+The headers and bodies come from svcposture.demo.provider_wire, the code the
 demo's simulated provider speaks with, so the two stand-ins cannot drift apart.
 
 In-process:
@@ -57,7 +57,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tests.support.httpserver import StandInServer, send_raw
 
-from svcposture.monitor.provider_wire import (UNIFIED, error_body, message_body, reply_status,
+from svcposture.demo.provider_wire import (UNIFIED, error_body, message_body, reply_status,
                                               unified_headers)
 
 MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop", "redirect", "raw", "flip")

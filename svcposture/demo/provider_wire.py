@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ..provider import UNIFIED
+from ..claude.provider import UNIFIED
 
 WINDOWS = ("5h", "7d")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from . import _time
-from ._text import is_number
+from .. import _time
+from .._text import is_number
 
 # A percent beyond this is not a utilization (the header probe draws the same line).
 MAX_PCT = 1e8

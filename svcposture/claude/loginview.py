@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from ._time import iso_from_ms
+from .._time import iso_from_ms
 
 # (body field, contract pct key, contract resets_at key)
 _WINDOWS = (

@@ -26,11 +26,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .broadcast import Broadcast
-from .events import EventLogError
-from .summary import (binding_window, derive_summary, disabled_body, error_summary, is_node_error, node_status,
+from ..broadcast import Broadcast
+from ..events import EventLogError
+from ..summary import (binding_window, derive_summary, disabled_body, error_summary, is_node_error, node_status,
                       reply, sibling_with_headroom)
-from .vendors import CODEX
+from ..vendors import CODEX
 
 log = logging.getLogger("svcposture.codexposture")
 
@@ -132,7 +132,7 @@ class CodexPosture:
 
     def __init__(self, service: Any, *, node: str, latch: Any = None,
                  candidates: Optional[Callable[[], Optional[Tuple[Any, Any]]]] = None) -> None:
-        from .codex.pollstate import CodexPollState
+        from .pollstate import CodexPollState
 
         self.service = service
         self.node = node
@@ -184,7 +184,7 @@ class CodexPosture:
 
     def absorb(self, report: Any, probed_at: int) -> None:
         """Handle the Codex part of one child run: summary, latch, stream, observers."""
-        from .codex.report import clean_codex_block
+        from .report import clean_codex_block
 
         if isinstance(report, Mapping) and report.get("error") is not None:
             if not self._seen:

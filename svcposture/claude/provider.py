@@ -11,15 +11,15 @@ nothing to import.
 """
 from __future__ import annotations
 
-import time
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Dict, Mapping, Optional
 
-from . import _time
-from ._names import WINDOW_STATUSES
-from ._text import loads_bounded, word
-from ._version import __version__
-from .errors import MESSAGES, error
+from .. import _time
+from .._names import WINDOW_STATUSES
+from .._text import loads_bounded, word
+from .._version import __version__
+from ..errors import MESSAGES, error
+from ..providerhttp import classify_transport, open_any_status, retry_after_s
 from .usage import usage_values
 
 DEFAULT_PROVIDER_URL = "https://api.anthropic.com"
@@ -129,45 +129,6 @@ def provider_url(environ: Mapping[str, str]) -> str:
     return (environ.get("SVC_PROVIDER_URL") or DEFAULT_PROVIDER_URL).rstrip("/")
 
 
-def classify_transport(exc: BaseException) -> str:
-    """'timeout' when a timeout is anywhere in the cause chain, else 'transport'."""
-    import socket
-
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, (socket.timeout, TimeoutError)):
-            return "timeout"
-        reason = getattr(exc, "reason", None)
-        exc = reason if isinstance(reason, BaseException) else exc.__cause__ or exc.__context__
-        seen += 1
-    return "transport"
-
-
-def _opener(url: str) -> Any:
-    """A URL opener that never follows redirects; loopback never goes through a proxy."""
-    import urllib.parse
-    import urllib.request
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        # A redirect would carry the bearer token to wherever it points.
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    host = (urllib.parse.urlsplit(url).hostname or "").lower()
-    if host in ("localhost", "::1") or host.startswith("127."):
-        return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
-    return urllib.request.build_opener(NoRedirect())
-
-
-def open_any_status(request: Any, timeout_s: float) -> Any:
-    """The response whatever its status: the rate-limit headers ride on 429s too."""
-    import urllib.error
-    try:
-        return _opener(request.full_url).open(request, timeout=timeout_s)
-    except urllib.error.HTTPError as exc:
-        return exc
-
-
 # ---------------------------------------------------------------- header probe
 
 def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> Dict[str, Any]:
@@ -216,29 +177,6 @@ def unanswered(err: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------- usage probe
-
-def retry_after_s(raw: Optional[str]) -> Optional[float]:
-    """A `retry-after` header (seconds or an HTTP date) as seconds from now, or None."""
-    if raw is None:
-        return None
-    raw = raw.strip()
-    try:
-        value = float(raw)
-        if value == value and 0 <= value < float("inf"):
-            return value
-        return None
-    except ValueError:
-        pass
-    try:
-        import email.utils
-
-        stamp = email.utils.parsedate_to_datetime(raw)
-        if stamp is None:
-            return None
-        return max(0.0, stamp.timestamp() - time.time())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
 
 def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscription: Optional[str],
                 tier: Optional[str]) -> Dict[str, Any]:

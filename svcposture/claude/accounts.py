@@ -1,7 +1,7 @@
-"""The accounts env file as text: its entries, their emails, which one is active.
+"""Claude's lines of the accounts env file: its entries, their emails, which one is active.
 
 The file is POSIX sh (docs/posture.md): one `[export ]MODEL_TOKEN_<SUFFIX>=<value>  # <email>`
-line per account. Only the token-scoped child ever calls the functions that
+line per Claude account. Only the token-scoped child ever calls the functions that
 look at values, and it takes the values from its own environment after the
 shell has sourced the file: the line parser below reads names and comments,
 never values, so no quoting rule of ours can disagree with the shell's.
@@ -11,88 +11,22 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ._text import EMAIL_RE
+from ..envfile import PLACEHOLDER, parse_entries, usable
 
 # The token variables, declared here once: _spawn strips exactly these (and the
 # cloud token) from every child's environment.
 ACCOUNT_TOKEN_PREFIX = "MODEL_TOKEN_"
 ACTIVE_TOKEN_VAR = "MODEL_CODE_OAUTH_TOKEN"
-PLACEHOLDER = "PASTE_TOKEN_HERE"
-# An env file is sourced as shell; a file this large is not an accounts file.
-MAX_ENV_FILE_BYTES = 1024 * 1024
 
-_ENTRY_RE = re.compile(r"^\s*(?:export\s+)?MODEL_TOKEN_([A-Za-z0-9_]+)=(.*)$")
+ENTRY_RE = re.compile(r"^\s*(?:export\s+)?MODEL_TOKEN_([A-Za-z0-9_]+)=(.*)$")
 _SUFFIX_RE = re.compile(r"^[A-Za-z0-9_]+$")
-# RFC 5321 caps an address at 254 octets; a longer match is not an email.
-_MAX_EMAIL = 254
-
-
-def comment_of(rest: str) -> Optional[str]:
-    """The inline comment of an assignment's right-hand side (quote-aware), or None."""
-    quote = ""
-    prev = " "
-    i = 0
-    while i < len(rest):
-        ch = rest[i]
-        if quote:
-            if ch == "\\" and quote == '"':
-                i += 2
-                prev = "x"
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch == "\\":
-            i += 2
-            prev = "x"
-            continue
-        elif ch in ("'", '"'):
-            quote = ch
-        elif ch == "#" and prev in (" ", "\t"):
-            return rest[i + 1:]
-        prev = ch
-        i += 1
-    return None
-
-
-def parse_entries(text: str, entry_re: "re.Pattern[str]" = _ENTRY_RE) -> List[Tuple[str, Optional[str]]]:
-    """[(SUFFIX, email)] in file order from the env file text; values are not looked at.
-
-    A suffix defined twice keeps its first position and the last line's email,
-    as the shell keeps the last value. `entry_re` picks the lines and captures
-    (suffix, the rest): Claude's `MODEL_TOKEN_` lines unless told otherwise.
-    """
-    order: List[str] = []
-    emails: Dict[str, Optional[str]] = {}
-    for line in text.splitlines():
-        m = entry_re.match(line)
-        if not m:
-            continue
-        suffix = m.group(1)
-        email: Optional[str] = None
-        comment = comment_of(m.group(2))
-        if comment is not None:
-            found = EMAIL_RE.search(comment)
-            if found and len(found.group(0)) <= _MAX_EMAIL:
-                email = found.group(0)
-        if suffix not in emails:
-            order.append(suffix)
-        emails[suffix] = email
-    return [(s, emails[s]) for s in order]
-
-
-def usable(value: Optional[str]) -> bool:
-    """A token value that can be sent: not missing, blank or the placeholder."""
-    if value is None:
-        return False
-    value = value.strip()
-    return bool(value) and value != PLACEHOLDER
 
 
 def entry_lines(text: str) -> Dict[str, int]:
     """{SUFFIX: line number (1-based)} of the last line assigning each entry, the one the shell keeps."""
     lines: Dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        m = _ENTRY_RE.match(line)
+        m = ENTRY_RE.match(line)
         if m:
             lines[m.group(1)] = number
     return lines
@@ -119,7 +53,7 @@ def entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[Dict[s
     entry is marked active when its value equals the active-token variable;
     several may match, which `resolve_active` settles.
     """
-    seen = parse_entries(text)
+    seen = parse_entries(text, ENTRY_RE)
     known = {s for s, _ in seen}
     # Anything the file defined in a way the line parser does not see still counts.
     for name in sorted(environ):

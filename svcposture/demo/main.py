@@ -25,7 +25,7 @@ from .._dirs import ensure_dir
 from .._files import write_json_atomic, write_text_atomic
 from ..paths import Paths
 from ..settings import DEFAULT_PORT
-from . import demofleet
+from . import fleet
 from .provider_wire import error_body, message_body, reply_status, unified_headers, usage_body, usage_window
 
 CYCLE_S = 180.0  # ok -> degraded -> rejected -> ok once every three minutes
@@ -313,7 +313,7 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
 
         return run_monitor(node.paths, node.environ, bind="127.0.0.1", port=port, probe_enabled=True,
                            stop_event=stop_event, on_ready=ready, liveness=False,
-                           fleet_source=demofleet.fleet_source(provider.started, provider.clock))
+                           fleet_source=fleet.fleet_source(provider.started, provider.clock))
     finally:
         provider.stop()
         if args.keep_home:

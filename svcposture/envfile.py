@@ -1,0 +1,81 @@
+"""The accounts env file's lines, whatever vendor they name: comments, emails, placeholders.
+
+The file is POSIX sh (docs/posture.md), one assignment per account line; each
+vendor's accounts module names its own lines (a pattern capturing the suffix
+and the rest) and hands it to `parse_entries`. Names and comments are read,
+never values, so no quoting rule of ours can disagree with the shell's.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+from ._text import EMAIL_RE
+
+PLACEHOLDER = "PASTE_TOKEN_HERE"
+# An env file is sourced as shell; a file this large is not an accounts file.
+MAX_ENV_FILE_BYTES = 1024 * 1024
+
+# RFC 5321 caps an address at 254 octets; a longer match is not an email.
+_MAX_EMAIL = 254
+
+
+def comment_of(rest: str) -> Optional[str]:
+    """The inline comment of an assignment's right-hand side (quote-aware), or None."""
+    quote = ""
+    prev = " "
+    i = 0
+    while i < len(rest):
+        ch = rest[i]
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 2
+                prev = "x"
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch == "\\":
+            i += 2
+            prev = "x"
+            continue
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "#" and prev in (" ", "\t"):
+            return rest[i + 1:]
+        prev = ch
+        i += 1
+    return None
+
+
+def parse_entries(text: str, entry_re: "re.Pattern[str]") -> List[Tuple[str, Optional[str]]]:
+    """[(SUFFIX, email)] in file order from the env file text; values are not looked at.
+
+    A suffix defined twice keeps its first position and the last line's email,
+    as the shell keeps the last value. `entry_re` picks the lines and captures
+    (suffix, the rest): one vendor's lines.
+    """
+    order: List[str] = []
+    emails: Dict[str, Optional[str]] = {}
+    for line in text.splitlines():
+        m = entry_re.match(line)
+        if not m:
+            continue
+        suffix = m.group(1)
+        email: Optional[str] = None
+        comment = comment_of(m.group(2))
+        if comment is not None:
+            found = EMAIL_RE.search(comment)
+            if found and len(found.group(0)) <= _MAX_EMAIL:
+                email = found.group(0)
+        if suffix not in emails:
+            order.append(suffix)
+        emails[suffix] = email
+    return [(s, emails[s]) for s in order]
+
+
+def usable(value: Optional[str]) -> bool:
+    """A token value that can be sent: not missing, blank or the placeholder."""
+    if value is None:
+        return False
+    value = value.strip()
+    return bool(value) and value != PLACEHOLDER
