@@ -300,7 +300,9 @@ def test_hostile_and_broken_replies_are_unavailable_never_a_traceback(tmp_path: 
         http_reply(200, _body(error={"kind": "transport"})),
         http_reply(200, {"available": False, "node": "n"}),
     ]
-    env = dict(monitor_env(tmp_path, "http://127.0.0.1:9"), SVC_GUARD_BUDGET_MS="400")
+    # A posture counts as fresh for 20 min here (twice a 600 s probe interval): the replies below
+    # are built once, and a loaded machine may take seconds to start each guard.
+    env = dict(monitor_env(tmp_path, "http://127.0.0.1:9"), SVC_GUARD_BUDGET_MS="400", SVC_PROBE_INTERVAL_S="600")
     for reply in replies:
         with RawServer({"/api/accounts": reply}) as server:
             code, body, err = decision(env, "--url", server.url)
