@@ -21,7 +21,7 @@ on Linux three mechanisms still find it:
 The subreaper is armed with the cgroup too: a descendant that moves itself out
 of the hook cgroup (a process may write any cgroup.procs its user can write,
 and the monitor's own cgroup is its user's) is orphaned when the cgroup is
-killed, and then adopted and killed. What still escapes is in docs/hooks.md.
+killed, and then adopted and killed. What still escapes is in docs/defences.md.
 Elsewhere only the process group is killed, and the start-up log says so.
 SVC_ALERT_HOOK_CGROUP=0 (Settings.alert_hook_cgroup, handed in as use_cgroup=False) skips the
 cgroup (the subreaper sweep is used).
