@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._dirs import unsafe_dir_reason
-from ._spawn import PACKAGE, child_env, kill_group, popen
+from ._spawn import PACKAGE, child_env, kill_group, module_command, popen
 from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
 from .paths import HomeError, Paths, home_of
@@ -100,14 +101,15 @@ def child_command(subcommand: str, env_fd: Optional[int] = None) -> List[str]:
     the labels from that descriptor too. `--child` and `--env-fd` are on the
     command line, where the sourced file cannot change them.
     """
-    module = PACKAGE + ".probe"
+    # Started as every child of the package is (module_command): nothing is imported from the
+    # working directory, which is / here besides.
+    argv = module_command("probe", subcommand, "--json", "--child")
     if env_fd is not None:
         # The shell's own stderr reaches the parent (shell_syntax_line reads a line
         # number from it); the Python child's never does.
-        script = ('set -a; . /dev/fd/%d; set +a; exec "$PYTHON" -m %s %s --json --child --env-fd %d 2>/dev/null'
-                  % (env_fd, module, subcommand, env_fd))
-        return ["/bin/sh", "-c", script]
-    return [sys.executable or "python3", "-m", module, subcommand, "--json", "--child"]
+        args = " ".join(shlex.quote(a) for a in argv[1:] + ["--env-fd", str(env_fd)])
+        return ["/bin/sh", "-c", 'set -a; . /dev/fd/%d; set +a; exec "$PYTHON" %s 2>/dev/null' % (env_fd, args)]
+    return argv
 
 
 # ---------------------------------------------------------------- one child
