@@ -2,7 +2,9 @@
 
 `~/svc/history/<UTC YYYY-MM-DD>.jsonl` holds one row per account and probe:
 `{"t": <probedAt ms>, "label", "fiveHour": {"pct", "resetsAt": <ms or null>} | null,
-"sevenDay": ... }`. All rows of one probe go in with one locked append, so a
+"sevenDay": ... }`, plus `"extra": [{"name", "seconds", "pct", "resetsAt"}]` for
+an account that has extra windows (a model's own limit, a credit plan's
+`credits`); rows without one are written as before. All rows of one probe go in with one locked append, so a
 reader sees a probe whole or not at all. Files are owner-only (0600 in a
 0700 directory) like everything under ~/svc.
 
@@ -33,8 +35,11 @@ DEFAULT_DAYS = 8
 DEFAULT_HOURS = 24
 MAX_HOURS = 192
 MAX_POINTS = 500
-# A row is about 150 bytes; anything much longer is damage, skipped unread.
-MAX_ROW_LINE = 4096
+# A row is about 150 bytes, 100 more per extra window; anything much longer is damage, skipped unread.
+MAX_ROW_LINE = 8192
+# Extra windows kept per row.
+MAX_ROW_EXTRAS = 16
+MAX_EXTRA_NAME = 64
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
 
@@ -90,9 +95,33 @@ def rows_from_summary(summary: Mapping[str, Any]) -> List[Dict[str, Any]]:
         if not isinstance(account, Mapping) or not isinstance(account.get("label"), str):
             continue
         windows = {field: _window_of_summary(account.get(field)) for field in WINDOW_FIELDS}
-        if any(windows.values()):
-            rows.append({"t": probed_at, "label": account["label"], **windows})
+        extra = _extras_of_summary(account.get("extraWindows"))
+        if any(windows.values()) or extra:
+            row = {"t": probed_at, "label": account["label"], **windows}
+            if extra:
+                row["extra"] = extra
+            rows.append(row)
     return rows
+
+
+def _extra_id(value: Mapping[str, Any]) -> Optional[Tuple[Optional[str], Optional[int]]]:
+    """(name, seconds) of an extra window when both are of the right kind (either may be null)."""
+    name, seconds = value.get("name"), value.get("seconds")
+    if name is not None and not (isinstance(name, str) and 0 < len(name) <= MAX_EXTRA_NAME and name.isprintable()):
+        return None
+    if seconds is not None and (not is_int(seconds) or not 0 < seconds <= 10 ** 9):
+        return None
+    return name, seconds
+
+
+def _extras_of_summary(value: Any) -> List[Dict[str, Any]]:
+    extras: List[Dict[str, Any]] = []
+    for item in (value if isinstance(value, list) else []):
+        window = _window_of_summary(item)
+        ident = _extra_id(item) if window is not None else None
+        if ident is not None and len(extras) < MAX_ROW_EXTRAS:
+            extras.append(dict(window, name=ident[0], seconds=ident[1]))
+    return extras
 
 
 def _window_of_row(value: Any) -> Tuple[bool, Optional[Dict[str, Any]]]:
@@ -125,7 +154,21 @@ def parse_row(raw: bytes) -> Optional[Dict[str, Any]]:
         if not valid:
             return None
         row[field] = window
+    extra = _extras_of_row(obj.get("extra"))
+    if extra:
+        row["extra"] = extra
     return row
+
+
+def _extras_of_row(value: Any) -> List[Dict[str, Any]]:
+    """The stored extra windows that are extra windows; anything else in the list is left out."""
+    extras: List[Dict[str, Any]] = []
+    for item in (value[:MAX_ROW_EXTRAS] if isinstance(value, list) else []):
+        valid, window = _window_of_row(item)
+        ident = _extra_id(item) if valid and window is not None else None
+        if ident is not None:
+            extras.append(dict(window, name=ident[0], seconds=ident[1]))
+    return extras
 
 
 # ---------------------------------------------------------------- files
@@ -147,8 +190,11 @@ def append_rows(paths: Paths, rows: Iterable[Mapping[str, Any]], *, fsync: bool 
     """
     by_day: Dict[str, List[str]] = {}
     for row in rows:
-        line = json.dumps({"t": row.get("t"), "label": row.get("label"), "fiveHour": row.get("fiveHour"),
-                           "sevenDay": row.get("sevenDay")}, separators=(",", ":"), allow_nan=False)
+        stored = {"t": row.get("t"), "label": row.get("label"), "fiveHour": row.get("fiveHour"),
+                  "sevenDay": row.get("sevenDay")}
+        if row.get("extra"):
+            stored["extra"] = row["extra"]
+        line = json.dumps(stored, separators=(",", ":"), allow_nan=False)
         if parse_row(line.encode("utf-8")) is None:
             raise ValueError("not a history row: %s" % line[:200])
         by_day.setdefault(day_key(row["t"]), []).append(line)
@@ -241,32 +287,49 @@ def bucket_max(points: Sequence[Tuple[int, float]], start_ms: int, end_ms: int,
     return [[t, pct] for _, (t, pct) in sorted(kept.items())]
 
 
+def _add_point(by_time: Dict[int, float], t: int, window: Any) -> None:
+    if isinstance(window, Mapping) and isinstance(window.get("pct"), (int, float)):
+        pct = float(window["pct"])
+        if by_time.get(t, -1.0) < pct:
+            by_time[t] = pct
+
+
+def _extra_sort_key(ident: Tuple[Optional[str], Optional[int]]) -> Tuple[str, int]:
+    return ident[0] or "", ident[1] or 0
+
+
 def history_body(rows: Iterable[Mapping[str, Any]], *, node: str, now_ms: int, hours: int) -> Dict[str, Any]:
     """The /api/history body from rows (pure): `{"node", "from", "to", "accounts"}`.
 
     `accounts` maps each label (sorted) to `{"provider", "fiveHour": [[t, pct], ...],
     "sevenDay": [...]}` (provider: `claude`, or `codex` for a `codex-*` label),
     oldest first, rows outside [now - hours, now] left out, at most MAX_POINTS points per series (see bucket_max). When
-    several rows share a time, the series keeps the highest pct.
+    several rows share a time, the series keeps the highest pct. An account with extra windows adds
+    `"extraWindows": [{"name", "seconds", "points": [[t, pct], ...]}]`, by name then length.
     """
     end = int(now_ms)
     start = end - check_hours(hours) * HOUR_MS
-    series: Dict[str, Dict[str, Dict[int, float]]] = {}
+    series: Dict[str, Dict[Any, Dict[int, float]]] = {}
     for row in rows:
         t = row.get("t")
         if not isinstance(t, int) or not start <= t <= end:
             continue
         account = series.setdefault(str(row.get("label")), {field: {} for field in WINDOW_FIELDS})
         for field in WINDOW_FIELDS:
-            window = row.get(field)
-            if isinstance(window, Mapping) and isinstance(window.get("pct"), (int, float)):
-                by_time = account[field]
-                pct = float(window["pct"])
-                if by_time.get(t, -1.0) < pct:
-                    by_time[t] = pct
-    accounts = {label: dict({"provider": provider_of_label(label)},
-                            **{field: bucket_max(sorted(account[field].items()), start, end) for field in WINDOW_FIELDS})
-                for label, account in sorted(series.items())}
+            _add_point(account[field], t, row.get(field))
+        for extra in row.get("extra") or ():
+            _add_point(account.setdefault((extra.get("name"), extra.get("seconds")), {}), t, extra)
+    accounts: Dict[str, Any] = {}
+    for label, account in sorted(series.items()):
+        body: Dict[str, Any] = dict({"provider": provider_of_label(label)},
+                                    **{field: bucket_max(sorted(account[field].items()), start, end)
+                                       for field in WINDOW_FIELDS})
+        extras = sorted((key for key in account if isinstance(key, tuple)), key=_extra_sort_key)
+        if extras:
+            body["extraWindows"] = [{"name": key[0], "seconds": key[1],
+                                     "points": bucket_max(sorted(account[key].items()), start, end)}
+                                    for key in extras]
+        accounts[label] = body
     return {"node": node, "from": start, "to": end, "accounts": accounts}
 
 

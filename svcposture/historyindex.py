@@ -37,15 +37,16 @@ class _DayFile:
         self.identity: Tuple[int, int] = (-1, -1)
         self.head = b""  # the first bytes read, to tell a rewritten file from a grown one
         self.offset = 0
-        self.series: Dict[Tuple[str, str], Series] = {}
+        self.series: Dict[Tuple[str, Any], Series] = {}
         self.sorted = True
         # Per series, the max of each BLOCK consecutive pcts (the last block may be partial).
-        self.blocks: Dict[Tuple[str, str], List[float]] = {}
+        self.blocks: Dict[Tuple[str, Any], List[float]] = {}
 
     def add(self, row: Dict[str, Any]) -> None:
         t = row["t"]
-        for field in WINDOW_FIELDS:
-            window = row.get(field)
+        keyed: List[Tuple[Any, Any]] = [(field, row.get(field)) for field in WINDOW_FIELDS]
+        keyed += [(("extra", e["name"], e["seconds"]), e) for e in row.get("extra") or ()]
+        for field, window in keyed:
             if window is None:
                 continue
             times, pcts = self.series.setdefault((row["label"], field), ([], []))
@@ -54,7 +55,7 @@ class _DayFile:
             times.append(t)
             pcts.append(window["pct"])
 
-    def sorted_series(self) -> Dict[Tuple[str, str], Series]:
+    def sorted_series(self) -> Dict[Tuple[str, Any], Series]:
         if not self.sorted:
             for key, (times, pcts) in list(self.series.items()):
                 pairs = sorted(zip(times, pcts))
@@ -63,7 +64,7 @@ class _DayFile:
             self.blocks.clear()
         return self.series
 
-    def block_maxima(self, key: Tuple[str, str]) -> List[float]:
+    def block_maxima(self, key: Tuple[str, Any]) -> List[float]:
         """The block maxima of one (sorted) series, brought up to date with its growth."""
         pcts = self.series[key][1]
         blocks = self.blocks.setdefault(key, [])
@@ -117,7 +118,7 @@ class HistoryIndex:
         end = _time.now_ms() if now_ms is None else int(now_ms)
         start = end - check_hours(hours) * HOUR_MS
         first, last = day_key(start), day_key(end)
-        parts: Dict[Tuple[str, str], List[Part]] = {}
+        parts: Dict[Tuple[str, Any], List[Part]] = {}
         with self._lock:
             wanted = sorted((d, p) for d, p in _day_files(self.paths) if first <= d <= last)
             for day in [d for d in self._days if not first <= d <= last]:
@@ -134,11 +135,23 @@ class HistoryIndex:
                         # Day files are disjoint in time and taken in order: no copy, no merge.
                         parts.setdefault(key, []).append((times, pcts, lo, hi, entry.block_maxima(key)))
         accounts: Dict[str, Dict[str, Any]] = {}
-        for (label, field), series in sorted(parts.items()):
+        for (label, field), series in sorted(parts.items(), key=_part_order):
             account = accounts.setdefault(label, dict({"provider": provider_of_label(label)},
                                                       **{f: [] for f in WINDOW_FIELDS}))
-            account[field] = thin_parts(series, start, end)
+            if isinstance(field, tuple):  # an extra window: ("extra", name, seconds)
+                account.setdefault("extraWindows", []).append(
+                    {"name": field[1], "seconds": field[2], "points": thin_parts(series, start, end)})
+            else:
+                account[field] = thin_parts(series, start, end)
         return {"node": node, "from": start, "to": end, "accounts": accounts}
+
+
+def _part_order(item: Tuple[Tuple[str, Any], Any]) -> Tuple[str, int, str, int]:
+    """Accounts by label; their 5h and 7d first, then the extra windows by name and length."""
+    label, field = item[0]
+    if isinstance(field, tuple):
+        return label, 1, field[1] or "", field[2] or 0
+    return label, 0, field, 0
 
 
 def _peak(pcts: List[float], blocks: Optional[List[float]], lo: int, hi: int) -> Tuple[float, int]:

@@ -24,7 +24,7 @@ from ._text import finite_number, printable
 from .errors import clean_error
 from .backoff import backoff_delay
 from .claude.loginview import LoginSample, login_body
-from .claude.usage import has_window
+from .claude.usage import clean_usage_extras, has_window
 from ._time import now_ms
 from .settings import Settings
 
@@ -157,7 +157,7 @@ class QuotaSampler:
             self._note("parse", "quota sample had values outside the contract")
             return self.interval_s
         self.samples += 1
-        self.latest = LoginSample(event["attributes"], now_ms())
+        self.latest = LoginSample(event["attributes"], now_ms(), clean_usage_extras(result))
         self._note(None, "quota sampler recovered")
         return self.interval_s
 

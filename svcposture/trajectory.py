@@ -33,6 +33,7 @@ from .history import (HistoryError, append_rows, day_key, prune, read_rows, rows
 from .paths import Paths
 from .settings import Settings
 from .vendors import CLAUDE, PROVIDERS, provider_of_label
+from .windows import SEVEN_DAY_FIELD, field_of_length
 
 log = logging.getLogger("svcposture.trajectory")
 
@@ -41,6 +42,12 @@ RECENT_ALERTS = 20
 KEEP_MS = max(LOOKBACK_MS.values())
 
 Point = Tuple[int, float, Optional[int]]  # (t ms, pct, resetsAt ms or None)
+
+
+def extra_key(window: Mapping[str, Any]) -> Tuple[str, Optional[str], Optional[int]]:
+    """The series key of an extra window: its name and its length (a model has a 5 h and a 7 d one)."""
+    name, seconds = window.get("name"), window.get("seconds")
+    return ("extra", name if isinstance(name, str) else None, seconds if is_int(seconds) else None)
 
 
 def _resets_ms(window: Mapping[str, Any]) -> Optional[int]:
@@ -89,7 +96,7 @@ class TrajectoryService:
         self.notifier = notifier
         self.broadcast = Broadcast()
         self._lock = threading.Lock()
-        self._series: Dict[Tuple[str, str], Deque[Point]] = {}
+        self._series: Dict[Tuple[str, Any], Deque[Point]] = {}
         self._recent: Deque[Dict[str, Any]] = collections.deque(maxlen=RECENT_ALERTS)
         self._pruned_day = ""
         self._body: Dict[str, Any] = {}
@@ -204,11 +211,12 @@ class TrajectoryService:
 
     def _remember(self, row: Mapping[str, Any]) -> None:
         t = row["t"]
-        for field in WINDOW_FIELDS:
-            window = row.get(field)
+        keyed = [(field, row.get(field)) for field in WINDOW_FIELDS]
+        keyed += [(extra_key(extra), extra) for extra in row.get("extra") or ()]
+        for key, window in keyed:
             if not isinstance(window, Mapping):
                 continue
-            series = self._series.setdefault((row["label"], field), collections.deque())
+            series = self._series.setdefault((row["label"], key), collections.deque())
             series.append((t, float(window["pct"]), _resets_ms(window)))
             newest = max(series[-1][0], series[0][0])
             while series and series[0][0] < newest - KEEP_MS:
@@ -223,8 +231,21 @@ class TrajectoryService:
             for field in WINDOW_FIELDS:
                 points = self._series.get((label, field), ())
                 view[field] = window_view(account.get(field), points, now, field)
+            extras = [self._extra_view(label, w, now) for w in account.get("extraWindows") or ()
+                      if isinstance(w, Mapping)]
+            if extras:
+                view["extraWindows"] = extras
             out.append(view)
         return out
+
+    def _extra_view(self, label: str, window: Mapping[str, Any], now: int) -> Dict[str, Any]:
+        """An extra window's view: its name and length, and its forecast over its own series (the
+        5-hour lookback for a window of about 5 hours, the weekly one for any other)."""
+        key = extra_key(window)
+        seconds = window.get("seconds")
+        field = field_of_length(seconds) if is_int(seconds) else None
+        view = window_view(window, self._series.get((label, key), ()), now, field or SEVEN_DAY_FIELD) or {}
+        return dict({"name": key[1], "seconds": key[2]}, **view)
 
     def _build(self) -> Dict[str, Any]:
         """The body from every vendor's newest rows: Claude's first, then Codex's.

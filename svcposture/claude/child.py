@@ -65,7 +65,8 @@ def _login_email(paths: Paths) -> Optional[str]:
 
 
 def usage(environ: Mapping[str, str]) -> Dict[str, Any]:
-    """The interactive login's usage: `{"ok": True, "email", "values"}` or `{"ok": False, "error", ...}`."""
+    """The interactive login's usage: `{"ok": True, "email", "values", "extraWindows", "extraUsage"}` or
+    `{"ok": False, "error", ...}`."""
     paths = Paths(environ=environ)
     creds_path = paths.login_credentials
     if not creds_path.exists():
@@ -88,7 +89,8 @@ def usage(environ: Mapping[str, str]) -> Dict[str, Any]:
     result = fetch_usage(token.strip(), environ, request_timeout_s(environ), subscription, tier)
     if result.get("ok") is not True:
         return result
-    return {"ok": True, "email": email, "values": result["values"]}
+    return {"ok": True, "email": email, "values": result["values"], "extraWindows": result.get("extraWindows"),
+            "extraUsage": result.get("extraUsage")}
 
 
 def login(environ: Mapping[str, str]) -> Dict[str, Any]:

@@ -5,11 +5,14 @@ token-scoped child (docs/posture.md); this module turns its newest sample into
 the body of `GET /api/login` (docs/first-look.md):
 
     {"available": true, "node", "plan", "fiveHour": {"pct", "resetsAt"},
-     "sevenDay": {...}, "sampledAt", "source": "login"}
+     "sevenDay": {...}, "extraWindows": [...], "extraUsage": {...} | null,
+     "sampledAt", "source": "login"}
 
 or, when there is nothing to show, `{"available": false, "node", "reason"}`
 whose reason names the file the sampler looked for. Only the sampled numbers
-and the plan name get here: the token never leaves the child.
+and the plan name get here: the token never leaves the child. `extraWindows`
+are the reply's other weekly buckets and model-scoped limits, `extraUsage` its
+overage credits (usage.usage_extras); neither is in the contract's event.
 """
 from __future__ import annotations
 
@@ -27,11 +30,13 @@ _WINDOWS = (
 class LoginSample:
     """The newest usage sample of the login: its contract values and when it was taken."""
 
-    __slots__ = ("values", "sampled_ms")
+    __slots__ = ("values", "sampled_ms", "extras")
 
-    def __init__(self, values: Mapping[str, Any], sampled_ms: int) -> None:
+    def __init__(self, values: Mapping[str, Any], sampled_ms: int,
+                 extras: Optional[Mapping[str, Any]] = None) -> None:
         self.values = dict(values)
         self.sampled_ms = sampled_ms
+        self.extras = dict(extras or {})
 
 
 def login_body(node: str, sample: Optional[LoginSample], reason: str) -> Dict[str, Any]:
@@ -48,6 +53,8 @@ def login_body(node: str, sample: Optional[LoginSample], reason: str) -> Dict[st
             body[field] = {"pct": pct, "resetsAt": reset if isinstance(reset, str) else None}
         else:
             body[field] = None
+    body["extraWindows"] = list(sample.extras.get("extraWindows") or [])
+    body["extraUsage"] = sample.extras.get("extraUsage")
     body["sampledAt"] = iso_from_ms(sample.sampled_ms)
     body["source"] = "login"
     return body

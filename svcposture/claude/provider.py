@@ -20,7 +20,7 @@ from .._text import loads_bounded, word
 from .._version import __version__
 from ..errors import MESSAGES, error
 from ..providerhttp import classify_transport, open_any_status, retry_after_s
-from .usage import usage_values
+from .usage import usage_extras, usage_values
 
 DEFAULT_PROVIDER_URL = "https://api.anthropic.com"
 DEFAULT_PROBE_MODEL = "claude-haiku-4-5-20251001"
@@ -180,7 +180,8 @@ def unanswered(err: Dict[str, Any]) -> Dict[str, Any]:
 
 def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscription: Optional[str],
                 tier: Optional[str]) -> Dict[str, Any]:
-    """One usage probe: `{"ok": True, "values": {...}}` or `{"ok": False, "error", ["retryAfterS"]}`."""
+    """One usage probe: `{"ok": True, "values": {...}, "extraWindows", "extraUsage"}` or
+    `{"ok": False, "error", ["retryAfterS"]}`."""
     import urllib.request
 
     request = urllib.request.Request(provider_url(environ) + "/api/oauth/usage", method="GET", headers={
@@ -203,9 +204,10 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
     if not 200 <= status < 300:
         return {"ok": False, "error": error("http", http_status=status)}
     try:
-        values = usage_values(loads_bounded(raw, MAX_USAGE_BODY), subscription, tier)
+        body = loads_bounded(raw, MAX_USAGE_BODY)
+        values = usage_values(body, subscription, tier)
     except ValueError:
         # Not a JSON object: bad UTF-8, too large or nested too deeply alike. A
         # window that cannot be read is left out by usage_values on its own.
         return {"ok": False, "error": error("parse", MESSAGES["parse"].usage_reply, http_status=status)}
-    return {"ok": True, "values": values}
+    return dict(usage_extras(body), ok=True, values=values)

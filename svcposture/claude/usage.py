@@ -11,14 +11,23 @@ never spoils the others. A window is read when its percent is a finite number
 from 0 up to MAX_PCT; its reset is kept when it is an ISO-8601 instant or epoch
 seconds, and left out (unknown) otherwise. Where a named bucket and a `limits[]`
 entry both give a window, the named bucket wins, whole.
+
+Beyond the contract's windows (usage_extras): every other `seven_day_*`
+bucket (`seven_day_cowork`, `seven_day_omelette`, ...) and every `limits[]`
+entry scoped to a model (`scope.model.display_name`: "Fable", "Opus") is an
+extra window named by its bucket or its model, in the shape of Codex's extra
+windows; `extra_usage` (the plan's overage credits) is kept as it is sent. They
+never reach the contract's keys or events.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Mapping, Optional, Tuple
+import re
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import _time
 from .._text import is_number
+from ..windows import FIVE_HOUR_S, SEVEN_DAY_S, derived_status
 
 # A percent beyond this is not a utilization (the header probe draws the same line).
 MAX_PCT = 1e8
@@ -43,6 +52,16 @@ _KIND_WINDOW = {"session": "five_hour", "weekly_all": "seven_day"}
 _SCOPED_MODELS = (("opus", "seven_day_large"), ("sonnet", "seven_day_medium"))
 
 Window = Tuple[float, Optional[str]]
+
+# Extra windows kept at most (real replies carry a handful), and what a name of one may be.
+MAX_EXTRAS = 32
+MAX_NAME = 64
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
+_CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
+_ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+_EXTRA_BUCKET_PREFIX = "seven_day_"
+# Credits beyond this are not money.
+MAX_AMOUNT = 1e15
 
 
 def read_pct(value: Any) -> Optional[float]:
@@ -160,3 +179,117 @@ def usage_values(body: Any, subscription: Optional[str], tier: Optional[str]) ->
 def has_window(values: Mapping[str, Any]) -> bool:
     """Whether a sample read at least one window (an empty one is not appended)."""
     return any(key in values for key in WINDOW_PCT_KEYS)
+
+
+# ---------------------------------------------------------------- beyond the contract
+
+def _name(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and len(value) <= MAX_NAME and _NAME_RE.match(value) else None
+
+
+def _extra(pct: Any, resets_at: Optional[str], seconds: Optional[int], name: str) -> Dict[str, Any]:
+    shown = round(float(pct), 1)
+    return {"pct": shown, "resetsAt": resets_at, "status": derived_status(shown), "derived": True,
+            "seconds": seconds, "name": name}
+
+
+def _scoped_model(entry: Mapping[str, Any]) -> Optional[str]:
+    scope = entry.get("scope")
+    model = scope.get("model") if isinstance(scope, Mapping) else None
+    return _name(model.get("display_name")) if isinstance(model, Mapping) else None
+
+
+def _entry_seconds(entry: Mapping[str, Any]) -> Optional[int]:
+    kind, group = entry.get("kind"), entry.get("group")
+    if kind == "session" or group == "session":
+        return FIVE_HOUR_S
+    if (isinstance(kind, str) and kind.startswith("weekly")) or group == "weekly":
+        return SEVEN_DAY_S
+    return None
+
+
+def _scoped_extras(value: Any) -> List[Dict[str, Any]]:
+    extras: List[Dict[str, Any]] = []
+    for entry in (value[:MAX_LIMITS] if isinstance(value, list) else []):
+        name = _scoped_model(entry) if isinstance(entry, Mapping) else None
+        pct = read_pct(entry.get("percent")) if name is not None else None
+        if pct is not None:
+            extras.append(_extra(pct, read_reset(entry.get("resets_at")), _entry_seconds(entry), name))
+    return extras
+
+
+def _bucket_extras(body: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    named = set(_NAMED.values())
+    extras: List[Dict[str, Any]] = []
+    for key, value in body.items():
+        if not isinstance(key, str) or not key.startswith(_EXTRA_BUCKET_PREFIX) or key in named \
+                or _name(key) is None:
+            continue
+        bucket = _bucket(value)
+        if bucket is not None:
+            extras.append(_extra(bucket[0], bucket[1], SEVEN_DAY_S, key))
+    return extras
+
+
+def _amount(value: Any) -> Optional[Any]:
+    if not is_number(value):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(number) and 0 <= number <= MAX_AMOUNT else None
+
+
+def extra_usage(value: Any) -> Optional[Dict[str, Any]]:
+    """`extra_usage` (overage credits) as {enabled, monthlyLimit, usedCredits, utilization, currency}."""
+    if not isinstance(value, Mapping):
+        return None
+    enabled = value.get("is_enabled")
+    currency = value.get("currency")
+    return {"enabled": enabled if isinstance(enabled, bool) else None,
+            "monthlyLimit": _amount(value.get("monthly_limit")), "usedCredits": _amount(value.get("used_credits")),
+            "utilization": read_pct(value.get("utilization")),
+            "currency": currency if isinstance(currency, str) and _CURRENCY_RE.match(currency) else None}
+
+
+def usage_extras(body: Any) -> Dict[str, Any]:
+    """What the reply says beyond the contract: {"extraWindows": [...], "extraUsage": {...} | None}.
+
+    Scoped `limits[]` entries first, in the reply's order, then the other
+    `seven_day_*` buckets; the first window of a name wins.
+    """
+    if not isinstance(body, Mapping):
+        return {"extraWindows": [], "extraUsage": None}
+    extras: List[Dict[str, Any]] = []
+    seen = set()
+    for window in _scoped_extras(body.get("limits")) + _bucket_extras(body):
+        if window["name"] not in seen and len(extras) < MAX_EXTRAS:
+            seen.add(window["name"])
+            extras.append(window)
+    return {"extraWindows": extras, "extraUsage": extra_usage(body.get("extra_usage"))}
+
+
+def _clean_extra(value: Any) -> Optional[Dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        return None
+    pct, name, seconds, resets = (value.get("pct"), _name(value.get("name")), value.get("seconds"),
+                                  value.get("resetsAt"))
+    if read_pct(pct) is None or name is None or seconds not in (FIVE_HOUR_S, SEVEN_DAY_S, None):
+        return None
+    return _extra(pct, resets if isinstance(resets, str) and _ISO_RE.match(resets) else None, seconds, name)
+
+
+def clean_usage_extras(value: Any) -> Dict[str, Any]:
+    """usage_extras' output as read back from the child: whitelisted again, field by field."""
+    value = value if isinstance(value, Mapping) else {}
+    windows = value.get("extraWindows")
+    extras = [w for w in (_clean_extra(v) for v in (windows[:MAX_EXTRAS] if isinstance(windows, list) else []))
+              if w is not None]
+    usage = value.get("extraUsage")
+    cleaned = None
+    if isinstance(usage, Mapping):
+        cleaned = extra_usage({"is_enabled": usage.get("enabled"), "monthly_limit": usage.get("monthlyLimit"),
+                               "used_credits": usage.get("usedCredits"), "utilization": usage.get("utilization"),
+                               "currency": usage.get("currency")})
+    return {"extraWindows": extras, "extraUsage": cleaned}

@@ -51,8 +51,9 @@ def clean_window(value: Any) -> Optional[Dict[str, Any]]:
 def _clean_extra(value: Any) -> Optional[Dict[str, Any]]:
     window = clean_window(value)
     seconds = value.get("seconds") if window is not None else None
-    if window is None or isinstance(seconds, bool) or not isinstance(seconds, int) \
-            or not 0 < seconds <= MAX_WINDOW_S:
+    # No length: a credit plan's limit (named `credits`).
+    if window is None or (seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
+                                                   or not 0 < seconds <= MAX_WINDOW_S)):
         return None
     name = value.get("name")
     window["seconds"] = seconds

@@ -7,6 +7,14 @@ The `codex` CLI logs every reply's limits in
 that is newer than the monitor's last sample is as good as a request, and costs
 the vendor nothing.
 
+The log interleaves the account's own limits (`limit_id` absent or "codex")
+with one model's own limits (`limit_id: "codex_bengalfox"`, `limit_name:
+"GPT-5.3-Codex-Spark"`). The account's newest line and each model's newest
+line are found apart: the sample is the account's line, with the models'
+windows as named extra windows, so a newer model line never hides an older
+account line within the read tail. With no account line in the tail there is
+no sample (the endpoint is asked, and its reply carries the models' limits too).
+
 Bounded whatever is on disk: only the newest day directories are listed, a
 file not modified since the last sample is never opened, only the newest few
 files are read, and of each only its last 1 MB. No symlink is followed (not
@@ -23,7 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .. import _time
 from .._text import loads_bounded
-from .usage import parse_session_limits
+from .usage import limit_owner, parse_model_limits, parse_session_limits
 
 TAIL_BYTES = 1024 * 1024
 # Day directories listed, newest first; a session that started before them is not looked for.
@@ -34,6 +42,8 @@ MAX_FILES = 4
 MAX_DIR_ENTRIES = 10000
 # A line stamped further ahead than this is not believed: it would shadow every real sample.
 MAX_FUTURE_MS = 5 * 60 * 1000
+# Lines with limits read past the account's newest line, for the models' own lines logged before it.
+MODEL_LOOKBACK = 64
 
 _YEAR_RE = re.compile(r"^\d{4}$")
 _TWO_RE = re.compile(r"^\d{2}$")
@@ -69,6 +79,11 @@ def day_dirs(sessions: str) -> List[str]:
 
 def recent_logs(sessions: str, newer_than_ms: Optional[int]) -> List[str]:
     """Log files modified after `newer_than_ms`, newest modification first, at most MAX_FILES."""
+    return [path for _, path in _logs(sessions, newer_than_ms)]
+
+
+def _logs(sessions: str, newer_than_ms: Optional[int]) -> List[Tuple[int, str]]:
+    """(modified ms, path) of the logs modified after `newer_than_ms`, newest first, at most MAX_FILES."""
     logs: List[Tuple[int, str]] = []
     for day in day_dirs(sessions):
         try:
@@ -84,7 +99,7 @@ def recent_logs(sessions: str, newer_than_ms: Optional[int]) -> List[str]:
         except OSError:
             continue
     logs.sort(reverse=True)
-    return [path for _, path in logs[:MAX_FILES]]
+    return [(mtime_ns // 1000000, path) for mtime_ns, path in logs[:MAX_FILES]]
 
 
 def read_tail(path: str, limit: int = TAIL_BYTES) -> bytes:
@@ -110,8 +125,12 @@ def read_tail(path: str, limit: int = TAIL_BYTES) -> bytes:
     return data
 
 
-def sample_of_line(line: bytes, now_ms: int) -> Optional[Dict[str, Any]]:
-    """The sample a log line holds: {"sampledAt": epoch ms, fiveHour, ...}, or None."""
+Reading = Tuple[int, Optional[str], Any]  # (line ms, model limit_id or None for the account, what it says)
+
+
+def reading_of_line(line: bytes, now_ms: int) -> Optional[Reading]:
+    """What a log line says: (its time, None, the account's sample) or (its time, limit_id, that model's
+    extra windows); None when it says nothing readable."""
     if b"token_count" not in line or b"rate_limits" not in line:
         return None
     try:
@@ -130,11 +149,34 @@ def sample_of_line(line: bytes, now_ms: int) -> Optional[Dict[str, Any]]:
         return None
     if at_ms <= 0 or at_ms > now_ms + MAX_FUTURE_MS:
         return None
-    sample = parse_session_limits(payload.get("rate_limits"), at_ms / 1000.0)
-    if sample is None or not _drop_reset_windows(sample, now_ms):
+    rate_limits = payload.get("rate_limits")
+    owner = limit_owner(rate_limits)
+    if owner is None:
+        return None
+    limit_id, name = owner
+    if limit_id is None:
+        sample = parse_session_limits(rate_limits, at_ms / 1000.0)
+        return (at_ms, None, sample) if sample is not None else None
+    windows = parse_model_limits(rate_limits, at_ms / 1000.0, name)
+    return (at_ms, limit_id, windows) if windows else None
+
+
+def sample_of_line(line: bytes, now_ms: int) -> Optional[Dict[str, Any]]:
+    """The account's sample a log line holds: {"sampledAt": epoch ms, fiveHour, ...}, or None
+    (a model's own line included)."""
+    reading = reading_of_line(line, now_ms)
+    if reading is None or reading[1] is not None:
+        return None
+    at_ms, _, sample = reading
+    if not _drop_reset_windows(sample, now_ms):
         return None
     sample["sampledAt"] = at_ms
     return sample
+
+
+def _current(window: Optional[Dict[str, Any]], now_ms: int) -> bool:
+    resets = window.get("resetsAt") if window else None
+    return window is not None and (resets is None or _time.parse_iso_ms(resets) > now_ms)
 
 
 def _drop_reset_windows(sample: Dict[str, Any], now_ms: int) -> bool:
@@ -143,33 +185,67 @@ def _drop_reset_windows(sample: Dict[str, Any], now_ms: int) -> bool:
     An old log line would otherwise show a window as full long after it
     emptied (a host that does not poll the login has nothing newer).
     """
-    def current(window: Optional[Dict[str, Any]]) -> bool:
-        resets = window.get("resetsAt") if window else None
-        return window is not None and (resets is None or _time.parse_iso_ms(resets) > now_ms)
-
     for field in ("fiveHour", "sevenDay"):
-        if not current(sample[field]):
+        if not _current(sample[field], now_ms):
             sample[field] = None
-    sample["extraWindows"] = [w for w in sample["extraWindows"] if current(w)]
+    sample["extraWindows"] = [w for w in sample["extraWindows"] if _current(w, now_ms)]
     return bool(sample["fiveHour"] or sample["sevenDay"] or sample["extraWindows"])
 
 
-def newest_in_log(data: bytes, newer_than_ms: Optional[int], now_ms: int) -> Optional[Dict[str, Any]]:
-    """The last sample in a log's tail that is newer than `newer_than_ms`.
+class _Found:
+    """The newest account reading and the newest reading of each model, over one or more log tails."""
 
-    Lines are appended in time order, so the search stops at the first sample
-    that is not newer.
-    """
-    end = len(data)
-    while end > 0:
-        start = data.rfind(b"\n", 0, end - 1) + 1 if end > 1 else 0
-        sample = sample_of_line(data[start:end], now_ms)
-        if sample is not None:
-            if newer_than_ms is not None and sample["sampledAt"] <= newer_than_ms:
-                return None
-            return sample
-        end = start - 1 if start > 0 else 0
-    return None
+    def __init__(self) -> None:
+        self.account: Optional[Tuple[int, Dict[str, Any]]] = None
+        self.models: Dict[str, Tuple[int, List[Dict[str, Any]]]] = {}
+
+    def scan(self, data: bytes, now_ms: int) -> None:
+        """Newest line first, up to MODEL_LOOKBACK lines with limits past the account's line."""
+        past: Optional[int] = None
+        end = len(data)
+        while end > 0:
+            start = data.rfind(b"\n", 0, end - 1) + 1 if end > 1 else 0
+            reading = reading_of_line(data[start:end], now_ms)
+            if reading is not None:
+                at_ms, limit_id, said = reading
+                if limit_id is None:
+                    if self.account is None or at_ms > self.account[0]:
+                        self.account = (at_ms, said)
+                    past = 0 if past is None else past
+                elif limit_id not in self.models or at_ms > self.models[limit_id][0]:
+                    self.models[limit_id] = (at_ms, said)
+                if past is not None:
+                    past += 1
+                    if past > MODEL_LOOKBACK:
+                        return
+            end = start - 1 if start > 0 else 0
+
+    def sample(self, newer_than_ms: Optional[int], now_ms: int) -> Optional[Dict[str, Any]]:
+        """The account's newest sample with the models' current windows; None when there is no
+        account line with a current window, or nothing newer than `newer_than_ms`."""
+        if self.account is None:
+            return None
+        at_ms, sample = self.account[0], dict(self.account[1])
+        sample["extraWindows"] = list(sample["extraWindows"])
+        if not _drop_reset_windows(sample, now_ms):
+            return None
+        newest = at_ms
+        for limit_id in sorted(self.models):
+            model_ms, windows = self.models[limit_id]
+            newest = max(newest, model_ms)
+            sample["extraWindows"].extend(w for w in windows if _current(w, now_ms))
+        if newer_than_ms is not None and newest <= newer_than_ms:
+            return None
+        sample["sampledAt"] = newest
+        return sample
+
+
+def newest_in_log(data: bytes, newer_than_ms: Optional[int], now_ms: int) -> Optional[Dict[str, Any]]:
+    """The sample a log's tail holds (the account's newest line and the models' newest lines), when
+    one of those lines is newer than `newer_than_ms`."""
+    found = _Found()
+    found.scan(data, now_ms)
+    return found.sample(newer_than_ms, now_ms)
 
 
 def newest_session_sample(codex_home: str, newer_than_ms: Optional[int], now_ms: int) -> Optional[Dict[str, Any]]:
@@ -180,8 +256,12 @@ def newest_session_sample(codex_home: str, newer_than_ms: Optional[int], now_ms:
             return None
     except OSError:
         return None
-    for path in recent_logs(sessions, newer_than_ms):
-        sample = newest_in_log(read_tail(path), newer_than_ms, now_ms)
-        if sample is not None:
-            return sample
-    return None
+    logs = _logs(sessions, None)
+    if not logs or (newer_than_ms is not None and logs[0][0] <= newer_than_ms):
+        return None  # no log written since the last sample: nothing is opened
+    found = _Found()
+    for _, path in logs:
+        found.scan(read_tail(path), now_ms)
+        if found.account is not None:
+            break  # an older log holds no newer account line
+    return found.sample(newer_than_ms, now_ms)

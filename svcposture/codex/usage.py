@@ -1,12 +1,22 @@
 """Codex's limits as windows, from the usage reply and from the session log (pure, no I/O).
 
 Both sources carry a list of windows, each with a used percent, its length and
-its reset. A window is placed by its length, never by its position: 18,000 s
-is `fiveHour`, 604,800 s is `sevenDay`, any other length is kept as an extra
-window with its seconds. Every field may be missing, null, a string number or
-out of range; a window without a readable percent or length is left out on its
-own, and a reset that cannot be read is null. The vendor sends no status
-word, so the status is derived from the percent and says so (`derived: true`).
+its reset. A window is placed by its length, never by its position, with the
+tolerance of svcposture.windows (`window_minutes: 299` is the 5-hour window,
+`10079` the weekly one); any other length is kept as an extra window with its
+seconds. Three more kinds of limit are extra windows, named:
+
+- one model's own limit (an `additional_rate_limits[]` entry, or a session
+  `rate_limits` object whose `limit_id` is not `"codex"`), named by its
+  `limit_name`, else its `limit_id`: never the account's 5h/7d;
+- a credit plan's `individual_limit {limit, used, remaining_percent,
+  resets_at}` (enterprise accounts, both windows null), named `credits`, with
+  no length: pct = 100 - remaining_percent, else used / limit.
+
+Every field may be missing, null, a string number or out of range; a window
+without a readable percent or length is left out on its own, and a reset that
+cannot be read is null. The vendor sends no status word, so the status is
+derived from the percent and says so (`derived: true`).
 """
 from __future__ import annotations
 
@@ -15,11 +25,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import _time
-
-FIVE_HOUR_S = 18000
-SEVEN_DAY_S = 604800
-WARNING_PCT = 90.0
-REJECTED_PCT = 100.0
+from ..windows import derived_status, field_of_length
 # Beyond these a figure is not a percent, a window length, an epoch or a delay.
 MAX_PCT = 1e8
 MAX_WINDOW_S = 10 * 366 * 86400
@@ -28,6 +34,11 @@ MAX_DELAY_S = 10 * 366 * 86400
 # Real replies carry a handful of additional limits.
 MAX_ADDITIONAL = 32
 MAX_NAME = 64
+# Amounts of a credit limit beyond this are not money.
+MAX_AMOUNT = 1e15
+CREDITS_NAME = "credits"
+# The limit_id of the account's own limits; any other is one model's.
+ACCOUNT_LIMIT_ID = "codex"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
 _PLAN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 _NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -53,15 +64,6 @@ def read_number(value: Any) -> Optional[float]:
     except (OverflowError, ValueError):
         return None
     return number if math.isfinite(number) else None
-
-
-def derived_status(pct: float) -> str:
-    """The status word the vendor does not send: rejected from 100 %, allowed_warning from 90 %."""
-    if pct >= REJECTED_PCT:
-        return "rejected"
-    if pct >= WARNING_PCT:
-        return "allowed_warning"
-    return "allowed"
 
 
 def _pct(value: Any) -> Optional[float]:
@@ -122,7 +124,7 @@ def read_window(raw: Any, keys: Tuple[Any, ...], base_s: float) -> Optional[Tupl
     return seconds, {"pct": pct, "resetsAt": resets_at, "status": derived_status(pct), "derived": True}
 
 
-def _extra(seconds: int, window: Dict[str, Any], name: Optional[str]) -> Dict[str, Any]:
+def _extra(seconds: Optional[int], window: Dict[str, Any], name: Optional[str]) -> Dict[str, Any]:
     return dict(window, seconds=seconds, name=name)
 
 
@@ -130,7 +132,7 @@ def place_windows(found: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, Any]:
     """fiveHour, sevenDay and extraWindows from windows in any order; the first of a length wins its slot."""
     placed: Dict[str, Any] = {"fiveHour": None, "sevenDay": None, "extraWindows": []}
     for seconds, window in found:
-        slot = "fiveHour" if seconds == FIVE_HOUR_S else "sevenDay" if seconds == SEVEN_DAY_S else None
+        slot = field_of_length(seconds)
         if slot is not None and placed[slot] is None:
             placed[slot] = window
         else:
@@ -170,6 +172,46 @@ def credits_of(value: Any) -> Optional[Dict[str, Any]]:
             "balance": balance}
 
 
+def _amount(value: Any) -> Optional[float]:
+    number = read_number(value)
+    return number if number is not None and 0 <= number <= MAX_AMOUNT else None
+
+
+def credit_window(value: Any, now_s: float) -> Optional[Dict[str, Any]]:
+    """A credit plan's `individual_limit` as the extra window named `credits` (no length), or None.
+
+    pct = 100 - remaining_percent when that is a percent, else used / limit.
+    The reset is `resets_at` or `reset_at` (epoch s), else `reset_after_seconds`.
+    """
+    if not isinstance(value, Mapping):
+        return None
+    remaining = read_number(value.get("remaining_percent"))
+    pct: Optional[float] = None
+    if remaining is not None and 0 <= remaining <= 100:
+        pct = 100.0 - remaining
+    else:
+        limit, used = _amount(value.get("limit")), _amount(value.get("used"))
+        if limit and used is not None:
+            pct = used / limit * 100.0
+    pct = _pct(pct)
+    if pct is None:
+        return None
+    resets_at = _absolute_reset(value.get("resets_at")) or _absolute_reset(value.get("reset_at")) \
+        or _relative_reset(value.get("reset_after_seconds"), now_s)
+    return {"pct": pct, "resetsAt": resets_at, "status": derived_status(pct), "derived": True, "seconds": None,
+            "name": CREDITS_NAME}
+
+
+def _credits_of_reply(body: Mapping[str, Any], now_s: float) -> Optional[Dict[str, Any]]:
+    """The credit limit of a reply: under `rate_limit`, else under `spend_control` (team plans)."""
+    for holder in ("rate_limit", "spend_control"):
+        part = body.get(holder)
+        window = credit_window(part.get("individual_limit"), now_s) if isinstance(part, Mapping) else None
+        if window is not None:
+            return window
+    return None
+
+
 def _additional(value: Any, now_s: float) -> List[Dict[str, Any]]:
     extras: List[Dict[str, Any]] = []
     if not isinstance(value, list):
@@ -177,7 +219,7 @@ def _additional(value: Any, now_s: float) -> List[Dict[str, Any]]:
     for item in value[:MAX_ADDITIONAL]:
         if not isinstance(item, Mapping):
             continue
-        name = _name(item.get("limit_name")) or _name(item.get("metered_feature"))
+        name = _name(item.get("limit_name")) or _name(item.get("limit_id")) or _name(item.get("metered_feature"))
         for seconds, window in _pair(item.get("rate_limit"), ("primary_window", "secondary_window"),
                                      API_KEYS, now_s):
             extras.append(_extra(seconds, window, name))
@@ -194,6 +236,9 @@ def parse_usage_reply(body: Any, now_s: float) -> Dict[str, Any]:
     names = ("primary_window", "secondary_window")
     placed = place_windows(_pair(body.get("rate_limit"), names, API_KEYS, now_s))
     placed["extraWindows"].extend(_additional(body.get("additional_rate_limits"), now_s))
+    credit = _credits_of_reply(body, now_s)
+    if credit is not None:
+        placed["extraWindows"].append(credit)
     review = [_extra(s, w, None) for s, w in _pair(body.get("code_review_rate_limit"), names, API_KEYS, now_s)]
     placed["codeReview"] = review or None
     placed["planType"] = plan_type(body.get("plan_type"))
@@ -201,14 +246,38 @@ def parse_usage_reply(body: Any, now_s: float) -> Dict[str, Any]:
     return placed
 
 
+def limit_owner(rate_limits: Any) -> Optional[Tuple[Optional[str], Optional[str]]]:
+    """Whose limits a session `rate_limits` object holds: (None, None) for the account's own
+    (`limit_id` absent, null or "codex"), (limit_id, name) for one model's (name: its
+    `limit_name`, else its `limit_id`, None when neither is a name), None when it cannot be told."""
+    if not isinstance(rate_limits, Mapping):
+        return None
+    limit_id = rate_limits.get("limit_id")
+    if limit_id is None or limit_id == ACCOUNT_LIMIT_ID:
+        return None, None
+    if not isinstance(limit_id, str) or not limit_id:
+        return None
+    return limit_id[:MAX_NAME], _name(rate_limits.get("limit_name")) or _name(limit_id)
+
+
+def parse_model_limits(rate_limits: Any, line_s: float, name: Optional[str]) -> List[Dict[str, Any]]:
+    """One model's own windows from a session `rate_limits` object, as extra windows named `name`."""
+    return [_extra(seconds, window, name)
+            for seconds, window in _pair(rate_limits, ("primary", "secondary"), SESSION_KEYS, line_s)]
+
+
 def parse_session_limits(rate_limits: Any, line_s: float) -> Optional[Dict[str, Any]]:
-    """A session log's `rate_limits` as the same fields, or None when no window can be read."""
+    """A session log's `rate_limits` (the account's own) as the same fields, or None when no window
+    can be read."""
     if not isinstance(rate_limits, Mapping):
         return None
     found = _pair(rate_limits, ("primary", "secondary"), SESSION_KEYS, line_s)
-    if not found:
+    credit = credit_window(rate_limits.get("individual_limit"), line_s)
+    if not found and credit is None:
         return None
     placed = place_windows(found)
+    if credit is not None:
+        placed["extraWindows"].append(credit)
     placed["codeReview"] = None
     placed["planType"] = plan_type(rate_limits.get("plan_type"))
     placed["credits"] = credits_of(rate_limits.get("credits"))

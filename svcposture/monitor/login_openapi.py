@@ -22,12 +22,35 @@ def login_schema() -> Dict[str, Any]:
         "type": "object", "additionalProperties": False, "required": ["pct", "resetsAt"],
         "properties": {"pct": {"type": "number", "description": "Percent used; may exceed 100."},
                        "resetsAt": {"type": ["string", "null"], "format": "date-time"}}}]}
+    extra = {"type": "object", "additionalProperties": False,
+             "required": ["pct", "resetsAt", "status", "derived", "seconds", "name"],
+             "properties": {"pct": {"type": "number", "minimum": 0},
+                            "resetsAt": {"type": ["string", "null"], "format": "date-time"},
+                            "status": {"type": "string", "enum": ["allowed", "allowed_warning", "rejected"],
+                                       "description": "Derived from pct: rejected at 100, allowed_warning from 90."},
+                            "derived": {"const": True},
+                            "seconds": {"type": ["integer", "null"], "description": "The window's length."},
+                            "name": {"type": "string", "description": "The bucket (seven_day_cowork) or the "
+                                                                      "model (Fable) the limit is for."}}}
+    extra_usage = {"oneOf": [{"type": "null"}, {
+        "type": "object", "additionalProperties": False,
+        "required": ["enabled", "monthlyLimit", "usedCredits", "utilization", "currency"],
+        "description": "The plan's overage credits (extra_usage), as the provider sends them.",
+        "properties": {"enabled": {"type": ["boolean", "null"]},
+                       "monthlyLimit": {"type": ["number", "null"], "minimum": 0},
+                       "usedCredits": {"type": ["number", "null"], "minimum": 0},
+                       "utilization": {"type": ["number", "null"], "minimum": 0},
+                       "currency": {"type": ["string", "null"]}}}]}
     available = {
         "type": "object", "additionalProperties": False,
-        "required": ["available", "node", "plan", "fiveHour", "sevenDay", "sampledAt", "source"],
+        "required": ["available", "node", "plan", "fiveHour", "sevenDay", "extraWindows", "extraUsage", "sampledAt",
+                     "source"],
         "properties": {"available": {"const": True}, "node": {"type": "string"},
                        "plan": {"type": ["string", "null"], "description": "The login's subscription type."},
                        "fiveHour": window, "sevenDay": window,
+                       "extraWindows": {"type": "array", "items": extra,
+                                        "description": "Other weekly buckets and model-scoped limits."},
+                       "extraUsage": extra_usage,
                        "sampledAt": {"type": "string", "format": "date-time"},
                        "source": {"const": "login"}}}
     unavailable = {

@@ -264,11 +264,20 @@ def _trajectory_schemas() -> Dict[str, Any]:
         "properties": {"pct": {"type": ["number", "null"]},
                        "resetsAt": {"type": ["string", "null"], "format": "date-time"},
                        "forecast": _ref("Forecast")}}]}
+    extra = {"type": "object", "additionalProperties": False,
+             "required": ["name", "seconds", "pct", "resetsAt", "forecast"],
+             "description": "An extra window: a model's own limit, a credit plan's `credits`, another length.",
+             "properties": {"name": {"type": ["string", "null"]}, "seconds": {"type": ["integer", "null"]},
+                            "pct": {"type": ["number", "null"]},
+                            "resetsAt": {"type": ["string", "null"], "format": "date-time"},
+                            "forecast": _ref("Forecast")}}
     account = {"type": "object", "additionalProperties": False,
                "required": ["label", "email", "active", "fiveHour", "sevenDay"],
                "properties": {"label": {"type": "string"}, "email": {"type": ["string", "null"]},
                               "active": {"type": "boolean"}, "fiveHour": _ref("TrajectoryWindow"),
-                              "sevenDay": _ref("TrajectoryWindow")}}
+                              "sevenDay": _ref("TrajectoryWindow"),
+                              "extraWindows": {"type": "array", "items": extra,
+                                               "description": "Only on an account that has extra windows."}}}
     alert = {"type": "object", "required": ["v", "id", "ts", "attributes"],
              "description": "An account.quota.threshold or account.quota.forecast event (v2 envelope).",
              "properties": {"v": {"const": 2}, "id": {"type": "string"}, "ts": {"type": "string"},
@@ -292,7 +301,12 @@ def _trajectory_schemas() -> Dict[str, Any]:
                "properties": {"node": {"type": "string"}, "from": {"type": "integer"}, "to": {"type": "integer"},
                               "accounts": {"type": "object", "additionalProperties": {
                                   "type": "object", "required": ["fiveHour", "sevenDay"],
-                                  "properties": {"fiveHour": series, "sevenDay": series}}}}}
+                                  "properties": {"fiveHour": series, "sevenDay": series, "extraWindows": {
+                                      "type": "array", "description": "Only on an account that has extra windows.",
+                                      "items": {"type": "object", "required": ["name", "seconds", "points"],
+                                                "properties": {"name": {"type": ["string", "null"]},
+                                                               "seconds": {"type": ["integer", "null"]},
+                                                               "points": series}}}}}}}}
     return {"Forecast": _forecast_schema(), "TrajectoryWindow": window, "TrajectoryAccount": account,
             "Alert": alert, "Trajectory": trajectory, "History": history}
 

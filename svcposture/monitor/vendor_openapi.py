@@ -35,8 +35,11 @@ def codex_schemas() -> Dict[str, Any]:
               "properties": window_props}
     extra = {"type": "object", "additionalProperties": False,
              "required": ["pct", "resetsAt", "status", "derived", "seconds", "name"],
-             "properties": dict(window_props, seconds={"type": "integer", "minimum": 1},
-                                name={"type": ["string", "null"]})}
+             "properties": dict(window_props, seconds={"type": ["integer", "null"], "minimum": 1,
+                                                         "description": "The window's length; null for a "
+                                                                        "credit plan's limit (`credits`)."},
+                                name={"type": ["string", "null"],
+                                      "description": "The model (limit_name, else limit_id) or `credits`."})}
     error = {"type": "object", "required": ["kind", "message"],
              "properties": {"kind": {"type": "string", "enum": ["unauthorized", "config", "transport", "timeout",
                                                                 "http", "parse", "internal"]},

@@ -410,8 +410,23 @@ def login_line(login: "Any", *, hud: bool, colour: bool = False, now: "Optional[
     status = "rejected" if worst >= 100 else "degraded" if worst >= 80 else "ok" if worst >= 0 else "unknown"
     if hud:
         parts = ["svc %s" % _word(login.get("node") or "?", 64), mark, status.upper()] + windows
+        parts += _login_extras(login.get("extraWindows"))
         sampled = _instant_ms(login.get("sampledAt"))
         if sampled is not None:
             parts.append("sampled %s ago" % duration(max(0, now - sampled)))
         return paint(_clip(" | ".join(parts), MAX_HUD_CHARS), status, colour)
     return paint(_clip("%s: %s" % (mark, " | ".join(windows)), MAX_STATUS_CHARS), status, colour)
+
+
+# Extra windows shown in the HUD's login strip at most (the strip is clipped anyway).
+MAX_LOGIN_EXTRAS = 4
+
+
+def _login_extras(extras: "Any") -> "List[str]":
+    """`<name> <pct>` per extra window of the login (a model-scoped limit, another weekly bucket)."""
+    shown = []
+    for extra in (extras if isinstance(extras, list) else [])[:MAX_LOGIN_EXTRAS]:
+        parsed = _window(extra) if isinstance(extra, dict) else None
+        if parsed is not None and parsed[0] is not None and isinstance(extra.get("name"), str):
+            shown.append("%s %s" % (_word(extra["name"], 24), _pct_text(parsed[0], precise=True)))
+    return shown

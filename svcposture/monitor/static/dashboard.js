@@ -290,10 +290,16 @@
     if (a.credits && a.credits.unlimited) bits.push("unlimited credits");
     else if (a.credits && typeof a.credits.balance === "number") bits.push("credits " + a.credits.balance);
     if (bits.length) node.appendChild(el("p", "card-extra", bits.join(" · ")));
-    (a.extraWindows || []).concat(a.codeReview || []).forEach(function (w) {
-      var span = w.seconds % 86400 === 0 ? (w.seconds / 86400) + "d" : Math.round(w.seconds / 3600) + "h";
+    extraLines(node, (a.extraWindows || []).concat(a.codeReview || []));
+  }
+
+  // One line per extra window: a model's own limit, a credit plan's `credits`, another weekly bucket.
+  function extraLines(node, windows) {
+    windows.forEach(function (w) {
+      var span = typeof w.seconds !== "number" ? "" :
+        w.seconds % 86400 === 0 ? " " + (w.seconds / 86400) + "d" : " " + Math.round(w.seconds / 3600) + "h";
       var c = countdown(w.resetsAt);
-      node.appendChild(el("p", "card-extra", (w.name || "limit") + " " + span + ": " + fmtPct(w.pct) + (c ? " · " + c : "")));
+      node.appendChild(el("p", "card-extra", (w.name || "limit") + span + ": " + fmtPct(w.pct) + (c ? " · " + c : "")));
     });
   }
 
@@ -537,6 +543,11 @@
       block.appendChild(bar);
       node.appendChild(block);
     });
+    extraLines(node, login.extraWindows || []);
+    var extra = login.extraUsage;
+    if (extra && extra.enabled && typeof extra.utilization === "number") {
+      node.appendChild(el("p", "card-extra", "extra usage: " + fmtPct(extra.utilization) + " of the monthly limit"));
+    }
     node.appendChild(el("p", "card-plan login-age", ""));
     $("login-cards").appendChild(node);
     tickLogin();
