@@ -4,7 +4,7 @@ The body is `svc-cluster status --json`'s report (`{source, anchor, hosts[],
 unlisted?, warning?, error?}`) plus `generatedAt` (docs/fleet.md). It is read
 from the tracker (or Loki) at most once per `$SVC_FLEET_TTL_S` (60) seconds
 whatever the number of readers: concurrent readers of an expired cache share
-one read, and everyone else gets the bytes of the last one. It only reads:
+one read (a SingleFlight), and everyone else gets the bytes of the last one. It only reads:
 nothing here writes to the tracker.
 """
 from __future__ import annotations
@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .._time import iso_now
 from ..paths import Paths
 from ..settings import Settings
-from .wire import dumps
+from .memo import Memo
+from .response import dumps
+from .singleflight import SingleFlight
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -56,51 +58,64 @@ class FleetCache:
         self.wait_s = wait_s
         self._lock = threading.Lock()
         self._body: Optional[bytes] = None
+        self._report: Dict[str, Any] = {}  # the report `_body` holds
+        self._views: Dict[Any, Memo[bytes]] = {}
         self._at = 0.0
         self._good: Optional[Dict[str, Any]] = None  # the last report without an error, and when it was read
         self._good_at = 0.0
-        self._flight: Optional[threading.Event] = None
+        self._flight = SingleFlight(self._read, "svc-fleet-read")
         self.reads = 0
 
     def body(self) -> bytes:
+        return self._current()[1]
+
+    def view(self, build: Callable[[Dict[str, Any]], Dict[str, Any]]) -> bytes:
+        """The bytes of `build(report)` over the same report body() serves: one read for both,
+        and `build` runs once per report, not once per reader."""
+        report, _ = self._current()
+        with self._lock:
+            views = self._views.setdefault(build, Memo())
+        return views.get((report,), _view_bytes, build, report)
+
+    def _current(self) -> Tuple[Dict[str, Any], bytes]:
         with self._lock:
             if self._body is not None and time.monotonic() - self._at < self.ttl_s:
-                return self._body
-            flight = self._flight
-            if flight is None:
-                flight = self._flight = threading.Event()
-                threading.Thread(target=self._read, args=(flight,), name="svc-fleet-read", daemon=True).start()
-        if flight.wait(self.wait_s):
+                return self._report, self._body
+        if self._flight.join().wait(self.wait_s):
             with self._lock:
                 if self._body is not None:
-                    return self._body
+                    return self._report, self._body
         return self._while_reading()
 
-    def _while_reading(self) -> bytes:
+    def _while_reading(self) -> Tuple[Dict[str, Any], bytes]:
         with self._lock:
             good, age = self._good, time.monotonic() - self._good_at
         if good is not None:
-            return dumps(dict(good, stale=True, staleAgeS=round(age, 1)))
-        return dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+            report = dict(good, stale=True, staleAgeS=round(age, 1))
+        else:
+            report = {"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
                       "error": "the fleet is still being read (the tracker or Loki is slow to answer); "
-                               "try again in a few seconds"})
+                               "try again in a few seconds"}
+        return report, dumps(report)
 
-    def _read(self, flight: threading.Event) -> None:
-        report: Optional[Dict[str, Any]] = None
+    def _read(self) -> None:
         try:
-            report = self._collect()
+            report: Dict[str, Any] = self._collect()
             body = dumps(report)
         except Exception as exc:  # a bug in the read must not take the route down
             log.warning("fleet read failed: %s: %s", type(exc).__name__, exc)
-            report = None
-            body = dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
-                          "error": "the fleet could not be read (see the monitor log)"})
+            report = {"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+                      "error": "the fleet could not be read (see the monitor log)"}
+            body = dumps(report)
         with self._lock:
             self._body = body
+            self._report = report
             self._at = time.monotonic()
-            if isinstance(report, dict) and not report.get("error"):
+            if not report.get("error"):
                 self._good, self._good_at = report, self._at
-            self._flight = None
             self.reads += 1
-        flight.set()
+
+
+def _view_bytes(build: Callable[[Dict[str, Any]], Dict[str, Any]], report: Dict[str, Any]) -> bytes:
+    return dumps(build(report))
 
