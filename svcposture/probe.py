@@ -259,13 +259,19 @@ def _lines_report(environ: Mapping[str, str], env_fd: int) -> Optional[Dict[str,
     """The `lines` child's report on the file at `env_fd`: run without the shell, so the
     text is read, never sourced (the shell has just stopped in it)."""
     try:
-        done = subprocess.run(child_command("lines") + ["--env-fd", str(env_fd)], env=child_env(environ),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              cwd="/", close_fds=True, pass_fds=(env_fd,), start_new_session=True,
-                              timeout=LINES_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = popen(child_command("lines") + ["--env-fd", str(env_fd)], env=child_env(environ),
+                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                     cwd="/", close_fds=True, pass_fds=(env_fd,), start_new_session=True)
+    except OSError:
         return None
-    return _last_json_object(done.stdout[-MAX_CHILD_OUTPUT:])
+    with proc:
+        try:
+            out, _ = proc.communicate(timeout=LINES_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.communicate()
+            return None
+    return _last_json_object(out[-MAX_CHILD_OUTPUT:])
 
 
 def _explained(result: Dict[str, Any], environ: Mapping[str, str], env_fd: int) -> Dict[str, Any]:
