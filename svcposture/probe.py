@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._dirs import unsafe_dir_reason
-from ._spawn import PACKAGE, child_env, kill_group, module_command, popen
+from ._spawn import child_env, kill_group, module_command, popen
 from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
 from .paths import HomeError, Paths, home_of
@@ -95,7 +95,7 @@ def open_env_file(path: "os.PathLike[str] | str") -> Tuple[str, Any]:
     return "ready", fd
 
 
-def child_command(subcommand: str, env_fd: Optional[int] = None) -> List[str]:
+def child_command(subcommand: str, env_fd: Optional[int] = None, vendor: Optional[str] = None) -> List[str]:
     """The child's argv: through /bin/sh sourcing the accounts env file when
     `env_fd` (the descriptor open_env_file checked) is given.
 
@@ -103,9 +103,15 @@ def child_command(subcommand: str, env_fd: Optional[int] = None) -> List[str]:
     the labels from that descriptor too. `--child` and `--env-fd` are on the
     command line, where the sourced file cannot change them.
     """
+    if vendor is not None:
+        from .vendors import vendor_named
+        if vendor_named(vendor) is None:
+            raise ValueError("no vendor named %r is registered" % (vendor,))
     # Started as every child of the package is (module_command): nothing is imported from the
-    # working directory, which is / here besides.
-    argv = module_command("probe", subcommand, "--json", "--child")
+    # working directory, which is / here besides. A registered vendor name is lower-case letters,
+    # digits and _.
+    extra_args = ["--vendor", vendor] if vendor is not None else []
+    argv = module_command("probe", subcommand, *extra_args, "--json", "--child")
     if env_fd is not None:
         # The shell's own stderr reaches the parent (shell_syntax_line reads a line
         # number from it); the Python child's never does.
@@ -193,8 +199,8 @@ def _last_json_object(out: bytes) -> Optional[Dict[str, Any]]:
 
 def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Optional[Path] = None,
               env_fd: Optional[int] = None, deadline_s: Optional[float] = None,
-              cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
-    """Run one probe child and return its JSON object.
+              cancel: Optional[threading.Event] = None, vendor: Optional[str] = None) -> Dict[str, Any]:
+    """Run one probe child and return its JSON object (`vendor`: only that vendor's accounts).
 
     With `env_fd` (from open_env_file; the caller closes it), the child is
     started through /bin/sh sourcing that descriptor; `accounts_env`, the
@@ -215,7 +221,7 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     if accounts_env is not None:
         extra["SVC_ACCOUNTS_ENV"] = str(accounts_env)
     try:
-        proc = popen(child_command(subcommand, env_fd), env=child_env(environ, **extra),
+        proc = popen(child_command(subcommand, env_fd, vendor), env=child_env(environ, **extra),
                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
                      cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
@@ -313,7 +319,7 @@ def _child_result(proc: "subprocess.Popen[bytes]", outcome: str, out: bytes, she
 # ---------------------------------------------------------------- the three probes
 
 def _sweep(subcommand: str, paths: Paths, environ: Mapping[str, str], deadline_s: Optional[float],
-           cancel: Optional[threading.Event]) -> Tuple[str, Dict[str, Any]]:
+           cancel: Optional[threading.Event], vendor: Optional[str] = None) -> Tuple[str, Dict[str, Any]]:
     """(state, result) of one child over the node's accounts env file: the
     file's state ('missing', 'empty', 'error' or 'ready') and, when ready, the child's report."""
     path = paths.accounts_env
@@ -324,20 +330,22 @@ def _sweep(subcommand: str, paths: Paths, environ: Mapping[str, str], deadline_s
         return state, {}
     try:
         return state, run_child(subcommand, environ, accounts_env=Path(os.path.abspath(str(path))), env_fd=found,
-                                deadline_s=deadline_s, cancel=cancel)
+                                deadline_s=deadline_s, cancel=cancel, vendor=vendor)
     finally:
         os.close(found)
 
 
 def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
-                deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
-    """The header sweep as the monitor runs it.
+                deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None,
+                vendor: Optional[str] = None) -> Dict[str, Any]:
+    """The header sweep as the monitor runs it; `vendor` (a registered name): that vendor's accounts only,
+    in a child of its own, so that no vendor waits for another's endpoint (docs/vendors.md).
 
     Returns `{"available": False}` (disabled), `{"error": {...}}` (node-level
     error) or the child's report `{"available": True, "accounts": [...], ...}`.
     """
     environ = paths.environ if environ is None else environ
-    state, result = _sweep("headers", paths, environ, deadline_s, cancel)
+    state, result = _sweep("headers", paths, environ, deadline_s, cancel, vendor)
     return result if state in ("ready", "error") else {"available": False}
 
 
@@ -404,6 +412,7 @@ def _parser() -> Any:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     # The descriptor of the accounts env file the parent checked; the child reads it, never the path.
     parser.add_argument("--env-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--vendor", default=None, help="only this vendor's accounts (headers)")
     return parser
 
 
@@ -411,19 +420,28 @@ def main(argv: Optional[List[str]] = None) -> int:
     """`python -m svcposture.probe headers|usage|login|check [--json]`; 1 when the probe failed."""
     import json
 
+    from .vendor import InvalidVendor
+    from .vendors import load_configured, vendor_named
+
     args = _parser().parse_args(argv)
     environ = os.environ
     try:
         home_of(environ)
-    except HomeError as exc:
+        load_configured(environ)
+    except (HomeError, InvalidVendor) as exc:
         print("svcposture.probe: error: %s" % exc, file=sys.stderr)
+        return 2
+    if args.vendor is not None and (vendor_named(args.vendor) is None or args.subcommand != "headers"):
+        print("svcposture.probe: error: --vendor takes a registered vendor, with headers", file=sys.stderr)
         return 2
     if args.child:
         from . import child
-        result = child.main(args.subcommand, environ, env_fd=args.env_fd)
+        result = child.main(args.subcommand, environ, env_fd=args.env_fd, vendor=args.vendor)
+    elif args.subcommand == "headers":
+        result = run_headers(Paths(environ=environ), environ, vendor=args.vendor)
     else:
-        runner = {"headers": run_headers, "check": run_check, "usage": run_usage,
-                  "login": run_login, "lines": run_lines}[args.subcommand]
+        runner = {"check": run_check, "usage": run_usage, "login": run_login,
+                  "lines": run_lines}[args.subcommand]
         result = runner(Paths(environ=environ), environ)
     if args.json:
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
