@@ -181,11 +181,11 @@ class AutoSwitcher:
 
     def _run_child(self, args: List[str], stdin: bytes) -> None:
         import subprocess
-        from ._spawn import child_env, module_command
+        from ._spawn import child_env, module_command, run
         try:
             self.runs += 1
-            done = subprocess.run(module_command("", "monitor", *args), input=stdin, capture_output=True,
-                                  env=child_env(self.environ), timeout=CHILD_TIMEOUT_S)
+            done = run(module_command("", "monitor", *args), input=stdin, env=child_env(self.environ),
+                       timeout=CHILD_TIMEOUT_S)
             self._report(args, done.returncode, done.stdout, done.stderr)
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("auto switch: the switch child failed: %s", type(exc).__name__)
