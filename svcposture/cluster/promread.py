@@ -29,6 +29,7 @@ Prometheus-compatible query API works (VictoriaMetrics, Thanos, Mimir).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 import re
@@ -198,6 +199,17 @@ def _label(labels: Dict[str, Any], name: str) -> str:
     return value
 
 
+# A fleet repeats a few labels and providers on every host: each is checked once per distinct value.
+@functools.lru_cache(maxsize=4096)
+def _known_provider(provider: str) -> bool:
+    return PROVIDER_RE.fullmatch(provider) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _clean_label(value: str) -> Optional[str]:
+    return _text(value)
+
+
 def _text(value: str, limit: int = MAX_LABEL) -> Optional[str]:
     return value if value and len(value) <= limit and not has_control(value) else None
 
@@ -330,11 +342,11 @@ def _row(read: FleetRead, host: str, interval_ms: int, now_s: float) -> Dict[str
                            "quota": None, "account": None}
     entries: List[Dict[str, Any]] = []
     for provider, label, key, read_s in sorted(read.members.get(host, ()), key=lambda m: (m[0] != "claude", m[1])):
-        if PROVIDER_RE.fullmatch(provider) is None:
+        if not _known_provider(provider):
             continue
         active = (host, provider, label) in read.active
         fields, here = read.reading(host, provider, label, key, read_s)
-        clean = _text(label)
+        clean = _clean_label(label)
         if active and provider in ("claude", "codex") and row.get(provider if provider == "codex" else "account") is None:
             row["codex" if provider == "codex" else "account"] = _block(read, host, provider, clean, key, fields,
                                                                         interval_ms, now_s)
