@@ -31,6 +31,7 @@ from ._reserve import reserve_or_zero
 from .events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
 from .headroom import CLAIM_FIELD, choose, ranked
 from .paths import Paths
+from .vendors import DEFAULT_PROVIDER
 from .settings import AUTO_SWITCH_ENV, Settings
 
 log = logging.getLogger("svcposture.steering")
@@ -94,7 +95,7 @@ class AutoSwitcher:
     """Runs `switch --best --reason auto` in a child when the active account reaches the threshold."""
 
     def __init__(self, paths: Paths, environ: Mapping[str, str], node: str, at_pct: float,
-                 provider: str = "claude") -> None:
+                 provider: str = DEFAULT_PROVIDER) -> None:
         self.paths = paths
         self.environ = environ
         self.node = node

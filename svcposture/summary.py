@@ -8,7 +8,7 @@ caches what these functions build.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from . import _time
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
@@ -148,11 +148,21 @@ def derive_summary(report: Any, node: str, probed_at: int, reserve_pct: int = 0)
     raw_accounts = report.get("accounts")
     if not isinstance(raw_accounts, list):
         return error_summary(node, probed_at, {"kind": "internal", "message": MESSAGES["internal"].bad_result})
+    return posture_body(node, probed_at, (account_view(raw) for raw in raw_accounts), reserve_pct)
+
+
+def posture_body(node: str, probed_at: int, views: Iterable[Optional[Dict[str, Any]]],
+                 reserve_pct: int = 0) -> Dict[str, Any]:
+    """The available posture body over account views of any vendor (pure, docs/vendors.md).
+
+    A view that is None or repeats a label is left out; the first active view
+    is `active` and any later one is marked inactive; status and
+    siblingWithHeadroom follow from them.
+    """
     accounts: List[Dict[str, Any]] = []
     labels = set()
     active: Optional[Dict[str, Any]] = None
-    for raw in raw_accounts:
-        view = account_view(raw)
+    for view in views:
         if view is None or view["label"] in labels:
             continue
         labels.add(view["label"])

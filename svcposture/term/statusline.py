@@ -31,7 +31,7 @@ import _socket
 from .._text import loads_bounded, printable
 from ..settings import DEFAULT_PORT, statusline_budget_ms
 from ..settings import monitor_url as settings_monitor_url
-from ..vendors import provider_of_payload
+from ..vendors import DEFAULT_PROVIDER, provider_of_payload
 from . import line
 
 TYPE_CHECKING = False
@@ -209,31 +209,34 @@ def open_socket(target: _Target, deadline: float) -> "Any":
     return _connect(target.host, target.port, deadline)
 
 
-def get_json(target: _Target, path: str, deadline: float) -> "Any":
-    """GET `path` from the monitor before `deadline`: the JSON body of a 200, else None."""
-    if deadline - time.monotonic() <= 0:
-        return None
+def get_reply(target: _Target, path: str, deadline: float, agent: str = "svc-monitor-statusline") -> "Tuple[int, bytes]":
+    """(HTTP status, body) of one GET of `path` from the monitor before `deadline` (a chunked
+    body is joined); OSError when it cannot be reached or does not answer in time, ValueError
+    when what answers is no HTTP reply within the limits."""
     request = ("GET %s%s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n"
-               "User-Agent: svc-monitor-statusline\r\nConnection: close\r\n\r\n"
-               % (target.prefix, path, target.netloc)).encode("ascii", "replace")
-    try:
-        sock = open_socket(target, deadline)
-    except (OSError, ValueError, UnicodeError):
-        return None
+               "User-Agent: %s\r\nConnection: close\r\n\r\n"
+               % (target.prefix, path, target.netloc, agent)).encode("ascii", "replace")
+    if deadline - time.monotonic() <= 0:
+        raise _socket.timeout("budget spent")
+    sock = open_socket(target, deadline)
     try:
         sock.sendall(request)
         status, headers, body = read_reply(sock, deadline)
-    except (OSError, ValueError, UnicodeError):
-        return None
     finally:
         sock.close()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = dechunk(body)
+    return status, body
+
+
+def get_json(target: _Target, path: str, deadline: float) -> "Any":
+    """GET `path` from the monitor before `deadline`: the JSON body of a 200, else None."""
+    try:
+        status, body = get_reply(target, path, deadline)
+    except (OSError, ValueError, UnicodeError):
+        return None
     if status != 200:
         return None
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        try:
-            body = dechunk(body)
-        except ValueError:
-            return None
     try:
         return loads_bounded(body, MAX_BODY)
     except ValueError:
@@ -341,7 +344,6 @@ def is_posture(body: "Any") -> bool:
     return isinstance(body, dict) and isinstance(body.get("available"), bool)
 
 
-PROVIDERS = ("claude", "codex")
 def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str], Optional[str]]":
     """(url, no_color, help, error, provider) of the command line (provider None: not given)."""
     url: "Optional[str]" = None
@@ -365,8 +367,10 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optio
                 % arg[:40], provider
     if url is not None and parse_url(url) is None:
         return url, no_color, False, "svc: statusline: --url must be http[s]://host[:port]", provider
-    if provider is not None and provider not in PROVIDERS:
-        return url, no_color, False, "svc: statusline: --provider must be claude or codex", provider
+    if provider is not None:
+        from ..vendors import names_text, provider_names
+        if provider not in provider_names():
+            return url, no_color, False, "svc: statusline: --provider must be " + names_text(), provider
     return url, no_color, False, None, provider
 
 
@@ -405,7 +409,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         payload_read = payload is not None
         provider = provider_of_payload(payload)
         deadline = max(deadline, time.monotonic() + MIN_MONITOR_S)
-    path = "/api/accounts" if provider in (None, "claude") else "/api/accounts?provider=" + str(provider)
+    path = "/api/accounts" if provider in (None, DEFAULT_PROVIDER) else "/api/accounts?provider=" + str(provider)
     body = get_json(target, path, deadline) if target is not None else None
     if not is_posture(body):
         body = None
@@ -413,7 +417,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     if body is not None and body.get("available") is True:
         if isinstance(body.get("active"), dict):
             trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
-    elif body is not None and provider in (None, "claude") and line.local_line(payload, colour=False) is None:
+    elif body is not None and provider in (None, DEFAULT_PROVIDER) and line.local_line(payload, colour=False) is None:
         # No usable accounts file: this machine's own login, from the quota sampler.
         login = get_json(target, "/api/login", deadline)  # type: ignore[arg-type]
         text = line.login_line(login, hud=False, colour=colour, now=int(time.time() * 1000))
