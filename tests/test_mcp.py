@@ -228,6 +228,26 @@ def test_bad_arguments_are_json_rpc_errors_with_a_sentence(node: Dict[str, Any])
     assert after.is_error is False
 
 
+def test_advice_is_the_real_monitors_and_an_unknown_account_is_an_error(node: Dict[str, Any]) -> None:
+    async def body(client: Client) -> Any:
+        advice = await client.call_tool("advice", {})
+        try:
+            await client.call_tool("guard", {"account": "acct9"})
+            unknown = None
+        except MCPError as exc:
+            unknown = exc.error
+        return advice, unknown
+    advice, unknown = run_client(node["env"], [], body)
+    got = payload(advice)
+    direct = node["mon"].get_json("/api/advice")[1]
+    assert got["advice"] == direct["advice"] and got["active"] == direct["active"] == {
+        "label": "acct1", "email": direct["active"]["email"]}
+    assert got["to"] == direct["to"] and got["probedAt"] == direct["probedAt"]
+    # A typo is no busy account: the guard's exit 2 becomes a bad-argument error listing the labels.
+    assert unknown is not None and unknown.code == -32602 and "acct9" in unknown.message, unknown
+    assert "acct1" in unknown.message and "Traceback" not in unknown.message
+
+
 # ---------------------------------------------------------------- switch
 
 def test_switch_only_with_allow_switch(node: Dict[str, Any]) -> None:

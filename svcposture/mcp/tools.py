@@ -166,6 +166,9 @@ class Toolbox:
         if "reserve" in args:
             argv += ["--reserve", str(int(args["reserve"]))]
         code, out, err = guard.run(argv, self.environ, time.monotonic())
+        if code == 2 and b"no account" in err:
+            # An account the posture does not have: bad usage for the command, a bad argument here.
+            raise ToolError("Invalid params: %s" % printable(err.decode("utf-8", "replace").strip()))
         if not out:
             # Bad usage the schema cannot see (a reserve the node's config cannot hold).
             return {"error": printable(err.decode("utf-8", "replace").strip())}, True
