@@ -636,6 +636,23 @@
     });
   }
 
+  var streams = [];  // [path, handlers, whether it drives the connection pill]
+
+  function openStreams() {
+    streams.forEach(function (s) { connect(s[0], s[1], s[2]); });
+  }
+
+  function closeStreams() {
+    Object.keys(reconnectTimers).forEach(function (path) {
+      if (reconnectTimers[path]) clearTimeout(reconnectTimers[path]);
+      reconnectTimers[path] = null;
+    });
+    Object.keys(sources).forEach(function (path) {
+      if (sources[path]) sources[path].close();
+      delete sources[path];
+    });
+  }
+
   function forceRefresh() {
     var btn = $("refresh");
     btn.disabled = true;
@@ -665,9 +682,15 @@
       .then(function (body) { if (!last) render(body); })
       .catch(function () {});
     loadHistory();
-    connect("/api/accounts/stream", { account: render }, true);
-    connect("/api/accounts/stream?provider=codex", { account: renderCodex }, false);
-    connect("/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false);
+    streams = [["/api/accounts/stream", { account: render }, true],
+               ["/api/accounts/stream?provider=codex", { account: renderCodex }, false],
+               ["/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false]];
+    openStreams();
     setInterval(tick, 1000);
   });
+  // A page the user has left stays in the browser's back-forward cache with its streams
+  // open; three pages of them exhaust the browser's six connections to this host and the
+  // next page never loads. Close them on the way out, open them again on the way back.
+  window.addEventListener("pagehide", closeStreams);
+  window.addEventListener("pageshow", function (ev) { if (ev.persisted && streams.length) openStreams(); });
 })();

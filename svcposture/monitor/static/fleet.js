@@ -223,8 +223,17 @@
       });
   }
 
-  document.addEventListener("DOMContentLoaded", function () {
+  var timer = null;
+
+  function start() {
+    if (timer !== null) clearInterval(timer);
     load();
-    setInterval(load, REFRESH_MS);
-  });
+    timer = setInterval(load, REFRESH_MS);
+  }
+
+  document.addEventListener("DOMContentLoaded", start);
+  // A page left in the browser's back-forward cache keeps no request running; back on
+  // it, it reads the fleet again at once.
+  window.addEventListener("pagehide", function () { if (timer !== null) clearInterval(timer); timer = null; });
+  window.addEventListener("pageshow", function (ev) { if (ev.persisted) start(); });
 })();
