@@ -134,7 +134,7 @@
   }
 
   function clearDisplay() {
-    text("footer-label", "—");
+    text("footer-label", "no account");
     text("footer-email", "");
     var pill = $("footer-status");
     pill.textContent = "unavailable";
