@@ -12,7 +12,11 @@ Against a real monitor subprocess (its cache warm) and the provider test server:
   with its atomic write alone, and the whole transaction (lock, intent, rename,
   event, state), median of 30 (target < 50 ms);
 - how long a running monitor takes to show the new active account after a
-  switch (target < 2 s), its periodic probe and cache set to 5 minutes.
+  switch (target < 2 s), its periodic probe and cache set to 5 minutes;
+- cached GET /api/advice req/s with wrk (32 keep-alive connections) against
+  the one-write stdlib handler of scripts/bench_server.py serving a body of
+  the same size, alternating rounds, median of the per-round ratios
+  (target >= 0.8x).
 
 The children get a private bytecode cache, warmed first, as an installed
 package has. The last stdout line is the bench_all JSON {"figures": [...]}.
@@ -44,6 +48,38 @@ CONSOLE_SCRIPT = "import sys; from svcposture.cli import monitor_main; sys.exit(
 RATIO_TARGET = 2.5
 SWITCH_TARGET_MS = 50.0
 SHOW_TARGET_S = 2.0
+ADVICE_TARGET = 0.8
+
+
+def advice_reads(monitor: Monitor, rounds: int, seconds: float) -> Dict[str, object]:
+    """Cached /api/advice against the one-write stdlib handler, side by side (wrk, alternating)."""
+    from scripts.bench_server import BASELINE_A, ensure_tools, start_baseline, wrk
+    ensure_tools()
+    body = monitor.get("/api/advice")[2]
+    probed = json.loads(body)["probedAt"]
+    base, port, _ = start_baseline(BASELINE_A, len(body))
+    try:
+        targets = {"advice": monitor.url + "/api/advice", "stdlib": "http://127.0.0.1:%d/" % port,
+                   "accounts": monitor.url + "/api/accounts"}
+        for url in targets.values():
+            wrk(url, 1)
+        rates: Dict[str, List[float]] = {name: [] for name in targets}
+        for _ in range(rounds):
+            for name, url in targets.items():
+                rates[name].append(wrk(url, seconds))
+    finally:
+        base.terminate()
+    if json.loads(monitor.get("/api/advice")[2])["probedAt"] != probed:
+        raise RuntimeError("the monitor probed during the benchmark: the reads were not all cached")
+    ratio = statistics.median(a / b for a, b in zip(rates["advice"], rates["stdlib"]))
+    print("cached /api/accounts in the same rounds: %.2fx the stdlib handler"
+          % statistics.median(a / b for a, b in zip(rates["accounts"], rates["stdlib"])))
+    print("cached /api/advice: body %d bytes; wrk -t2 -c32, %d x %.0f s rounds, alternating; req/s: %s"
+          % (len(body), rounds, seconds, {k: [round(x) for x in v] for k, v in rates.items()}))
+    return {"figure": "cached GET /api/advice vs one-write stdlib", "value": round(statistics.median(rates["advice"])),
+            "unit": "req/s", "baseline": round(statistics.median(rates["stdlib"])),
+            "baseline_label": "one-write stdlib ThreadingHTTPServer", "ratio": round(ratio, 3),
+            "target": ">= %gx" % ADVICE_TARGET, "ok": ratio >= ADVICE_TARGET}
 
 
 def timed(cmd: Sequence[str], env: Dict[str, str]) -> Tuple[float, int]:
@@ -182,6 +218,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="200 counted guards instead of 1,000")
     parser.add_argument("--rounds", type=int, default=50, help="timed guards per shape (median of these)")
     parser.add_argument("--guards", type=int, default=None)
+    parser.add_argument("--advice-rounds", type=int, default=None, help="wrk rounds for /api/advice (3; quick 1)")
     args = parser.parse_args()
     guards = args.guards or (200 if args.quick else 1000)
 
@@ -203,6 +240,8 @@ def main() -> int:
             child.pop("PYTHONDONTWRITEBYTECODE", None)
             figures += guard_times(monitor.url, child, work, args.rounds)
             figures.append(counted_guards(monitor.url, child, provider, guards))
+            figures.append(advice_reads(monitor, args.advice_rounds or (1 if args.quick else 3),
+                                        2.0 if args.quick else 5.0))
             figures.append(time_to_show(monitor, child))
         finally:
             code = monitor.stop()

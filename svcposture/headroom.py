@@ -7,6 +7,7 @@ the package's number rules (the switch's HRW comes with its first fleet pick).
 from __future__ import annotations
 
 from ._text import finite_number, is_int
+from .advice import windows_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ HOLD = "hold"
 UNAVAILABLE = "unavailable"
 WINDOWS = (("fiveHour", "five_hour", "5h"), ("sevenDay", "seven_day", "7d"))
 CLAIM_FIELD = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
+FIELD_CLAIM = {"fiveHour": "five_hour", "sevenDay": "seven_day"}
 # Fleet spread: hosts choose among the accounts within this many points of the best.
 SPREAD_POINTS = 10.0
 
@@ -55,20 +57,49 @@ def _result(decision: str, reason: str, provider: str, reserve: int, account: "O
             "retryAfterS": retry_after_s}
 
 
+# The fields and types every posture body of the monitor has: anything else
+# answering on the port (another service, a proxy's error page) is not one.
+POSTURE_TYPES = (("node", str), ("generatedAt", str), ("cached", bool), ("status", str),
+                 ("accounts", list))
+FUTURE_SLACK_MS = 60 * 1000
+UNKNOWN_ACCOUNT = "unknown_account"
+
+
+def is_posture(body: "Any") -> bool:
+    """Whether `body` has the posture body's shape (docs/posture.md), available or not."""
+    if not isinstance(body, dict) or not isinstance(body.get("node"), str):
+        return False
+    if body.get("available") is False:
+        return True
+    return (body.get("available") is True and is_int(body.get("probedAt"))
+            and all(isinstance(body.get(key), kind) for key, kind in POSTURE_TYPES)
+            and (body.get("active") is None or isinstance(body.get("active"), dict))
+            and (body.get("siblingWithHeadroom") is None or isinstance(body.get("siblingWithHeadroom"), dict))
+            and "active" in body and "siblingWithHeadroom" in body)
+
+
 def _unavailable_reason(body: "Any", now_ms: int, stale_ms: int) -> "Optional[str]":
     if body is None:
         return NO_ANSWER
-    if not isinstance(body, dict) or body.get("available") is not True:
+    if not is_posture(body):
+        return "the reply is not the monitor's posture"
+    if body.get("available") is not True:
         return "the posture is unavailable (no usable account, or probing is off)"
-    probed = body.get("probedAt")
-    if not is_int(probed):
-        return "the posture has no probe time"
+    probed = body["probedAt"]
+    if probed - now_ms > FUTURE_SLACK_MS:
+        return "the posture's probe time is %d s in the future" % ((probed - now_ms) // 1000)
     if now_ms - probed > stale_ms:
         return "the posture is %d s old, older than twice the probe interval" % ((now_ms - probed) // 1000)
     if "error" in body:
         kind = body["error"].get("kind") if isinstance(body.get("error"), dict) else None
         return "the probe failed (%s)" % (kind if isinstance(kind, str) else "error")
     return None
+
+
+def known_labels(body: "Any") -> "List[str]":
+    """The account labels a posture body names, in its order."""
+    accounts = body.get("accounts") if isinstance(body, dict) else None
+    return [a["label"] for a in accounts or [] if isinstance(a, dict) and isinstance(a.get("label"), str)]
 
 
 def of_provider(label: "Any", provider: str) -> bool:
@@ -89,15 +120,22 @@ def find_account(body: "Mapping[str, Any]", label: "Optional[str]") -> "Optional
 
 def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", reserve: int, now_ms: int,
                    stale_ms: int) -> "Dict[str, Any]":
-    """May automation start another run now? `go`, `hold` or `unavailable`, with the
-    account, the window that decided, its pct and reset, and the wait until that reset."""
+    """May automation start another run now? `go`, `hold` or `unavailable` (or
+    UNKNOWN_ACCOUNT: `account` names no account of the posture), with the account,
+    the window that decided, its pct and reset, and the wait until that reset.
+
+    No go on doubt: every window counts (extra windows included), a window whose
+    pct cannot be read or an account without a readable window is unavailable."""
     reason = _unavailable_reason(body, now_ms, stale_ms)
     if reason is not None:
         return _result(UNAVAILABLE, reason, provider, reserve, account)
     view = find_account(body, account)
+    if view is None and account:
+        known = [label for label in known_labels(body) if of_provider(label, provider)]
+        return _result(UNKNOWN_ACCOUNT, "no account %s on this node (known: %s)"
+                       % (account, ", ".join(known) or "none"), provider, reserve, account)
     if view is None:
-        why = "no account %s on this node" % account if account else "no account is active"
-        return _result(HOLD, why, provider, reserve, account)
+        return _result(HOLD, "no account is active", provider, reserve, account)
     label = view.get("label")
     if not of_provider(label, provider):
         # A monitor that predates Codex answers ?provider=codex with Claude's body.
@@ -105,42 +143,51 @@ def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", rese
                        reserve, account)
     if view.get("error"):
         kind = view["error"].get("kind") if isinstance(view["error"], dict) else None
-        return _result(UNAVAILABLE, "the probe of %s failed (%s)" % (label, kind or "error"), provider, reserve,
-                       label)
+        return _result(UNAVAILABLE, "the probe of %s failed (%s)" % (label, kind if isinstance(kind, str) else
+                                                                      "error"), provider, reserve, label)
+    windows, doubt = windows_of(view)
+    if doubt:
+        return _result(UNAVAILABLE, "%s has a window whose pct cannot be read" % label, provider, reserve, label)
+    if not windows:
+        return _result(UNAVAILABLE, "%s reports no readable window" % label, provider, reserve, label)
     limit = 100 - reserve
-    holding = [(resets_ms(view.get(field)) or 0, claim, short, _pct(view.get(field)), view.get(field))
-               for field, claim, short in WINDOWS
-               if _pct(view.get(field)) is not None and _pct(view.get(field)) >= limit]  # type: ignore[operator]
+    holding = [w for w in windows if w[1] >= limit or w[3] == "rejected"]
     if view.get("bindingStatus") == "rejected" and not holding:
         claim = view.get("bindingWindow")
         field = CLAIM_FIELD.get(claim) if isinstance(claim, str) else None
-        window = view.get(field) if field else None
-        short = dict((c, s) for _f, c, s in WINDOWS).get(claim or "", "the account")
-        holding = [(resets_ms(window) or 0, claim if field else None, short, _pct(window), window)]
-        why = "%s is rejected (%s)" % (label, short)
-    elif holding:
-        why = None
-    else:
-        return _go(view, provider, reserve, limit)
-    resets, claim, short, pct, window = max(holding, key=lambda h: h[0])
-    if why is None:
+        holding = [w for w in windows if w[0] == field] or [("account", None, None, "rejected")]  # type: ignore
+    if not holding:
+        return _go(view, windows, provider, reserve, limit)
+    name, pct, resets, status = max(holding, key=lambda w: (w[2] is None, w[2] or 0))
+    short = _short(name)
+    if pct is not None and pct >= limit:
         why = "%s %s at %s%%, at or above %d%% (reserve %d%%)" % (label, short, _fmt(pct), limit, reserve)
-    retry = max(0, -(-(resets - now_ms) // 1000)) if resets else None
-    return _result(HOLD, why, provider, reserve, label, claim, pct,
-                   window.get("resetsAt") if isinstance(window, dict) else None, retry)
+    else:
+        why = "%s is rejected (%s)" % (label, short)
+    window = view.get(name) if name in FIELD_CLAIM else _extra_window(view, name)
+    retry = max(0, -(-(resets - now_ms) // 1000)) if resets is not None else None
+    return _result(HOLD, why, provider, reserve, label, FIELD_CLAIM.get(name, name if name != "account" else None),
+                   pct, window.get("resetsAt") if isinstance(window, dict) else None, retry)
 
 
-def _go(view: "Mapping[str, Any]", provider: str, reserve: int, limit: int) -> "Dict[str, Any]":
-    known = [(_pct(view.get(field)), claim, short, view.get(field)) for field, claim, short in WINDOWS
-             if _pct(view.get(field)) is not None]
+def _short(name: "Any") -> str:
+    return {"fiveHour": "5h", "sevenDay": "7d"}.get(name, name if isinstance(name, str) else "?")
+
+
+def _extra_window(view: "Mapping[str, Any]", name: "Any") -> "Any":
+    for window in view.get("extraWindows") or []:
+        if isinstance(window, dict) and (window.get("name") == name or "%ss window" % window.get("seconds") == name):
+            return window
+    return None
+
+
+def _go(view: "Mapping[str, Any]", windows: "List[Any]", provider: str, reserve: int, limit: int) -> "Dict[str, Any]":
+    name, pct, _resets, _status = max(windows, key=lambda w: w[1])
     label = view.get("label")
-    if not known:
-        return _result(GO, "%s: no window reported, status %s" % (label, view.get("bindingStatus")), provider,
-                       reserve, label)
-    pct, claim, short, window = max(known, key=lambda k: k[0])  # type: ignore[arg-type,return-value]
-    shown = ", ".join("%s %s%%" % (s, _fmt(p)) for p, _c, s, _w in known)
+    window = view.get(name) if name in FIELD_CLAIM else _extra_window(view, name)
+    shown = ", ".join("%s %s%%" % (_short(n), _fmt(p)) for n, p, _r, _s in windows)
     return _result(GO, "%s: %s, below %d%% (reserve %d%%)" % (label, shown, limit, reserve), provider, reserve,
-                   label, claim, pct, window.get("resetsAt") if isinstance(window, dict) else None)
+                   label, FIELD_CLAIM.get(name, name), pct, window.get("resetsAt") if isinstance(window, dict) else None)
 
 
 def _fmt(pct: "Optional[float]") -> str:

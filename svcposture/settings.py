@@ -75,6 +75,9 @@ PROMETHEUS_URL_ENV = "SVC_PROMETHEUS_URL"
 AUTO_SWITCH_ENV = "SVC_AUTO_SWITCH_AT"
 GUARD_BUDGET_ENV = "SVC_GUARD_BUDGET_MS"
 DEFAULT_GUARD_BUDGET_MS = 250
+ADVICE_WAIT_ENV = "SVC_ADVICE_WAIT_S"
+DEFAULT_ADVICE_WAIT_S = 600
+MAX_ADVICE_WAIT_S = 7 * 86400
 LOKI_URL_ENV = "SVC_LOKI_URL"
 
 # The tracker the anchor lives on (docs/liveness.md), and the rate-limit window its budget is counted over.
@@ -192,6 +195,19 @@ def auto_switch_at(environ: Mapping[str, str]) -> Optional[float]:
     if not 1 <= value <= 100:
         raise ValueError("%s must be a percentage from 1 to 100, not %r" % (AUTO_SWITCH_ENV, raw[:40]))
     return value
+
+
+def advice_wait_s(environ: Mapping[str, str]) -> int:
+    """$SVC_ADVICE_WAIT_S: how soon a holding window must reset for the advice to
+    wait rather than switch (whole seconds 0..604800; 0 never waits), else 600;
+    ValueError when it is junk."""
+    raw = (environ.get(ADVICE_WAIT_ENV) or "").strip()
+    if not raw:
+        return DEFAULT_ADVICE_WAIT_S
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 7 or int(raw) > MAX_ADVICE_WAIT_S:
+        raise ValueError("%s must be a whole number of seconds from 0 to %d, not %r"
+                         % (ADVICE_WAIT_ENV, MAX_ADVICE_WAIT_S, raw[:40]))
+    return int(raw)
 
 
 def publish_interval_ms(environ: Mapping[str, str]) -> int:
@@ -316,13 +332,18 @@ def _cluster_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
 
 
 def _steering_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
-    """The automatic switch's threshold (junk turns it off, with a note) and the guard's budget."""
+    """The automatic switch's threshold (junk turns it off, with a note), the guard's budget,
+    and how soon a reset is waited for rather than switched away from (the advice)."""
     try:
         at_pct = auto_switch_at(environ)
     except ValueError as exc:
         notes.append((AUTO_SWITCH_ENV, "auto switch off: %s" % exc))
         at_pct = None
-    return dict(auto_switch_at=at_pct, guard_budget_ms=guard_budget_ms(environ))
+    try:
+        wait_s = advice_wait_s(environ)
+    except ValueError:  # a timing knob: a typo falls back to the default
+        wait_s = DEFAULT_ADVICE_WAIT_S
+    return dict(auto_switch_at=at_pct, guard_budget_ms=guard_budget_ms(environ), advice_wait_s=wait_s)
 
 
 def _parse(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
@@ -351,7 +372,7 @@ class Settings:
                  "quota_sampler", "quota_poll_interval_s",
                  "history_days", "alert_thresholds", "alert_cmd", "alert_hook_cgroup",
                  "liveness_interval_ms", "liveness_read_source", "loki_url", "tracker_url", "tracker_window_ms",
-                 "prometheus_url", "auto_switch_at", "guard_budget_ms", "notes")
+                 "prometheus_url", "auto_switch_at", "guard_budget_ms", "advice_wait_s", "notes")
 
     def __init__(self, **values: Any) -> None:
         unknown = sorted(set(values) - set(self.__slots__))

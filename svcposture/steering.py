@@ -7,13 +7,16 @@ notify hook, and switches by itself when the operator opts in.
   so the new active account shows within about a second.
 - `account.switched` events are appended by the switch process; the tail of
   the event log is followed and each one goes to the notify hook.
-- `SVC_AUTO_SWITCH_AT` (a percentage, off by default): when the active
-  account's binding window reaches it, or the account is rejected, the monitor
-  runs `svc-monitor switch --best --reason auto` in a short-lived child, the
-  posture it judged on the child's stdin. The child reads the env file; the
-  monitor still holds no token. Hysteresis and the fleet spread are the
-  switch's own (svcposture.switching, svcposture.headroom); the monitor only
-  spares itself a child when that choice would come out empty.
+- `SVC_AUTO_SWITCH_AT` (a percentage, off by default): when any window of the
+  active account reaches it, or the account is rejected, the monitor takes
+  the advice (svcposture.advice) with the threshold as its limit, so that the
+  target is below it too. Only on `switch` does it run `svc-monitor switch
+  --best --reason auto` in a short-lived child, the posture it judged and that
+  advice on the child's stdin; otherwise it stays and says so once in the log.
+  The child reads the env file; the monitor still holds no token. Hysteresis
+  and the fleet spread are the switch's own (svcposture.switching,
+  svcposture.headroom); the monitor only spares itself a child when that
+  choice would come out empty.
 
 `start(paths, settings, node, service)` is the one call the monitor makes.
 """
@@ -29,7 +32,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from . import _time
 from ._reserve import reserve_or_zero
 from .events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
-from .headroom import CLAIM_FIELD, choose, ranked
+from .advice import DEFAULT_WAIT_S, advise, windows_of
+from .advisor import reserve_of
 from .paths import Paths
 from .settings import AUTO_SWITCH_ENV, Settings
 
@@ -105,6 +109,8 @@ class AutoSwitcher:
         self._running = False
         self._said: Optional[str] = None
         self.runs = 0
+        self.trajectory: Any = None  # the forecasts the advice reads (the node's trajectory service)
+        self.wait_s = DEFAULT_WAIT_S  # the node's SVC_ADVICE_WAIT_S (Settings.advice_wait_s)
 
     def _say(self, text: str) -> None:
         """One log line per change of what the automatic switch has to say."""
@@ -113,7 +119,8 @@ class AutoSwitcher:
             log.info("auto switch: %s", text)
 
     def due(self, summary: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-        """The active account's view when it has reached the threshold or is rejected."""
+        """The active account's view when any of its windows (extra windows included) has
+        reached the threshold, or it is rejected."""
         if summary.get("available") is not True or "error" in summary:
             return None
         active = summary.get("active")
@@ -121,10 +128,16 @@ class AutoSwitcher:
             return None
         if active.get("bindingStatus") == "rejected":
             return active
-        field = CLAIM_FIELD.get(active.get("bindingWindow") or "")
-        window = active.get(field) if field else None
-        pct = window.get("pct") if isinstance(window, dict) else None
-        return active if isinstance(pct, (int, float)) and pct >= self.at_pct else None
+        windows, _doubt = windows_of(active)
+        return active if any(pct >= self.at_pct or status == "rejected" for _n, pct, _r, status in windows) else None
+
+    def advice(self, summary: Mapping[str, Any]) -> Dict[str, Any]:
+        """The advice with this threshold as the limit: the target must be below it too."""
+        trajectory = self.trajectory.body() if self.trajectory is not None else None
+        reserve = reserve_of(trajectory, str(self.paths.home))
+        now = summary.get("probedAt") if isinstance(summary.get("probedAt"), int) else _time.now_ms()
+        return advise(summary, trajectory, provider=self.provider, reserve=reserve, wait_s=self.wait_s, now_ms=now,
+                      ceiling=self.at_pct)
 
     def observe(self, summary: Mapping[str, Any], edge: Any = None) -> None:
         """A probe-result observer: decides in memory, and starts the child off the probe's thread."""
@@ -140,14 +153,18 @@ class AutoSwitcher:
             self._say("%s needs a switch; waiting, at most one switch per %d s per host"
                       % (active["label"], auto_gap_ms(self.environ) // 1000))
             return
-        candidates = ranked(summary.get("accounts") or [], reserve_or_zero(str(self.paths.home)),
-                            exclude=[active["label"]], avoid=limits.get("avoid"), now_ms=now)
-        if choose(candidates, host=self.node) is None:
-            self._say("%s needs a switch, but no other account has headroom" % active["label"])
+        advice = self.advice(summary)
+        if advice["advice"] != "switch":
+            self._say("%s stays (advice %s): %s" % (active["label"], advice["advice"], advice["reason"]))
+            return
+        avoid = limits.get("avoid") or {}
+        if all(isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now for r in advice["ranked"]):
+            self._say("%s needs a switch, but no other account has headroom below %g%% that it may go back to yet"
+                      % (active["label"], self.at_pct))
             return
         from .summary import reply
         self.spawn(["switch", "--best", "--reason", "auto", "--provider", self.provider, "--posture-stdin",
-                    "--json"], json.dumps(reply(summary, cached=True)).encode("utf-8"))
+                    "--json"], json.dumps(dict(reply(summary, cached=True), advice=advice)).encode("utf-8"))
 
     def spawn(self, args: List[str], stdin: bytes = b"") -> bool:
         """Run `svc-monitor ARGS` in a child on its own thread; False when one is still running."""
@@ -234,6 +251,8 @@ def start(paths: Paths, settings: Settings, node: str, service: Any) -> Steering
     at_pct = settings.auto_switch_at
     # The children (switch --reconcile, switch --best) get the node's token-free environment.
     runner = AutoSwitcher(paths, paths.environ, node, at_pct if at_pct is not None else 100.0)
+    runner.trajectory = getattr(service, "trajectory", None)
+    runner.wait_s = settings.advice_wait_s
     from .switching import has_pending
     if has_pending(paths):
         # A switch was killed half-way: record it before anything switches again.

@@ -14,6 +14,7 @@ from . import _time
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
 from ._text import EMAIL, account_label, finite_number, word
+from .advice import candidates
 from .errors import MESSAGES, clean_error
 
 # Anchored with `^...$` and used with match(), as it always was: the address
@@ -125,6 +126,17 @@ def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0) 
         if best is None or key < best:
             best, chosen = key, acct
     return {"label": chosen["label"], "email": chosen["email"]} if chosen else None
+
+
+def advised_sibling(accounts: List[Dict[str, Any]], reserve_pct: int = 0,
+                    trajectory: Any = None) -> Optional[Dict[str, Any]]:
+    """A body outside the contract (Codex's): the advice's first candidate
+    (docs/steering.md) whenever there is one, else the contract's rule."""
+    active = next((acct for acct in accounts if acct.get("active")), None)
+    first = candidates({"accounts": accounts, "active": active}, trajectory, float(100 - reserve_pct))
+    if first:
+        return {"label": first[0]["label"], "email": first[0]["email"]}
+    return sibling_with_headroom(accounts, reserve_pct)
 
 
 def error_summary(node: str, probed_at: int, err: Any) -> Dict[str, Any]:

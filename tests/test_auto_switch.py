@@ -71,7 +71,7 @@ def node(tmp_path: Path, provider: ProviderServer, **extra: str) -> Dict[str, An
     home.mkdir(mode=0o700, exist_ok=True)
     set_host_name(home, "auto-node")
     write_accounts(accounts_path(home), ACCOUNTS, active="A")
-    env = monitor_env(home, provider.url, SVC_AUTO_SWITCH_AT="90", **extra)
+    env = monitor_env(home, provider.url, **dict({"SVC_AUTO_SWITCH_AT": "90"}, **extra))
     return {"home": home, "env": env}
 
 
@@ -138,7 +138,8 @@ def test_back_to_an_account_once_its_window_has_reset(tmp_path: Path) -> None:
                              reset_5h=time.time() + 3)
         provider.set_account(TB, five_hour=(0.10, "allowed"), seven_day=(0.10, "allowed"))
         provider.set_account(TC, status="rejected", five_hour=(1.0, "rejected"), seven_day=(0.1, "allowed"))
-        n = node(tmp_path, provider, **{GAP_KNOB: "0"})
+        # A window that resets within SVC_ADVICE_WAIT_S is waited for rather than left: 0 here, so a leaves.
+        n = node(tmp_path, provider, **{GAP_KNOB: "0", "SVC_ADVICE_WAIT_S": "0"})
         mon = start_monitor(n["env"])
         try:
             wait_until(lambda: file_active(n["home"]) == "b", 30, message="a -> b")
@@ -148,6 +149,41 @@ def test_back_to_an_account_once_its_window_has_reset(tmp_path: Path) -> None:
         finally:
             mon.stop()
         assert [(e["account.from"], e["account.to"]) for e in switched(n["home"])] == [("a", "b"), ("b", "a")]
+
+
+def test_never_onto_a_fuller_account_and_says_so_once(tmp_path: Path) -> None:
+    # SVC_AUTO_SWITCH_AT=80: a at 85 %, its only sibling b at 95 %. b is no target: it stays on a.
+    with ProviderServer() as provider:
+        provider.set_account(TA, five_hour=(0.85, "allowed"), seven_day=(0.30, "allowed"))
+        provider.set_account(TB, five_hour=(0.95, "allowed_warning"), seven_day=(0.30, "allowed"))
+        n = node(tmp_path, provider, SVC_AUTO_SWITCH_AT="80", **{GAP_KNOB: "0"})
+        write_accounts(accounts_path(n["home"]), ACCOUNTS[:2], active="A")
+        mon = start_monitor(n["env"])
+        try:
+            probes(mon, 6)
+            assert file_active(n["home"]) == "a" and switched(n["home"]) == []
+            said = [line for line in mon.stderr_text().splitlines() if "auto switch: a stays" in line]
+            assert len(said) == 1 and "no other account has headroom below 80%" in said[0], said
+            status, advice = mon.get_json("/api/advice")
+            assert status == 200 and advice["active"]["label"] == "a" and advice["advice"] == "stay"
+            # Below the threshold, b is a target.
+            provider.set_account(TB, five_hour=(0.40, "allowed"), seven_day=(0.30, "allowed"))
+            wait_until(lambda: file_active(n["home"]) == "b", 30, message="a -> b once b is below 80 %")
+        finally:
+            mon.stop()
+        assert [(e["account.from"], e["account.to"]) for e in switched(n["home"])] == [("a", "b")]
+
+
+def test_an_extra_window_at_the_threshold_is_due(tmp_path: Path) -> None:
+    from svcposture.steering import AutoSwitcher
+    from svcposture.paths import Paths
+    window = {"pct": 10.0, "resetsAt": None, "status": "allowed"}
+    active = {"label": "codex-a", "active": True, "error": None, "bindingStatus": "allowed",
+              "bindingWindow": "five_hour", "fiveHour": window, "sevenDay": window,
+              "extraWindows": [{"pct": 100.0, "resetsAt": None, "status": "rejected", "seconds": 17940, "name": None}]}
+    switcher = AutoSwitcher(Paths(environ={"HOME": str(tmp_path)}), {}, "n", 90.0, provider="codex")
+    assert switcher.due({"available": True, "active": active}) is active
+    assert switcher.due({"available": True, "active": dict(active, extraWindows=[])}) is None
 
 
 # ---------------------------------------------------------------- fleet spread
@@ -219,7 +255,8 @@ def test_kill9_anywhere_keeps_one_event_per_switch(tmp_path: Path) -> None:
     rng = random.Random(seed)
     rounds: List[Any] = []  # (step, active before, active after the kill, events after the kill)
     with ProviderServer() as provider:
-        n = node(tmp_path, provider, **{GAP_KNOB: "0"})
+        # Each exhausted window resets in half a second: leave it rather than wait (SVC_ADVICE_WAIT_S=0).
+        n = node(tmp_path, provider, **{GAP_KNOB: "0", "SVC_ADVICE_WAIT_S": "0"})
         write_accounts(accounts_path(n["home"]), ACCOUNTS[:2], active="A")
         state_path = n["home"] / "svc" / "switch-state.json"
         for index in range(kills + 1):

@@ -230,7 +230,7 @@ def test_once_shows_the_forecast_from_the_trajectory(tmp_path):
                     "/api/trajectory": http_reply(200, trajectory)}) as server:
         proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", server.url],
                               env=clean_env(tmp_path), capture_output=True, timeout=30)
-        assert server.requests == ["/api/accounts", "/api/trajectory"]
+        assert server.requests == ["/api/accounts", "/api/trajectory", "/api/advice"]
     assert proc.returncode == 0, proc.stderr
     assert "| DEGRADED | 5h 85% (2h59m, " in proc.stdout.decode()
     assert ") -> 100% in 1h12m | 7d --" in proc.stdout.decode()

@@ -182,7 +182,7 @@ def test_openapi_document_is_structurally_valid(mon):
                 "/static/dashboard.css", "/static/dashboard.js",
                 "/fleet", "/static/fleet.css", "/static/fleet.js", "/api/fleet",
                 "/api/trajectory", "/api/history", "/api/trajectory/stream",
-                "/api/login", "/static/favicon.svg"}
+                "/api/login", "/static/favicon.svg", "/api/advice"}
     assert set(doc["paths"]) == expected
     op_ids = set()
     for path, item in doc["paths"].items():
@@ -218,3 +218,6 @@ def test_openapi_schemas_hold_real_bodies(mon, tmp_path):
     _validate(doc, forbidden, body)
     _validate(doc, _resolve(doc, "#/components/schemas/Health"), mon.get_json("/healthz")[1])
     _validate(doc, _resolve(doc, "#/components/schemas/Error"), mon.get_json("/nope")[1])
+    advice = doc["paths"]["/api/advice"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    _validate(doc, advice, mon.get_json("/api/advice")[1])
+    _validate(doc, advice, mon.get_json("/api/advice?provider=codex")[1])

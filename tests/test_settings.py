@@ -35,6 +35,7 @@ from tests.support.waiting import wait_until
 DEFAULTS = {
     "monitor_bind": "127.0.0.1", "monitor_port": 7400, "prometheus_url": "", "auto_switch_at": None,
     "guard_budget_ms": 250,
+    "advice_wait_s": 600,
     "probe": True, "max_streams": 1024, "keepalive_s": 15.0, "read_guard": False, "request_timeout_s": 10.0,
     "max_connections": 4096, "trusted_hosts": "", "trusted_origins": "", "fleet_ttl_s": 60.0,
     "posture_ttl_s": 300.0, "refresh_floor_s": 30.0, "probe_interval_s": 300.0, "probe_deadline_s": 30.0,
@@ -58,6 +59,7 @@ LENIENT = {
     "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": ("liveness_interval_ms", 120000),
     "SVC_TRACKER_RATE_WINDOW_MS": ("tracker_window_ms", 3600000),
     "SVC_GUARD_BUDGET_MS": ("guard_budget_ms", 250),
+    "SVC_ADVICE_WAIT_S": ("advice_wait_s", 600),
     "SVC_MONITOR_PORT": ("monitor_port", 7400),
 }
 # Knob -> (attribute, the InvalidSetting message for the value "x"): what decides what the monitor serves.

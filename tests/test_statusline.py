@@ -123,10 +123,12 @@ def test_ok_line_from_the_real_monitor(mon):
     assert code == 200 and trajectory["accounts"][0]["fiveHour"]["forecast"] is None, trajectory
 
 
-def test_degraded_names_the_sibling(mon):
+def test_degraded_names_what_the_advice_names(mon):
+    # At 85 % with no forecast yet, the advice is to stay: no sibling is named.
     set_state(mon, "allowed_warning", (0.85, "allowed_warning"))
+    assert mon.get_json("/api/advice")[1]["advice"] == "stay"
     out = run(mon.env, "--url", mon.url)
-    assert re.match(r"^\x1b\[33macct1 5h 85% 1h0[12]m \| 7d 41% 3d6h \| next acct2\x1b\[0m$", out), out
+    assert re.match(r"^\x1b\[33macct1 5h 85% 1h0[12]m \| 7d 41% 3d6h\x1b\[0m$", out), out
 
 
 def test_rejected_names_next(mon):
@@ -367,7 +369,8 @@ def test_forecast_from_a_trajectory_body(tmp_path):
     with RawServer({"/api/accounts": http_reply(200, _posture()),
                     "/api/trajectory": http_reply(200, _trajectory(48 * 60_000 + 40_000))}) as server:
         out = run(env, "--url", server.url, "--no-color")
-        assert server.requests == ["/api/accounts", "/api/trajectory"]
+        # A monitor without /api/advice (404): the sibling it names instead.
+        assert server.requests == ["/api/accounts", "/api/trajectory", "/api/advice"]
     assert re.match(r"^acct1 5h 85% 2h0[23]m \| 7d 41% 3d0h \| 100% in 48m! \| next acct2$", out), out
 
 

@@ -28,8 +28,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..broadcast import Broadcast
 from ..events import EventLogError
-from ..summary import (binding_window, derive_summary, disabled_body, error_summary, is_node_error, node_status,
-                      reply, sibling_with_headroom)
+from ..summary import (advised_sibling, binding_window, derive_summary, disabled_body, error_summary,
+                       is_node_error, node_status, reply)
 from ..vendors import CODEX
 
 log = logging.getLogger("svcposture.codexposture")
@@ -113,7 +113,7 @@ def codex_summary(block: Optional[Mapping[str, Any]], node: str, probed_at: int,
         "status": node_status(active),
         "active": dict(active) if active is not None else None,
         "accounts": accounts,
-        "siblingWithHeadroom": sibling_with_headroom(accounts),
+        "siblingWithHeadroom": advised_sibling(accounts),
     }
     return summary, kept
 
@@ -204,14 +204,16 @@ class CodexPosture:
             with self._lock:
                 self._memory = memory
         edge = self._handle(summary)
-        with self._lock:
-            self._summary = summary
-            self.broadcast.publish(reply(summary, cached=False))
+        # Observers first (the forecasts, then the advice, which names siblingWithHeadroom),
+        # so that what is cached and pushed is the whole result, as for Claude's posture.
         for observer in list(self.observers):
             try:
                 observer(summary, edge)
             except Exception:  # noqa: BLE001 - an observer never costs the result
                 log.exception("a Codex posture observer failed")
+        with self._lock:
+            self._summary = summary
+            self.broadcast.publish(reply(summary, cached=False))
 
     def _handle(self, summary: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         """Count the run and feed the status latch with the active Codex account."""

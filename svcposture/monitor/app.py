@@ -48,6 +48,7 @@ from ..settings import Settings
 from . import wire
 from .assets import PAGE_HEADERS, load_static
 from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
+from .advice_route import TARGETS as ADVICE_TARGETS, AdviceRoute
 from .openapi import openapi_document
 from .fleet import FleetCache, collect_report
 from .sse import FrameCache, Stream, StreamSlots
@@ -74,6 +75,7 @@ ROUTES = {
     "/api/fleet": "get_fleet",
     "/api/login": "get_login",
     "/api/openapi.json": "get_openapi",
+    "/api/advice": "get_advice",
 }
 # What a stream answers to HEAD: no slot is taken and no frame is sent.
 _STREAM_HEAD_HEADERS = b"Cache-Control: no-cache\r\n"
@@ -83,7 +85,7 @@ class MonitorApp:
     """Every route of the monitor over a posture service (and its trajectory service)."""
 
     ROUTES: Dict[str, str] = ROUTES
-    FAST_TARGETS = frozenset((b"/api/accounts", b"/api/trajectory", CODEX_TARGET))
+    FAST_TARGETS = frozenset((b"/api/accounts", b"/api/trajectory", CODEX_TARGET) + tuple(ADVICE_TARGETS))
 
     def __init__(self, service: Any, *, node: str, settings: Settings) -> None:
         self.service = service
@@ -93,6 +95,7 @@ class MonitorApp:
         self.codex = getattr(service, "codex", None)  # the Codex posture (docs/codex.md), on the same probes
         self._codex_frames = FrameCache(ACCOUNT)
         self._codex_read: Tuple[Any, bytes] = (None, b"")
+        self.advice = AdviceRoute(service, self.trajectory)
         self.started_at = iso_now()
         self.streams = StreamSlots(settings.max_streams)  # the server lends its own in listening()
         self.trust: Optional[TrustPolicy] = None
@@ -152,7 +155,7 @@ class MonitorApp:
             return self.trajectory_response(conn)
         if target == CODEX_TARGET:
             return self.cached_codex_accounts(conn)
-        return None
+        return self.advice.fast(target, conn)
 
     def wake_streams(self) -> None:
         """Wake every stream waiting for a frame, so that those whose client hung up end."""
@@ -298,6 +301,9 @@ class MonitorApp:
                          else login_body(self.node, None, no_sampler_reason()))
             self._login_cache = (key, body)
         return wire.response(200, JSON_TYPE, body, request.conn, JSON_HEADERS, request.head_only)
+
+    def get_advice(self, request: Request) -> Reply:
+        return self.advice.response(request.query, request.conn, request.head_only)
 
     def get_openapi(self, request: Request) -> Reply:
         return wire.response(200, JSON_TYPE, self.openapi_body, request.conn, JSON_HEADERS, request.head_only)

@@ -116,6 +116,12 @@ class Node:
             trajectory.observe({"available": False, "node": self.name})
         self.service.observers.append(trajectory.observe)
         self.codex.observers.append(trajectory.observer("codex"))
+        # The advice after the forecasts of the same probe, before the result is cached or pushed.
+        from ..advisor import Advisor
+        advisor = Advisor(trajectory, self.settings.advice_wait_s, str(self.paths.home))
+        self.service.advisor = advisor
+        self.service.observers.append(advisor.observer("claude"))
+        self.codex.observers.append(advisor.observer("codex"))
         return trajectory
 
     def start(self, *, background: bool = True, liveness: bool = True) -> None:

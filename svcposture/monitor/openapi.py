@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from .._names import NODE_STATUSES
 from .._version import __version__
-from . import login_openapi, vendor_openapi
+from . import advice_openapi, login_openapi, vendor_openapi
 from .trust import GUARD_MESSAGES
 from .wire import JSON_TYPE
 
@@ -341,7 +341,7 @@ def _trajectory_paths() -> Dict[str, Any]:
 
 def openapi_document() -> Dict[str, Any]:
     """The OpenAPI 3.1 document of every route and schema (served at /api/openapi.json)."""
-    return login_openapi.extend(vendor_openapi.extend({
+    return advice_openapi.extend(login_openapi.extend(vendor_openapi.extend({
         "openapi": "3.1.0",
         "info": {"title": "svc-monitor", "version": __version__,
                  "description": "Read-only, token-free account posture of one node."},
@@ -356,4 +356,4 @@ def openapi_document() -> Dict[str, Any]:
                 "TooLarge": _json_response("Request line or header fields too large.", "Error"),
             },
         },
-    }))
+    })))

@@ -7,12 +7,17 @@ It asks the local monitor as the status line does (a cached plain read of
 `--wait`, and decides from the posture body alone (headroom.guard_decision):
 
 - exit 0, go;
-- exit 1, hold: the account (default: the active one) is rejected, or one of
-  its windows is at or above 100 - reserve percent;
-- exit 69 (EX_UNAVAILABLE): the monitor did not answer, its posture is
-  unavailable or failed, or it is older than twice the probe interval; with
-  `--fail-open` that is exit 0 (a gate that must never stop the work);
-- exit 2, bad usage.
+- exit 1, hold: the account (default: the active one) is rejected, or any of
+  its windows (extra windows included) is at or above 100 - reserve percent;
+  the line then says what the monitor's advice (/api/advice) names;
+- exit 69 (EX_UNAVAILABLE): the monitor did not answer, what answered is not
+  the monitor's posture, the posture is unavailable or failed, older than
+  twice the probe interval or more than 60 s in the future, or the account has
+  a window whose pct cannot be read or no readable window at all (no go on
+  doubt); with `--fail-open` that is exit 0 (a gate that must never stop the
+  work);
+- exit 2, bad usage, and an --account the posture does not have (the known
+  labels are listed; --wait does not wait it out).
 
 One reason line goes to stderr; `--json` prints the decision on stdout.
 `--wait S` follows /api/accounts/stream and exits 0 on the first frame that
@@ -29,7 +34,7 @@ import time
 
 from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
-from ..headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, guard_decision
+from ..headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision
 from ..settings import guard_budget_ms
 from . import line
 from .statusline import (MAX_BODY, MIN_MONITOR_S, get_json, monitor_url, open_socket,
@@ -40,10 +45,14 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 EX_UNAVAILABLE = 69
-EXIT_OF = {GO: 0, HOLD: 1, UNAVAILABLE: EX_UNAVAILABLE}
+EXIT_OF = {GO: 0, HOLD: 1, UNAVAILABLE: EX_UNAVAILABLE, UNKNOWN_ACCOUNT: 2}
+# A decision that ends --wait at once: go, or an account the posture does not have.
+_FINAL = (GO, UNKNOWN_ACCOUNT)
 PROVIDERS = ("claude", "codex")
 MAX_WAIT_S = 7 * 86400
 RECONNECT_S = 0.5
+# The hold line's advice is one more cached read; a go never waits for it.
+ADVICE_BUDGET_S = 1.0
 
 HELP = """\
 usage: svc-monitor guard [--provider P] [--account LABEL] [--reserve PCT] [--wait S]
@@ -57,10 +66,13 @@ coding agent's pre-run hook:
 It reads the local monitor (a cached read; it never calls the provider and
 never prints a token) within 250 ms ($SVC_GUARD_BUDGET_MS changes that), and exits
   0   go
-  1   hold: the account is rejected, or a window is at or above 100 - reserve %
-  69  unavailable: no monitor, no posture, a failed probe, or a posture older
-      than twice the probe interval ($SVC_PROBE_INTERVAL_S, 300); 0 with --fail-open
-  2   bad usage
+  1   hold: the account is rejected, or any window (extra windows included) is
+      at or above 100 - reserve %; the line says what the monitor advises
+  69  unavailable: no monitor, a reply that is not its posture, a failed probe,
+      a posture older than twice the probe interval ($SVC_PROBE_INTERVAL_S, 300)
+      or from the future, a window whose pct cannot be read, or no readable
+      window at all; 0 with --fail-open
+  2   bad usage, or an --account this node does not have (the known ones listed)
 and says why in one line on stderr.
 
 options:
@@ -207,7 +219,7 @@ def wait_for_go(target: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms
         except ValueError:
             return False
         latest[0] = body
-        return decide(body, opts, reserve, stale_ms)["decision"] == GO
+        return decide(body, opts, reserve, stale_ms)["decision"] in _FINAL
 
     while time.monotonic() < deadline:
         try:
@@ -215,12 +227,12 @@ def wait_for_go(target: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms
         except (OSError, ValueError, UnicodeError):
             pass
         result = decide(latest[0], opts, reserve, stale_ms)
-        if result["decision"] == GO:
+        if result["decision"] in _FINAL:
             return result
         time.sleep(max(0.0, min(RECONNECT_S, deadline - time.monotonic())))
     # Judged again at the end: a frame that was fresh when it came may have aged past the limit.
     result = decide(latest[0], opts, reserve, stale_ms)
-    if result["decision"] == GO:
+    if result["decision"] in _FINAL:
         return result
     return dict(result, reason="%s (waited %g s)" % (result["reason"], opts["wait"]))
 
@@ -250,13 +262,35 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> 
         deadline = max(started + guard_budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
         body = get_json(target, posture_path(opts["provider"]), deadline) if target is not None else None
         result = decide(body, opts, reserve, stale_ms)
+    if result["decision"] == HOLD and target is not None and result["account"] is not None:
+        result["reason"] += advice_note(target, opts["provider"], result["account"],
+                                        time.monotonic() + ADVICE_BUDGET_S)
     if result["reason"] == NO_ANSWER:
         result["reason"] = "the monitor at %s did not answer" % printable(url)[:200]
     return report(result, opts)
 
 
+def advice_note(target: "Any", provider: str, label: str, deadline: float) -> str:
+    """What the monitor's advice (/api/advice) names, for the hold line; empty when it
+    has none for the account judged (a monitor without the route, another account)."""
+    body = get_json(target, "/api/advice" + ("?provider=%s" % provider if provider != "claude" else ""), deadline)
+    active = body.get("active") if isinstance(body, dict) else None
+    if not isinstance(active, dict) or active.get("label") != label:
+        return ""
+    word, to, wait = body.get("advice"), body.get("to"), body.get("waitS")
+    if word == "switch" and isinstance(to, dict) and isinstance(to.get("label"), str):
+        return "; advice: switch to %s" % printable(to["label"][:80])
+    if word == "wait" and isinstance(wait, int) and not isinstance(wait, bool):
+        return "; advice: wait %d s for the reset" % wait
+    if word == "none":
+        return "; advice: none (no other account has headroom)"
+    return ""
+
+
 def report(result: "Dict[str, Any]", opts: "Mapping[str, Any]") -> "Tuple[int, bytes, bytes]":
     code = EXIT_OF[result["decision"]]
+    if code == 2:
+        return 2, b"", ("svc-monitor guard: %s\n" % printable(result["reason"])).encode("utf-8", "replace")
     note = ""
     if code == EX_UNAVAILABLE and opts["fail_open"]:
         code, note = 0, "; going ahead (--fail-open)"

@@ -30,11 +30,11 @@ def default_url(paths: Paths) -> str:
 
 
 def format_line(body: Any, colour: bool = False, now: Optional[int] = None, trajectory: Any = None,
-                stale_ms: Optional[int] = None) -> str:
+                stale_ms: Optional[int] = None, advice: Any = None) -> str:
     """One HUD line for a posture body (or the disabled body) and, when the monitor
-    has one, its trajectory body (the forecast); see line.hud_line."""
+    has them, its trajectory body (the forecast) and advice; see line.hud_line."""
     return line.hud_line(body, trajectory, colour=colour, now=now_ms() if now is None else now,
-                         stale_ms=stale_ms)
+                         stale_ms=stale_ms, advice=advice)
 
 
 def use_colour(stream: IO[str], environ: Mapping[str, str]) -> bool:
@@ -84,16 +84,23 @@ def fetch_once(base: str, timeout: float = 20.0, provider: str = "claude") -> Di
     return body
 
 
-def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Dict[str, Any]]:
+def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S,
+                     path: str = "/api/trajectory") -> Optional[Dict[str, Any]]:
     """The monitor's /api/trajectory body (docs/trajectory.md), or None: a monitor without the
     route (404), an error or anything that is not a JSON object means no forecast."""
     import http.client
     try:
-        raw = _read_once(base.rstrip("/") + "/api/trajectory", timeout, MAX_TRAJECTORY + 1)
+        raw = _read_once(base.rstrip("/") + path, timeout, MAX_TRAJECTORY + 1)
         body = loads_bounded(raw, MAX_TRAJECTORY)
     except (OSError, ValueError, http.client.HTTPException):
         return None
     return body if isinstance(body, dict) else None
+
+
+def fetch_advice(base: str, provider: str = "claude") -> Optional[Dict[str, Any]]:
+    """The monitor's /api/advice body (docs/steering.md), or None (a monitor without it: the
+    strip names siblingWithHeadroom instead)."""
+    return fetch_trajectory(base, path="/api/advice" + ("" if provider == "claude" else "?provider=" + provider))
 
 
 def fetch_login(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Dict[str, Any]]:
@@ -191,6 +198,7 @@ def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int
     while True:
         body: Optional[Dict[str, Any]] = None
         trajectory: Optional[Dict[str, Any]] = None
+        advice: Optional[Dict[str, Any]] = None
         login: Optional[Dict[str, Any]] = None
         try:
             for item in stream_bodies(base, provider):
@@ -201,9 +209,10 @@ def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int
                     backoff = 1.0
                     body = item
                     trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
+                    advice = fetch_advice(base, provider) if _wants_trajectory(body) else None
                     login = fetch_login(base) if _wants_login(body, provider) else None
                 text = (line.login_line(login, hud=True, colour=colour) if login is not None else None) \
-                    or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms)
+                    or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms, advice=advice)
                 if tty:
                     out.write("\r\x1b[2K" + text)
                 elif text != shown:
@@ -252,9 +261,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(printable("svc-monitor hud: %s" % exc), file=sys.stderr)
             return 1
         trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
+        advice = fetch_advice(base, args.provider) if _wants_trajectory(body) else None
         login = fetch_login(base) if _wants_login(body, args.provider) else None
         text = line.login_line(login, hud=True, colour=colour) if login is not None else None
-        out.write((text or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms)) + "\n")
+        out.write((text or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms, advice=advice)) + "\n")
         return 0
     try:
         return run(base, out, colour, tty, stale_ms, provider=args.provider)

@@ -203,6 +203,50 @@ def _sibling(body: "Mapping[str, Any]") -> "Optional[Dict[str, Any]]":
     return None
 
 
+def advised(body: "Mapping[str, Any]", advice: "Any") -> "Optional[Dict[str, Any]]":
+    """{word, label, email, wait, fromAdvice} of the monitor's /api/advice body when it is
+    about this posture (same probe, same active account); else, from a monitor without
+    it, siblingWithHeadroom under the word `sibling`; None when neither names anything."""
+    active = body.get("active") if isinstance(body.get("active"), dict) else None
+    if isinstance(advice, dict) and advice.get("probedAt") == body.get("probedAt") \
+            and advice.get("advice") in ("stay", "wait", "switch", "none") \
+            and isinstance(advice.get("active"), (dict, type(None))) \
+            and (advice.get("active") or {}).get("label") == (active or {}).get("label"):
+        to = advice.get("to") if isinstance(advice.get("to"), dict) else {}
+        wait = advice.get("waitS")
+        label = to.get("label") if isinstance(to.get("label"), str) and to.get("label") else None
+        return {"word": advice["advice"], "label": label, "email": to.get("email"), "fromAdvice": True,
+                "wait": wait if isinstance(wait, int) and not isinstance(wait, bool) else None}
+    sibling = _sibling(body)
+    if sibling is None:
+        return None
+    return {"word": "sibling", "label": sibling["label"], "email": sibling.get("email"), "wait": None,
+            "fromAdvice": False}
+
+
+def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool) -> "Optional[str]":
+    if said is None:
+        return None
+    word, label = said["word"], said["label"]
+    if word in ("switch", "sibling") and label:
+        if not hud:
+            return "next %s" % _word(label)
+        email = said.get("email")
+        return "switch to %s%s" % (_word(label), " <%s>" % _word(email, 96) if isinstance(email, str) and email
+                                   else "")
+    if word == "wait":
+        wait = said["wait"]
+        return "wait %s for the reset" % duration(wait * 1000) if wait else "wait for the reset"
+    if word == "none":
+        return "no sibling with headroom"
+    return None
+
+
+def _acting(said: "Optional[Mapping[str, Any]]") -> bool:
+    """Whether the advice asks for something even while the status is ok."""
+    return said is not None and said["fromAdvice"] and said["word"] in ("switch", "wait")
+
+
 def _error_kind(body: "Mapping[str, Any]", active: "Optional[Mapping[str, Any]]") -> "Optional[str]":
     error = body.get("error") or (active or {}).get("error")
     if isinstance(error, dict) and isinstance(error.get("kind"), str):
@@ -247,7 +291,7 @@ def _hud_window(short: str, view: "Any", wall: "Optional[int]", now: int) -> str
 
 
 def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now: "Optional[int]" = None,
-             stale_ms: "Optional[int]" = None) -> str:
+             stale_ms: "Optional[int]" = None, advice: "Any" = None) -> str:
     """The HUD strip: `svc NODE | LABEL <EMAIL> | STATUS | 5h PCT (LEFT, CLOCK) | 7d ... | ...`."""
     now = int(time.time() * 1000) if now is None else now
     stale_ms = int(STALE_INTERVALS * DEFAULT_PROBE_INTERVAL_S * 1000) if stale_ms is None else stale_ms
@@ -270,14 +314,13 @@ def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now
         walls = forecast_walls(trajectory, active.get("label"))
         for short, field in _WINDOWS:
             parts.append(_hud_window(short, active.get(field), walls.get(field), now))
+    said = advised(body, advice)
+    text = _advice_text(said, hud=True)
     if status == "rejected":
-        sibling = _sibling(body)
-        if sibling:
-            email = sibling.get("email")
-            parts.append("EXHAUSTED -> switch to %s%s" % (
-                _word(sibling["label"]), " <%s>" % _word(email, 96) if isinstance(email, str) and email else ""))
-        else:
-            parts.append("EXHAUSTED, no sibling with headroom")
+        parts.append("EXHAUSTED -> %s" % text if text and said and said["word"] != "none"
+                     else "EXHAUSTED, no sibling with headroom")
+    elif text and _acting(said):
+        parts.append("advice: %s" % text)
     kind = _error_kind(body, active)
     if kind:
         parts.append("error: %s" % kind)
@@ -299,7 +342,7 @@ def _status_window(short: str, view: "Any", now: int) -> str:
 
 
 def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now: "Optional[int]" = None,
-                stale_ms: "Optional[int]" = None) -> str:
+                stale_ms: "Optional[int]" = None, advice: "Any" = None) -> str:
     """docs/monitor.md: `acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2`."""
     now = int(time.time() * 1000) if now is None else now
     stale_ms = int(STALE_INTERVALS * DEFAULT_PROBE_INTERVAL_S * 1000) if stale_ms is None else stale_ms
@@ -328,12 +371,12 @@ def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, 
     if active and status in ("rejected", "error"):
         kind = _error_kind(body, active) if status == "error" else None
         parts.append(status + (" (%s)" % kind if kind else ""))
-    if status != "ok":
-        sibling = _sibling(body)
-        if sibling:
-            parts.append("next %s" % _word(sibling["label"]))
-        elif status == "rejected":
-            parts.append("no sibling with headroom")
+    said = advised(body, advice)
+    text = _advice_text(said, hud=False)
+    if text and (status != "ok" or _acting(said)):
+        parts.append(text)
+    elif status == "rejected":
+        parts.append("no sibling with headroom")
     age = stale_age(body, now, stale_ms)
     if age is not None:
         parts.append("stale %s" % duration(age))

@@ -323,11 +323,11 @@ def not_running(url: "Optional[str]") -> str:
 
 
 def render(body: "Any", trajectory: "Any", payload: "Any", *, colour: bool, now: int, stale_ms: int,
-           url: "Optional[str]" = None) -> bytes:
+           url: "Optional[str]" = None, advice: "Any" = None) -> bytes:
     """The one line (UTF-8, ending in a newline) for what the monitor and stdin gave;
     with nothing from either, it names the monitor URL it tried."""
     if isinstance(body, dict) and body.get("available") is True:
-        text = line.status_line(body, trajectory, colour=colour, now=now, stale_ms=stale_ms)
+        text = line.status_line(body, trajectory, colour=colour, now=now, stale_ms=stale_ms, advice=advice)
     else:
         text = line.local_line(payload, colour=colour, now=now)
         if text is None:
@@ -409,10 +409,14 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     body = get_json(target, path, deadline) if target is not None else None
     if not is_posture(body):
         body = None
-    trajectory = None
+    trajectory = advice = None
     if body is not None and body.get("available") is True:
         if isinstance(body.get("active"), dict):
             trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
+        if body.get("status") != "ok" or line.forecast_walls(trajectory, (body.get("active") or {}).get("label")):
+            # What to do next is the monitor's advice, asked only when there is something to do.
+            advice = get_json(target, "/api/advice" + ("" if provider in (None, "claude") else "?provider=" +
+                                                       str(provider)), deadline)  # type: ignore[arg-type]
     elif body is not None and provider in (None, "claude") and line.local_line(payload, colour=False) is None:
         # No usable accounts file: this machine's own login, from the quota sampler.
         login = get_json(target, "/api/login", deadline)  # type: ignore[arg-type]
@@ -424,7 +428,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         # agent has had the whole wait to write them, so they are normally in the pipe.
         payload = read_payload(stdin_fd, max(deadline, time.monotonic() + MIN_STDIN_S))
     return render(body, trajectory, payload, colour=colour, now=int(time.time() * 1000),
-                  stale_ms=line.stale_after_ms(environ), url=url)
+                  stale_ms=line.stale_after_ms(environ), url=url, advice=advice)
 
 
 def _write(data: bytes) -> None:

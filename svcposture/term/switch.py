@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .._reserve import ReserveError, reserve_pct
 from .._text import loads_bounded, printable
-from ..headroom import choose, find_account, of_provider, ranked, resets_ms
+from ..advice import advise
+from ..headroom import choose, find_account, of_provider, resets_ms
 from ..exportline import CLAUDE, PROVIDERS, SwitchError
 from ..settings import MONITOR_URL_RULE
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
@@ -64,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
-    """The posture body: from stdin (the monitor's own), else the local monitor, else None."""
+    """The posture body: from stdin (the monitor's own, with the advice it judged
+    under `advice`), else the local monitor, else None."""
     if ns.posture_stdin:
         try:
             return loads_bounded(sys.stdin.buffer.read(MAX_POSTURE + 1), MAX_POSTURE)
@@ -84,23 +86,76 @@ def _usable_posture(body: Any) -> bool:
         and isinstance(body.get("accounts"), list)
 
 
-def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits: Dict[str, Any]) -> str:
-    """The label `--best` switches to; SwitchError when the posture cannot tell or none has headroom."""
+def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits: Dict[str, Any],
+              advice: Any = None) -> str:
+    """The label `--best` switches to; SwitchError when the posture cannot tell or none has headroom.
+
+    The advice (svcposture.advice: the monitor's own from /api/advice, else computed
+    here from the posture) decides: its first candidate, the account
+    siblingWithHeadroom names; with none, the active account while it is below
+    the limit. The automatic switch acts only on the advice `switch`, among the
+    candidates its hysteresis allows, spread over the fleet."""
     if not _usable_posture(body):
         where = "the monitor at %s" % printable(ns.url)[:200] if ns.url else "the local monitor"
         raise SwitchError("%s gave no usable posture; --best needs it (use --to LABEL)" % where,
                           EX_UNAVAILABLE)
     auto = ns.reason == "auto"
-    active = find_account(body, None)
-    exclude = [active["label"]] if auto and active else []
-    accounts = [a for a in body["accounts"] if isinstance(a, dict) and of_provider(a.get("label"), ns.provider)]
-    candidates = ranked(accounts, reserve, exclude=exclude, avoid=limits["avoid"] if auto else None,
-                        now_ms=int(time.time() * 1000))
-    label = choose(candidates, host=node if auto else None, roster=_roster() if auto else None)
-    if label is None:
-        raise SwitchError("no account has headroom under the %d%% reserve on both windows; file untouched"
-                          % reserve)
-    return label
+    if not _advice_of(advice, ns.provider):
+        ceiling = _auto_at() if auto else None
+        advice = advise(body, None, provider=ns.provider, reserve=reserve, wait_s=_wait_s(), now_ms=_now_ms(),
+                        ceiling=ceiling)
+    ranked = [r for r in advice["ranked"] if of_provider(r["label"], ns.provider)]
+    if auto:
+        if advice["advice"] != "switch":
+            raise SwitchError("the advice is %s: %s" % (advice["advice"], advice["reason"]))
+        avoid = limits.get("avoid") or {}
+        now = _now_ms()
+        ranked = [r for r in ranked if not (isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now)]
+        near = [(r["label"], float(r["headroomPct"])) for r in ranked if r["reachesReset"] == ranked[0]["reachesReset"]]
+        label = choose(near, host=node, roster=_roster()) if ranked else None
+        if label is None:
+            raise SwitchError("no other account has headroom that the automatic switch may go back to yet")
+        return label
+    if ranked:
+        return ranked[0]["label"]
+    active = advice.get("active")
+    if advice["advice"] in ("stay", "wait") and isinstance(active, dict) and isinstance(active.get("label"), str):
+        return active["label"]
+    raise SwitchError("no account has headroom under the %d%% reserve on every window; file untouched (%s)"
+                      % (reserve, advice["reason"]))
+
+
+def _advice_of(advice: Any, provider: str) -> bool:
+    """Whether `advice` is an advice body for `provider` (the monitor's, or handed in by it)."""
+    return (isinstance(advice, dict) and advice.get("provider") == provider
+            and advice.get("advice") in ("stay", "wait", "switch", "none") and isinstance(advice.get("ranked"), list)
+            and all(isinstance(r, dict) and isinstance(r.get("label"), str)
+                    and isinstance(r.get("headroomPct"), (int, float)) and isinstance(r.get("reachesReset"), bool)
+                    for r in advice["ranked"]))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _wait_s() -> int:
+    from ..settings import Settings
+    return Settings.from_environ(os.environ, strict=False).advice_wait_s
+
+
+def _auto_at() -> Optional[float]:
+    from ..settings import Settings
+    return Settings.from_environ(os.environ, strict=False).auto_switch_at
+
+
+def read_advice(ns: argparse.Namespace, timeout_s: float) -> Any:
+    """The monitor's /api/advice for the vendor (None without one)."""
+    from .statusline import get_json, monitor_url, parse_url
+    target = parse_url(ns.url or monitor_url(os.environ))
+    if target is None:
+        return None
+    return get_json(target, "/api/advice" + ("?provider=%s" % ns.provider if ns.provider != CLAUDE else ""),
+                    time.monotonic() + timeout_s)
 
 
 def _roster() -> Optional[List[str]]:
@@ -171,7 +226,15 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
     body = read_posture(ns, POSTURE_TIMEOUT_S if ns.best else EMAIL_TIMEOUT_S)
     reason = ns.reason or ("best" if ns.best else "manual")
     ns.reason = reason
-    to_label = pick_best(ns, body, reserve, node, auto_limits(paths, ns.provider)) if ns.best else ns.to
+    advice = None
+    if ns.best and ns.posture_stdin and isinstance(body, dict):
+        advice = body.pop("advice", None)
+    elif ns.best:
+        advice = read_advice(ns, POSTURE_TIMEOUT_S)
+        # The monitor's advice only for the posture just read (a probe may land in between).
+        if not isinstance(advice, dict) or not isinstance(body, dict) or advice.get("probedAt") != body.get("probedAt"):
+            advice = None
+    to_label = pick_best(ns, body, reserve, node, auto_limits(paths, ns.provider), advice) if ns.best else ns.to
     auto = reason == "auto"
     return perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
                    email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,

@@ -17,7 +17,8 @@
   var last = null;          // newest posture body shown
   var login = null;         // newest /api/login body, shown while the posture is unavailable
   var loginFetched = 0;
-  var lastCodex = null;     // newest Codex posture body (?provider=codex), shown only when available
+  var lastCodex = null;
+  var advice = null;        // newest /api/advice body (Claude's accounts), for the banner     // newest Codex posture body (?provider=codex), shown only when available
   var traj = null;          // newest trajectory body
   var history = { fiveHour: {}, sevenDay: {} };  // label -> [[t, pct], ...]
   var historyFetched = 0;
@@ -172,13 +173,8 @@
     setBar("5h", active ? active.fiveHour : null);
     setBar("7d", active ? active.sevenDay : null);
 
-    var banner = $("banner");
-    if (status === "rejected") {
-      text("banner-text", bannerText(body));
-      banner.hidden = false;
-    } else {
-      banner.hidden = true;
-    }
+    renderBanner();
+    loadAdvice(body.probedAt);
     var nodeErr = $("node-error");
     if (body.error) {
       nodeErr.textContent = "Probe failed (" + body.error.kind + "): " + (body.error.message || "");
@@ -191,36 +187,53 @@
     tick();
   }
 
-  // ------------------------------------------------------------ the exhausted banner
+  // ------------------------------------------------------------ the banner: the monitor's advice
 
-  function reachesResetWithHeadroom(a) {
-    // A sibling is worth switching to when no window of it is forecast to hit
-    // 100% before its reset (the trajectory's forecasts); without a forecast,
-    // its current status decides.
-    if (a.active || a.error || a.bindingStatus === "rejected") return false;
-    for (var i = 0; i < WINDOWS.length; i++) {
-      var w = a[WINDOWS[i].field];
-      if (w && typeof w.pct === "number" && w.pct >= 100) return false;
-      var tw = trajWindow(a.label, WINDOWS[i].field);
-      if (tw && tw.forecast && tw.forecast.beforeReset) return false;
-    }
-    return true;
+  function loadAdvice(probedAt) {
+    // The advice is computed once per probe beside the posture (/api/advice): the banner
+    // names exactly what the status line, the HUD, guard and `switch --best` name.
+    if (advice && advice.probedAt === probedAt) return;
+    fetch("/api/advice", { cache: "no-store" })
+      .then(function (r) { return r.json(); })
+      .then(function (body) { advice = body; renderBanner(); })
+      .catch(function () {});
   }
 
-  function bannerText(body) {
+  function currentAdvice(body) {
+    var a = advice;
+    if (!a || a.available !== true || a.probedAt !== body.probedAt) return null;
+    var activeLabel = body.active ? body.active.label : null;
+    return (a.active ? a.active.label : null) === activeLabel ? a : null;
+  }
+
+  function renderBanner() {
+    var body = last, banner = $("banner");
+    if (!body || body.available !== true) { banner.hidden = true; return; }
+    var a = currentAdvice(body);
+    var acting = a && (a.advice === "switch" || a.advice === "wait");
+    if (body.status !== "rejected" && !acting) { banner.hidden = true; return; }
+    text("banner-text", bannerText(body, a));
+    banner.hidden = false;
+  }
+
+  function bannerText(body, a) {
     var active = body.active;
-    var msg = (active ? active.label : "The active account") + " is exhausted" +
-      (active && active.bindingWindow ? " (its " + windowWords(active.bindingWindow) + ")" : "") + ". ";
-    var fits = (body.accounts || []).filter(reachesResetWithHeadroom);
-    var named = body.siblingWithHeadroom;
-    var pick = null;
-    fits.forEach(function (a) { if (named && a.label === named.label) pick = a; });
-    if (!pick && fits.length) pick = fits[0];
-    if (pick) {
-      return msg + "Switch to " + pick.label + (pick.email ? " (" + pick.email + ")" : "") +
-        ": its forecast reaches the reset with headroom.";
+    var who = active ? active.label : "The active account";
+    var msg = body.status === "rejected"
+      ? who + " is exhausted" + (active && active.bindingWindow ? " (its " + windowWords(active.bindingWindow) + ")" : "") + ". "
+      : who + " is forecast to reach its limit before it resets. ";
+    if (!a) return msg;
+    if (a.advice === "switch" && a.to) {
+      var first = a.ranked && a.ranked[0];
+      return msg + "Switch to " + a.to.label + (a.to.email ? " (" + a.to.email + ")" : "") +
+        (first && first.reachesReset ? ": its forecast reaches the reset with headroom." : ": it has the most headroom left.");
     }
-    return msg + "No sibling account is forecast to reach its reset with headroom.";
+    if (a.advice === "wait") {
+      return msg + "Wait " + (a.waitS > 0 ? fmtShort(a.waitS * 1000) : "a moment") +
+        " for its reset: waiting is cheaper than switching.";
+    }
+    return msg + "No sibling account is forecast to reach its reset with headroom" +
+      (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtShort(a.waitS * 1000) + "." : ".");
   }
 
   // ------------------------------------------------------------ the advice, first on the page
@@ -608,8 +621,6 @@
     traj = body;
     (body.alerts || []).forEach(function (ev) { alertsSeen[ev.id] = true; });
     renderAlerts(body.alerts);
-    // New forecasts may change which sibling the exhausted banner recommends.
-    if (last && last.available === true && last.status === "rejected") text("banner-text", bannerText(last));
     if (typeof body.probedAt === "number") {
       (body.accounts || []).forEach(function (a) {
         WINDOWS.forEach(function (spec) {
