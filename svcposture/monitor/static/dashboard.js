@@ -17,8 +17,7 @@
   var last = null;          // newest posture body shown
   var login = null;         // newest /api/login body, shown while the posture is unavailable
   var loginFetched = 0;
-  var lastCodex = null;
-  var advice = null;        // newest /api/advice body (Claude's accounts), for the banner     // newest Codex posture body (?provider=codex), shown only when available
+  var lastCodex = null;     // newest Codex posture body (?provider=codex), shown only when available
   var traj = null;          // newest trajectory body
   var history = { fiveHour: {}, sevenDay: {} };  // label -> [[t, pct], ...]
   var historyFetched = 0;
@@ -174,7 +173,6 @@
     setBar("7d", active ? active.sevenDay : null);
 
     renderBanner();
-    loadAdvice(body.probedAt);
     var nodeErr = $("node-error");
     if (body.error) {
       nodeErr.textContent = "Probe failed (" + body.error.kind + "): " + (body.error.message || "");
@@ -189,18 +187,10 @@
 
   // ------------------------------------------------------------ the banner: the monitor's advice
 
-  function loadAdvice(probedAt) {
-    // The advice is computed once per probe beside the posture (/api/advice): the banner
-    // names exactly what the status line, the HUD, guard and `switch --best` name.
-    if (advice && advice.probedAt === probedAt) return;
-    fetch("/api/advice", { cache: "no-store" })
-      .then(function (r) { return r.json(); })
-      .then(function (body) { advice = body; renderBanner(); })
-      .catch(function () {});
-  }
-
   function currentAdvice(body) {
-    var a = advice;
+    // The banner names exactly what the advice line, the status line, the HUD, guard and
+    // `switch --best` name (/api/advice, fetched once per probe by loadAdvice below).
+    var a = advice.claude && advice.claude.body;
     if (!a || a.available !== true || a.probedAt !== body.probedAt) return null;
     var activeLabel = body.active ? body.active.label : null;
     return (a.active ? a.active.label : null) === activeLabel ? a : null;
@@ -229,11 +219,11 @@
         (first && first.reachesReset ? ": its forecast reaches the reset with headroom." : ": it has the most headroom left.");
     }
     if (a.advice === "wait") {
-      return msg + "Wait " + (a.waitS > 0 ? fmtShort(a.waitS * 1000) : "a moment") +
+      return msg + "Wait " + (a.waitS > 0 ? fmtDuration(a.waitS * 1000) : "a moment") +
         " for its reset: waiting is cheaper than switching.";
     }
     return msg + "No sibling account is forecast to reach its reset with headroom" +
-      (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtShort(a.waitS * 1000) + "." : ".");
+      (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtDuration(a.waitS * 1000) + "." : ".");
   }
 
   // ------------------------------------------------------------ the advice, first on the page
@@ -332,6 +322,7 @@
       node.className = "advice-line advice-" + a.advice;
     });
     $("advice").hidden = shown === 0;
+    renderBanner();
   }
 
   // ------------------------------------------------------------ cards
@@ -516,7 +507,7 @@
   }
 
   // The chart's key, drawn with the chart's own strokes so it reads the same in both schemes.
-  var LEGEND = [["spark-wall", "limit 100%"], ["spark-line", "used"], ["spark-now", "now"],
+  var LEGEND = [["spark-wall", "limit"], ["spark-line", "used"], ["spark-now", "now"],
                 ["spark-reset", "reset"], ["spark-forecast", "forecast"]];
   function legend(alarm) {
     var box = el("p", "spark-legend");
