@@ -23,9 +23,10 @@
     if (seconds === null || seconds === undefined || !isFinite(seconds)) return "?";
     var s = Math.max(0, Math.floor(seconds)), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600),
         m = Math.floor(s % 3600 / 60), sec = s % 60;
-    if (d > 0) return d + "d" + (h ? " " + h + "h" : "");
-    if (h > 0) return h + "h" + (m ? " " + m + "m" : "");
-    if (m > 0) return m + "m" + (sec ? " " + sec + "s" : "");
+    // A no-break space inside: a narrow cell wraps around a duration, never inside it.
+    if (d > 0) return d + "d" + (h ? "\u00a0" + h + "h" : "");
+    if (h > 0) return h + "h" + (m ? "\u00a0" + m + "m" : "");
+    if (m > 0) return m + "m" + (sec ? "\u00a0" + sec + "s" : "");
     return sec + "s";
   }
 
