@@ -1,8 +1,11 @@
-"""Parts 3 and 4 of scripts/bench_fleet.py: the fleet past the tracker's budget (docs/fleet-prometheus.md).
+"""Parts 3, 4 and 5 of scripts/bench_fleet.py: the fleet past the tracker's budget (docs/fleet-prometheus.md).
 
 3. Status for 1,000 hosts from Prometheus and from VictoriaMetrics (real engines on
    loopback, 1,000 stand-in monitors), against the tracker path for the same hosts.
 4. Hosts per bot user on the tracker path, before and after budgeting.
+5. 10,000 hosts of three accounts each beside 1,000, fed to a real VictoriaMetrics through
+   its import API (tests/support/bigfleet.py): `svc-cluster status --json`, the read in
+   process with its query count, and a real monitor's GET /api/fleet/accounts.
 """
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ from svcposture.settings import Settings
 from svcposture.cluster import liveness, promread
 from svcposture.paths import Paths
 from svcposture.settings import WINDOW_ENV
+from tests.support.bigfleet import BigFleet
 from tests.support.engines import query, start_prometheus, start_victoria, stop_all
+from tests.support.monitor import start_monitor
 from tests.support.fleet import populate
 from tests.support.fleetmetrics import FleetMetrics
 from tests.support.home import BEARER, make_node, node_env, write_json
@@ -38,13 +43,18 @@ SCRAPE = "10s"
 
 # ---------------------------------------------------------------- part 3: status from the engines
 
+# The command as installed, with the read's deadline raised: a loaded machine is timed, not failed.
+_STATUS = ("import runpy, sys; from svcposture.cluster import promread; promread.READ_DEADLINE_S = 120.0; "
+           "sys.argv = ['svcposture', 'cluster', 'status', '--json']; runpy.run_module('svcposture', "
+           "run_name='__main__', alter_sys=True)")
+
+
 def _status_cli(env: Dict[str, str], runs: int) -> Tuple[float, Dict[str, Any]]:
     times: List[float] = []
     report: Dict[str, Any] = {}
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "svcposture", "cluster", "status", "--json"], env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-c", _STATUS], env=env, capture_output=True, text=True, timeout=300)
         times.append(time.perf_counter() - start)
         report = json.loads(done.stdout)
         if report.get("error"):
@@ -62,6 +72,7 @@ def _in_process(env: Dict[str, str], hosts: List[str], runs: int) -> Tuple[float
         return real_get(url, timeout_s, max_bytes)
 
     promread.http_get = counting_get
+    kept_deadline, promread.READ_DEADLINE_S = promread.READ_DEADLINE_S, 120.0
     try:
         times = []
         for _ in range(runs):
@@ -71,6 +82,7 @@ def _in_process(env: Dict[str, str], hosts: List[str], runs: int) -> Tuple[float
             times.append(time.perf_counter() - start)
     finally:
         promread.http_get = real_get
+        promread.READ_DEADLINE_S = kept_deadline
     return statistics.median(times), calls[0]
 
 
@@ -134,6 +146,104 @@ def part_engines(root: Path, runs: int) -> List[Dict[str, Any]]:
     finally:
         stop_all(engines)
         fleet.stop()
+    return figures
+
+
+# ---------------------------------------------------------------- part 5: 10,000 hosts beside 1,000
+
+SCALE_INTERVAL_MS = 600000  # the imported points stay inside the liveness window for the whole part
+
+
+def _accounts_route(env: Dict[str, str], runs: int) -> float:
+    """Median seconds from a cold GET /api/fleet/accounts on a fresh monitor to its first fresh answer
+    (a reader waits for the read up to 3 s, then gets an answer saying the read is under way)."""
+    times = []
+    for _ in range(runs + 1):
+        mon = start_monitor(dict(env, SVC_FLEET_TTL_S="3600"), ["--no-probe"], timeout=60)
+        try:
+            start = time.perf_counter()
+            while True:
+                status, _, raw = mon.get("/api/fleet/accounts")
+                body = json.loads(raw)
+                if status == 200 and "error" not in body and not body.get("stale"):
+                    break
+                if time.perf_counter() - start > 300:
+                    raise RuntimeError("no accounts view within 300 s: %s" % raw[:300])
+                time.sleep(0.02)
+            times.append(time.perf_counter() - start)
+        finally:
+            mon.stop(timeout=20, check=False)
+    return statistics.median(times[1:])  # the first read warms the engine's caches
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    import os
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def _read_cpu(vm: Any, roster: List[str], runs: int) -> Tuple[float, float]:
+    """(median CPU seconds of one read in this process, of the engine answering it): what a loaded
+    machine's wall time hides."""
+    mine, theirs = [], []
+    for _ in range(runs):
+        engine, own = _cpu_s(vm.proc.pid), time.process_time()
+        promread.fleet_rows(vm.base, roster, SCALE_INTERVAL_MS)
+        mine.append(time.process_time() - own)
+        theirs.append(_cpu_s(vm.proc.pid) - engine)
+    return statistics.median(mine), statistics.median(theirs)
+
+
+def _scale_figures(root: Path, hosts: int, runs: int) -> Dict[str, Any]:
+    work = root / ("scale-%d" % hosts)
+    work.mkdir()
+    vm = start_victoria(work)
+    try:
+        fleet = BigFleet(hosts)
+        fleet.feed(vm.base)
+        wait_until(lambda: len(query(vm.base, 'up{node!=""}')) == hosts, timeout=180, interval=1,
+                   message="VictoriaMetrics holding %d hosts" % hosts)
+        home = make_node(work, fleet.hosts[0], fleet.roster, token=None)
+        env = node_env(home, SVC_LIVENESS_READ_SOURCE="prometheus", SVC_PROMETHEUS_URL=vm.base,
+                       EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS=str(SCALE_INTERVAL_MS))
+        _status_cli(env, 1)  # warm-up: the engine's caches
+        cli_s, report = _status_cli(env, runs)
+        global INTERVAL_MS
+        kept, INTERVAL_MS = INTERVAL_MS, SCALE_INTERVAL_MS
+        try:
+            inproc_s, requests = _in_process(env, fleet.roster, runs)
+        finally:
+            INTERVAL_MS = kept
+        kept_deadline, promread.READ_DEADLINE_S = promread.READ_DEADLINE_S, 120.0
+        try:
+            client_cpu, engine_cpu = _read_cpu(vm, fleet.roster, runs)
+        finally:
+            promread.READ_DEADLINE_S = kept_deadline
+        return {"status": cli_s, "read": inproc_s, "queries": requests, "route": _accounts_route(env, runs),
+                "client_cpu": client_cpu, "engine_cpu": engine_cpu,
+                "live": sum(1 for row in report["hosts"] if row["state"] == "live")}
+    finally:
+        stop_all([vm])
+
+
+def part_scale(root: Path, runs: int) -> List[Dict[str, Any]]:
+    small = _scale_figures(root, 1000, runs)
+    big = _scale_figures(root, 10000, runs)
+    figures = []
+    for key, what in (("status", "svc-cluster status --json"), ("route", "GET /api/fleet/accounts"),
+                      ("read", "the read in process"), ("client_cpu", "CPU of the read in process"),
+                      ("engine_cpu", "CPU of VictoriaMetrics answering the read")):
+        figures.append({"figure": "%s, 10,000 hosts x 3 accounts from VictoriaMetrics" % what,
+                        "value": round(big[key], 3), "unit": "s", "baseline": round(small[key], 3),
+                        "baseline_label": "1,000 hosts, same run", "ratio": round(big[key] / small[key], 2),
+                        "target": "< 1 s" if key in ("status", "route") else "ratio < 10",
+                        "ok": big[key] < 1.0 if key in ("status", "route") else big[key] / small[key] < 10,
+                        "live": big["live"]})
+    figures.append({"figure": "queries per read, 10,000 hosts", "value": big["queries"], "unit": "queries",
+                    "baseline": small["queries"], "baseline_label": "1,000 hosts",
+                    "ratio": round(big["queries"] / float(small["queries"]), 2), "target": "<= 4",
+                    "ok": big["queries"] <= 4})
     return figures
 
 
@@ -224,6 +334,8 @@ def run_scale(parts: Set[str], quick: bool) -> None:
             figures += part_engines(root, 3 if quick else 5)
         if "4" in parts:
             figures += part_budget(root, quick)
+        if "5" in parts:
+            figures += part_scale(root, 3 if quick else 5)
     finally:
         shutil.rmtree(str(root), ignore_errors=True)
     header = ("figure", "value", "baseline", "ratio", "target")

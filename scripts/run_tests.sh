@@ -28,7 +28,7 @@ RUN_TIMEOUT_S=${SVC_TEST_RUN_TIMEOUT_S:-1500}
 DEBIAN_NEEDS=(
   "chromium chromedriver : chromium chromium-driver"   # the browser tests (selenium)
   "prometheus promtool : prometheus"                   # the rule, rule-test and scrape tests
-  "victoria-metrics : victoria-metrics"                # the fleet engine tests (remote_write from Prometheus)
+  "victoria-metrics : victoria-metrics"                # the fleet engine tests (remote_write, 10,000-host import)
   "prometheus-alertmanager amtool : prometheus-alertmanager"   # the grouped-notification and config tests
 )
 # pip packages for the default interpreter's whole suite (the package itself needs none at run time).
@@ -49,7 +49,8 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_pages_browser.py tests/test_first_look_demo.py tests/test_reserve_config.py
   tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py
   tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
-  tests/test_leak_codex_tokens.py tests/test_mirror_join.py tests/test_promread.py"
+  tests/test_leak_codex_tokens.py tests/test_mirror_join.py tests/test_promread.py tests/test_fleet_scale.py
+  tests/test_fleet_accounts.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then

@@ -173,11 +173,24 @@ def test_doctor_reads_prometheus(stack):
 
 
 def test_at_most_three_queries_and_plain_promql(stack):
-    # The queries a status sends are exactly these three, whatever the fleet size.
-    queries = promread.fleet_queries(INTERVAL_MS)
+    # The queries a status sends are these three, whatever the fleet size.
+    queries = list(promread.fleet_queries(INTERVAL_MS)) + [
+        promread.readings_query(stack["fleet"].hosts[:100], keyless=True)]
     assert len(queries) == 3
     for text in queries:
         assert isinstance(query(stack["prom"].base, text), list)
+    calls = []
+    real = promread.http_get
+
+    def counting(url, timeout_s, max_bytes):
+        calls.append(url)
+        return real(url, timeout_s, max_bytes)
+    promread.http_get = counting
+    try:
+        rows = promread.fleet_rows(stack["prom"].base, stack["fleet"].hosts, INTERVAL_MS)
+    finally:
+        promread.http_get = real
+    assert len(calls) == 3 and len(rows) == HOSTS
 
 
 def test_victoria_metrics_answers_the_same_states(stack):

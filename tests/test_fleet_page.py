@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from svcposture._time import parse_iso_ms
 from svcposture.cluster import liveness
 from tests.support.browser import chromium, wait_for
 from tests.support.fleet import populate
@@ -143,11 +144,19 @@ def test_500_hosts_on_one_page_with_hostile_names_shown_as_text(tmp_path, anchor
                 "  var label = r.querySelector('.label');"
                 "  return {state: r.dataset.state, host: r.querySelector('.host').textContent,"
                 "          label: label ? label.textContent : null, text: r.innerText}; });")
+            # Most urgent first: an exhausted account, then the soonest wall; then by state, then name.
+            report = mon.get_json("/api/fleet")[1]
             order = {"missing": 0, "stale": 1, "unknown": 2, "live": 3}
-            states = [r["state"] for r in rows]
-            assert states == sorted(states, key=order.get)     # by state, then name
+
+            def urgency(host):
+                account = host["account"] or {}
+                wall = parse_iso_ms(account["wall_at"]) if account.get("wall_at") else float("inf")
+                return (0 if account.get("status") == "rejected" else 1, wall, order[host["state"]], host["host"])
+            expected = [h["host"] for h in sorted(report["hosts"], key=urgency)]
+            assert [r["host"] for r in rows] == expected
+            assert rows[0]["text"].count("REJECTED") and sum(1 for r in rows if "REJECTED" in r["text"]) > 10
             stale_names = [r["host"] for r in rows if r["state"] == "stale"]
-            assert stale_names == sorted(stale_names) and len(stale_names) == 40
+            assert len(stale_names) == 40
             evil = [r for r in rows if r["host"] == evil_host]
             assert len(evil) == 1 and evil[0]["label"] == "<img src=x onerror=alert(2)>"
             assert browser.execute_script("return document.querySelectorAll('#rows script, #rows img').length") == 0

@@ -127,7 +127,7 @@ def test_account_block_of_a_posture_body():
                        "fiveHour": {"pct": 85.0, "resetsAt": "2023-11-14T23:00:00.000Z", "status": "allowed_warning"},
                        "sevenDay": None}}
     block = account_block(body, wall_at="2023-11-14T22:40:00.000Z", probe_interval_ms=300000)
-    assert block == {"label": "acct2", "status": "degraded", "five_hour_pct": 85.0,
+    assert block == {"key": None, "label": "acct2", "status": "degraded", "five_hour_pct": 85.0,
                      "five_hour_resets_at": "2023-11-14T23:00:00.000Z", "seven_day_pct": None,
                      "seven_day_resets_at": None, "wall_at": "2023-11-14T22:40:00.000Z",
                      "probed_at": "2023-11-14T22:13:20.000Z", "probe_interval_ms": 300000}
@@ -166,7 +166,7 @@ def test_hostile_account_blocks_are_whitelisted(case):
     view = peer_account(raw, publish_interval_ms=60000)
     for key, value in expect.items():
         assert view[key] == value, key
-    assert set(view) == {"label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
+    assert set(view) == {"key", "label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
                          "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms", "age_s", "stale"}
 
 

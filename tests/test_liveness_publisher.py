@@ -63,7 +63,8 @@ def test_first_heartbeat_is_immediate_with_the_contract_metadata(tmp_path, ancho
     meta = attachment["metadata"]
     assert attachment["title"] == "svc heartbeat a"
     assert attachment["subtitle"] == meta["publishedAt"]
-    assert set(meta) == {"host", "publishedAt", "publishIntervalMs", "version", "accountStatus", "quota", "account"}
+    assert set(meta) == {"host", "publishedAt", "publishIntervalMs", "version", "accountStatus", "quota", "account",
+                         "accounts"}
     assert meta["account"] is None  # no account source: the field is present, null
     assert meta["host"] == "a" and meta["publishIntervalMs"] == 60000 and meta["accountStatus"] == "degraded"
     assert meta["quota"] == {"five_hour_pct": 12.5, "seven_day_pct": 40.0, "subscription_type": "max"}

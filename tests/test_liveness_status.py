@@ -35,7 +35,8 @@ def test_live_stale_missing_by_each_hosts_own_interval(tmp_path, anchor_tracker)
     assert rows["a"]["quota"] == {"five_hour_pct": 12.5, "seven_day_pct": 40}
     assert rows["b"]["state"] == "stale" and rows["b"]["ageS"] >= 199
     assert rows["c"]["state"] == "live"
-    assert rows["d"] == {"host": "d", "state": "missing", "ageS": None, "quota": None, "account": None}
+    assert rows["d"] == {"host": "d", "state": "missing", "ageS": None, "quota": None, "account": None,
+                                    "accounts": []}
 
 
 def test_missing_interval_falls_back_to_the_local_one(tmp_path, anchor_tracker):
@@ -143,9 +144,12 @@ def test_loki_source(tmp_path):
         env = node_env(home, interval_ms=120000, SVC_LIVENESS_READ_SOURCE="loki", SVC_LOKI_URL=loki.url + "/")
         code, report = run_json(env, "status", "--json")
         assert code == 3 and report["source"] == "loki"  # b and c are missing
-        assert report["hosts"] == [{"host": "a", "state": "live", "ageS": None, "quota": None, "account": None},
-                                   {"host": "b", "state": "missing", "ageS": None, "quota": None, "account": None},
-                                   {"host": "c", "state": "missing", "ageS": None, "quota": None, "account": None}]
+        assert report["hosts"] == [{"host": "a", "state": "live", "ageS": None, "quota": None, "account": None,
+                                    "accounts": []},
+                                   {"host": "b", "state": "missing", "ageS": None, "quota": None, "account": None,
+                                    "accounts": []},
+                                   {"host": "c", "state": "missing", "ageS": None, "quota": None, "account": None,
+                                    "accounts": []}]
         assert first_query(loki) == 'sum by (host) (count_over_time({host=~".+"}[240s]))'
 
 

@@ -1,6 +1,7 @@
 """/metrics parsed line by line as Prometheus text; /api/openapi.json validated structurally."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -67,14 +68,23 @@ def test_metrics_parse_and_carry_the_posture(mon):
         status, headers, body = mon.get("/metrics")
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
     fam = parse_metrics(body.decode("utf-8"))
+    # account_key: sha256(provider NUL lower-cased email)[:16]; acct2 has no email, so no key label.
+    email = [a for a in mon.get_json("/api/accounts")[1]["accounts"] if a["label"] == "acct1"][0]["email"]
+    assert email
+    key = hashlib.sha256(("claude\0" + email.lower()).encode()).hexdigest()[:16]
+    one = 'account="acct1",provider="claude",account_key="%s"' % key
     pct = fam["svc_account_utilization_percent"]["samples"]
-    assert pct['{account="acct1",provider="claude",window="five_hour"}'] == 42.5
-    assert pct['{account="acct1",provider="claude",window="seven_day"}'] == 90.0
+    assert pct['{%s,window="five_hour"}' % one] == 42.5
+    assert pct['{%s,window="seven_day"}' % one] == 90.0
     assert pct['{account="acct2",provider="claude",window="five_hour"}'] == 107.0
     resets = fam["svc_account_window_resets_at_seconds"]["samples"]
-    assert resets['{account="acct1",provider="claude",window="five_hour"}'] == 1800000000
-    assert resets['{account="acct1",provider="claude",window="seven_day"}'] == 1800300000
-    assert fam["svc_account_active"]["samples"] == {'{account="acct1",provider="claude"}': 1, '{account="acct2",provider="claude"}': 0}
+    assert resets['{%s,window="five_hour"}' % one] == 1800000000
+    assert resets['{%s,window="seven_day"}' % one] == 1800300000
+    assert fam["svc_account_active"]["samples"] == {'{%s}' % one: 1, '{account="acct2",provider="claude"}': 0}
+    account_statuses = fam["svc_account_status"]["samples"]
+    assert account_statuses['{%s,status="ok"}' % one] == 1
+    assert account_statuses['{account="acct2",provider="claude",status="rejected"}'] == 1
+    assert sum(account_statuses.values()) == 2
     statuses = fam["svc_node_status"]["samples"]
     assert statuses['{status="ok"}'] == 1 and sum(statuses.values()) == 1
     assert fam["svc_posture_available"]["samples"][""] == 1
@@ -180,7 +190,7 @@ def test_openapi_document_is_structurally_valid(mon):
     assert doc["info"]["title"] and doc["info"]["version"]
     expected = {"/", "/api/accounts", "/api/accounts/stream", "/api/openapi.json", "/metrics", "/healthz",
                 "/static/dashboard.css", "/static/dashboard.js",
-                "/fleet", "/static/fleet.css", "/static/fleet.js", "/api/fleet",
+                "/fleet", "/static/fleet.css", "/static/fleet.js", "/api/fleet", "/api/fleet/accounts",
                 "/api/trajectory", "/api/history", "/api/trajectory/stream",
                 "/api/login", "/static/favicon.svg", "/api/advice"}
     assert set(doc["paths"]) == expected

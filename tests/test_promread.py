@@ -66,28 +66,36 @@ def vector(samples: List[Tuple[Dict[str, str], Any]]) -> bytes:
         {"metric": m, "value": [now, str(v)]} for m, v in samples]}}).encode()
 
 
+KEY = "0123456789abcdef"
+
+
 def healthy(text: str) -> Tuple[int, bytes]:
     now = time.time()
-    if text.startswith("max by (node)"):
+    if text.startswith("max by (node) (max_over_time"):
         return 200, vector([({"node": "alpha"}, 1), ({"node": "bravo"}, 1), ({"node": "charlie"}, 0),
-                            ({"node": "not-in-roster"}, 1)])
-    if text.startswith("timestamp("):
-        return 200, vector([({"node": "alpha", "account": "acct-a", "provider": "claude", "instance": "a:7400"},
-                             now - 2), ({"node": "bravo", "account": "b\x1b[31mad", "provider": "claude"}, now)])
+                            ({"node": "not-in-roster"}, 1), ({"node": "alpha", "seen": "1"}, now - 2),
+                            ({"node": "bravo", "seen": "1"}, now)])
+    if text.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds"):
+        return 200, vector([
+            ({"node": "alpha", "account": "acct-a", "account_key": KEY, "provider": "claude"}, now - 30),
+            ({"node": "alpha", "account": "acct-a", "account_key": KEY, "provider": "claude", "active": "1"}, 1),
+            ({"node": "alpha", "account": "other", "provider": "claude"}, now - 30),
+            ({"node": "bravo", "account": "b\x1b[31mad", "provider": "claude"}, now),
+            ({"node": "bravo", "account": "b\x1b[31mad", "provider": "claude", "active": "1"}, 1)])
     figures = [({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
-                 "window": "five_hour"}, 91.5),
+                 "provider": "claude", "window": "five_hour"}, 91.5),
                ({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
-                 "window": "seven_day"}, 12),
+                 "provider": "claude", "window": "seven_day"}, 12),
                ({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "other",
-                 "window": "five_hour"}, 3),
+                 "provider": "claude", "window": "five_hour"}, 3),
                ({"__name__": "svc_account_window_resets_at_seconds", "node": "alpha", "account": "acct-a",
-                 "window": "five_hour"}, now + 3600),
+                 "provider": "claude", "window": "five_hour"}, now + 3600),
                ({"__name__": "svc_account_forecast_wall_timestamp_seconds", "node": "alpha", "account": "acct-a",
-                 "window": "five_hour"}, now + 600),
+                 "provider": "claude", "window": "five_hour"}, now + 600),
+               ({"__name__": "svc_account_status", "node": "alpha", "account": "acct-a", "provider": "claude",
+                 "status": "degraded"}, 1),
                ({"__name__": "svc_account_utilization_percent", "node": "bravo", "account": "b\x1b[31mad",
-                 "window": "five_hour"}, 1e300),
-               ({"__name__": "svc_node_status", "node": "alpha", "status": "degraded"}, 1),
-               ({"__name__": "svc_probe_last_success_timestamp_seconds", "node": "alpha"}, now - 30)]
+                 "provider": "claude", "window": "five_hour"}, 1e300)]
     return 200, vector(figures)
 
 
@@ -104,7 +112,10 @@ def test_states_and_account_blocks_from_three_queries(tmp_path):
     with PromStub(healthy) as prom:
         done = run_cluster(reader_env(tmp_path, prom.url), "status", "--json")
         assert len(prom.queries) == 3
-        assert prom.queries == list(promread.fleet_queries(60000))
+        assert prom.queries[:2] == list(promread.fleet_queries(60000))
+        # The third asks for the figures of the node holding acct-a's newest reading, and of accounts
+        # without a key.
+        assert 'node=~"alpha"' in prom.queries[2] and 'account_key=""' in prom.queries[2]
     report = json.loads(done.stdout)
     assert done.returncode == 3 and report["source"] == "prometheus" and report["publishIntervalMs"] == 60000
     rows = {r["host"]: r for r in report["hosts"]}
@@ -112,21 +123,32 @@ def test_states_and_account_blocks_from_three_queries(tmp_path):
     assert {h: r["state"] for h, r in rows.items()} == {"alpha": "live", "bravo": "live", "charlie": "stale",
                                                         "delta": "missing"}
     alpha = rows["alpha"]["account"]
-    assert alpha["label"] == "acct-a" and alpha["five_hour_pct"] == 91.5 and alpha["seven_day_pct"] == 12
+    assert alpha["label"] == "acct-a" and alpha["key"] == KEY
+    assert alpha["five_hour_pct"] == 91.5 and alpha["seven_day_pct"] == 12
     assert alpha["status"] == "degraded" and alpha["wall_at"] and alpha["five_hour_resets_at"]
     assert alpha["probed_at"] and alpha["stale"] is False and 1 <= rows["alpha"]["ageS"] < 30
     assert rows["alpha"]["quota"]["five_hour_pct"] == 91.5
+    entries = {e["label"]: e for e in rows["alpha"]["accounts"]}
+    assert entries["acct-a"]["active"] is True and entries["other"]["active"] is False
+    assert entries["other"]["key"] is None and entries["other"]["five_hour_pct"] == 3
     # A hostile label and an absurd figure are dropped field by field, never echoed.
     assert rows["bravo"]["account"]["label"] is None and rows["bravo"]["account"]["five_hour_pct"] is None
+    assert rows["bravo"]["accounts"] == []
     assert rows["charlie"]["account"] is None and rows["charlie"]["ageS"] is None
-    assert rows["delta"] == {"host": "delta", "state": "missing", "ageS": None, "quota": None, "account": None}
+    assert rows["delta"] == {"host": "delta", "state": "missing", "ageS": None, "quota": None, "account": None,
+                             "accounts": []}
 
 
 def test_queries_are_plain_promql_over_twice_the_interval():
-    liveness_q, accounts_q, figures_q = promread.fleet_queries(120000)
-    assert liveness_q == 'max by (node) (max_over_time(up{node!=""}[240s]))'
-    assert accounts_q == 'timestamp(svc_node_active_account{node!=""})'
-    assert "and on (node, account) svc_node_active_account" in figures_q
+    hosts_q, accounts_q = promread.fleet_queries(120000)
+    assert hosts_q.startswith('max by (node) (max_over_time(up{node!=""}[240s]))')
+    assert accounts_q.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds")
+    readings = promread.readings_query(["a.b", "c"], keyless=False)
+    assert 'node=~"a\\\\.b|c"' in readings and 'account_key=""' not in readings
+    # A filter past VictoriaMetrics' query length, or a name that is no host name: every node.
+    assert 'node!=""' in promread.readings_query(["h%05d" % i for i in range(3000)], keyless=False)
+    assert 'node!=""' in promread.readings_query(['a"b'], keyless=False)
+    assert promread.readings_query([], keyless=False) is None
 
 
 BROKEN = {
@@ -163,7 +185,7 @@ def test_a_broken_reply_makes_liveness_unknown_never_dead(tmp_path, mode):
 
 def test_the_third_query_failing_fails_the_whole_read(tmp_path):
     def third_fails(text: str) -> Tuple[int, bytes]:
-        return BROKEN["garbage"] if text.startswith("(") else healthy(text)
+        return BROKEN["garbage"] if text.startswith("max by (__name__") else healthy(text)
     with PromStub(third_fails) as prom:
         done = run_cluster(reader_env(tmp_path, prom.url), "status", "--json")
     report = json.loads(done.stdout)

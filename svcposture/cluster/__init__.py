@@ -7,6 +7,10 @@
 - stack:    process control of the monitor and the svc-stack command line
 - liveness: settings, heartbeat publisher, peer status, Loki read, set-anchor/status
 - heartbeat: the heartbeat's format: metadata builders (pure) and the peer readers
+- hostaccounts: the heartbeat's `accounts` list, every account of a host with its key
+- fleetaccounts: the fleet by account (GET /api/fleet/accounts), a pure view of a status report
+- promread: liveness and accounts read from Prometheus (three queries whatever the fleet size)
+- status:   svc-cluster status, of the cluster or (--url) of a running monitor's fleet view
 - tracker:  the Linear-compatible GraphQL client the liveness anchor lives on
 - hrw:      which host owns a ticket (highest random weight), svc-cluster owner
 - doctor:   every check: svc-cluster doctor and join's PER-NODE checklist

@@ -64,10 +64,10 @@ def display_value(key: str, value: Any) -> Any:
     return value
 
 
-def print_json(obj: Any, *, ensure_ascii: bool = True) -> None:
+def print_json(obj: Any, *, ensure_ascii: bool = True, indent: Any = 2) -> None:
     # The config-mirror commands print ASCII-escaped JSON, the liveness ones
     # (status, doctor, owner, set-anchor) print host names as they are.
-    print(json.dumps(obj, indent=2, ensure_ascii=ensure_ascii))
+    print(json.dumps(obj, indent=indent, ensure_ascii=ensure_ascii))
 
 
 # ---------------------------------------------------------------- commands

@@ -10,8 +10,12 @@ anchor; its metadata is
 `account.ratelimit.sampled` event. `account` is the active account of the
 publishing host, in snake_case like the quota block:
 
-    {"label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
+    {"key", "label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
      "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms"}
+
+`key` names the account across hosts (svcposture.accountkey; null when its
+email is unknown). `accounts` lists every account of the host, active or not
+(at most 16, hostaccounts.py), so the fleet can be read by account.
 
 `probed_at` and `probe_interval_ms` go beyond the seven fields the fleet page documents (docs/fleet.md):
 without them a reader cannot tell a value probed a minute ago from one probed
@@ -31,17 +35,19 @@ import urllib.parse
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
 from .._names import FIELD_OF_CLAIM, NODE_STATUSES
+from ..accountkey import account_key, valid_key
 from .._text import finite_number, has_control, is_int, printable
 from .._time import now_ms, parse_iso_ms
 from ..events import RATELIMIT_SAMPLED, EventLog, event_name
 from .tracker import HEARTBEAT_URL_PREFIX
 
-METADATA_FIELDS = ("host", "publishedAt", "publishIntervalMs", "version", "accountStatus", "quota", "account")
+METADATA_FIELDS = ("host", "publishedAt", "publishIntervalMs", "version", "accountStatus", "quota", "account",
+                   "accounts")
 # What a heartbeat says when the node cannot tell its own account status.
 UNAVAILABLE = "unavailable"
 PCT_FIELDS = ("five_hour_pct", "seven_day_pct")
 TIME_FIELDS = ("five_hour_resets_at", "seven_day_resets_at", "wall_at", "probed_at")
-ACCOUNT_FIELDS = ("label", "status") + PCT_FIELDS + TIME_FIELDS + ("probe_interval_ms",)
+ACCOUNT_FIELDS = ("key", "label", "status") + PCT_FIELDS + TIME_FIELDS + ("probe_interval_ms",)
 # Heartbeat `quota` block field for each contract key of account.ratelimit.sampled (contract 6.2).
 QUOTA_BLOCK_FIELDS = {
     "ratelimit.five_hour_pct": "five_hour_pct",
@@ -79,9 +85,10 @@ def host_of_heartbeat_url(url: str) -> Optional[str]:
 # ---------------------------------------------------------------- building (publisher)
 
 def metadata(*, host: str, published_at: str, publish_interval_ms: int, version: str,
-             account_status: Any, quota: Any, account: Any) -> Dict[str, Any]:
+             account_status: Any, quota: Any, account: Any, accounts: Any = None) -> Dict[str, Any]:
     """The attachment's metadata. Pure; a status that is not a non-empty string is
-    UNAVAILABLE, a quota or account that is not a dict is null (the keys are always there)."""
+    UNAVAILABLE, a quota or account that is not a dict is null, accounts that are
+    not a list are empty (the keys are always there)."""
     return {
         "host": host,
         "publishedAt": published_at,
@@ -90,6 +97,7 @@ def metadata(*, host: str, published_at: str, publish_interval_ms: int, version:
         "accountStatus": account_status if isinstance(account_status, str) and account_status else UNAVAILABLE,
         "quota": quota if isinstance(quota, dict) else None,
         "account": account if isinstance(account, dict) else None,
+        "accounts": accounts if isinstance(accounts, list) else [],
     }
 
 
@@ -127,14 +135,15 @@ def newest_quota(log: Optional[EventLog]) -> Optional[Dict[str, Any]]:
 
 
 def account_block(summary: Optional[Mapping[str, Any]], *, wall_at: Optional[str] = None,
-                  probe_interval_ms: Optional[int] = None) -> Optional[Dict[str, Any]]:
+                  probe_interval_ms: Optional[int] = None, provider: str = "claude") -> Optional[Dict[str, Any]]:
     """The block of a posture body, or None when the node has no active account (or no posture)."""
     if not isinstance(summary, Mapping) or summary.get("available") is not True:
         return None
     active = summary.get("active")
     if not isinstance(active, Mapping) or not isinstance(active.get("label"), str):
         return None
-    block: Dict[str, Any] = {"label": active["label"], "status": summary.get("status")}
+    block: Dict[str, Any] = {"key": account_key(provider, active.get("email")), "label": active["label"],
+                             "status": summary.get("status")}
     for prefix, field in _WINDOW_OF_PREFIX.items():
         window = active.get(field)
         window = window if isinstance(window, Mapping) else {}
@@ -142,12 +151,12 @@ def account_block(summary: Optional[Mapping[str, Any]], *, wall_at: Optional[str
         block[prefix + "_resets_at"] = window.get("resetsAt")
     block["wall_at"] = wall_at
     probed = summary.get("probedAt")
-    block["probed_at"] = _iso(probed) if is_int(probed) else None
+    block["probed_at"] = iso_or_none(probed) if is_int(probed) else None
     block["probe_interval_ms"] = probe_interval_ms
     return block
 
 
-def _iso(ms: int) -> Optional[str]:
+def iso_or_none(ms: int) -> Optional[str]:
     from .._time import iso_from_ms
     try:
         return iso_from_ms(ms)
@@ -181,7 +190,7 @@ def binding_wall_at(summary: Mapping[str, Any], trajectory: Any) -> Optional[str
 
 
 def account_source(current: Callable[[], Optional[Mapping[str, Any]]], trajectory: Callable[[], Any],
-                   probe_interval_s: float) -> Callable[[], Optional[Dict[str, Any]]]:
+                   probe_interval_s: float, provider: str = "claude") -> Callable[[], Optional[Dict[str, Any]]]:
     """The publisher's `account` callable: the block of the newest posture (`current()`),
     its wall from the trajectory body in memory (`trajectory()`); nothing is read from disk."""
     interval_ms = int(round(probe_interval_s * 1000))
@@ -190,7 +199,8 @@ def account_source(current: Callable[[], Optional[Mapping[str, Any]]], trajector
         summary = current()
         if not isinstance(summary, Mapping) or summary.get("available") is not True:
             return None
-        return account_block(summary, wall_at=binding_wall_at(summary, trajectory()), probe_interval_ms=interval_ms)
+        return account_block(summary, wall_at=binding_wall_at(summary, trajectory()), probe_interval_ms=interval_ms,
+                             provider=provider)
 
     return source
 
@@ -246,14 +256,14 @@ def peer_quota(value: Any) -> Optional[Dict[str, Any]]:
     return block
 
 
-def _text(value: Any, limit: int) -> Optional[str]:
+def clean_text(value: Any, limit: int) -> Optional[str]:
     if isinstance(value, str) and 0 < len(value) <= limit and not has_control(value):
         return value
     return None
 
 
-def _time_text(value: Any) -> Optional[str]:
-    text = _text(value, MAX_TIME_TEXT)
+def clean_time(value: Any) -> Optional[str]:
+    text = clean_text(value, MAX_TIME_TEXT)
     if text is None:
         return None
     try:
@@ -263,7 +273,7 @@ def _time_text(value: Any) -> Optional[str]:
     return text
 
 
-def _number(value: Any, high: float) -> Optional[float]:
+def clean_number(value: Any, high: float) -> Optional[float]:
     number = finite_number(value)
     return number if number is not None and 0 <= number <= high else None
 
@@ -279,14 +289,15 @@ def peer_account(value: Any, *, publish_interval_ms: float, now: Optional[int] =
     """
     if not isinstance(value, dict):
         return None
-    block: Dict[str, Any] = {"label": _text(value.get("label"), MAX_LABEL)}
+    block: Dict[str, Any] = {"key": value["key"] if valid_key(value.get("key")) else None,
+                             "label": clean_text(value.get("label"), MAX_LABEL)}
     status = value.get("status")
     block["status"] = status if isinstance(status, str) and status in NODE_STATUSES else None
     for field in PCT_FIELDS:
-        block[field] = _number(value.get(field), MAX_PCT)
+        block[field] = clean_number(value.get(field), MAX_PCT)
     for field in TIME_FIELDS:
-        block[field] = _time_text(value.get(field))
-    interval = _number(value.get("probe_interval_ms"), 365 * 86400 * 1000.0)
+        block[field] = clean_time(value.get(field))
+    interval = clean_number(value.get("probe_interval_ms"), 365 * 86400 * 1000.0)
     block["probe_interval_ms"] = int(interval) if interval else None
     age_s: Optional[float] = None
     if block["probed_at"] is not None:
@@ -324,6 +335,9 @@ def account_schema() -> Dict[str, Any]:
     """JSON Schema of the `account` block as readers report it (peer_account)."""
     nullable_time = {"type": ["string", "null"], "format": "date-time"}
     props: Dict[str, Any] = {
+        "key": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$",
+                "description": "The account across hosts: sha256(provider NUL lower-cased email), first 16 hex "
+                               "digits; null when the host does not know the account's email."},
         "label": {"type": ["string", "null"], "maxLength": MAX_LABEL,
                   "description": "The active account's label on that host; any printable text, shown escaped."},
         "status": {"type": ["string", "null"], "enum": list(NODE_STATUSES) + [None]},

@@ -25,6 +25,7 @@ from ._common import print_json, valid_ticket
 from . import heartbeat
 # host_of_heartbeat_url too: callers address heartbeats through this module.
 from .heartbeat import heartbeat_url, host_of_heartbeat_url, peer_account, unlisted_rows  # noqa: F401
+from .hostaccounts import peer_accounts
 from .loki import LokiError, loki_live_hosts
 
 # The liveness knobs live with the node's other settings; commands read them from here too.
@@ -44,7 +45,8 @@ class Publisher:
                  logger: Optional[logging.Logger] = None,
                  account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                  polls_usage: Optional[Callable[[], bool]] = None,
-                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> None:
+                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                 accounts: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> None:
         self.paths = paths
         self.settings = settings
         self.node = node
@@ -61,6 +63,8 @@ class Publisher:
         self._account = account
         # The active Codex account's block (docs/codex.md); None: the node shows nothing of Codex.
         self._codex = codex
+        # Every account of the host, active or not (hostaccounts.py): the fleet read by account.
+        self._accounts = accounts
         self._log = log
         # False while another host polls this login's usage: this heartbeat's quota is then null.
         self._polls_usage = polls_usage
@@ -229,9 +233,13 @@ class Publisher:
             account = self._account() if self._account is not None else None
         except Exception:  # a broken account read must not cost the beat
             account = None
+        try:
+            accounts = self._accounts() if self._accounts is not None else []
+        except Exception:  # as for `account`: never costs the beat
+            accounts = []
         metadata = heartbeat.metadata(host=self.node, published_at=published_at,
                                       publish_interval_ms=self.interval_ms, version=__version__,
-                                      account_status=status, quota=quota, account=account)
+                                      account_status=status, quota=quota, account=account, accounts=accounts)
         try:
             codex = self._codex() if self._codex is not None else None
         except Exception:  # as for `account`: never costs the beat
@@ -245,10 +253,11 @@ def start_publisher(paths: Paths, settings: Settings, node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
                     account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                     polls_usage: Optional[Callable[[], bool]] = None,
-                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None) -> Publisher:
+                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                    accounts: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
     publisher = Publisher(paths, settings, node, account_status, log, account=account, polls_usage=polls_usage,
-                          codex=codex)
+                          codex=codex, accounts=accounts)
     publisher.start()
     return publisher
 
@@ -263,7 +272,8 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
     for host in dict.fromkeys(roster):
         beat = by_host.get(host)
         if beat is None:
-            rows.append({"host": host, "state": "missing", "ageS": None, "quota": None, "account": None})
+            rows.append({"host": host, "state": "missing", "ageS": None, "quota": None, "account": None,
+                         "accounts": []})
             continue
         interval = heartbeat.peer_interval_ms(beat.metadata.get("publishIntervalMs"), local_interval_ms)
         published = heartbeat.published_ms(beat)
@@ -279,6 +289,7 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
         codex = peer_account(beat.metadata.get("codex"), publish_interval_ms=interval, now=now)
         if codex is not None:
             row["codex"] = codex
+        row["accounts"] = peer_accounts(beat.metadata.get("accounts"))
         rows.append(row)
     return rows
 
@@ -302,7 +313,8 @@ def collect_status(paths: Paths, settings: Settings) -> Dict[str, Any]:
     report: Dict[str, Any] = {"source": source, "anchor": anchor, "publishIntervalMs": interval, "hosts": []}
 
     def unknown(error: str) -> Dict[str, Any]:
-        report["hosts"] = [{"host": h, "state": "unknown", "ageS": None, "quota": None, "account": None}
+        report["hosts"] = [{"host": h, "state": "unknown", "ageS": None, "quota": None, "account": None,
+                            "accounts": []}
                            for h in dict.fromkeys(hosts)]
         report["error"] = error
         return report
@@ -316,7 +328,7 @@ def collect_status(paths: Paths, settings: Settings) -> Dict[str, Any]:
         except LokiError as exc:
             return unknown(str(exc))
         report["hosts"] = [{"host": h, "state": "live" if h in live else "missing", "ageS": None, "quota": None,
-                            "account": None} for h in dict.fromkeys(hosts)]
+                            "account": None, "accounts": []} for h in dict.fromkeys(hosts)]
         return report
     if source == "prometheus":
         try:

@@ -3,55 +3,75 @@
 A demo node is no cluster member (it has no roster, no anchor), so the real
 fleet read would answer "0 hosts" and an anchor error. The demo gives its
 monitor this source instead (MonitorApp.fleet_source): six hosts in every
-state a fleet has (live, stale, missing, unknown), with active accounts,
-windows moving with the demo's clock, and wall forecasts, one of them before
-its reset. The report has the shape of `svc-cluster status --json` with
-`source` "demo", so the page draws it as it draws a real one.
+state a fleet has (live, stale, missing, unknown), each with its accounts
+(docs/fleet.md: the same login has the same key on every host, whatever its
+label there), windows moving with the demo's clock, and wall forecasts, one of
+them before its reset. The report has the shape of `svc-cluster status
+--json` with `source` "demo", so the page draws it as it draws a real one.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
 from .._time import iso_from_epoch, iso_now, parse_iso_ms
+from ..accountkey import account_key
 
 HOUR = 3600.0
 PROBE_INTERVAL_MS = 10000
+# The demo's logins (svc-monitor demo writes the first three into its env file), and one more:
+# staging-1 calls a different login "acct1", which only its key tells apart.
+EMAILS = {"acct1": "ada@demo.invalid", "acct2": "grace@demo.invalid", "acct3": "linus@demo.invalid",
+          "staging": "alan@demo.invalid"}
 
 
-def _account(label: str, status: str, five: float, seven: float, now: float, *, five_reset_h: float,
-             seven_reset_h: float, wall_h: Optional[float], age_s: float, stale: bool = False) -> Dict[str, Any]:
-    return {"label": label, "status": status, "probe_interval_ms": PROBE_INTERVAL_MS, "age_s": age_s,
-            "stale": stale, "five_hour_pct": round(five, 1), "seven_day_pct": round(seven, 1),
+def _account(label: str, login: Optional[str], status: str, five: float, seven: float, now: float, *,
+             five_reset_h: float, seven_reset_h: float, wall_h: Optional[float], age_s: float,
+             active: bool = True) -> Dict[str, Any]:
+    """One account entry of a host's heartbeat; `login` names its email in EMAILS (None: no email known)."""
+    return {"key": account_key("claude", EMAILS.get(login or "")), "label": label, "provider": "claude",
+            "status": status, "active": active, "five_hour_pct": round(five, 1), "seven_day_pct": round(seven, 1),
             "five_hour_resets_at": iso_from_epoch(now + five_reset_h * HOUR),
             "seven_day_resets_at": iso_from_epoch(now + seven_reset_h * HOUR),
             "wall_at": iso_from_epoch(now + wall_h * HOUR) if wall_h is not None else None,
             "probed_at": iso_from_epoch(now - age_s)}
 
 
-def _host(name: str, state: str, age_s: Optional[float], account: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    return {"host": name, "state": state, "ageS": age_s, "quota": None, "account": account}
+def _host(name: str, state: str, age_s: Optional[float], accounts: List[Dict[str, Any]],
+          stale: bool = False) -> Dict[str, Any]:
+    """A status row: the active entry as the `account` block (with what a reader derives), and every entry."""
+    active = next((a for a in accounts if a["active"]), None)
+    block = None
+    if active is not None:
+        block = {k: v for k, v in active.items() if k not in ("provider", "active")}
+        block.update(probe_interval_ms=PROBE_INTERVAL_MS, age_s=round(age_s or 0.0, 1) if age_s else None,
+                     stale=stale)
+    return {"host": name, "state": state, "ageS": age_s, "quota": None, "account": block, "accounts": accounts}
 
 
 def simulated_report(started: float, now: float) -> Dict[str, Any]:
     """The fleet `now` (epoch s) into a demo started at `started`."""
     phase = ((now - started) % 600.0) / 600.0  # the fleet's numbers drift over ten minutes, then repeat
+    acct1 = dict(five_reset_h=3.2, seven_reset_h=70.0, wall_h=None)
+    acct2 = dict(five_reset_h=2.5, seven_reset_h=40.0)
+    acct3 = dict(five_reset_h=4.1, seven_reset_h=30.0, wall_h=52.0)
     hosts: List[Dict[str, Any]] = [
-        _host("build-01", "live", 12.0, _account(
-            "acct1", "ok", 38.0 + 20.0 * phase, 44.0, now, five_reset_h=3.2, seven_reset_h=70.0,
-            wall_h=None, age_s=8.0)),
-        _host("build-02", "live", 25.0, _account(
-            "acct2", "degraded", 84.0 + 10.0 * phase, 61.0, now, five_reset_h=2.5, seven_reset_h=40.0,
-            wall_h=0.5 + 0.4 * (1.0 - phase), age_s=15.0)),
-        _host("ci-runner-3", "live", 40.0, _account(
-            "acct3", "ok", 22.0, 91.0, now, five_reset_h=4.1, seven_reset_h=30.0,
-            wall_h=52.0, age_s=30.0)),
-        _host("gpu-box", "stale", 420.0, _account(
-            "acct2", "ok", 55.0, 63.0, now, five_reset_h=1.8, seven_reset_h=40.0,
-            wall_h=None, age_s=410.0, stale=True)),
-        _host("laptop-ada", "missing", 7200.0, None),
-        _host("staging-1", "live", 5.0, _account(
-            "acct1", "rejected", 100.0, 48.0, now, five_reset_h=0.6, seven_reset_h=70.0,
-            wall_h=0.0, age_s=4.0)),
+        _host("build-01", "live", 12.0, [
+            _account("acct1", "acct1", "ok", 38.0 + 20.0 * phase, 44.0, now, age_s=8.0, **acct1),
+            _account("acct3", "acct3", "ok", 22.0, 91.0, now, age_s=8.0, active=False, **acct3)]),
+        _host("build-02", "live", 25.0, [
+            _account("acct2", "acct2", "degraded", 84.0 + 10.0 * phase, 61.0, now,
+                     wall_h=0.5 + 0.4 * (1.0 - phase), age_s=15.0, **acct2),
+            _account("acct1", "acct1", "ok", 38.0 + 20.0 * phase, 44.0, now, age_s=15.0, active=False, **acct1)]),
+        _host("ci-runner-3", "live", 40.0, [
+            _account("acct3", "acct3", "ok", 22.0, 91.0, now, age_s=30.0, **acct3),
+            _account("scratch", None, "ok", 5.0, 12.0, now, five_reset_h=1.0, seven_reset_h=100.0, wall_h=None,
+                     age_s=30.0, active=False)]),
+        _host("gpu-box", "stale", 420.0, [
+            _account("acct2", "acct2", "ok", 55.0, 58.0, now, wall_h=None, age_s=410.0, **acct2)], stale=True),
+        _host("laptop-ada", "missing", 7200.0, []),
+        _host("staging-1", "live", 5.0, [
+            _account("acct1", "staging", "rejected", 100.0, 48.0, now, five_reset_h=0.6, seven_reset_h=70.0,
+                     wall_h=0.0, age_s=4.0)]),
     ]
     return {"source": "demo", "anchor": "simulated fleet (svc-monitor demo)", "hosts": hosts,
             "unlisted": [{"host": "old-vm", "ageS": 86400.0}], "generatedAt": iso_now()}

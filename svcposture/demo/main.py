@@ -323,6 +323,8 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
             # The demo's monitor.json is in its temporary home, where `hud` without --url never looks.
             print("svc-monitor demo: terminal HUD: %s hud --url %s" % (command, server.url), flush=True)
             print("svc-monitor demo: status line: %s statusline --url %s" % (command, server.url), flush=True)
+            print("svc-monitor demo: fleet in a terminal: %s status --url %s" % (cluster_command(command), server.url),
+                  flush=True)
             print("svc-monitor demo: demo home %s; events in %s" % (node.home, node.paths.events_dir), flush=True)
 
         return run_monitor(node.paths, node.environ, bind="127.0.0.1", port=port, probe_enabled=True,
@@ -362,6 +364,15 @@ def invoked_as(argv0: Optional[str] = None, executable: Optional[str] = None) ->
         package = (__package__ or "svcposture.monitor").rsplit(".", 1)[0]
         return "%s -m %s monitor" % (python, package)
     return "svc monitor" if base == "svc" else base
+
+
+def cluster_command(monitor_command: str) -> str:
+    """The `svc-cluster` command beside a monitor command invoked_as() gave."""
+    if monitor_command.endswith(" monitor"):
+        return monitor_command[:-len(" monitor")] + " cluster"
+    if monitor_command.endswith("svc-monitor"):
+        return monitor_command[:-len("svc-monitor")] + "svc-cluster"
+    return "svc-cluster"
 
 
 def _port_free(port: int) -> bool:

@@ -44,10 +44,11 @@ from .._version import __version__
 from ..history import DEFAULT_HOURS, MAX_HOURS
 from ..claude.loginview import login_body, no_sampler_reason
 from ..summary import reply
+from ..cluster.fleetaccounts import accounts_view
 from ..settings import Settings
 from . import wire
 from .assets import PAGE_HEADERS, load_static
-from .exposition import METRICS_TYPE, render_metrics, render_trajectory_metrics
+from .exposition import METRICS_TYPE, account_keys, render_metrics, render_trajectory_metrics
 from .advice_route import TARGETS as ADVICE_TARGETS, AdviceRoute
 from .openapi import openapi_document
 from .fleet import FleetCache, collect_report
@@ -73,6 +74,7 @@ ROUTES = {
     "/healthz": "get_healthz",
     "/metrics": "get_metrics",
     "/api/fleet": "get_fleet",
+    "/api/fleet/accounts": "get_fleet_accounts",
     "/api/login": "get_login",
     "/api/openapi.json": "get_openapi",
     "/api/advice": "get_advice",
@@ -279,15 +281,22 @@ class MonitorApp:
         except Exception as exc:
             log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
             figures = {}
+        codex = self.codex.metrics() if self.codex is not None else None
         text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit,
-                              codex=self.codex.metrics() if self.codex is not None else None)
+                              codex=codex)
         if self.trajectory is not None:
-            text += render_trajectory_metrics(self.trajectory.metrics())
+            keys = account_keys(("claude", figures.get("last")), ("codex", (codex or {}).get("last")))
+            text += render_trajectory_metrics(self.trajectory.metrics(), keys)
         return wire.response(200, METRICS_TYPE, text.encode("utf-8"), request.conn, b"Cache-Control: no-store\r\n",
                              request.head_only)
 
     def get_fleet(self, request: Request) -> Reply:
         return wire.response(200, JSON_TYPE, self.fleet.body(), request.conn, JSON_HEADERS, request.head_only)
+
+    def get_fleet_accounts(self, request: Request) -> Reply:
+        """The fleet by account (docs/fleet.md), built from the same cached read as /api/fleet."""
+        return wire.response(200, JSON_TYPE, self.fleet.view(accounts_view), request.conn, JSON_HEADERS,
+                             request.head_only)
 
     def get_login(self, request: Request) -> Reply:
         """This machine's Claude Code login from the sampler's newest sample (docs/first-look.md)."""

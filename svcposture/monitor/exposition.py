@@ -10,6 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from .._names import CLAIM_OF_FIELD, NODE_STATUSES
 from .._text import is_number
 from .._time import parse_iso_ms
+from ..accountkey import account_key
+from ..summary import node_status
 
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 WINDOWS = tuple(CLAIM_OF_FIELD.items())  # (body field, metric label)
@@ -50,16 +52,45 @@ def _family(lines: List[str], name: str, kind: str, help_text: str, samples: Seq
             lines.append("%s%s %s" % (name, labels, text))
 
 
-def _account_samples(accounts: Any, provider: str) -> Tuple[Samples, Samples, Samples]:
-    """(utilization pct, window reset seconds, active flag) samples per account of one vendor."""
+def _account_labels(account: Mapping[str, Any], provider: str) -> str:
+    """`account="…",provider="…"` plus `account_key="…"` when the account's email is known (docs/fleet.md)."""
+    labels = 'account="%s",provider="%s"' % (_label(account["label"]), _label(provider))
+    key = account_key(provider, account.get("email"))
+    return labels if key is None else labels + ',account_key="%s"' % key
+
+
+def account_keys(*bodies: Tuple[str, Optional[Mapping[str, Any]]]) -> Dict[Tuple[str, str], str]:
+    """(provider, label) -> account key of every account with a known email in (provider, posture body)."""
+    keys: Dict[Tuple[str, str], str] = {}
+    for provider, body in bodies:
+        for account in (body or {}).get("accounts") or []:
+            if isinstance(account, Mapping) and isinstance(account.get("label"), str):
+                key = account_key(provider, account.get("email"))
+                if key is not None:
+                    keys[(provider, account["label"])] = key
+    return keys
+
+
+def _account_samples(accounts: Any, provider: str,
+                     probed_ms: Any = None) -> Tuple[Samples, Samples, Samples, Samples, Samples]:
+    """(utilization pct, window reset seconds, active flag, status, probed-at seconds) samples per
+    account of one vendor; an account's own `sampledAt` (a Codex sample) is when it was read, else
+    the posture's `probedAt`."""
     pct: Samples = []
     resets: Samples = []
     active: Samples = []
+    statuses: Samples = []
+    probed: Samples = []
     for account in accounts if isinstance(accounts, list) else []:
         if not isinstance(account, dict) or not isinstance(account.get("label"), str):
             continue
-        label = 'account="%s",provider="%s"' % (_label(account["label"]), _label(provider))
+        label = _account_labels(account, provider)
         active.append(("{%s}" % label, 1 if account.get("active") else 0))
+        status = node_status(account)
+        statuses.extend(('{%s,status="%s"}' % (label, s), 1 if s == status else 0) for s in NODE_STATUSES)
+        read_ms = account.get("sampledAt") if is_number(account.get("sampledAt")) else probed_ms
+        if is_number(read_ms) and read_ms > 0:
+            probed.append(("{%s}" % label, read_ms / 1000.0))
         for key, window in WINDOWS:
             view = account.get(key)
             if not isinstance(view, dict):
@@ -69,7 +100,7 @@ def _account_samples(accounts: Any, provider: str) -> Tuple[Samples, Samples, Sa
             seconds = _epoch_s(view.get("resetsAt"))
             if seconds is not None:
                 resets.append((labels, seconds))
-    return pct, resets, active
+    return pct, resets, active, statuses, probed
 
 
 def _node_active_account_family(lines: List[str], last: Optional[Mapping[str, Any]],
@@ -86,8 +117,7 @@ def _node_active_account_family(lines: List[str], last: Optional[Mapping[str, An
         active = body.get("active") if body else None
         node = body.get("node") if body else None
         if isinstance(active, Mapping) and isinstance(active.get("label"), str) and isinstance(node, str):
-            samples.append(('{node="%s",account="%s",provider="%s"}'
-                            % (_label(node), _label(active["label"]), provider), 1))
+            samples.append(('{node="%s",%s}' % (_label(node), _account_labels(active, provider)), 1))
     _family(lines, "svc_node_active_account", "gauge",
             "1 for the account this node works on, by node name and provider.", samples)
 
@@ -121,13 +151,14 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
     """
     last = figures.get("last") if isinstance(figures.get("last"), dict) else None
     nodes = _node_samples(figures, "")
-    pct, resets, active = _account_samples(last.get("accounts") if last else None, "claude")
+    pct, resets, active, statuses, probed = _account_samples(last.get("accounts") if last else None, "claude",
+                                                             last.get("probedAt") if last else None)
     codex_last = codex.get("last") if codex and isinstance(codex.get("last"), dict) else None
     if codex is not None and codex_last is not None and codex_last.get("available") is True:
         for family, samples in _node_samples(codex, 'provider="codex"').items():
             nodes[family].extend(samples)
-        more = _account_samples(codex_last.get("accounts"), "codex")
-        for mine, theirs in zip((pct, resets, active), more):
+        more = _account_samples(codex_last.get("accounts"), "codex", codex_last.get("probedAt"))
+        for mine, theirs in zip((pct, resets, active, statuses, probed), more):
             mine.extend(theirs)
     lines: List[str] = []
     _family(lines, "svc_posture_available", "gauge", "1 when the posture surface is enabled and probed.",
@@ -138,6 +169,11 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
             "Account utilization of a rate-limit window, percent (may exceed 100).", pct)
     _family(lines, "svc_account_window_resets_at_seconds", "gauge", "When the window resets, Unix seconds.", resets)
     _family(lines, "svc_account_active", "gauge", "1 for the node's active account.", active)
+    _family(lines, "svc_account_status", "gauge",
+            "Account status as the node status it would give, one series per status; 1 marks the current one.",
+            statuses)
+    _family(lines, "svc_account_probed_at_seconds", "gauge",
+            "When the account's figures were last read, Unix seconds.", probed)
     _node_active_account_family(lines, last, codex)
     _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.", nodes["runs"])
     _family(lines, "svc_probe_errors_total", "counter", "Header probes that ended in an error posture.",
@@ -150,17 +186,21 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
     return "\n".join(lines) + "\n"
 
 
-def render_trajectory_metrics(figures: Mapping[str, Any]) -> str:
+def render_trajectory_metrics(figures: Mapping[str, Any],
+                              keys: Optional[Mapping[Tuple[str, str], str]] = None) -> str:
     """The trajectory families of /metrics (docs/trajectory.md), appended to render_metrics' text.
 
     `figures` is TrajectoryService.metrics(): `windows`, a list of (account,
-    window, forecast, provider), and `alerts`, the alert counts by kind.
+    window, forecast, provider), and `alerts`, the alert counts by kind. `keys`
+    (account_keys()) adds each account's `account_key` where its email is known.
     """
     rate: Samples = []
     at_reset: Samples = []
     wall: Samples = []
     for account, window, forecast, provider in figures.get("windows") or []:
-        labels = '{account="%s",provider="%s",window="%s"}' % (_label(account), _label(provider), _label(window))
+        key = (keys or {}).get((provider, account))
+        labels = '{account="%s",provider="%s",%swindow="%s"}' % (
+            _label(account), _label(provider), 'account_key="%s",' % key if key else "", _label(window))
         rate.append((labels, forecast.get("ratePctPerHour")))
         at_reset.append((labels, forecast.get("pctAtReset")))
         seconds = _epoch_s(forecast.get("wallAt"))

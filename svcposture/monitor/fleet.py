@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from .._time import iso_now
 from ..paths import Paths
@@ -56,6 +56,8 @@ class FleetCache:
         self.wait_s = wait_s
         self._lock = threading.Lock()
         self._body: Optional[bytes] = None
+        self._report: Dict[str, Any] = {}  # the report `_body` holds
+        self._views: Dict[Any, Tuple[Dict[str, Any], bytes]] = {}
         self._at = 0.0
         self._good: Optional[Dict[str, Any]] = None  # the last report without an error, and when it was read
         self._good_at = 0.0
@@ -63,9 +65,25 @@ class FleetCache:
         self.reads = 0
 
     def body(self) -> bytes:
+        return self._current()[1]
+
+    def view(self, build: Callable[[Dict[str, Any]], Dict[str, Any]]) -> bytes:
+        """The bytes of `build(report)` over the same report body() serves: one read for both,
+        and `build` runs once per report, not once per reader."""
+        report, _ = self._current()
+        with self._lock:
+            cached = self._views.get(build)
+            if cached is not None and cached[0] is report:
+                return cached[1]
+        data = dumps(build(report))
+        with self._lock:
+            self._views[build] = (report, data)
+        return data
+
+    def _current(self) -> Tuple[Dict[str, Any], bytes]:
         with self._lock:
             if self._body is not None and time.monotonic() - self._at < self.ttl_s:
-                return self._body
+                return self._report, self._body
             flight = self._flight
             if flight is None:
                 flight = self._flight = threading.Event()
@@ -73,32 +91,34 @@ class FleetCache:
         if flight.wait(self.wait_s):
             with self._lock:
                 if self._body is not None:
-                    return self._body
+                    return self._report, self._body
         return self._while_reading()
 
-    def _while_reading(self) -> bytes:
+    def _while_reading(self) -> Tuple[Dict[str, Any], bytes]:
         with self._lock:
             good, age = self._good, time.monotonic() - self._good_at
         if good is not None:
-            return dumps(dict(good, stale=True, staleAgeS=round(age, 1)))
-        return dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+            report = dict(good, stale=True, staleAgeS=round(age, 1))
+        else:
+            report = {"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
                       "error": "the fleet is still being read (the tracker or Loki is slow to answer); "
-                               "try again in a few seconds"})
+                               "try again in a few seconds"}
+        return report, dumps(report)
 
     def _read(self, flight: threading.Event) -> None:
-        report: Optional[Dict[str, Any]] = None
         try:
-            report = self._collect()
+            report: Dict[str, Any] = self._collect()
             body = dumps(report)
         except Exception as exc:  # a bug in the read must not take the route down
             log.warning("fleet read failed: %s: %s", type(exc).__name__, exc)
-            report = None
-            body = dumps({"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
-                          "error": "the fleet could not be read (see the monitor log)"})
+            report = {"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+                      "error": "the fleet could not be read (see the monitor log)"}
+            body = dumps(report)
         with self._lock:
             self._body = body
+            self._report = report
             self._at = time.monotonic()
-            if isinstance(report, dict) and not report.get("error"):
+            if not report.get("error"):
                 self._good, self._good_at = report, self._at
             self._flight = None
             self.reads += 1

@@ -158,11 +158,14 @@ class Node:
         self.codex.candidates_source = UsageOwner(paths, node, settings).codex_candidates
         try:
             from ..cluster.heartbeat import account_source
+            from ..cluster.hostaccounts import accounts_source
             account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
-            codex = account_source(self.codex.current, self.trajectory.body, self.service.interval_s)
+            codex = account_source(self.codex.current, self.trajectory.body, self.service.interval_s, "codex")
+            accounts = accounts_source([("claude", self.service.current), ("codex", self.codex.current)],
+                                       self.trajectory.body)
             self._started.append(liveness.start_publisher(
                 paths, settings, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, codex=codex))
+                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, accounts=accounts))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 

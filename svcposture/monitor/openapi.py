@@ -189,20 +189,24 @@ def _paths() -> Dict[str, Any]:
 def fleet_schemas() -> Dict[str, Any]:
     """FleetReport (GET /api/fleet), its host rows, and the heartbeat account and quota blocks."""
     from ..cluster.heartbeat import account_schema, quota_schema
+    from ..cluster.hostaccounts import MAX_ACCOUNTS, entry_schema
 
     host = {"type": "object", "additionalProperties": False,
-            "required": ["host", "state", "ageS", "quota", "account"],
+            "required": ["host", "state", "ageS", "quota", "account", "accounts"],
             "properties": {
                 "host": {"type": "string"},
                 "state": {"type": "string", "enum": ["live", "stale", "missing", "unknown"]},
                 "ageS": {"type": ["number", "null"], "minimum": 0,
                          "description": "Heartbeat age in seconds; null when missing, unknown or under Loki."},
                 "quota": {"oneOf": [{"type": "null"}, _ref("HeartbeatQuota")]},
-                "account": {"oneOf": [{"type": "null"}, _ref("HeartbeatAccount")]}}}
+                "account": {"oneOf": [{"type": "null"}, _ref("HeartbeatAccount")]},
+                "codex": _ref("HeartbeatAccount"),
+                "accounts": {"type": "array", "maxItems": MAX_ACCOUNTS, "items": _ref("HostAccount"),
+                             "description": "Every account of the host, active or not; empty when unknown."}}}
     report = {"type": "object", "additionalProperties": False,
               "required": ["source", "anchor", "hosts", "generatedAt"],
               "properties": {
-                  "source": {"type": "string", "enum": ["tracker", "loki", "prometheus"]},
+                  "source": {"type": "string", "enum": ["tracker", "loki", "prometheus", "demo"]},
                   "anchor": {"type": ["string", "null"]},
                   "publishIntervalMs": {"type": "integer", "minimum": 1, "description": "The heartbeat interval "
                                         "in force: the tracker's budget may stretch the configured one."},
@@ -223,8 +227,45 @@ def fleet_schemas() -> Dict[str, Any]:
                   "staleAgeS": {"type": "number", "minimum": 0,
                                 "description": "With `stale`: seconds since that report was read."},
                   "generatedAt": {"type": "string", "format": "date-time"}}}
-    return {"FleetReport": report, "FleetHost": host,
-            "HeartbeatAccount": account_schema(), "HeartbeatQuota": quota_schema()}
+    return {"FleetReport": report, "FleetHost": host, "HostAccount": entry_schema(),
+            "HeartbeatAccount": account_schema(), "HeartbeatQuota": quota_schema(),
+            "FleetAccounts": _fleet_accounts_schema()}
+
+
+def _fleet_accounts_schema() -> Dict[str, Any]:
+    """GET /api/fleet/accounts (cluster/fleetaccounts.py)."""
+    time = {"type": ["string", "null"], "format": "date-time"}
+    window = {"type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "probedAt", "host"],
+              "properties": {"pct": {"type": ["number", "null"], "minimum": 0}, "resetsAt": time,
+                             "probedAt": dict(time, description="When the newest reading of the window was "
+                                                                "probed, on `host`."),
+                             "host": {"type": ["string", "null"]}}}
+    account = {"type": "object", "additionalProperties": False,
+               "required": ["key", "provider", "labels", "hosts", "status", "fiveHour", "sevenDay", "wallAt"],
+               "properties": {
+                   "key": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$",
+                           "description": "sha256(provider NUL lower-cased email), first 16 hex digits; null "
+                                          "when the host does not know the email (then one host, one label)."},
+                   "provider": {"type": "string"},
+                   "labels": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                              "description": "What the hosts call this account."},
+                   "hosts": {"type": "array", "items": {
+                       "type": "object", "additionalProperties": False, "required": ["host", "active"],
+                       "properties": {"host": {"type": "string"}, "active": {"type": "boolean"}}}},
+                   "status": {"type": ["string", "null"],
+                              "enum": ["ok", "degraded", "rejected", "error", "unknown", None]},
+                   "fiveHour": window, "sevenDay": window,
+                   "wallAt": dict(time, description="The forecast wall of the binding window, from the newest "
+                                                    "reading.")}}
+    return {"type": "object", "additionalProperties": False, "required": ["accounts", "source", "readAt"],
+            "properties": {
+                "accounts": {"type": "array", "items": account,
+                             "description": "Most urgent first: rejected, then the soonest wall."},
+                "source": {"type": ["string", "null"], "enum": ["tracker", "loki", "prometheus", "demo", None]},
+                "readAt": dict(time, description="When the fleet was read (the report's generatedAt)."),
+                "error": {"type": "string", "description": "The fleet could not be read; accounts is empty."},
+                "stale": {"type": "boolean", "enum": [True]},
+                "staleAgeS": {"type": "number", "minimum": 0}}}
 
 
 def fleet_paths() -> Dict[str, Any]:
@@ -241,6 +282,11 @@ def fleet_paths() -> Dict[str, Any]:
             description=("Read from the liveness anchor (every page of its attachments) or from Loki, at most "
                          "once per TTL whatever the number of readers; concurrent readers share one read. "
                          "Never writes to the tracker.")),
+        "/api/fleet/accounts": _get_op(
+            "getFleetAccounts", "The fleet by account: each account once, its hosts, each window from its "
+                                "newest probe across the fleet, most urgent first.",
+            {"200": _json_response("The accounts view of the same cached read as /api/fleet.", "FleetAccounts",
+                                   {"Cache-Control": {"schema": {"const": "no-store"}}})}),
     }
 
 

@@ -39,10 +39,14 @@ def posture_body(node: str, active: str, five_pct: float, seven_pct: float) -> D
 
     accounts = []
     for label, five, seven in ((active, five_pct, seven_pct), ("spare-" + node.split(".")[-1], 1.0, 2.0)):
-        accounts.append({"label": label, "active": label == active, "fiveHour": window(five, 2),
-                         "sevenDay": window(seven, 72)})
+        five_hour = window(five, 2)
+        five_hour["status"] = "rejected" if five >= 100 else "allowed_warning" if five >= 80 else "allowed"
+        accounts.append({"label": label, "active": label == active, "fiveHour": five_hour,
+                         "sevenDay": window(seven, 72), "bindingWindow": "five_hour",
+                         "bindingStatus": five_hour["status"], "error": None})
     status = "rejected" if five_pct >= 100 else "degraded" if five_pct >= 80 else "ok"
-    return {"available": True, "node": node, "status": status, "active": accounts[0], "accounts": accounts}
+    return {"available": True, "node": node, "status": status, "active": accounts[0], "accounts": accounts,
+            "probedAt": now}
 
 
 class FleetMetrics:

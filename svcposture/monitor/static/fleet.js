@@ -1,4 +1,5 @@
-// The fleet page: every roster host from /api/fleet. Plain DOM, text only:
+// The fleet page: every provider account across the fleet (/api/fleet/accounts), most urgent
+// first, then every roster host (/api/fleet) by the same urgency. Plain DOM, text only:
 // host names, labels and errors come from peers and are never parsed as HTML.
 "use strict";
 (function () {
@@ -79,13 +80,14 @@
     var wall = account ? msOf(account.wall_at) : null;
     if (wall === null) {
       cell.className += " none";
-      cell.textContent = "—";
+      cell.textContent = "no forecast";
+      cell.title = "Not enough recent readings for a forecast, or the account is not being used up.";
       return cell;
     }
     var reset = bindingReset(account);
     var secs = (wall - Date.now()) / 1000;
     if (reset !== null && wall >= reset) {
-      cell.textContent = "after reset";
+      cell.textContent = "not before its reset";
       cell.className += " none";
     } else {
       cell.textContent = secs <= 0 ? "at 100% now" : "100% in " + duration(secs);
@@ -151,13 +153,97 @@
     return r;
   }
 
+  // Urgency, the same for accounts and hosts: an exhausted account first, then the soonest wall.
+  function urgency(status, wallAt) {
+    var wall = msOf(wallAt);
+    return [status === "rejected" ? 0 : 1, wall === null ? Infinity : wall];
+  }
+
+  function compareUrgency(a, b) {
+    if (a[0] !== b[0]) return a[0] - b[0];
+    if (a[1] !== b[1]) return a[1] < b[1] ? -1 : 1;
+    return 0;
+  }
+
+  function hostUrgency(host) {
+    var account = host.account || host.codex;
+    return account ? urgency(account.status, account.wall_at) : urgency(null, null);
+  }
+
   function sorted(hosts) {
     return hosts.slice().sort(function (a, b) {
+      var u = compareUrgency(hostUrgency(a), hostUrgency(b));
+      if (u) return u;
       var sa = STATE_ORDER.hasOwnProperty(a.state) ? STATE_ORDER[a.state] : 9;
       var sb = STATE_ORDER.hasOwnProperty(b.state) ? STATE_ORDER[b.state] : 9;
       if (sa !== sb) return sa - sb;
       return String(a.host) < String(b.host) ? -1 : String(a.host) > String(b.host) ? 1 : 0;
     });
+  }
+
+  // ---------------------------------------------------------------- the accounts table
+
+  function td(label, child, cls) {
+    var cell = el("td", cls);
+    cell.setAttribute("role", "cell");
+    cell.dataset.label = label;  // the narrow layout's heading for the cell
+    if (child) cell.appendChild(child);
+    return cell;
+  }
+
+  function readOn(win) {
+    var probed = win ? msOf(win.probedAt) : null;
+    if (probed === null) return null;
+    var text = "read " + duration((Date.now() - probed) / 1000) + " ago" + (win.host ? " on " + win.host : "");
+    return el("span", "read-on", text);
+  }
+
+  function accountWindow(win, name, who) {
+    var cell = windowCell(win ? win.pct : null, win ? win.resetsAt : null, who + " " + name + " window");
+    var read = readOn(win);
+    if (read) cell.appendChild(read);
+    return cell;
+  }
+
+  function accountRow(account) {
+    var tr = el("tr", "acct-row");
+    tr.setAttribute("role", "row");
+    tr.dataset.status = account.status || "unknown";
+    var labels = Array.isArray(account.labels) ? account.labels.join(" · ") : "";
+    var name = el("th", "acct-name");
+    name.setAttribute("scope", "row");
+    name.setAttribute("role", "rowheader");
+    name.appendChild(el("span", "label", labels || "(no label)"));
+    if (account.provider && account.provider !== "claude") name.appendChild(el("span", "vendor", account.provider));
+    var key = el("span", "key", account.key ? "key " + account.key : "no email known: this host's only");
+    key.title = account.key ? "The same login has this key on every host, whatever its label there."
+                            : "Without the account's email nothing tells whether another host uses the same login.";
+    name.appendChild(key);
+    tr.appendChild(name);
+    tr.appendChild(td("Status", pill(account.status)));
+    var who = labels || "account";
+    tr.appendChild(td("5-hour window", accountWindow(account.fiveHour, "5-hour", who)));
+    tr.appendChild(td("7-day window", accountWindow(account.sevenDay, "7-day", who)));
+    var resets = {five_hour_resets_at: account.fiveHour && account.fiveHour.resetsAt,
+                  seven_day_resets_at: account.sevenDay && account.sevenDay.resetsAt, wall_at: account.wallAt};
+    tr.appendChild(td("Reaches 100 %", wallCell(resets)));
+    var hosts = (Array.isArray(account.hosts) ? account.hosts : []).map(function (h) {
+      return h.host + (h.active ? " (active)" : "");
+    });
+    tr.appendChild(td("Hosts", el("span", "acct-hosts", hosts.join(", ") || "—")));
+    return tr;
+  }
+
+  function renderAccounts(body) {
+    var box = document.getElementById("accounts-box");
+    var accounts = body && Array.isArray(body.accounts) ? body.accounts : null;
+    box.hidden = accounts === null || (!accounts.length && !!(body && body.error));
+    if (accounts === null) return;
+    var frag = document.createDocumentFragment();
+    accounts.forEach(function (a) { frag.appendChild(accountRow(a)); });
+    document.getElementById("account-rows").replaceChildren(frag);
+    document.getElementById("accounts").hidden = accounts.length === 0;
+    document.getElementById("accounts-empty").hidden = accounts.length > 0;
   }
 
   function renderCounts(hosts, unlisted) {
@@ -213,13 +299,19 @@
     box.hidden = unlisted.length === 0;
   }
 
+  function getJson(path) {
+    return fetch(path, { cache: "no-store", headers: { Accept: "application/json" } }).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.json();
+    });
+  }
+
   function load() {
-    fetch("/api/fleet", { cache: "no-store", headers: { Accept: "application/json" } })
-      .then(function (r) {
-        if (!r.ok) throw new Error("HTTP " + r.status);
-        return r.json();
-      })
-      .then(function (body) { fetchedAt = Date.now(); render(body); })
+    // Both answer from one cached read of the fleet; an older monitor without the accounts view
+    // still shows its hosts.
+    var accounts = getJson("/api/fleet/accounts").catch(function () { return null; });
+    Promise.all([getJson("/api/fleet"), accounts])
+      .then(function (bodies) { fetchedAt = Date.now(); renderAccounts(bodies[1]); render(bodies[0]); })
       .catch(function (err) {
         var notice = document.getElementById("notice");
         notice.hidden = false;

@@ -1,0 +1,121 @@
+"""The fleet by account: GET /api/fleet/accounts, built from a fleet status report (docs/fleet.md).
+
+A provider account is one quota, whichever hosts use it: its utilization is
+the vendor's figure for the whole account, so the freshest reading (and its
+forecast) already includes every host's burn. The view lists each account
+once, keyed by `key` (svcposture.accountkey), with the labels hosts give it,
+the hosts that have it (and whether it is their active one), and each window
+from the newest probe of it across the fleet:
+
+    {"accounts": [{"key", "provider", "labels", "hosts": [{"host", "active"}],
+                   "status", "fiveHour": {"pct", "resetsAt", "probedAt", "host"},
+                   "sevenDay": {...}, "wallAt"}],
+     "source", "readAt"}
+
+An account whose host does not know its email has no key: nothing says that
+two hosts' entries are the same account, so it is listed per host and label
+(`key` null, one host). Most urgent first: rejected, then the soonest wall,
+then the fullest window. Pure: the report comes from the tracker, Prometheus
+or the demo's simulated fleet, all in the same shape.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .._time import parse_iso_ms
+
+WINDOWS = (("fiveHour", "five_hour_pct", "five_hour_resets_at"),
+           ("sevenDay", "seven_day_pct", "seven_day_resets_at"))
+_FAR = float("inf")
+
+
+def _ms(stamp: Any) -> Optional[int]:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return parse_iso_ms(stamp)
+    except (ValueError, OverflowError):
+        return None
+
+
+def host_entries(row: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    """A host row's account entries; a heartbeat without `accounts` (an older publisher) gives its
+    active blocks, which have no key unless they carry one."""
+    entries = row.get("accounts")
+    if isinstance(entries, list) and entries:
+        return [e for e in entries if isinstance(e, Mapping) and isinstance(e.get("label"), str)]
+    out = []
+    for field, provider in (("account", "claude"), ("codex", "codex")):
+        block = row.get(field)
+        if isinstance(block, Mapping) and isinstance(block.get("label"), str):
+            out.append(dict(block, provider=provider, active=True))
+    return out
+
+
+def _identity(entry: Mapping[str, Any], host: str) -> Tuple[str, ...]:
+    key = entry.get("key")
+    provider = entry.get("provider") or "claude"
+    if isinstance(key, str) and key:
+        return ("key", key)
+    return ("host", host, provider, entry["label"])
+
+
+def _window(readings: List[Tuple[int, str, Mapping[str, Any]]], pct_field: str,
+            reset_field: str) -> Dict[str, Any]:
+    """The window of the newest reading that has it; nulls when no host has read it."""
+    for probed, host, entry in readings:
+        if entry.get(pct_field) is not None:
+            return {"pct": entry[pct_field], "resetsAt": entry.get(reset_field),
+                    "probedAt": entry.get("probed_at"), "host": host}
+    return {"pct": None, "resetsAt": None, "probedAt": None, "host": None}
+
+
+def _account(group: Dict[str, Any]) -> Dict[str, Any]:
+    readings = sorted(group["readings"], key=lambda r: -r[0])
+    newest = readings[0][2] if readings else {}
+    out = {"key": group["key"], "provider": group["provider"], "labels": group["labels"], "hosts": group["hosts"],
+           "status": newest.get("status") or group["status"]}
+    for name, pct_field, reset_field in WINDOWS:
+        out[name] = _window(readings, pct_field, reset_field)
+    out["wallAt"] = newest.get("wall_at")
+    return out
+
+
+def urgency(account: Mapping[str, Any]) -> Tuple[int, float, float]:
+    """Sort key, most urgent first: rejected, then the soonest wall, then the fullest window."""
+    wall = _ms(account.get("wallAt"))
+    pcts = [w.get("pct") for w in (account.get("fiveHour") or {}, account.get("sevenDay") or {})
+            if isinstance(w, Mapping) and isinstance(w.get("pct"), (int, float))]
+    return (0 if account.get("status") == "rejected" else 1, wall if wall is not None else _FAR,
+            -max(pcts) if pcts else 0.0)
+
+
+def accounts_view(report: Mapping[str, Any]) -> Dict[str, Any]:
+    """The body of GET /api/fleet/accounts from a fleet status report. Pure."""
+    groups: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    for row in report.get("hosts") or []:
+        host = row.get("host") if isinstance(row, Mapping) else None
+        if not isinstance(host, str):
+            continue
+        for entry in host_entries(row):
+            ident = _identity(entry, host)
+            group = groups.get(ident)
+            if group is None:
+                group = groups[ident] = {"key": ident[1] if ident[0] == "key" else None,
+                                         "provider": entry.get("provider") or "claude", "labels": [],
+                                         "hosts": [], "status": None, "readings": []}
+            if entry["label"] not in group["labels"]:
+                group["labels"].append(entry["label"])
+            group["hosts"].append({"host": host, "active": entry.get("active") is True})
+            probed = _ms(entry.get("probed_at"))
+            if probed is not None:
+                group["readings"].append((probed, host, entry))
+            elif group["status"] is None:
+                group["status"] = entry.get("status")
+    accounts = sorted((_account(g) for g in groups.values()),
+                      key=lambda a: (urgency(a), a["provider"], a["labels"][0], a["key"] or ""))
+    body: Dict[str, Any] = {"accounts": accounts, "source": report.get("source"), "readAt": report.get("generatedAt")}
+    for field in ("error", "stale", "staleAgeS"):
+        if field in report:
+            body[field] = report[field]
+    return body
