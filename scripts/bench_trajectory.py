@@ -32,7 +32,7 @@ from svcposture.forecast import forecast
 from svcposture.history import append_rows, rows_from_summary
 from svcposture.historyindex import HistoryIndex
 from svcposture.demo import main as demo
-from svcposture.monitor.wire import dumps
+from svcposture.monitor.response import dumps
 from svcposture.paths import Paths
 from tests.support.history import fleet_rows
 from tests.support.home import REPO

@@ -2,7 +2,8 @@
 
 Pure functions over a posture body (the posture body's shape, for either vendor). The
 guard imports this module on every call, so it imports nothing at run time but
-the package's number rules (the switch's HRW comes with its first fleet pick).
+the package's number rules and the advice's window reader, itself pure (the
+switch's HRW comes with its first fleet pick).
 """
 from __future__ import annotations
 

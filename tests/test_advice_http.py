@@ -163,3 +163,36 @@ def test_codex_sibling_with_headroom_is_the_first_candidate(tmp_path: Path) -> N
             assert best.returncode == 0 and json.loads(best.stdout)["to"] == "codex-c", best.stderr
         finally:
             mon.stop()
+
+
+def test_switch_best_never_follows_a_hostile_advice(tmp_path: Path) -> None:
+    from tests.support.rawserver import RawServer, http_reply
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = node_env(home, "http://127.0.0.1:9", [("ACCT1", TOK1, None), ("ACCT2", TOK2, None)], active="ACCT1",
+                   extra=QUIET)
+    window = {"pct": 100.0, "resetsAt": "2030-01-01T00:00:00.000Z", "status": "rejected"}
+    acct1 = {"label": "acct1", "email": None, "active": True, "overallStatus": "rejected",
+             "representativeClaim": "five_hour", "bindingWindow": "five_hour", "bindingStatus": "rejected",
+             "fiveHour": window, "sevenDay": None, "error": None}
+    acct2 = dict(acct1, label="acct2", active=False, overallStatus="allowed", bindingStatus="allowed",
+                 fiveHour=dict(window, pct=10.0, status="allowed"))
+    probed = int(time.time() * 1000)
+    posture = {"available": True, "node": "n", "generatedAt": "2030-01-01T00:00:00.000Z", "probedAt": probed,
+               "cached": True, "status": "rejected", "active": acct1, "accounts": [acct1, acct2],
+               "siblingWithHeadroom": None}
+    hostile = [
+        {"provider": "claude", "advice": "switch", "probedAt": probed,
+         "ranked": [{"label": "acct9", "headroomPct": 99, "reachesReset": True}]},
+        {"provider": "claude", "advice": "none", "probedAt": probed, "ranked": []},
+        {"provider": "claude", "advice": "switch", "probedAt": probed, "ranked": [{"label": 7}]},
+        [1, 2], "x", {"probedAt": probed},
+    ]
+    for advice in hostile:
+        with RawServer({"/api/accounts": http_reply(200, posture), "/api/advice": http_reply(200, advice)}) as server:
+            done = cli(env, "switch", "--best", "--dry-run", "--json", "--url", server.url)
+        # Only an account of the posture: acct2 (the advice's own, or the one computed from the posture).
+        if done.returncode == 0:
+            assert json.loads(done.stdout)["to"] == "acct2", (advice, done.stdout)
+        else:
+            assert done.returncode == 1 and "acct9" not in done.stderr.decode(), (advice, done.stderr)

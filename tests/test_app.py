@@ -1,4 +1,4 @@
-"""The monitor's application without sockets: a Request in, the reply bytes (or a Stream) out.
+"""The monitor's application without sockets: a Request in, a Response (or a Stream) out.
 
 The app runs over a real node (posture and trajectory services, the probe
 child against the provider stand-in); only the server around it is left out.
@@ -13,8 +13,11 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from svcposture._env import InvalidSetting
-from svcposture.monitor import sse, wire
-from svcposture.monitor.app import ROUTES, MonitorApp, Request, parse_hours, refresh_requested
+from svcposture.monitor import sse
+from svcposture.monitor.app import ROUTES, MonitorApp, Request, Route, parse_hours, refresh_requested
+from svcposture.monitor.protocols import Application
+from svcposture.monitor.request import RequestHeaders
+from svcposture.monitor.response import CLOSE, Response, json_response
 from svcposture.monitor.node import Node
 from svcposture.paths import Paths
 from svcposture.settings import DEFAULT_PORT, Settings, probing_on
@@ -37,15 +40,18 @@ def parse(response: bytes) -> Tuple[int, Dict[str, str], bytes]:
     return status, headers, body
 
 
-def request(path: str, *, method: str = "GET", headers: Any = (), conn: bytes = b"") -> Request:
-    path, _, query = path.partition("?")
-    return Request(method, path, query, wire.RequestHeaders.of(list(headers) or [("Host", HOST)]), conn)
+def request(path: str, *, method: str = "GET", headers: Any = ()) -> Request:
+    return Request.of(method, path, list(headers) or [("Host", HOST)])
+
+
+def respond(app: MonitorApp, path: str, **kw: Any) -> Response:
+    reply = app.respond(request(path, **kw))
+    assert isinstance(reply, Response)
+    return reply
 
 
 def get_json(app: MonitorApp, path: str, **kw: Any) -> Tuple[int, Dict[str, str], Any]:
-    reply = app.handle(request(path, **kw))
-    assert isinstance(reply, bytes)
-    status, headers, body = parse(reply)
+    status, headers, body = parse(respond(app, path, **kw).encode())
     assert int(headers["content-length"]) == len(body)
     return status, headers, json.loads(body)
 
@@ -89,40 +95,49 @@ def test_healthz_and_openapi_are_json_with_the_contract_headers(app):
     assert headers["content-type"] == "application/json" and headers["cache-control"] == "no-store"
     assert headers["server"] == "svc-monitor" and "date" in headers
     status, _, document = get_json(app, "/api/openapi.json")
-    assert status == 200 and set(ROUTES) <= set(document["paths"]) | {"/healthz", "/metrics"}
+    assert status == 200 and {route.path for route in ROUTES} <= set(document["paths"]) | {"/healthz", "/metrics"}
 
 
-def test_unknown_route_is_a_json_404(app):
+def test_the_app_is_what_the_server_side_asks_for(app):
+    assert isinstance(app, Application)
+
+
+def test_unknown_route_is_a_json_404_and_other_methods_a_405(app):
     status, _, body = get_json(app, "/nope")
     assert status == 404 and body["error"] == "not_found"
+    for path in ("/healthz", "/nope"):
+        refused = respond(app, path, method="POST")
+        status, headers, body = parse(refused.encode())
+        assert (status, headers["allow"], json.loads(body)["error"]) == (405, "GET, HEAD", "method_not_allowed")
+        assert refused.ends_connection  # a body it may carry is left unread
 
 
-def test_head_is_the_get_head_without_a_body(app):
+def test_head_is_answered_by_the_get_route_and_the_encoding_drops_the_body(app):
     for path in ("/healthz", "/api/openapi.json", "/", "/nope", "/api/history"):
-        get_status, get_headers, get_body = parse(app.handle(request(path)))
-        reply = app.handle(request(path, method="HEAD"))
-        status, headers, body = parse(reply)
-        assert (status, body) == (get_status, b"")
-        assert headers["content-length"] == str(len(get_body))
+        get = respond(app, path)
+        head = respond(app, path, method="HEAD")
+        status, headers, body = parse(head.encode(head_only=True))
+        assert (status, body) == (get.status, b"")
+        assert headers["content-length"] == str(len(get.body)) == str(len(head.body))
 
 
-def test_the_connection_line_is_the_callers(app):
+def test_the_connection_line_is_the_servers(app):
     for path in ("/healthz", "/api/accounts", "/nope", "/api/trajectory"):
-        _, headers, _ = parse(app.handle(request(path, conn=wire.CLOSE)))
-        assert headers["connection"] == "close"
-        assert "connection" not in parse(app.handle(request(path)))[1]
+        reply = respond(app, path)
+        assert parse(reply.encode(CLOSE))[1]["connection"] == "close"
+        assert "connection" not in parse(reply.encode())[1]
 
 
 def test_cached_read_is_what_the_fast_lane_writes(app):
-    reply = app.handle(request("/api/accounts"))
+    reply = respond(app, "/api/accounts")
     status, _, body = get_json(app, "/api/accounts")
     assert status == 200 and body["cached"] is True and body["available"] is True
-    fast = app.fast_response(b"/api/accounts", b"")
-    assert fast is not None and parse(fast)[0] == 200
-    assert set(json.loads(parse(fast)[2])) == set(json.loads(parse(reply)[2]))
-    trajectory = app.handle(request("/api/trajectory"))
-    assert app.fast_response(b"/api/trajectory", b"") == trajectory
-    assert app.fast_response(b"/api/accounts/stream", b"") is None
+    reads = app.fast_reads()
+    fast = reads[b"/api/accounts"]()
+    assert fast is not None and fast.status == 200
+    assert set(json.loads(fast.body)) == set(json.loads(reply.body))
+    assert reads[b"/api/trajectory"]() is respond(app, "/api/trajectory")
+    assert b"/api/accounts/stream" not in reads
 
 
 def test_forced_refresh_needs_the_header_and_a_trusted_host(app, provider):
@@ -134,7 +149,7 @@ def test_forced_refresh_needs_the_header_and_a_trusted_host(app, provider):
         status, _, body = get_json(app, "/api/accounts?refresh=true", headers=headers)
         assert (status, body["error"], body["reason"]) == (403, "forbidden", reason)
     assert provider.message_calls() == calls  # a refused refresh spends no probe
-    assert app.refresh_refusal(wire.RequestHeaders.of({"Host": HOST, "X-Svc-Refresh": "1"})) is None
+    assert app.refresh_refusal(RequestHeaders.of({"Host": HOST, "X-Svc-Refresh": "1"})) is None
 
 
 def test_history_hours_are_checked(app):
@@ -152,8 +167,7 @@ def test_metrics_report_the_stream_slots_the_server_lends(app):
     app.listening("127.0.0.1", PORT, slots)
     assert slots.acquire()
     try:
-        reply = app.handle(request("/metrics"))
-        status, headers, body = parse(reply)
+        status, headers, body = parse(respond(app, "/metrics").encode())
         assert status == 200 and headers["content-type"].startswith("text/plain")
         assert b"svc_sse_subscribers 1" in body and b"svc_sse_subscribers_max 7" in body
     finally:
@@ -161,11 +175,11 @@ def test_metrics_report_the_stream_slots_the_server_lends(app):
 
 
 def test_a_stream_is_a_source_the_one_pump_writes(app):
-    assert isinstance(app.handle(request("/api/accounts/stream")), sse.Stream)
-    head = app.handle(request("/api/accounts/stream", method="HEAD"))
-    assert isinstance(head, bytes) and parse(head)[1]["content-type"] == "text/event-stream"
+    assert isinstance(app.respond(request("/api/accounts/stream")), sse.Stream)
+    # HEAD gets the stream too: the server answers it with the head alone, and takes no slot.
+    assert isinstance(app.respond(request("/api/accounts/stream", method="HEAD")), sse.Stream)
     for path, event in (("/api/accounts/stream", b"event: account\n"), ("/api/trajectory/stream", b"event: trajectory\n")):
-        stream = app.handle(request(path))
+        stream = app.respond(request(path))
         written: List[bytes] = []
         stopping = threading.Event()
         got_frame = threading.Event()
@@ -194,21 +208,23 @@ def test_read_guard_refuses_every_route_and_the_fast_lane(tmp_path, provider):
             status, _, body = get_json(node.app, path, headers=[("Host", "evil.example")])
             assert (status, body["reason"]) == (403, "untrusted_host")
         assert get_json(node.app, "/healthz")[0] == 200
-        assert node.app.fast_response(b"/api/accounts", b"") is None
+        assert node.app.fast_reads() == {}
     finally:
         node.stop()
 
 
 def test_a_route_is_one_table_entry_and_one_method(node):
     class WithHello(MonitorApp):
-        ROUTES = dict(MonitorApp.ROUTES, **{"/api/hello": "get_hello"})
+        ROUTES = MonitorApp.ROUTES + (Route("GET", "/api/hello", "get_hello"),)
 
-        def get_hello(self, request: Request) -> bytes:
-            return wire.json_response(200, {"hello": self.node}, request.conn, head_only=request.head_only)
+        def get_hello(self, request: Request) -> Response:
+            return json_response(200, {"hello": self.node})
 
     app = WithHello(node.service, node="n1", settings=node.settings)
     app.listening("127.0.0.1", PORT)
     assert get_json(app, "/api/hello")[2] == {"hello": "n1"}
+    assert respond(app, "/api/hello", method="HEAD").body == b'{"hello":"n1"}'  # the server drops it
+    assert respond(app, "/api/hello", method="DELETE").status == 405
     assert get_json(app, "/healthz")[0] == 200
 
 

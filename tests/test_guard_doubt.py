@@ -107,6 +107,30 @@ def test_a_model_limit_at_100_pct_holds_the_account(tmp_path: Path) -> None:
             mon.stop()
 
 
+def test_a_credit_plan_is_gated_on_its_credits(tmp_path: Path) -> None:
+    # The field's enterprise reply: both windows null, the credit plan's individual limit only.
+    sample = json.loads((Path(__file__).parent / "fixtures" / "field" /
+                         "codex-usage-enterprise-credit-plan.json").read_text())
+    spent = json.loads(json.dumps(sample))
+    spent["rate_limit"]["individual_limit"].update(used="100000", remaining_percent=0)
+    with CodexServer() as codex:
+        codex.set_reply(WORK, spent)
+        codex.set_reply(HOME, sample)
+        env, mon = _codex_node(tmp_path, codex)
+        try:
+            _codex_refresh(mon, 100.0)
+            wait_until(lambda: all(any(w.get("name") == "credits" for w in a.get("extraWindows") or [])
+                                   for a in mon.get_json("/api/accounts?provider=codex")[1]["accounts"]), 30,
+                       message="both credits windows")
+            code, out, err = guard(env, "--provider", "codex", "--json")
+            assert code == 1 and json.loads(out)["window"] == "credits" and "credits at 100%" in err, err
+            code, out, err = guard(env, "--provider", "codex", "--account", "codex-home", "--json")
+            assert code == 0 and json.loads(out)["window"] == "credits", err
+            assert guard(env, "--provider", "codex", "--account", "codex-home", "--reserve", "10")[0] == 0
+        finally:
+            mon.stop()
+
+
 # ---------------------------------------------------------------- replies it cannot trust
 
 def _window(pct: Any) -> Dict[str, Any]:

@@ -75,6 +75,26 @@ def test_head_is_get_without_body(node):
             assert int(headers["content-length"]) == len(get_body)
 
 
+def test_head_of_a_stream_is_its_head_alone_on_a_kept_alive_connection(node):
+    """HEAD takes no stream slot and sends no frame; the connection stays open for the next request."""
+    host = "Host: 127.0.0.1:%d\r\n" % node.port
+    with socket.create_connection(("127.0.0.1", node.port), timeout=10) as sock:
+        for path in ("/api/accounts/stream", "/api/trajectory/stream", "/api/accounts/stream?provider=codex"):
+            sock.sendall(("HEAD %s HTTP/1.1\r\n%s\r\n" % (path, host)).encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(65536)
+                assert chunk, path
+                head += chunk
+            top, _, rest = head.partition(b"\r\n\r\n")
+            assert top.startswith(b"HTTP/1.1 200 OK\r\n") and rest == b"", (path, head)
+            assert b"Content-Type: text/event-stream\r\n" in top and b"Content-Length: 0\r\n" in top
+            assert b"Connection: close" not in top
+        sock.sendall(("GET /healthz HTTP/1.1\r\n%sConnection: close\r\n\r\n" % host).encode())
+        status, _, body = read_response(sock)
+        assert status == 200 and json.loads(body)["ok"] is True
+
+
 def test_other_methods_get_405_with_allow(node):
     for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "BREW"):
         status, headers, body = raw_http(node.port, get_request("/api/accounts", "127.0.0.1:%d" % node.port,

@@ -12,18 +12,21 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import Any, List, Optional
+from typing import Any, List, Mapping
 
 import pytest
 
 from svcposture.broadcast import Broadcast
-from svcposture.monitor import sse, wire
+from svcposture.monitor import sse
+from svcposture.monitor.protocols import Application, FastRead, HandlerServer, LaneServer, Reply
+from svcposture.monitor.request import Request
+from svcposture.monitor.response import Response, dumps
 from svcposture.monitor.server import MonitorServer
 from svcposture.settings import Settings
 from tests.support.home import REPO
 from tests.support.waiting import wait_until
 
-FAST = wire.response(200, "text/plain", b"fast\n")
+FAST = Response(200, "text/plain", b"fast\n")
 
 
 class Frames:
@@ -34,14 +37,12 @@ class Frames:
         return sse.frame(b"hello", seq, b"{}")
 
     def update(self, seq: int, body: Any) -> bytes:
-        return sse.frame(b"hello", seq, wire.dumps(body))
+        return sse.frame(b"hello", seq, dumps(body))
 
 
 class StandInApp:
-    """The application interface the server and its handler use, and nothing else:
-    /fast from the fast lane, /slow from a handler thread, /stream a stream."""
-
-    FAST_TARGETS = frozenset((b"/fast",))
+    """The application interface the server and its handler use (protocols.Application),
+    and nothing else: /fast from the fast lane, /slow from a handler thread, /stream a stream."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -55,13 +56,13 @@ class StandInApp:
         self.wakes += 1
         self.broadcast.wake()
 
-    def fast_response(self, target: bytes, conn: bytes) -> Optional[bytes]:
-        return wire.response(200, "text/plain", b"fast\n", conn)
+    def fast_reads(self) -> Mapping[bytes, FastRead]:
+        return {b"/fast": lambda: FAST}
 
-    def handle(self, request: Any) -> Any:
+    def respond(self, request: Request) -> Reply:
         if request.path == "/stream":
             return sse.Stream(Frames(self.broadcast), self.settings.keepalive_s)
-        return wire.response(200, "text/plain", b"slow %s\n" % request.path.encode(), request.conn)
+        return Response(200, "text/plain", b"slow %s\n" % request.path.encode())
 
 
 def serve(**settings: Any):
@@ -121,6 +122,13 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return False
     except OSError:
         return True
+
+
+def test_the_server_and_the_stand_in_are_what_the_seams_name(server):
+    srv, app = server()
+    assert isinstance(app, Application)
+    assert isinstance(srv, LaneServer) and isinstance(srv, HandlerServer)
+    assert not isinstance(object(), Application)
 
 
 def test_fast_lane_answers_and_hands_the_rest_to_a_thread(server):

@@ -4,9 +4,14 @@ Layers, each importing only the ones below it:
 
 - server: MonitorServer, the sockets (bind, accept, descriptor pressure, the
   connection cap, hand-off to a thread, stream slots).
-- fastlane: cached plain reads answered from one selector thread, with the
-  bytes the app gives it; handler: request parsing and one-write replies.
-- app: MonitorApp, every route, the guard's decisions and the byte caches.
+- fastlane: cached plain reads answered from one selector thread with the
+  app's cached Responses; handler: request parsing and one-write replies;
+  connection: a client socket and what the fast lane left on it. protocols:
+  the typed seams between the server, the lane, the handler and the app.
+- app: MonitorApp, the route table and its endpoints, the guard's decisions
+  and the cached reads; routes: Route(method, path, endpoint), 404 and 405.
+  Adding a route is one Route line in app.ROUTES and one endpoint method
+  returning a Response (docs/architecture.md).
 - node: a node's services (posture, trajectory, sampler, cloud env, liveness)
   built, started and stopped for `svc-monitor` and the library's start_server.
 - main: the `svc-monitor` process (lock, logging, signals, run_monitor).
@@ -16,7 +21,11 @@ Layers, each importing only the ones below it:
   vendor_openapi adds the second vendor to that document, vendor_routes
   picks the posture `?provider=` names (docs/codex.md).
 - assets: the dashboard files in static/.
-- wire: limits, reasons, the one builder of response heads.
+- request: Request and the limits a request is read under; response:
+  Response, and Response.encode, the one place a reply gets its Connection
+  line and loses its body for HEAD.
+- memo: Memo, the one bytes cache; singleflight: SingleFlight, the one
+  single-flight read.
 - demo: `svc-monitor demo` dispatches to svcposture.demo.
 
 The terminal clients (hud, statusline, line) live in svcposture.term, node

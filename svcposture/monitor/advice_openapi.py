@@ -26,7 +26,7 @@ def advice_schemas() -> Dict[str, Any]:
               "required": ["label", "email", "headroomPct", "wallAt", "reachesReset"],
               "properties": {
                   "label": {"type": "string"}, "email": {"type": ["string", "null"]},
-                  "headroomPct": {"type": "number", "exclusiveMinimum": 0,
+                  "headroomPct": {"type": "number", "minimum": 0,
                                   "description": "Points left below 100 - reserve on the account's fuller window."},
                   "wallAt": {"type": ["string", "null"], "format": "date-time",
                              "description": "The earliest forecast wall of its windows, if any."},

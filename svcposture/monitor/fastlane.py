@@ -1,117 +1,58 @@
 """The fast lane: cached plain reads answered from one selector thread.
 
 Every accepted connection starts here. The lane parses request heads itself
-and asks the application for the bytes of a plain `GET <target> HTTP/1.1` of
-one of its FAST_TARGETS (/api/accounts, /api/trajectory). Whatever the lane
-does not answer itself is handed, with the bytes already read and the answers
-not yet sent, to a handler thread of its own (MonitorServer.hand_off);
-_ReplayRaw puts those bytes back in front of the socket for the handler.
+and answers a plain `GET <target> HTTP/1.1` whose target the application
+lists in fast_reads() with that read's Response. Whatever it does not answer
+itself goes on, as the Connection carrying the bytes already read and the
+answers not yet sent, to a handler thread of its own (the server's
+hand_off): the request moves one way, and the lane never sees it again.
 """
 from __future__ import annotations
 
-import io
+import re
 import selectors
 import socket
 import threading
 import time
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from .wire import CLOSE, MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, TOKEN_BYTES_RE
-
-
-class _ReplayRaw(io.RawIOBase):
-    """A socket's byte stream with bytes already read off it put back in front.
-
-    While `deadline` (a time.monotonic() instant) is set, no read waits past
-    it: a per-recv timeout restarts on every byte, so a client sending one
-    byte a second would otherwise never time out.
-    """
-
-    def __init__(self, prefix: bytes, sock: Any) -> None:
-        self._prefix = prefix
-        self._sock = sock
-        self.deadline: Optional[float] = None
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._prefix:
-            n = min(len(buffer), len(self._prefix))
-            buffer[:n] = self._prefix[:n]
-            self._prefix = self._prefix[n:]
-            return n
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise socket.timeout("the request did not arrive in time")
-            self._sock.settimeout(left)
-        return self._sock.recv_into(buffer)
-
-
-class _ClosedSocket:
-    def recv_into(self, buffer: Any) -> int:
-        return 0
-
-
-def replay_reader(prefix: bytes, sock: Any, buffer_size: int) -> Tuple[io.BufferedReader, _ReplayRaw]:
-    """A reader of `sock` that first yields `prefix`, the bytes the lane already
-    read off it, and its raw stream (whose `deadline` bounds every read)."""
-    raw = _ReplayRaw(prefix, sock)
-    return io.BufferedReader(raw, buffer_size), raw
-
-
-def closed_reader() -> io.BufferedReader:
-    """A reader at end of stream: the lane answered a `Connection: close` request."""
-    return io.BufferedReader(_ReplayRaw(b"", _ClosedSocket()))
-
-
-class _Conn:
-    """One connection waiting in the lane. `since` is when its current wait
-    began: when it went idle, or the first byte of the request now arriving."""
-
-    __slots__ = ("sock", "address", "inbox", "since")
-
-    def __init__(self, sock: socket.socket, address: Any) -> None:
-        self.sock = sock
-        self.address = address
-        self.inbox = b""
-        self.since = time.monotonic()
-
-    def shed_order(self) -> Tuple[bool, float]:
-        # Idle keep-alive connections go first, then requests still arriving; oldest first.
-        return (bool(self.inbox), self.since)
-
+from .connection import Connection
+from .protocols import LaneServer
+from .request import MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD
+from .response import CLOSE
 
 _LINE_START = b"GET "
 _LINE_END = b" HTTP/1.1"
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+# Header fields the lane answers without looking at each one: token names,
+# no folding, no bare CR or LF, and none of the three fields that change the
+# framing (those are looked at one by one: _framing_fields).
+_PLAIN_FIELDS = re.compile(rb"(?:\r\n(?!connection:|transfer-encoding:|content-length:)" + _TOKEN + rb":[^\r\n]*)*\Z",
+                           re.IGNORECASE)
+_FIELDS = re.compile(rb"(?:\r\n" + _TOKEN + rb":[^\r\n]*)*\Z")
 
 
 class FastLane:
-    """Cached plain reads of /api/accounts on kept-alive connections, in one thread.
+    """Cached plain reads on kept-alive connections, in one thread.
 
     A thread per connection makes 32 busy connections fight over the GIL after
     every recv and send; one selector loop answering from prebuilt bytes does
     not. Anything that is not a well-formed `GET <target> HTTP/1.1` the app
-    has bytes for (a fresh cached posture, the trajectory built once per
-    probe) (streams, forced refreshes, other routes, odd or oversized
-    requests, a slow reader) is handed, with the bytes already read
-    and any answers not yet sent, to the ordinary threaded handler, which
+    has a fresh cached read for (streams, forced refreshes, other routes, odd
+    or oversized requests, a slow reader) is handed, with the bytes already
+    read and any answers not yet sent, to the ordinary threaded handler, which
     applies every rule of the surface. The fast lane therefore only ever
     answers what that handler would have answered byte for byte.
     """
 
-    def __init__(self, server: Any) -> None:
-        # `server` provides app (fast_response, FAST_TARGETS), stopping,
-        # request_timeout_s, max_connections, connections_held(in_lane) and
-        # hand_off(sock, address, unsent, unread, close).
+    def __init__(self, server: LaneServer) -> None:
         self.server = server
-        self.app = server.app
+        self.reads = server.app.fast_reads()
         self.selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._incoming: List[_Conn] = []
+        self._incoming: List[Connection] = []
         self._lock = threading.Lock()
         self._closed = False
         self._shed_requested = 0
@@ -119,12 +60,12 @@ class FastLane:
         self.thread = threading.Thread(target=self._loop, name="svc-monitor-fast-lane", daemon=True)
         self.thread.start()
 
-    def adopt(self, sock: socket.socket, address: Any) -> None:
+    def adopt(self, conn: Connection) -> None:
         with self._lock:
             if self._closed:
-                sock.close()
+                _close(conn)
                 return
-            self._incoming.append(_Conn(sock, address))
+            self._incoming.append(conn)
         self._wake()
 
     def close(self, timeout_s: float = 5.0) -> None:
@@ -158,25 +99,15 @@ class FastLane:
 
     def _loop(self) -> None:
         server = self.server
+        select = self.selector.select
         try:
             while True:
-                with self._lock:
-                    closed = self._closed
-                    incoming, self._incoming = self._incoming, []
-                    shed, self._shed_requested = self._shed_requested, 0
-                if closed:
-                    for conn in incoming:
-                        self._close_socket(conn.sock)
-                    break
-                self._make_room(len(incoming), shed)
-                for conn in incoming:
-                    try:
-                        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                        conn.sock.setblocking(False)
-                        self.selector.register(conn.sock, selectors.EVENT_READ, conn)
-                    except (OSError, ValueError):
-                        self._close_socket(conn.sock)
-                for key, _ in self.selector.select(timeout=min(1.0, server.request_timeout_s / 4)):
+                # Unlocked peek: adopt() and request_shed() wake the selector after
+                # changing these, so a change missed here is seen on the next turn.
+                if self._incoming or self._shed_requested or self._closed:
+                    if self._take_incoming():
+                        break
+                for key, _ in select(timeout=min(1.0, server.request_timeout_s / 4)):
                     if key.data is None:
                         try:
                             self._wake_r.recv(4096)
@@ -197,6 +128,26 @@ class FastLane:
             self._wake_r.close()
             self._wake_w.close()
 
+    def _take_incoming(self) -> bool:
+        """Register the connections adopted since the last turn; True once the lane is closed."""
+        with self._lock:
+            closed = self._closed
+            incoming, self._incoming = self._incoming, []
+            shed, self._shed_requested = self._shed_requested, 0
+        if closed:
+            for conn in incoming:
+                _close(conn)
+            return True
+        self._make_room(len(incoming), shed)
+        for conn in incoming:
+            try:
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn.sock.setblocking(False)
+                self.selector.register(conn.sock, selectors.EVENT_READ, conn)
+            except (OSError, ValueError):
+                _close(conn)
+        return False
+
     def _expire(self, cutoff: float) -> None:
         # An idle keep-alive connection, or a request whose first byte came
         # longer ago than the read timeout, is closed: the clock starts at the
@@ -214,25 +165,18 @@ class FastLane:
         if count <= 0:
             return
         conns = sorted((key.data for key in self.selector.get_map().values() if key.data is not None),
-                       key=_Conn.shed_order)
+                       key=Connection.shed_order)
         for conn in conns[:count]:
             self._drop(conn)
 
-    def _drop(self, conn: _Conn) -> None:
+    def _drop(self, conn: Connection) -> None:
         try:
             self.selector.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
-        self._close_socket(conn.sock)
+        _close(conn)
 
-    @staticmethod
-    def _close_socket(sock: socket.socket) -> None:
-        try:
-            sock.close()
-        except OSError:
-            pass
-
-    def _readable(self, conn: _Conn) -> None:
+    def _readable(self, conn: Connection) -> None:
         try:
             # Never more than one byte past the cap on a request head: what a
             # connection can make the lane hold is bounded.
@@ -243,8 +187,9 @@ class FastLane:
             return self._drop(conn)
         if not data:
             return self._drop(conn)
+        now = time.monotonic()
         if not conn.inbox:
-            conn.since = time.monotonic()  # the first byte of a request starts its clock
+            conn.since = now  # the first byte of a request starts its clock
         inbox = conn.inbox + data
         answers: List[bytes] = []
         close_after = False
@@ -260,12 +205,12 @@ class FastLane:
                 return self._hand_off(conn, inbox, answers)
             answers.append(answer)
             inbox = inbox[end + 4:]
-            conn.since = time.monotonic()  # idle from now, or the next pipelined request's clock
+            conn.since = now  # idle from now, or the next pipelined request's clock
             if close_after:
                 break
         conn.inbox = inbox
         if answers:
-            payload = b"".join(answers)
+            payload = answers[0] if len(answers) == 1 else b"".join(answers)
             try:
                 sent = conn.sock.send(payload)
             except (BlockingIOError, InterruptedError):
@@ -280,32 +225,28 @@ class FastLane:
 
     def _answer(self, head: bytes) -> Tuple[Optional[bytes], bool]:
         """The response to one request head, or (None, _) to hand it off."""
-        line, _, fields = head.partition(b"\r\n")
-        target = line[len(_LINE_START):-len(_LINE_END)]
-        if (not line.startswith(_LINE_START) or not line.endswith(_LINE_END) or target not in self.app.FAST_TARGETS
-                or self.server.stopping.is_set()):
+        line_end = head.find(b"\r\n")
+        if line_end < 0:
+            line_end = len(head)
+        if not head.startswith(_LINE_START) or not head.endswith(_LINE_END, 0, line_end):
+            return None, False
+        read = self.reads.get(head[len(_LINE_START):line_end - len(_LINE_END)])
+        if read is None or self.server.stopping.is_set() or head.count(b"\r\n") > MAX_HEADERS:
             return None, False
         close = False
-        count = 0
-        token = TOKEN_BYTES_RE.match
-        for field in fields.split(b"\r\n") if fields else ():
-            count += 1
-            name, colon, value = field.partition(b":")
-            if count > MAX_HEADERS or not colon or not token(name) or len(field) > MAX_HEADER_LINE:
+        if not _PLAIN_FIELDS.match(head, line_end):
+            fields = head[line_end:].lower()
+            if not _FIELDS.match(fields):
                 return None, False
-            lower = name.lower()
-            if lower == b"connection":
-                option = value.strip(b" \t").lower()
-                if option == b"close":
-                    close = True
-                elif option != b"keep-alive":
-                    return None, False
-            elif lower == b"transfer-encoding" or (lower == b"content-length" and value.strip(b" \t") != b"0"):
+            close, plain = _framing_fields(fields)
+            if not plain:
                 return None, False
-        response = self.app.fast_response(target, CLOSE if close else b"")
-        return response, close and response is not None
+        response = read()
+        if response is None:
+            return None, False
+        return response.encode(CLOSE if close else b""), close
 
-    def _hand_off(self, conn: _Conn, inbox: bytes, answers: List[bytes], close_after: bool = False) -> None:
+    def _hand_off(self, conn: Connection, inbox: bytes, answers: List[bytes], close_after: bool = False) -> None:
         try:
             self.selector.unregister(conn.sock)
         except (KeyError, ValueError):
@@ -314,5 +255,33 @@ class FastLane:
             conn.sock.setblocking(True)
         except OSError:
             return self._drop(conn)
-        self.server.hand_off(conn.sock, conn.address, b"".join(answers), b"" if close_after else inbox,
-                             close_after)
+        conn.unsent = b"".join(answers)
+        conn.inbox = b"" if close_after else inbox
+        conn.closing = close_after
+        self.server.hand_off(conn)
+
+
+def _framing_fields(fields: bytes) -> Tuple[bool, bool]:
+    """(close after the answer, the fields leave the framing plain) for lower-cased
+    header fields that name Connection, Transfer-Encoding or Content-Length."""
+    close = False
+    for field in fields.split(b"\r\n")[1:]:
+        if len(field) > MAX_HEADER_LINE:
+            return close, False
+        name, _, value = field.partition(b":")
+        if name == b"connection":
+            option = value.strip(b" \t")
+            if option == b"close":
+                close = True
+            elif option != b"keep-alive":
+                return close, False
+        elif name == b"transfer-encoding" or (name == b"content-length" and value.strip(b" \t") != b"0"):
+            return close, False
+    return close, True
+
+
+def _close(conn: Connection) -> None:
+    try:
+        conn.close()
+    except OSError:
+        pass

@@ -4,7 +4,7 @@ The body is `svc-cluster status --json`'s report (`{source, anchor, hosts[],
 unlisted?, warning?, error?}`) plus `generatedAt` (docs/fleet.md). It is read
 from the tracker (or Loki) at most once per `$SVC_FLEET_TTL_S` (60) seconds
 whatever the number of readers: concurrent readers of an expired cache share
-one read, and everyone else gets the bytes of the last one. It only reads:
+one read (a SingleFlight), and everyone else gets the bytes of the last one. It only reads:
 nothing here writes to the tracker.
 """
 from __future__ import annotations
@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .._time import iso_now
 from ..paths import Paths
 from ..settings import Settings
-from .wire import dumps
+from .memo import Memo
+from .response import dumps
+from .singleflight import SingleFlight
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -57,11 +59,11 @@ class FleetCache:
         self._lock = threading.Lock()
         self._body: Optional[bytes] = None
         self._report: Dict[str, Any] = {}  # the report `_body` holds
-        self._views: Dict[Any, Tuple[Dict[str, Any], bytes]] = {}
+        self._views: Dict[Any, Memo[bytes]] = {}
         self._at = 0.0
         self._good: Optional[Dict[str, Any]] = None  # the last report without an error, and when it was read
         self._good_at = 0.0
-        self._flight: Optional[threading.Event] = None
+        self._flight = SingleFlight(self._read, "svc-fleet-read")
         self.reads = 0
 
     def body(self) -> bytes:
@@ -72,23 +74,14 @@ class FleetCache:
         and `build` runs once per report, not once per reader."""
         report, _ = self._current()
         with self._lock:
-            cached = self._views.get(build)
-            if cached is not None and cached[0] is report:
-                return cached[1]
-        data = dumps(build(report))
-        with self._lock:
-            self._views[build] = (report, data)
-        return data
+            views = self._views.setdefault(build, Memo())
+        return views.get((report,), _view_bytes, build, report)
 
     def _current(self) -> Tuple[Dict[str, Any], bytes]:
         with self._lock:
             if self._body is not None and time.monotonic() - self._at < self.ttl_s:
                 return self._report, self._body
-            flight = self._flight
-            if flight is None:
-                flight = self._flight = threading.Event()
-                threading.Thread(target=self._read, args=(flight,), name="svc-fleet-read", daemon=True).start()
-        if flight.wait(self.wait_s):
+        if self._flight.join().wait(self.wait_s):
             with self._lock:
                 if self._body is not None:
                     return self._report, self._body
@@ -105,7 +98,7 @@ class FleetCache:
                                "try again in a few seconds"}
         return report, dumps(report)
 
-    def _read(self, flight: threading.Event) -> None:
+    def _read(self) -> None:
         try:
             report: Dict[str, Any] = self._collect()
             body = dumps(report)
@@ -120,7 +113,9 @@ class FleetCache:
             self._at = time.monotonic()
             if not report.get("error"):
                 self._good, self._good_at = report, self._at
-            self._flight = None
             self.reads += 1
-        flight.set()
+
+
+def _view_bytes(build: Callable[[Dict[str, Any]], Dict[str, Any]], report: Dict[str, Any]) -> bytes:
+    return dumps(build(report))
 

@@ -1,63 +1,77 @@
-"""The request handler: parsing requests and writing replies, nothing else.
+"""The request handler: parsing a request and writing its reply, nothing else.
 
 It reads one request (its line and header fields, under the request
-deadline), asks the application (app.py) for the reply and writes it in one
-write; a stream reply is written by sse.pump under one of the server's stream
-slots while the server's HangupWatch watches its socket. Every route, the
-guard and the caches are the application's.
+deadline), asks the application for the reply (app.MonitorApp.respond), and
+writes it: a Response encoded with the Connection line this handler decided
+and without its body for HEAD, in one write; a stream by sse.pump under one
+of the server's stream slots while the server watches its socket for a
+hang-up. Every route, the guard and the caches are the application's.
 """
 from __future__ import annotations
 
 import io
 import logging
+import socket
 import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Dict, List, Optional
 
 from .._version import __version__
-from . import sse, wire
-from .fastlane import closed_reader, replay_reader
+from . import sse
+from .connection import Connection
 from .framing import framing_error
-from .wire import (MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REASONS, REQUEST_READ_TIMEOUT_S,
-                   TOKEN_BYTES_RE, TOKEN_RE, Request, RequestHeaders)
+from .protocols import HandlerServer
+from .request import (MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD, REQUEST_READ_TIMEOUT_S, TOKEN_BYTES_RE,
+                      TOKEN_RE, Request, RequestHeaders)
+from .response import REASONS, Response, connection_line, error_response
 
 log = logging.getLogger("svcposture.monitor")
 
+# What a stream answers to HEAD: no slot is taken and no frame is sent.
+_STREAM_HEAD = Response(200, "text/event-stream", b"", b"Cache-Control: no-cache\r\n")
+_TOO_MANY_STREAMS = error_response(503, "Too many stream subscribers; retry later.", b"Retry-After: 5\r\n")
+
+
+class _Writer(io.BufferedIOBase):
+    """Writes go whole to the socket (sendall): every reply is one write."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._sock.sendall(data)
+        return len(data)
+
 
 class MonitorHandler(BaseHTTPRequestHandler):
-    """Serves one connection of a MonitorServer.
+    """Serves one Connection handed off by a MonitorServer (a HandlerServer)."""
 
-    The server it is given provides `app` (the MonitorApp), `streams` (its
-    StreamSlots), `hangups` (its HangupWatch), `stopping` (an Event),
-    `request_timeout_s` and `take_handoff(sock)` (what the fast lane already
-    read and answered on this connection).
-    """
-
-    server: Any
+    server: HandlerServer  # type: ignore[assignment]
+    request: Connection  # type: ignore[assignment]
     protocol_version = "HTTP/1.1"
     server_version = "svc-monitor/" + __version__
     sys_version = ""
     timeout = REQUEST_READ_TIMEOUT_S
-    # Every response is one write, so Nagle has nothing to merge; left on, it
-    # holds back the answers to pipelined requests until the client's delayed ACK.
-    disable_nagle_algorithm = True
 
     def setup(self) -> None:
         # Slowloris: a request (or the next one on a kept-alive connection)
         # must arrive in full within the read timeout, 10 s unless configured,
         # however its bytes trickle in (the reader's deadline, set per request).
         self.timeout = self.server.request_timeout_s
-        super().setup()
-        handoff = self.server.take_handoff(self.request)
-        unsent, unread, close = handoff if handoff is not None else (b"", b"", False)
-        self.rfile.close()  # the stdlib's reader; the socket stays open
-        self.rfile, self._raw = replay_reader(unread, self.connection, self.rbufsize
-                                              if self.rbufsize > 0 else io.DEFAULT_BUFFER_SIZE)
-        if unsent:
-            self.wfile.write(unsent)
-        if close:
-            # The fast lane answered a `Connection: close` request: nothing follows.
-            self.rfile = closed_reader()
+        conn = self.request
+        self.connection = conn.sock
+        self.connection.settimeout(self.timeout)
+        # Every response is one write, so Nagle has nothing to merge; left on, it
+        # holds back the answers to pipelined requests until the client's delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+        self.rfile, self._raw = conn.reader(self.rbufsize if self.rbufsize > 0 else io.DEFAULT_BUFFER_SIZE)
+        self.wfile = _Writer(self.connection)
+        if conn.unsent:
+            self.wfile.write(conn.unsent)
+            conn.unsent = b""
 
     def handle_one_request(self) -> None:
         self._raw.deadline = time.monotonic() + self.server.request_timeout_s
@@ -161,59 +175,48 @@ class MonitorHandler(BaseHTTPRequestHandler):
         return fields
 
     def __getattr__(self, name: str) -> Any:
-        # Every method other than GET/HEAD, however spelled, is a 405.
+        # Every method is the application's to answer (a 405 for all but GET and HEAD).
         if name.startswith("do_"):
-            return self._method_not_allowed
+            return self._respond
         raise AttributeError(name)
 
-    # -- replies: always one write --
+    # -- replies: the one place a Response gets its Connection line and loses its body for HEAD --
 
-    def _connection_header(self) -> bytes:
-        if self.close_connection:
-            return wire.CLOSE
-        if self.request_version == "HTTP/1.0":
-            return b"Connection: keep-alive\r\n"
-        return b""
+    def _send(self, response: Response) -> None:
+        if response.ends_connection:
+            self.close_connection = True
+        self.wfile.write(response.encode(connection_line(self.close_connection, self.request_version),
+                                         head_only=self.command == "HEAD"))
 
     def send_error(self, code: int, message: Optional[str] = None, explain: Optional[str] = None) -> None:
         # The stdlib's parse errors (400/414/431/505/501) as JSON, closing the
         # connection since the request's framing can no longer be trusted.
-        self.close_connection = True
         try:
-            text = message or REASONS.get(code, "error")
-            self.wfile.write(wire.error_response(code, text, self._connection_header(),
-                                                 head_only=self.command == "HEAD"))
+            self._send(error_response(code, message or REASONS.get(code, "error"), ends_connection=True))
         except OSError:
             pass
 
-    def _method_not_allowed(self) -> None:
-        self.close_connection = True  # any request body is left unread
-        self.wfile.write(wire.error_response(405, "Only GET and HEAD are supported.", self._connection_header(),
-                                             b"Allow: GET, HEAD\r\n", head_only=self.command == "HEAD"))
-
-    def do_HEAD(self) -> None:
-        self.do_GET()
-
-    def do_GET(self) -> None:
+    def _respond(self) -> None:
         if self.headers.get("Content-Length") not in (None, "0") or "Transfer-Encoding" in self.headers:
-            self.close_connection = True  # a GET with a body: don't parse it as the next request
+            self.close_connection = True  # a request with a body: don't parse it as the next request
         path, _, query = self.path.partition("?")
-        reply = self.server.app.handle(Request(self.command, path, query, self.headers, self._connection_header()))
-        if isinstance(reply, sse.Stream):
-            self._stream(reply)
+        reply = self.server.app.respond(Request(self.command, path, query, self.headers))  # type: ignore[arg-type]
+        if not isinstance(reply, sse.Stream):
+            self._send(reply)
+        elif self.command == "HEAD":
+            self._send(_STREAM_HEAD)
         else:
-            self.wfile.write(reply)
+            self._stream(reply)
 
     def _stream(self, stream: sse.Stream) -> None:
         server = self.server
         if not server.streams.acquire():
-            self.wfile.write(wire.error_response(503, "Too many stream subscribers; retry later.",
-                                                 self._connection_header(), b"Retry-After: 5\r\n"))
+            self._send(_TOO_MANY_STREAMS)
             return
-        gone = server.hangups.watch(self.connection)
+        gone = server.watch_hangup(self.request)
         try:
             self.close_connection = True
             sse.pump(self.wfile.write, stream, server.stopping, gone)
         finally:
-            server.hangups.unwatch(self.connection)
+            server.unwatch_hangup(self.request)
             server.streams.release()

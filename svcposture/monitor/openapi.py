@@ -12,7 +12,7 @@ from .._names import NODE_STATUSES
 from .._version import __version__
 from . import advice_openapi, login_openapi, vendor_openapi
 from .trust import GUARD_MESSAGES
-from .wire import JSON_TYPE
+from .response import JSON_TYPE
 
 
 def _ref(name: str) -> Dict[str, str]:

@@ -1,12 +1,12 @@
 """The monitor's sockets: bind, accept, descriptor pressure, the connection cap, hand-off, stream slots.
 
-MonitorServer listens and hands each accepted connection to the fast lane,
-which answers cached plain reads itself and hands everything else to a
-handler thread of its own. It holds no route and no cache: every reply comes
-from the application it is given (app.MonitorApp). start_server serves one in
-a daemon thread around a posture service the caller owns; the node's
-services are node.py's, the process around them (lock, logging, signals,
-monitor.json) is main.py.
+MonitorServer listens and wraps each accepted socket in a Connection for the
+fast lane, which answers cached plain reads itself and hands everything else,
+on the same Connection, to a handler thread of its own. It holds no route and
+no cache: every reply comes from the application it is given (an
+Application, app.MonitorApp). start_server serves one in a daemon thread
+around a posture service the caller owns; the node's services are node.py's,
+the process around them (lock, logging, signals, monitor.json) is main.py.
 
 Methods for the caller:
 
@@ -16,9 +16,9 @@ Methods for the caller:
     stopping                                an Event: set it before closing
                                             the app's broadcasts, so streams end
 
-Methods the fast lane and the handler call: hand_off(), take_handoff(),
-connections_held(); `streams` (the stream slots) and `hangups` (the
-HangupWatch of waiting streams).
+Methods the fast lane and the handler call (protocols.LaneServer and
+HandlerServer): hand_off(conn), connections_held(in_lane), watch_hangup(conn)
+and unwatch_hangup(conn); `streams` (the stream slots).
 """
 from __future__ import annotations
 
@@ -30,13 +30,15 @@ import socketserver
 import sys
 import threading
 from http.server import ThreadingHTTPServer
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 from ..settings import DEFAULT_BIND, DEFAULT_PORT, Settings
 from .app import MonitorApp
+from .connection import Connection
 from .fastlane import FastLane
 from .handler import MonitorHandler
 from .hangup import HangupWatch
+from .protocols import Application
 from .sse import StreamSlots
 
 log = logging.getLogger("svcposture.monitor")
@@ -74,7 +76,7 @@ class MonitorServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # the stdlib's 5 drops connection bursts
 
-    def __init__(self, address: Tuple[str, int], app: Any, settings: Optional[Settings] = None) -> None:
+    def __init__(self, address: Tuple[str, int], app: Application, settings: Optional[Settings] = None) -> None:
         settings = app.settings if settings is None else settings
         host = address[0]
         if ":" in host.strip("[]"):
@@ -88,11 +90,9 @@ class MonitorServer(ThreadingHTTPServer):
         self.max_connections = max(16, min(settings.max_connections, descriptor_limit() - FD_RESERVE))
         self.streams = StreamSlots(settings.max_streams)
         self.stopping = threading.Event()
-        self._threaded: Dict[int, bool] = {}
+        self._threaded = 0  # connections served by a handler thread
         self._threaded_lock = threading.Lock()
         self._out_of_descriptors = False
-        self._handoffs: Dict[int, Tuple[bytes, bytes, bool]] = {}
-        self._handoffs_lock = threading.Lock()
         self.fast_lane: Optional[FastLane] = None  # server_close may run inside a failed bind
         # A stream whose client hung up ends (and frees its slot) at once, not at its next write.
         self.hangups = HangupWatch(app.wake_streams)
@@ -121,28 +121,44 @@ class MonitorServer(ThreadingHTTPServer):
         return "http://%s:%d" % (host, self.server_port)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        conn = Connection(request, client_address)
         lane = self.fast_lane
         if lane is not None and not self.stopping.is_set():
-            lane.adopt(request, client_address)
+            lane.adopt(conn)
         else:
-            super().process_request(request, client_address)
+            self.hand_off(conn)
 
-    def hand_off(self, sock: socket.socket, address: Any, unsent: bytes, unread: bytes, close: bool) -> None:
-        """Give a connection from the fast lane to a handler thread of its own."""
-        with self._handoffs_lock:
-            self._handoffs[id(sock)] = (unsent, unread, close)
+    def hand_off(self, conn: Connection) -> None:
+        """Serve `conn`, with what the fast lane left on it, on a handler thread of its own."""
         with self._threaded_lock:
-            self._threaded[id(sock)] = True
-        ThreadingHTTPServer.process_request(self, sock, address)
+            self._threaded += 1
+        try:
+            # socketserver passes the request object through untouched to the
+            # handler and shutdown_request(), so it may be the Connection itself.
+            ThreadingHTTPServer.process_request(self, conn, conn.address)  # type: ignore[arg-type]
+        except BaseException:
+            self._release()
+            raise
 
     def shutdown_request(self, request: Any) -> None:
-        with self._threaded_lock:
-            self._threaded.pop(id(request), None)
+        if isinstance(request, Connection):
+            self._release()
         super().shutdown_request(request)
+
+    def _release(self) -> None:
+        with self._threaded_lock:
+            self._threaded -= 1
 
     def connections_held(self, in_lane: int) -> int:
         """Client connections held: `in_lane` waiting in the fast lane plus those on threads."""
-        return in_lane + len(self._threaded)
+        return in_lane + self._threaded
+
+    def watch_hangup(self, conn: Connection) -> threading.Event:
+        """An Event set once the client of a stream hangs up (unwatch before closing)."""
+        return self.hangups.watch(conn.sock)
+
+    def unwatch_hangup(self, conn: Connection) -> None:
+        self.hangups.unwatch(conn.sock)
 
     def get_request(self) -> Tuple[Any, Any]:
         try:
@@ -168,10 +184,6 @@ class MonitorServer(ThreadingHTTPServer):
         if lane is not None:
             lane.request_shed(16)
         self.stopping.wait(ACCEPT_PAUSE_S)
-
-    def take_handoff(self, sock: Any) -> Optional[Tuple[bytes, bytes, bool]]:
-        with self._handoffs_lock:
-            return self._handoffs.pop(id(sock), None)
 
     def server_close(self) -> None:
         lane, self.fast_lane = self.fast_lane, None

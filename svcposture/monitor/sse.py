@@ -18,19 +18,22 @@ one per subscriber, so that it may remember what it already sent.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Protocol
 
-from . import wire
+from ..broadcast import Broadcast
+
+from .memo import Memo
+from .response import CLOSE, dumps, head
 
 SSE_RETRY_MS = 5000
 KEEPALIVE = b": keepalive\n\n"
 STREAM_HEADERS = (b"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nX-Content-Type-Options: nosniff\r\n"
-                  + wire.CLOSE)
+                  + CLOSE)
 
 
 def stream_head() -> bytes:
     """The response head and the `retry:` line; a stream always ends its connection."""
-    return wire.head(200, "text/event-stream", None, b"", STREAM_HEADERS) + b"retry: %d\n\n" % SSE_RETRY_MS
+    return head(200, "text/event-stream", None, b"", STREAM_HEADERS) + b"retry: %d\n\n" % SSE_RETRY_MS
 
 
 def frame(event: bytes, seq: int, data: bytes) -> bytes:
@@ -38,12 +41,24 @@ def frame(event: bytes, seq: int, data: bytes) -> bytes:
     return b"event: %s\nid: %d\ndata: %s\n\n" % (event, seq, data)
 
 
+class FrameSource(Protocol):
+    """One subscriber's frames (see above)."""
+
+    broadcast: Broadcast
+
+    def opening(self, seq: int) -> Optional[bytes]:
+        """The frames sent on connect, or None to end at once."""
+
+    def update(self, seq: int, body: Mapping[str, Any]) -> bytes:
+        """The frames for one published body (b"" sends nothing)."""
+
+
 class Stream:
     """The app's answer to a stream route: the subscriber's source and the keepalive interval."""
 
     __slots__ = ("source", "keepalive_s")
 
-    def __init__(self, source: Any, keepalive_s: float) -> None:
+    def __init__(self, source: FrameSource, keepalive_s: float) -> None:
         self.source = source
         self.keepalive_s = keepalive_s
 
@@ -51,21 +66,16 @@ class Stream:
 class FrameCache:
     """The newest pushed frame of one event, serialised once for all subscribers."""
 
-    def __init__(self, event: bytes, serialise: Callable[[Any], bytes] = wire.dumps) -> None:
+    def __init__(self, event: bytes, serialise: Callable[[Any], bytes] = dumps) -> None:
         self._event = event
         self._serialise = serialise
-        self._lock = threading.Lock()
-        self._frame: Tuple[int, bytes] = (-1, b"")
+        self._frames: Memo[bytes] = Memo()
 
     def frame(self, seq: int, body: Mapping[str, Any]) -> bytes:
-        with self._lock:
-            if self._frame[0] == seq:
-                return self._frame[1]
-        data = frame(self._event, seq, self._serialise(body))
-        with self._lock:
-            if seq > self._frame[0]:
-                self._frame = (seq, data)
-        return data
+        return self._frames.get(seq, self._frame, seq, body)
+
+    def _frame(self, seq: int, body: Mapping[str, Any]) -> bytes:
+        return frame(self._event, seq, self._serialise(body))
 
 
 def pump(write: Callable[[bytes], Any], stream: Stream, stopping: threading.Event,

@@ -12,7 +12,7 @@ import logging
 from typing import Any, Callable, Mapping, Optional, Set, Tuple
 
 from .sse import FrameCache, frame
-from .wire import dumps
+from .response import dumps
 
 log = logging.getLogger("svcposture.monitor")
 

@@ -4,8 +4,8 @@ Without the parameter, or with `provider=claude`, the Claude posture service
 answers exactly as it always did (the contract's body and stream). With
 `provider=codex` the Codex posture (codex.summary.CodexPosture, riding on the
 same probes) answers in the same posture shape. A bad value is a 400 with one JSON
-error, before any guard or probe. Pure functions over the services, so that
-wiring a route is one call.
+error, before any guard or probe. Functions over the services and the app's
+Memo of reply bodies, so that wiring a route is one call.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from typing import Any, Dict, Optional, Tuple
 from .._time import now_ms
 from ..summary import disabled_body, reply
 from ..vendors import CLAUDE, provider_from_query
-from .wire import dumps
+from .memo import Memo
+from .response import dumps
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -49,12 +50,12 @@ def vendor_service(service: Any, query: str) -> Tuple[Any, Optional[Dict[str, st
     return (codex if codex is not None else _NoCodex(getattr(service, "node", ""))), None
 
 
-def vendor_accounts_reply(service: Any, refresh: bool) -> Tuple[int, bytes]:
+def vendor_accounts_reply(service: Any, refresh: bool, bodies: Optional[Memo[bytes]] = None) -> Tuple[int, bytes]:
     """(status, JSON bytes) of a read of a non-default vendor's posture (the guard already passed)."""
     if not refresh:
         summary = service.fresh_summary()
         if summary is not None:
-            return 200, cached_reply_bytes(service, summary)
+            return 200, cached_reply_bytes(summary, None, bodies)
     try:
         return 200, dumps(service.read(refresh=refresh))
     except Exception as exc:  # the posture layer failed: say so, keep serving
@@ -62,14 +63,14 @@ def vendor_accounts_reply(service: Any, refresh: bool) -> Tuple[int, bytes]:
         return 500, dumps({"error": "internal", "message": "The posture could not be read."})
 
 
-def cached_reply_bytes(service: Any, summary: Dict[str, Any], ms: Optional[int] = None) -> bytes:
-    """The JSON of a cached read, built once per summary and millisecond (generatedAt's resolution)."""
+def cached_reply_bytes(summary: Dict[str, Any], ms: Optional[int] = None, bodies: Optional[Memo[bytes]] = None) -> bytes:
+    """The JSON of a cached read of `summary` at `ms` (now by default), built once per
+    summary and millisecond (generatedAt's resolution) when `bodies` keeps them."""
     ms = now_ms() if ms is None else ms
-    key = (id(summary), ms)
-    cache = getattr(service, "reply_cache", None)
-    if cache is not None and cache[0] == key:
-        return cache[1]
-    body = dumps(reply(summary, cached=True, generated_ms=ms))
-    if cache is not None:
-        service.reply_cache = (key, body)
-    return body
+    if bodies is None:
+        return _reply_bytes(summary, ms)
+    return bodies.get((ms, summary), _reply_bytes, summary, ms)
+
+
+def _reply_bytes(summary: Dict[str, Any], ms: int) -> bytes:
+    return dumps(reply(summary, cached=True, generated_ms=ms))

@@ -104,10 +104,12 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
         ceiling = _auto_at() if auto else None
         advice = advise(body, None, provider=ns.provider, reserve=reserve, wait_s=_wait_s(), now_ms=_now_ms(),
                         ceiling=ceiling)
-    ranked = [r for r in advice["ranked"] if of_provider(r["label"], ns.provider)]
+    # Only accounts of the posture judged: an advice naming anything else is not followed.
+    known = {a.get("label") for a in body["accounts"] if isinstance(a, dict)}
+    ranked = [r for r in advice["ranked"] if of_provider(r["label"], ns.provider) and r["label"] in known]
     if auto:
         if advice["advice"] != "switch":
-            raise SwitchError("the advice is %s: %s" % (advice["advice"], advice["reason"]))
+            raise SwitchError("the advice is %s: %s" % (advice["advice"], printable(advice.get("reason"))[:300]))
         avoid = limits.get("avoid") or {}
         now = _now_ms()
         ranked = [r for r in ranked if not (isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now)]
@@ -122,7 +124,7 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
     if advice["advice"] in ("stay", "wait") and isinstance(active, dict) and isinstance(active.get("label"), str):
         return active["label"]
     raise SwitchError("no account has headroom under the %d%% reserve on every window; file untouched (%s)"
-                      % (reserve, advice["reason"]))
+                      % (reserve, printable(advice.get("reason"))[:300]))
 
 
 def _advice_of(advice: Any, provider: str) -> bool:

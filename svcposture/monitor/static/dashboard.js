@@ -202,6 +202,7 @@
     var a = currentAdvice(body);
     var acting = a && (a.advice === "switch" || a.advice === "wait");
     if (body.status !== "rejected" && !acting) { banner.hidden = true; return; }
+    text("banner-head", body.status === "rejected" ? "Account exhausted." : "Heading for the limit.");
     text("banner-text", bannerText(body, a));
     banner.hidden = false;
   }
