@@ -125,14 +125,79 @@ def exclusive_lock(path: PathLike) -> Iterator[None]:
         os.close(fd)
 
 
+class LockBusyError(SvcpostureError):
+    """Another process held the lock for the whole wait; `holder` is its pid when known."""
+
+    __module__ = FACE
+
+    def __init__(self, path: PathLike, waited_s: float, holder: Optional[int]) -> None:
+        who = "another process"
+        if holder is not None:
+            who = "pid %d" % holder
+            name = _process_name(holder)
+            if name:
+                who += " (%s)" % name
+        super().__init__("%s is held by %s; gave up after %g s" % (path, who, waited_s))
+        self.holder = holder
+
+
+def _process_name(pid: int) -> Optional[str]:
+    """The command name of `pid` (Linux /proc; the kernel's own 15 characters), else None."""
+    try:
+        with open("/proc/%d/comm" % pid, "rb") as fh:
+            name = fh.read(64).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return "".join(ch if ch.isprintable() else "?" for ch in name) or None
+
+
+def lock_holder(fd: int) -> Optional[int]:
+    """The pid holding a flock on the file open at `fd`, from /proc/locks (Linux), else None."""
+    st = os.fstat(fd)
+    key = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    try:
+        with open("/proc/locks", "rb") as fh:
+            table = fh.read(1 << 20).decode("ascii", "replace")
+    except OSError:
+        return None
+    for row in table.splitlines():
+        parts = row.split()
+        # `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ...`; a `->` row is a waiter, not the holder.
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key and parts[4].isdigit():
+            return int(parts[4])
+    return None
+
+
+def _flock_within(fd: int, path: PathLike, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    delay = 0.005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LockBusyError(path, wait_s, lock_holder(fd))
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.1)
+
+
 @contextlib.contextmanager
-def lock_file(path: PathLike) -> Iterator[None]:
-    """Hold flock on a dedicated lock file (created 0600) for a critical section."""
+def lock_file(path: PathLike, wait_s: Optional[float] = None) -> Iterator[None]:
+    """Hold flock on a dedicated lock file (created 0600) for a critical section.
+
+    With `wait_s`, a lock another process holds longer than that raises
+    LockBusyError, which names the holder, instead of waiting forever."""
     target = Path(path)
     ensure_dir(target.parent)
     fd = open_nofollow(target, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if wait_s is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            _flock_within(fd, target, wait_s)
         yield
     finally:
         os.close(fd)

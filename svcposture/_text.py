@@ -70,6 +70,18 @@ def account_label(value: Any) -> Optional[str]:
     return value if isinstance(value, str) and _pattern("LABEL_RE").fullmatch(value) else None
 
 
+# RFC 5321 caps an address at 254 octets; a longer match is not an email.
+MAX_EMAIL = 254
+
+
+def email_address(value: Any) -> Optional[str]:
+    """`value` when the whole of it is one email address (EMAIL_RE, at most 254
+    characters), else None: markup, escapes, invisible characters and line breaks are not."""
+    if isinstance(value, str) and len(value) <= MAX_EMAIL and _pattern("EMAIL_RE").fullmatch(value):
+        return value
+    return None
+
+
 def printable(text: Any) -> str:
     """`str(text)` with every control character and line or paragraph separator
     replaced by `?`, and every format (Cf) character removed."""

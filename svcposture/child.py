@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import _time
 from ._env import env_number
-from .claude.accounts import entries_from_env, placeholder_lines, resolve_active
+from .claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, entries_from_env, placeholder_lines, resolve_active
+from .codex.accounts import ACTIVE_HOME_VAR, CODEX_HOME_PREFIX, CODEX_LABEL_PREFIX
+from .envlint import line_problems, opened_quote_line
 from .claude.child import claude_rows, login, request_timeout_s, usage
 from .claude.provider import probe_account
 from .envfile import MAX_ENV_FILE_BYTES
@@ -25,11 +27,15 @@ from .settings import sweep_deadline_s
 
 # Header probes in flight at once (docs/posture.md).
 MAX_IN_FLIGHT = 4
+# A report names at most this many line problems; a file with more has one mistake made everywhere.
+MAX_LINE_PROBLEMS = 50
 
 
 def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None) -> Dict[str, Any]:
-    """The child's report for `headers`, `usage`, `login` or `check`; never raises."""
+    """The child's report for `headers`, `usage`, `login`, `check` or `lines`; never raises."""
     try:
+        if subcommand == "lines":
+            return lines(env_fd)
         if subcommand == "usage":
             return usage(environ)
         if subcommand == "login":
@@ -61,6 +67,23 @@ def _env_text(env_fd: Optional[int]) -> str:
     return os.pread(env_fd, MAX_ENV_FILE_BYTES + 1, 0).decode("utf-8", "replace")
 
 
+def line_problems_of(text: str) -> List[Dict[str, Any]]:
+    """The account and export lines of both vendors that the shell takes wrongly (envlint), at most 50."""
+    vendors = [(ACCOUNT_TOKEN_PREFIX, ""), (CODEX_HOME_PREFIX, CODEX_LABEL_PREFIX)]
+    return line_problems(text, vendors, (ACTIVE_TOKEN_VAR, ACTIVE_HOME_VAR))[:MAX_LINE_PROBLEMS]
+
+
+def lines(env_fd: Optional[int]) -> Dict[str, Any]:
+    """What the text of a file the shell stopped in says, read without sourcing it: the
+    line problems, the first line that opens a quote it does not close, the number of lines."""
+    try:
+        text = _env_text(env_fd)
+    except OSError:
+        return {"error": error("config", MESSAGES["config"].unreadable)}
+    return {"lineProblems": line_problems_of(text), "quoteLine": opened_quote_line(text),
+            "lineCount": text.count("\n") + (0 if text.endswith("\n") or not text else 1)}
+
+
 def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Optional[int] = None) -> Dict[str, Any]:
     """Probe every usable entry of the accounts env file (or only list them, `check_only`)."""
     from concurrent.futures import ThreadPoolExecutor, wait
@@ -78,7 +101,8 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
     if check_only:
         listed: Dict[str, Any] = {"available": bool(entries), "usable": [e["label"] for e in entries],
                                   "unusable": unusable, "active": active, "duplicateActive": duplicates,
-                                  "placeholders": placeholder_lines(text, environ)}
+                                  "placeholders": placeholder_lines(text, environ),
+                                  "lineProblems": line_problems_of(text)}
         return _with_codex(listed, codex.check())
     if not entries and not codex.present:
         return {"available": False}

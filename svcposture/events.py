@@ -13,7 +13,7 @@ from ._env import InvalidSetting
 from ._dirs import ensure_dir
 from ._files import append_line, iter_lines_reverse
 from ._names import EDGE_STATUSES
-from ._text import finite_number, is_int, is_number
+from ._text import email_address, finite_number, is_int, is_number
 from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
 from ._version import __version__
 from .errors import FACE, SvcpostureError
@@ -142,7 +142,8 @@ def account_switched(node: str, provider: str, from_label: Optional[str], to_lab
     """`account.switched` (docs/steering.md): the accounts env file's export line now names `to_label`."""
     if reason not in SWITCH_REASONS:
         raise ValueError("switch.reason must be one of %s" % ", ".join(SWITCH_REASONS))
-    attrs: Dict[str, Any] = {"event.label": email or to_label, "account.from": from_label,
+    # The email may come from whatever answered at --url: only an address is a label.
+    attrs: Dict[str, Any] = {"event.label": email_address(email) or to_label, "account.from": from_label,
                              "account.to": to_label, "account.provider": provider, "switch.reason": reason,
                              "node.name": node}
     return envelope(ACCOUNT_SWITCHED, node, attrs, ts_ms)

@@ -7,6 +7,12 @@ value of that line; every other byte (comments, blank lines, CRLF, trailing
 spaces, other variables) is kept. The line refers to the account's variable,
 so no token value is ever copied into the output.
 
+The value is one shell word, read as the shell reads it (quotes, `$( )`,
+backquotes and `${ }` nest); one that is not closed on its line is refused,
+never cut short. `refusal` names what in the text would keep the shell from
+ending with the account the switch writes, and `shell_problem` runs `sh -n`
+over the rewritten file before it is renamed into place.
+
 The functions over bytes are pure. `read_env_file` and `replace_env_file` are
 the edge: no symlink followed, a 0600 temporary file in the same directory,
 fsync, the file's own mode, and a refusal when the file changed between the
@@ -18,9 +24,12 @@ import errno
 import os
 import re
 import stat
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+import subprocess
+from typing import IO, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+from .envlint import UNQUOTED_BLANK, line_problems, sentence
 from .errors import SvcpostureError
+from .shellword import InvalidShellWordError, syntax_error_line, word_end
 
 CLAUDE = "claude"
 CODEX = "codex"
@@ -91,29 +100,6 @@ class Entry(NamedTuple):
     usable: bool   # a value that is neither empty nor the placeholder
 
 
-def _value_end(line: bytes, start: int) -> int:
-    """Where the shell word starting at `start` ends: at the first unquoted blank, CR or `;`."""
-    quote = 0
-    i = start
-    while i < len(line):
-        ch = line[i]
-        if quote:
-            if ch == 0x5C and quote == 0x22:  # backslash inside double quotes
-                i += 2
-                continue
-            if ch == quote:
-                quote = 0
-        elif ch == 0x5C:
-            i += 2
-            continue
-        elif ch in (0x22, 0x27):
-            quote = ch
-        elif ch in (0x20, 0x09, 0x0D, 0x3B):
-            break
-        i += 1
-    return min(i, len(line))
-
-
 def _unquoted(value: bytes) -> bytes:
     if len(value) >= 2 and value[:1] == value[-1:] and value[:1] in (b'"', b"'"):
         return value[1:-1]
@@ -126,9 +112,14 @@ def _line_end(data: bytes, start: int) -> int:
 
 
 def _value_at(data: bytes, start: int) -> Tuple[int, int]:
-    """(start, end) of the shell word starting at `start`, within its line."""
+    """(start, end) of the shell word starting at `start`, within its line; quotes, `$( )`,
+    backquotes and `${ }` nest (shellword). InvalidShellWordError when one is not closed on the line."""
     line_end = _line_end(data, start)
-    return start, start + _value_end(data[start:line_end], 0)
+    return start, start + word_end(data[start:line_end].decode("latin-1"))
+
+
+def _line_number(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
 
 
 def entries(data: bytes, provider: str) -> List[Entry]:
@@ -138,7 +129,10 @@ def entries(data: bytes, provider: str) -> List[Entry]:
     order: List[str] = []
     for raw_name, value_start in _assignments(data, vendor.entry_prefix, named=True):
         name = raw_name.decode("ascii")
-        start, end = _value_at(data, value_start)
+        try:
+            start, end = _value_at(data, value_start)
+        except InvalidShellWordError:
+            start = end = value_start  # a value the shell would not take as written: not usable
         value = _unquoted(data[start:end]).strip()
         label = vendor.label_prefix + name.lower()
         if label not in found:
@@ -162,7 +156,12 @@ def active_label(data: bytes, provider: str) -> Optional[str]:
     at = _last_export(data, vendor)
     if at is None:
         return None
-    start, end = _value_at(data, at)
+    try:
+        start, end = _value_at(data, at)
+    except InvalidShellWordError:
+        return None
+    if data[start:start + 1] == b"'":
+        return None  # single quotes keep `$NAME` as text: the shell sets no account's value
     value = _unquoted(data[start:end])
     ref = re.match(rb"^\$\{?" + re.escape(vendor.entry_prefix) + b"(" + _NAME + rb")\}?$", value)
     if ref is None or (value[1:2] == b"{") != value.endswith(b"}"):
@@ -184,11 +183,115 @@ def rewrite_export(data: bytes, provider: str, name: str) -> bytes:
     value = b'"$' + vendor.entry_prefix + name.encode("ascii") + b'"'
     at = _last_export(data, vendor)
     if at is not None:
-        start, end = _value_at(data, at)
+        try:
+            start, end = _value_at(data, at)
+        except InvalidShellWordError as exc:
+            raise SwitchError("line %d: %s, so the switch cannot tell where the value of %s ends; "
+                              "nothing written: fix the line" % (_line_number(data, at), exc,
+                                                                 vendor.export_var.decode())) from None
         return data[:start] + value + data[end:]
     newline = b"\r\n" if b"\r\n" in data else b"\n"
     separator = b"" if not data or data.endswith(b"\n") else newline
     return data + separator + b"export " + vendor.export_var + b"=" + value + newline
+
+
+def _first_definition(data: bytes, vendor: Vendor, label: str) -> Optional[int]:
+    for raw_name, value_start in _assignments(data, vendor.entry_prefix, named=True):
+        if vendor.label_prefix + raw_name.decode("ascii").lower() == label:
+            return value_start
+    return None
+
+
+def _lines_naming(data: bytes, needle: bytes, start: int = 0) -> "Iterator[Tuple[int, int]]":
+    """(line start, hit) of each line from `start` on that holds `needle`, once per line: a
+    literal search, so a megabyte of comments costs a memchr-speed scan."""
+    pos, last_line = start, -1
+    while True:
+        hit = data.find(needle, pos)
+        if hit < 0:
+            return
+        pos = hit + len(needle)
+        line_start = data.rfind(b"\n", 0, hit) + 1
+        if line_start != last_line:
+            last_line = line_start
+            yield line_start, hit
+
+
+def _later_assignment(data: bytes, vendor: Vendor, after: int) -> Optional[int]:
+    """The line of the first assignment or unset of the export variable after offset `after`
+    that is not in a comment line, else None."""
+    var = vendor.export_var
+    for line_start, _hit in _lines_naming(data, var, _line_end(data, after)):
+        line = data[line_start:_line_end(data, line_start)]
+        if line.lstrip().startswith(b"#"):
+            continue
+        if re.search(rb"(?<![A-Za-z0-9_])" + var + rb"=|\bunset[ \t]+(?:-v[ \t]+)?" + var + rb"\b", line):
+            return _line_number(data, line_start)
+    return None
+
+
+def _line_problem(data: bytes, vendor: Vendor, to_label: str) -> Optional[str]:
+    """The target's own line, or an export line, that the shell would take wrongly (envlint)."""
+    export_var = vendor.export_var.decode("ascii")
+    prefixes = [(vendor.entry_prefix.decode("ascii"), vendor.label_prefix)]
+    for needle in (vendor.entry_prefix, vendor.export_var):
+        for line_start, _hit in _lines_naming(data, needle):
+            line = data[line_start:_line_end(data, line_start)].decode("latin-1")
+            for problem in line_problems(line, prefixes, (export_var,)):
+                # What follows the export line's value is kept as it is, so only a value the shell
+                # would not take as an assignment at all stands in the way there.
+                if problem["label"] == to_label or (problem["label"] is None
+                                                    and problem["problem"] != UNQUOTED_BLANK):
+                    return "line %d: %s" % (_line_number(data, line_start), sentence(problem))
+    return None
+
+
+def refusal(data: bytes, provider: str, to_label: str) -> Optional[str]:
+    """Why rewriting the export line would not make `to_label` what the shell ends with, as a
+    sentence naming the line and the fix; None when nothing in the text stands in the way.
+
+    The account's own line as the shell would take it wrongly (envlint), an export line
+    evaluated before the account line it refers to, and a later line that sets the export
+    variable again (the shell keeps that one)."""
+    vendor = VENDORS[provider]
+    problem = _line_problem(data, vendor, to_label)
+    if problem is not None:
+        return problem
+    at = _last_export(data, vendor)
+    if at is None:
+        return None
+    export_var = vendor.export_var.decode("ascii")
+    export_line = _line_number(data, at)
+    first = _first_definition(data, vendor, to_label)
+    if first is not None and first > at:
+        return ("line %d sets %s before line %d defines the account's variable, so the shell makes no account "
+                "active: move the export line below the account lines" % (export_line, export_var,
+                                                                          _line_number(data, first)))
+    later = _later_assignment(data, vendor, at)
+    if later is not None:
+        return ("line %d sets %s again after the export line (line %d), so the shell may end with another "
+                "account than the switch writes: keep one export line, the last to set it"
+                % (later, export_var, export_line))
+    return None
+
+
+# /bin/sh -n reads a file of a few hundred lines in milliseconds.
+SHELL_CHECK_TIMEOUT_S = 10.0
+
+
+def shell_problem(data: Optional[bytes] = None, source: Optional[IO[bytes]] = None) -> Optional[str]:
+    """None when `/bin/sh -n` accepts `data` (or the open file `source`), else why not, in words:
+    the line the shell stops at, never its text (bash quotes the line, which may hold a token)."""
+    try:
+        proc = subprocess.run(["/bin/sh", "-n", "/dev/stdin"], input=data, stdin=source if data is None else None,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={"PATH": os.defpath}, cwd="/",
+                              timeout=SHELL_CHECK_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return "/bin/sh -n could not check it"
+    if proc.returncode == 0:
+        return None
+    line = syntax_error_line(proc.stderr, b"/dev/stdin")
+    return "the shell stops at a syntax error on line %d" % line if line else "the shell rejects it"
 
 
 # ---------------------------------------------------------------- the file
@@ -242,15 +345,17 @@ def _unchanged(path: str, before: Snapshot) -> bool:
 
 
 def replace_env_file(path: str, before: Snapshot, data: bytes,
-                     before_rename: Optional[Callable[[], None]] = None) -> None:
+                     before_rename: Optional[Callable[[], None]] = None,
+                     verify: Optional[Callable[[str], None]] = None) -> None:
     """Atomically put `data` at `path`, unless the file is no longer `before`.
 
     A temporary file created 0600 in the same directory is written, fsynced and
-    given the file's own mode; then the file is read again, and only when its
-    identity (device, inode, size, mtime) and bytes are still those of `before`
-    is the temporary renamed over it (FileChangedError otherwise, with the
-    temporary removed). The switch command holds its lock throughout, so two
-    switches never interleave; the check catches an editor or a script.
+    given the file's own mode; `verify(temporary path)`, when given, may refuse it
+    by raising. Then the file is read again, and only when its identity (device,
+    inode, size, mtime) and bytes are still those of `before` is the temporary
+    renamed over it (FileChangedError otherwise); a refused temporary is removed.
+    The switch command holds its lock throughout, so two switches never
+    interleave; the check catches an editor or a script.
     """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(path), os.urandom(6).hex()))
@@ -264,6 +369,8 @@ def replace_env_file(path: str, before: Snapshot, data: bytes,
             os.fchmod(fd, before.mode)
         finally:
             os.close(fd)
+        if verify is not None:
+            verify(tmp)
         if before_rename is not None:
             before_rename()
         if not _unchanged(path, before):

@@ -29,7 +29,9 @@ from ._spawn import PACKAGE, child_env, kill_group
 from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
 from .paths import HomeError, Paths, home_of
+from ._text import is_int
 from .probetext import accounts_notes, human
+from .shellword import syntax_error_line
 from .settings import sweep_deadline_s
 
 # What the parent keeps of the child's stdout; a runaway file cannot fill memory.
@@ -167,16 +169,7 @@ def shell_syntax_line(stderr: bytes, env_fd: int) -> Optional[int]:
     Only the number is kept: bash goes on to quote the offending line, which may
     hold a token, so nothing else of the message ever leaves this function.
     """
-    import re
-
-    source = b"/dev/fd/%d" % env_fd
-    for line in stderr.splitlines():
-        if source not in line or not re.search(rb"(?i)syntax error|unexpected EOF|unterminated", line):
-            continue
-        found = re.search(rb"\bline (\d{1,9})\b", line) or re.search(rb": (\d{1,9}): ", line)
-        if found:
-            return int(found.group(1))
-    return None
+    return syntax_error_line(stderr, b"/dev/fd/%d" % env_fd)
 
 
 def _last_json_object(out: bytes) -> Optional[Dict[str, Any]]:
@@ -249,7 +242,47 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
                 stream.close()
         except (OSError, ValueError):
             pass
-    return _child_result(proc, outcome, bytes(tail), bytes(shell_err), env_fd)
+    result = _child_result(proc, outcome, bytes(tail), bytes(shell_err), env_fd)
+    if env_fd is not None and isinstance(result.get("error"), dict) \
+            and result["error"].get("message") in (MESSAGES["config"].shell_syntax, MESSAGES["internal"].no_result):
+        return _explained(result, environ, env_fd)
+    return result
+
+
+# The text-only child reads a file of at most 1 MiB; it has no network to wait for.
+LINES_TIMEOUT_S = 20.0
+
+
+def _lines_report(environ: Mapping[str, str], env_fd: int) -> Optional[Dict[str, Any]]:
+    """The `lines` child's report on the file at `env_fd`: run without the shell, so the
+    text is read, never sourced (the shell has just stopped in it)."""
+    try:
+        done = subprocess.run(child_command("lines") + ["--env-fd", str(env_fd)], env=child_env(environ),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              cwd="/", close_fds=True, pass_fds=(env_fd,), start_new_session=True,
+                              timeout=LINES_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return _last_json_object(done.stdout[-MAX_CHILD_OUTPUT:])
+
+
+def _explained(result: Dict[str, Any], environ: Mapping[str, str], env_fd: int) -> Dict[str, Any]:
+    """A shell that stopped in the file, explained from its text: the line where a quote
+    that never closes began (the shell names the end of the file) and the lines it takes
+    wrongly (`export NAME =value` stops it with no syntax error to name)."""
+    report = _lines_report(environ, env_fd)
+    if report is None:
+        return result
+    out = dict(result)
+    problems = report.get("lineProblems")
+    if isinstance(problems, list) and problems:
+        out["lineProblems"] = problems
+        if result["error"].get("message") == MESSAGES["internal"].no_result:
+            out["error"] = error("config", MESSAGES["config"].shell_syntax)
+    line, quote, count = result.get("line"), report.get("quoteLine"), report.get("lineCount")
+    if is_int(line) and is_int(quote) and is_int(count) and quote < line and line >= count:
+        out.update(line=quote, unclosedQuote=True)
+    return out
 
 
 def _child_result(proc: "subprocess.Popen[bytes]", outcome: str, out: bytes, shell_err: bytes,
@@ -311,6 +344,22 @@ def run_check(paths: Paths, environ: Optional[Mapping[str, str]] = None,
             "duplicateActive": []}
 
 
+def run_lines(paths: Paths, environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """The lines of the accounts env file the shell takes wrongly, read by a child that does not
+    source it: `{"lineProblems", "quoteLine", "lineCount"}`, or `{"error"}`."""
+    environ = paths.environ if environ is None else environ
+    state, found = open_env_file(paths.accounts_env)
+    if state == "error":
+        return {"error": found}
+    if state != "ready":
+        return {"lineProblems": [], "quoteLine": None, "lineCount": 0}
+    try:
+        report = _lines_report(environ, found)
+    finally:
+        os.close(found)
+    return report if report is not None else {"error": error("internal", MESSAGES["internal"].no_result)}
+
+
 def run_login(paths: Paths, environ: Optional[Mapping[str, str]] = None,
               deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
     """The interactive login's email (no network), in a token-free child."""
@@ -337,9 +386,10 @@ def _parser() -> Any:
                     "($SVC_ACCOUNTS_ENV, default ~/.config/svc/model-accounts.env) for its rate-limit "
                     "headers; 'usage' reads the interactive login's usage; 'login' names the "
                     "interactive login's email (no network); 'check' lists usable "
-                    "entries, the active one and duplicate active tokens (no network). "
+                    "entries, the active one, duplicate active tokens and the lines the shell takes "
+                    "wrongly (no network); 'lines' names those lines without sourcing the file. "
                     "The file is sourced in a child shell; the output is token-free.")
-    parser.add_argument("subcommand", choices=("headers", "usage", "check", "login"))
+    parser.add_argument("subcommand", choices=("headers", "usage", "check", "login", "lines"))
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     # Set by the parent on the child's command line, where the sourced file cannot
     # change it: the child probes with the tokens of its own environment.
@@ -365,7 +415,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         result = child.main(args.subcommand, environ, env_fd=args.env_fd)
     else:
         runner = {"headers": run_headers, "check": run_check, "usage": run_usage,
-                  "login": run_login}[args.subcommand]
+                  "login": run_login, "lines": run_lines}[args.subcommand]
         result = runner(Paths(environ=environ), environ)
     if args.json:
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")

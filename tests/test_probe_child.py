@@ -259,7 +259,7 @@ def test_cli_check_and_headers_are_token_free(home, env, provider):
     assert out.returncode == 0, out.stderr
     check = json.loads(out.stdout)
     assert check == {"available": True, "usable": ["a", "b", "c"], "unusable": ["d"], "active": "b",
-                     "duplicateActive": ["b", "c"], "placeholders": [{"label": "d", "line": 5}]}
+                     "duplicateActive": ["b", "c"], "placeholders": [{"label": "d", "line": 5}], "lineProblems": []}
     assert provider.message_calls() == 0
     out2 = subprocess.run([sys.executable, "-m", "svcposture.probe", "headers", "--json"], env=env,
                           capture_output=True, text=True, timeout=30)

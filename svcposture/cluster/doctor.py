@@ -25,7 +25,7 @@ from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, loa
 from ..events import EventLog, EventLogError
 from ..latch import read_latch
 from ..paths import Paths
-from ..probetext import accounts_notes
+from ..probetext import accounts_notes, codex_check_summary, line_problem_notes, valid_line_problems
 from ..settings import Settings
 from . import tracker
 from ._common import print_json
@@ -333,32 +333,26 @@ def _check_accounts_env(paths: Paths) -> Dict[str, str]:
         # An argparse usage error (exit 2) means this build's probe has no `check`.
         return _check_result(name, WARN, "%s: permissions ok; entry check unavailable (%s.probe check exited %d "
                                          "without a JSON report)" % (path, PACKAGE, proc.returncode))
-    return _accounts_check_from_report(path, report, proc.returncode)
+    return _accounts_check_from_report(path, report, proc.returncode, mode)
 
 
-def _codex_summary(block: Any) -> Tuple[str, bool, str]:
-    """(detail, any usable login, warning) of the check report's Codex lines; empty without any."""
-    if not isinstance(block, dict):
-        return "", False, ""
-    def labels(key: str) -> List[str]:
-        value = block.get(key)
-        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
-
-    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
-    active = block.get("active") if isinstance(block.get("active"), str) else None
-    detail = "; Codex: %d usable login%s%s" % (len(usable), "" if len(usable) == 1 else "s",
-                                                " (%s)" % ", ".join(usable) if usable else "")
-    if unusable:
-        detail += ", unusable (empty or placeholder): %s" % ", ".join(unusable)
-    if usable:
-        detail += ", active %s" % active[:64] if active else ", none is CODEX_HOME"
-    warning = ("; several Codex lines name CODEX_HOME (%s), the first is used" % ", ".join(duplicates)
-               if duplicates else "")
-    return detail, bool(usable), warning
+def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int,
+                                mode: int = 0o600) -> Dict[str, str]:
+    """The probe's `check` report ({usable, unusable, active, duplicateActive, lineProblems} or {error})
+    as a check; a line the shell takes wrongly, or a file of tokens others may read, is a WARN at least."""
+    problems = valid_line_problems(report)
+    result = _accounts_verdict(path, report, returncode, {p["label"] for p in problems})
+    named = bool(report.get("error")) or result["status"] == INFO  # these verdicts carry every note already
+    extra = "".join("; " + note for note in line_problem_notes(report, path)) if not named else ""
+    if mode & 0o044:
+        extra += "; %s is readable by group or others (mode %04o) and holds tokens: chmod 600 %s" % (path, mode, path)
+    if not problems and not mode & 0o044:
+        return result
+    status = result["status"] if result["status"] in (WARN, FAIL) else WARN
+    return _check_result(result["name"], status, result["detail"] + extra)
 
 
-def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: int) -> Dict[str, str]:
-    """The probe's `check` report ({usable, unusable, active, duplicateActive} or {error}) as a check."""
+def _accounts_verdict(path: Path, report: Dict[str, Any], returncode: int, explained: Any) -> Dict[str, str]:
     name = "accounts-env"
     error = report.get("error")
     notes = "".join("; " + note for note in accounts_notes(report, path))
@@ -372,12 +366,13 @@ def _accounts_check_from_report(path: Path, report: Dict[str, Any], returncode: 
         return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
 
     usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
+    unusable = [u for u in unusable if u not in explained]  # their line problem says why
     active = report.get("active")
     detail = "%s: %d usable entr%s%s" % (path, len(usable), "y" if len(usable) == 1 else "ies",
                                         " (%s)" % ", ".join(usable) if usable else "")
     if unusable:
         detail += "; unusable (empty or placeholder): %s" % ", ".join(unusable)
-    codex_detail, codex_usable, codex_warning = _codex_summary(report.get("codex"))
+    codex_detail, codex_usable, codex_warning = codex_check_summary(report.get("codex"))
     detail += codex_detail
     if returncode != 0:
         return _check_result(name, WARN, detail + "; the check exited %d" % returncode)

@@ -89,11 +89,13 @@ def _claim_node(lock_path: Path) -> int:
 
 def _remove_crash_leftovers(paths: Paths) -> None:
     """Temp files of atomic writes killed before their rename, older than an hour,
-    in every directory the package writes into (HOME and the cluster checkout only
-    for the files it writes there). Runs under the one-monitor lock, once per start."""
+    in every directory the package writes into (HOME, the cluster checkout and the
+    accounts env file's directory only for the files it writes there). Runs under the one-monitor lock, once per start."""
     places: List[Tuple[Path, Optional[Sequence[str]]]] = [
         (paths.config_dir, None), (paths.svc_dir, None), (paths.run_dir, None),
-        (paths.home, (paths.zshenv.name,))]
+        (paths.home, (paths.zshenv.name,)),
+        # A switch killed mid-write leaves a copy of the tokens beside the env file, wherever it is.
+        (paths.accounts_env.parent, (paths.accounts_env.name,))]
     try:
         from ..config import cluster_repo_path
         places.append((cluster_repo_path(paths), ("cluster.json",)))

@@ -16,19 +16,21 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._reserve import ReserveError, reserve_pct
-from .._text import loads_bounded, printable
+from .._text import email_address, is_int, loads_bounded, printable
 from ..advice import advise
 from ..headroom import choose, find_account, of_provider, resets_ms
 from ..exportline import CLAUDE, PROVIDERS, SwitchError
 from ..settings import MONITOR_URL_RULE
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
+from ..vendors import is_account_label
 
 EX_UNAVAILABLE = 69
+# --best judges on the posture, and --to checks it against the file's text (and takes the email
+# from it): both wait this long for a monitor that answers from its cache in milliseconds.
 POSTURE_TIMEOUT_S = 2.0
-EMAIL_TIMEOUT_S = 0.5
 MAX_POSTURE = 1024 * 1024
 
 
@@ -44,8 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
             "symlink, keeps the file's mode and is refused when the file changed meanwhile. One\n"
             "account.switched event is appended per switch; a running monitor shows the new active account\n"
             "within 2 s. New agent sessions pick it up; running ones keep their token.\n\n"
-            "exit: 0 switched (or already active), 1 refused (unknown or unusable account, no account with\n"
-            "headroom, the file changed or is a symlink), 2 bad usage, 69 --best without a monitor posture."),
+            "A switch whose account.switched event cannot be appended is still reported (exit 0), with a\n"
+            "warning that the event is pending; the next switch or the monitor's start records it.\n\n"
+            "exit: 0 switched (or already active), 1 refused (unknown or unusable account, a line the shell\n"
+            "would take otherwise, a file that is not valid shell or would pass 1 MiB, a monitor posture that\n"
+            "names another active account, no account with headroom, the file changed or is a symlink, the\n"
+            "switch lock held for 10 s), 2 bad usage, 69 --best without a monitor posture."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--to", metavar="LABEL", help="the account to make active (acct2, codex-work, ...)")
@@ -56,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--provider", choices=PROVIDERS, default=CLAUDE, help="whose accounts (default claude)")
     parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     parser.add_argument("--json", action="store_true",
-                        help="print {switched, provider, from, to, reason, dryRun, file, eventId}")
+                        help="print {switched, provider, from, to, reason, dryRun, file, eventId} "
+                             "(and eventPending, warning when the event is pending)")
     parser.add_argument("--url", help="monitor base URL (default: %s)" % MONITOR_URL_RULE)
     # The monitor's automatic switch: reason auto, the posture it judged on stdin.
     parser.add_argument("--reason", choices=("manual", "best", "auto"), help=argparse.SUPPRESS)
@@ -206,9 +213,18 @@ def _active_label(body: Any) -> Optional[str]:
 
 
 def _email_of(body: Any, label: str) -> Optional[str]:
+    """The account's email from the posture, when it is one: the body came from whatever answers at --url."""
     view = find_account(body, label) if isinstance(body, dict) else None
-    email = view.get("email") if view else None
-    return email if isinstance(email, str) else None
+    return email_address(view.get("email")) if view else None
+
+
+def _shell_active(body: Any) -> Optional[Tuple[Optional[str], int]]:
+    """(active label, probedAt ms) of a usable posture: what the shell made active when the monitor
+    last sourced the env file. None when the posture cannot tell."""
+    if not _usable_posture(body) or not is_int(body.get("probedAt")):
+        return None
+    label = _active_label(body)
+    return (label if is_account_label(label) else None), body["probedAt"]
 
 
 def run(ns: argparse.Namespace) -> Dict[str, Any]:
@@ -224,8 +240,7 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
         reserve = reserve_pct(str(paths.home))
     except ReserveError as exc:
         raise SwitchError(str(exc), 2) from None
-    # --to needs the posture only for the event's email: a short wait.
-    body = read_posture(ns, POSTURE_TIMEOUT_S if ns.best else EMAIL_TIMEOUT_S)
+    body = read_posture(ns, POSTURE_TIMEOUT_S)
     reason = ns.reason or ("best" if ns.best else "manual")
     ns.reason = reason
     advice = None
@@ -240,7 +255,8 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
     auto = reason == "auto"
     return perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
                    email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,
-                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label, _active_label(body)) if auto else None)
+                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label, _active_label(body)) if auto else None,
+                   shell_active=_shell_active(body))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -252,6 +268,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(json.dumps({"switched": False, "provider": ns.provider, "error": printable(exc)}))
         print("svc-monitor switch: %s" % printable(exc), file=sys.stderr)
         return exc.code
+    if result.get("warning"):
+        print("svc-monitor switch: warning: %s" % printable(result["warning"]), file=sys.stderr)
     if ns.json:
         print(json.dumps(result, ensure_ascii=False))
     elif "reconciled" in result:
