@@ -32,7 +32,7 @@ DEBIAN_NEEDS=(
   "prometheus-alertmanager amtool : prometheus-alertmanager"   # the grouped-notification and config tests
 )
 # pip packages for the default interpreter's whole suite (the package itself needs none at run time).
-PIP_NEEDS="pytest pytest-xdist hypothesis selenium axe-selenium-python schemathesis setuptools wheel"
+PIP_NEEDS="pytest pytest-xdist hypothesis selenium axe-selenium-python schemathesis setuptools wheel mcp"
 # pip packages for the core runs on the other interpreters.
 CORE_PIP_NEEDS="pytest pytest-xdist hypothesis setuptools wheel"
 # What the core runs leave out; the default interpreter runs all of it. The browser pages and the
@@ -50,7 +50,7 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py
   tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
   tests/test_leak_codex_tokens.py tests/test_mirror_join.py tests/test_promread.py tests/test_fleet_scale.py
-  tests/test_fleet_accounts.py tests/test_one_advice.py"
+  tests/test_fleet_accounts.py tests/test_one_advice.py tests/test_mcp.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then

@@ -66,6 +66,16 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
             return 2
         from .term import guard
         return guard.main(args[1:])
+    if args[:1] == ["mcp"]:
+        # Past the monitor's imports too: an agent starts the server with each session.
+        from ._home import HomeError, home_of
+        try:
+            home_of(os.environ)
+        except HomeError as exc:
+            print("svc-monitor: error: %s" % exc, file=sys.stderr)
+            return 2
+        from .mcp import main as mcp
+        return mcp.main(args[1:])
     if args[:1] == ["statusline"]:
         # Straight there, past _run's imports: it handles every other error
         # itself and exits 0, but a HOME that would put node paths outside any

@@ -241,6 +241,6 @@ def test_monitor_help_lists_every_subcommand(env: dict) -> None:
     done = cli(env, "monitor", "--help")
     assert done.returncode == 0
     usage = done.stdout.split("\n\n")[0]
-    for sub in ("init", "hud", "statusline", "guard", "switch", "demo"):
+    for sub in ("init", "hud", "statusline", "guard", "switch", "mcp", "demo"):
         assert sub in usage, usage
         assert re.search(r"^  svc-monitor %s " % sub, done.stdout, re.M), sub

@@ -221,14 +221,14 @@ def install_stop_signals(stop_event: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-SUBCOMMANDS = ("init", "hud", "statusline", "guard", "switch", "demo")
+SUBCOMMANDS = ("init", "hud", "statusline", "guard", "switch", "mcp", "demo")
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="svc-monitor",
         usage=("svc-monitor [-h] [--bind BIND] [--port PORT] [--no-probe]\n"
-               "       svc-monitor {init,hud,statusline,guard,switch,demo} [-h] [ARGS...]"),
+               "       svc-monitor {init,hud,statusline,guard,switch,mcp,demo} [-h] [ARGS...]"),
         description=("Serve this node's model-provider account posture: the dashboard at /, "
                      "GET /api/accounts[?refresh=true], the SSE stream /api/accounts/stream, "
                      "/api/trajectory (forecasts and alerts), /api/trajectory/stream, /api/history?hours=H, "
@@ -242,6 +242,8 @@ def _build_parser() -> argparse.ArgumentParser:
                 "                                           69 unavailable (svc-monitor guard && run-agent)\n"
                 "  svc-monitor switch (--to LABEL | --best) [--provider P] [--dry-run] [--json] [--url URL]\n"
                 "                                           make another account the active one\n"
+                "  svc-monitor mcp [--url URL] [--allow-switch]   a Model Context Protocol server on stdio for\n"
+                "                                           coding agents (posture, advice, guard tools)\n"
                 "  svc-monitor demo [--port PORT]         simulated provider + 3 demo accounts + a real monitor\n"
                 "Each has its own --help.\n\n"
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
@@ -301,6 +303,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args_list and args_list[0] == "switch":
         from ..term import switch
         return switch.main(args_list[1:])
+    if args_list and args_list[0] == "mcp":
+        from ..mcp import main as mcp
+        return mcp.main(args_list[1:])
     if args_list and not args_list[0].startswith("-") and args_list[0] != "demo":
         return firstrun.unknown_subcommand("svc-monitor", args_list[0], SUBCOMMANDS, _build_parser())
     _reexec_without_tokens(args_list)

@@ -209,31 +209,34 @@ def open_socket(target: _Target, deadline: float) -> "Any":
     return _connect(target.host, target.port, deadline)
 
 
-def get_json(target: _Target, path: str, deadline: float) -> "Any":
-    """GET `path` from the monitor before `deadline`: the JSON body of a 200, else None."""
-    if deadline - time.monotonic() <= 0:
-        return None
+def get_reply(target: _Target, path: str, deadline: float, agent: str = "svc-monitor-statusline") -> "Tuple[int, bytes]":
+    """(HTTP status, body) of one GET of `path` from the monitor before `deadline` (a chunked
+    body is joined); OSError when it cannot be reached or does not answer in time, ValueError
+    when what answers is no HTTP reply within the limits."""
     request = ("GET %s%s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n"
-               "User-Agent: svc-monitor-statusline\r\nConnection: close\r\n\r\n"
-               % (target.prefix, path, target.netloc)).encode("ascii", "replace")
-    try:
-        sock = open_socket(target, deadline)
-    except (OSError, ValueError, UnicodeError):
-        return None
+               "User-Agent: %s\r\nConnection: close\r\n\r\n"
+               % (target.prefix, path, target.netloc, agent)).encode("ascii", "replace")
+    if deadline - time.monotonic() <= 0:
+        raise _socket.timeout("budget spent")
+    sock = open_socket(target, deadline)
     try:
         sock.sendall(request)
         status, headers, body = read_reply(sock, deadline)
-    except (OSError, ValueError, UnicodeError):
-        return None
     finally:
         sock.close()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = dechunk(body)
+    return status, body
+
+
+def get_json(target: _Target, path: str, deadline: float) -> "Any":
+    """GET `path` from the monitor before `deadline`: the JSON body of a 200, else None."""
+    try:
+        status, body = get_reply(target, path, deadline)
+    except (OSError, ValueError, UnicodeError):
+        return None
     if status != 200:
         return None
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        try:
-            body = dechunk(body)
-        except ValueError:
-            return None
     try:
         return loads_bounded(body, MAX_BODY)
     except ValueError:
