@@ -68,7 +68,8 @@ def test_bare_home_gets_config_dir_accounts_file_and_host_name(home: Path, env: 
     # placeholders are no usable account until a token is pasted in
     assert probe_check(env) == {"available": False, "usable": [], "unusable": ["acct1", "acct2"],
                                 "active": None, "duplicateActive": [],
-                                "placeholders": [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}]}
+                                "placeholders": [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}],
+                                "lineProblems": []}
     text = accounts.read_text().replace("PASTE_TOKEN_HERE", "tok-one", 1).replace("PASTE_TOKEN_HERE", "tok-two")
     accounts.write_text(text.replace("you@example.com", "ada@example.com", 1))
     check = probe_check(env)

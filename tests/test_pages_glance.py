@@ -94,6 +94,10 @@ def test_no_internal_words_and_one_duration_format(sites, driver):
 def test_each_chart_has_a_key_and_says_its_numbers(sites, driver):
     driver.get(sites["demo"] + "/")
     wait_for(lambda: driver.execute_script(CARDS_DRAWN), timeout=30, what="cards")
+    # The forecasts come with the trajectory, a moment after the cards.
+    wait_for(lambda: driver.execute_script(
+        "return Array.prototype.some.call(document.querySelectorAll('#cards svg.spark'),"
+        " function (s) { return s.getAttribute('aria-label').indexOf('forecast') >= 0; })"), what="a forecast")
     charts = driver.execute_script("""
         return Array.prototype.map.call(document.querySelectorAll('#cards svg.spark'), function (svg) {
           var key = svg.nextElementSibling;
