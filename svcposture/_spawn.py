@@ -11,8 +11,7 @@ import signal
 import sys
 from typing import Dict, List, Mapping
 
-from .claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
-from .codex.accounts import is_codex_home_var
+from .vendors import registered
 
 CLOUD_TOKEN_VAR = "SVC_CLOUD_TOKEN"
 
@@ -29,13 +28,14 @@ def import_root() -> str:
 
 
 def is_token_var(name: str) -> bool:
-    return name in (ACTIVE_TOKEN_VAR, CLOUD_TOKEN_VAR) or name.startswith(ACCOUNT_TOKEN_PREFIX)
+    """The cloud token, or any registered vendor's account or active variable (MODEL_TOKEN_*, CODEX_HOME, ...)."""
+    return name == CLOUD_TOKEN_VAR or any(vendor.lines.owns_var(name) for vendor in registered())
 
 
 def without_tokens(environ: Mapping[str, str]) -> Dict[str, str]:
-    """A copy of `environ` with no model-provider or cloud token variable, and no Codex home:
-    which Codex logins a child probes, and which one is active, is the accounts env file's say alone."""
-    return {k: v for k, v in environ.items() if not is_token_var(k) and not is_codex_home_var(k)}
+    """A copy of `environ` with no cloud token and no variable of any vendor's lines: which
+    accounts a child probes, and which one is active, is the accounts env file's say alone."""
+    return {k: v for k, v in environ.items() if not is_token_var(k)}
 
 
 def child_env(environ: Mapping[str, str], **extra: str) -> Dict[str, str]:

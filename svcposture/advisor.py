@@ -3,7 +3,7 @@
 The monitor hands every fresh probe result of each vendor to `Advisor.observer(provider)`
 after the trajectory service has seen it, so the forecasts of the same probe are in the
 trajectory body. The advice (svcposture.advice) is computed there, once, before the
-result is cached or pushed; in Codex's body `siblingWithHeadroom` is set to its first
+result is cached or pushed; in every vendor's body `siblingWithHeadroom` is set to its first
 candidate, so the posture, its stream and /api/advice name the same account with the
 same probedAt. `advice_body` is the pure builder of the /api/advice body.
 """
@@ -16,7 +16,6 @@ from . import _time
 from ._reserve import reserve_or_zero
 from ._text import is_int
 from .advice import DEFAULT_WAIT_S, advise, first_candidate
-from .vendors import CLAUDE
 
 def reserve_of(trajectory_body: Any, home: Optional[str]) -> int:
     """The human reserve the trajectory body was built with (read once per probe), else the node's."""
@@ -64,15 +63,14 @@ class Advisor:
                       now_ms=now), reserve
 
     def observer(self, provider: str) -> Any:
-        """The posture observer for `provider`: the advice computed; outside the contract's
-        body (Codex's), siblingWithHeadroom set to its first candidate. Claude's body keeps
-        the contract's rule (docs/posture.md), which names the same account unless the
-        forecasts, a warned sibling or one fuller than the active account tell them apart."""
+        """The posture observer for `provider`: the advice computed, and siblingWithHeadroom
+        set to its first candidate whenever there is one (the contract asks for a sibling
+        with headroom; the advice is what every surface calls that). Without a candidate the
+        body keeps the rule it was built with (docs/posture.md)."""
         def observe(summary: Dict[str, Any], edge: Any = None) -> None:
             advice, reserve = self.compute(summary, provider)
             first = first_candidate(advice)
-            if provider != CLAUDE and first is not None and summary.get("available") is True \
-                    and "siblingWithHeadroom" in summary:
+            if first is not None and summary.get("available") is True and "siblingWithHeadroom" in summary:
                 summary["siblingWithHeadroom"] = first
             with self._lock:
                 self._latest[provider] = (summary, advice, reserve)

@@ -2,7 +2,9 @@
 
 `python -m svcposture.probe headers|usage|check --json --child` lands here
 (docs/posture.md). The child takes tokens from its own environment only, probes the
-provider and returns token-free data; `probe.main` prints it. Every error it
+provider and returns token-free data; `probe.main` prints it. The sweep
+loops over the registered vendors (docs/vendors.md): the first one's rows are
+the report's top level, each other's a block under its name. Every error it
 reports comes from the fixed vocabulary, and anything unexpected becomes
 `internal`, never a traceback, which could quote a token.
 """
@@ -10,15 +12,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import _time
 from ._env import env_number
-from .claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, entries_from_env, placeholder_lines, resolve_active
-from .codex.accounts import ACTIVE_HOME_VAR, CODEX_HOME_PREFIX, CODEX_LABEL_PREFIX
+from .claude.child import login, usage
 from .envlint import line_problems, opened_quote_line
-from .claude.child import claude_rows, login, request_timeout_s, usage
-from .claude.provider import probe_account
 from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
 # The sweep deadline is a knob of the monitor (which kills the child then) as of the child (which answers
@@ -31,8 +29,11 @@ MAX_IN_FLIGHT = 4
 MAX_LINE_PROBLEMS = 50
 
 
-def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None) -> Dict[str, Any]:
-    """The child's report for `headers`, `usage`, `login`, `check` or `lines`; never raises."""
+def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None,
+         vendor: Optional[str] = None) -> Dict[str, Any]:
+    """The child's report for `headers`, `usage`, `login`, `check` or `lines`; never raises.
+
+    `vendor` (a registered name) limits `headers` to that vendor's accounts."""
     try:
         if subcommand == "lines":
             return lines(env_fd)
@@ -40,7 +41,7 @@ def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = No
             return usage(environ)
         if subcommand == "login":
             return login(environ)
-        return headers(environ, check_only=(subcommand == "check"), env_fd=env_fd)
+        return headers(environ, check_only=(subcommand == "check"), env_fd=env_fd, only=vendor)
     except Exception:  # noqa: BLE001 - never a traceback, it could quote a token
         return {"error": error("internal")}
 
@@ -67,10 +68,20 @@ def _env_text(env_fd: Optional[int]) -> str:
     return os.pread(env_fd, MAX_ENV_FILE_BYTES + 1, 0).decode("utf-8", "replace")
 
 
+def _sweeps(text: str, environ: Mapping[str, str], only: Optional[str]) -> List[Tuple[Any, Any]]:
+    """(vendor, its sweep) of every registered vendor (or only the one named), the default first."""
+    from .vendors import registered
+
+    return [(v, v.sweep(text, environ)) for v in registered() if only is None or v.name == only]
+
+
 def line_problems_of(text: str) -> List[Dict[str, Any]]:
-    """The account and export lines of both vendors that the shell takes wrongly (envlint), at most 50."""
-    vendors = [(ACCOUNT_TOKEN_PREFIX, ""), (CODEX_HOME_PREFIX, CODEX_LABEL_PREFIX)]
-    return line_problems(text, vendors, (ACTIVE_TOKEN_VAR, ACTIVE_HOME_VAR))[:MAX_LINE_PROBLEMS]
+    """The account and export lines of every vendor that the shell takes wrongly (envlint), at most 50."""
+    from .vendors import registered
+
+    vendors = registered()
+    prefixes = [(v.lines.entry_prefix, v.lines.label_prefix) for v in vendors]
+    return line_problems(text, prefixes, tuple(v.lines.active_var for v in vendors))[:MAX_LINE_PROBLEMS]
 
 
 def lines(env_fd: Optional[int]) -> Dict[str, Any]:
@@ -84,47 +95,60 @@ def lines(env_fd: Optional[int]) -> Dict[str, Any]:
             "lineCount": text.count("\n") + (0 if text.endswith("\n") or not text else 1)}
 
 
-def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Optional[int] = None) -> Dict[str, Any]:
-    """Probe every usable entry of the accounts env file (or only list them, `check_only`)."""
-    from concurrent.futures import ThreadPoolExecutor, wait
+def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Optional[int] = None,
+            only: Optional[str] = None) -> Dict[str, Any]:
+    """Probe every usable entry of the accounts env file (or only list them, `check_only`).
+
+    Each vendor's exchanges run on their own pool and are waited for until that
+    vendor's own deadline (at most the sweep's), so one vendor's slow endpoint
+    never holds another's rows."""
+    from .vendors import DEFAULT_PROVIDER
 
     started = time.monotonic()
     try:
         text = _env_text(env_fd)
     except OSError:
         return {"error": error("config", MESSAGES["config"].unreadable)}
-    from .codex.child import CodexSweep
-
-    entries, unusable = entries_from_env(text, environ)
-    active, duplicates = resolve_active(entries)
-    codex = CodexSweep(text, environ, [e["token"] for e in entries])
+    sweeps = _sweeps(text, environ, only)
+    first = [s for v, s in sweeps if v.name == DEFAULT_PROVIDER]
+    others = [(v, s) for v, s in sweeps if v.name != DEFAULT_PROVIDER]
     if check_only:
-        listed: Dict[str, Any] = {"available": bool(entries), "usable": [e["label"] for e in entries],
-                                  "unusable": unusable, "active": active, "duplicateActive": duplicates,
-                                  "placeholders": placeholder_lines(text, environ),
-                                  "lineProblems": line_problems_of(text)}
-        return _with_codex(listed, codex.check())
-    if not entries and not codex.present:
+        listed = first[0].check() if first else {"available": False}
+        listed["lineProblems"] = line_problems_of(text)
+        return _with_blocks(listed, [(v, s.check()) for v, s in others])
+    if not any(s.present for _v, s in sweeps):
         return {"available": False}
-    timeout_s = request_timeout_s(environ)
+    secrets = [secret for _v, s in sweeps for secret in s.secrets]
     budget = _sweep_budget(environ, started)
-    pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT)
-    # Codex logins get their own pool: Claude's header probes keep their pace whatever Codex does.
-    codex_pool = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT)
-    futures = [pool.submit(probe_account, e["token"], environ, timeout_s) for e in entries]
-    wait(futures + codex.submit(codex_pool, timeout_s), timeout=max(0.0, budget))
+    begun = time.monotonic()
+    from concurrent.futures import ThreadPoolExecutor
+
+    # One pool per vendor: each keeps its pace whatever another's endpoint does.
+    pools = [ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT) for _ in sweeps]
+    futures = [s.submit(pool, v.request_timeout_s(environ), secrets) if s.present else []
+               for (v, s), pool in zip(sweeps, pools)]
+    cuts = [_wait_for(fs, min(budget, v.exchange_deadline_s(environ)), budget, begun)
+            for (v, _s), fs in zip(sweeps, futures)]
     # Probes still running are abandoned: probe.py exits with os._exit.
-    pool.shutdown(wait=False)
-    codex_pool.shutdown(wait=False)
-    if not entries:
-        return _with_codex({"available": False}, codex.block())
-    report = {"available": True, "probedAt": _time.now_ms(), "active": active,
-              "duplicateActive": duplicates, "accounts": claude_rows(entries, futures)}
-    return _with_codex(report, codex.block())
+    for pool in pools:
+        pool.shutdown(wait=False)
+    blocks = {v.name: s.block(cut) for (v, s), cut in zip(sweeps, cuts)}
+    report = blocks.get(DEFAULT_PROVIDER) or {"available": False}
+    return _with_blocks(report, [(v, blocks[v.name]) for v, _s in others])
 
 
-def _with_codex(report: Dict[str, Any], block: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """The report with its `codex` block, which is there only when the file has a Codex line."""
-    if block is not None:
-        report["codex"] = block
+def _wait_for(futures: List[Any], limit_s: float, budget_s: float, begun: float) -> str:
+    """Wait until `futures` are done or `limit_s` after `begun`; what cut the wait
+    short for any still running: 'exchange' (the vendor's own deadline) or 'sweep'."""
+    from concurrent.futures import wait
+
+    wait(futures, timeout=max(0.0, limit_s - (time.monotonic() - begun)))
+    return "exchange" if limit_s < budget_s else "sweep"
+
+
+def _with_blocks(report: Dict[str, Any], blocks: List[Tuple[Any, Optional[Dict[str, Any]]]]) -> Dict[str, Any]:
+    """The report with each other vendor's block under its name, there only when the file has its lines."""
+    for vendor, block in blocks:
+        if block is not None:
+            report[vendor.name] = block
     return report

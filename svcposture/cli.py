@@ -54,8 +54,24 @@ def _run(prog: str, func: Callable[[], int], argv: Optional[Sequence[str]] = Non
         return 1
 
 
+def _vendors_loaded(prog: str) -> bool:
+    """Register the vendors $SVC_VENDORS names (docs/vendors.md); False (said on stderr) when one cannot be."""
+    from .vendors import load_configured, vendor_modules
+    if not vendor_modules(os.environ):
+        return True
+    from .vendor import InvalidVendor
+    try:
+        load_configured(os.environ)
+    except InvalidVendor as exc:
+        print("%s: error: %s" % (prog, exc), file=sys.stderr)
+        return False
+    return True
+
+
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if not _vendors_loaded("svc-monitor"):
+        return 2
     if args[:1] == ["guard"]:
         # As fast as the status line: a dispatcher asks before every run.
         from ._home import HomeError, home_of

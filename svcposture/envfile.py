@@ -8,7 +8,7 @@ never values, so no quoting rule of ours can disagree with the shell's.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._text import EMAIL_RE
 
@@ -71,6 +71,42 @@ def parse_entries(text: str, entry_re: "re.Pattern[str]") -> List[Tuple[str, Opt
             order.append(suffix)
         emails[suffix] = email
     return [(s, emails[s]) for s in order]
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def account_values(text: str, environ: Mapping[str, str], entry_re: "re.Pattern[str]", entry_prefix: str,
+                   label_of: Callable[[str], str], is_usable: Callable[[Optional[str]], bool]
+                   ) -> Tuple[List[Tuple[str, str, Optional[str], str]], List[str]]:
+    """([(NAME, label, email, value)] of the usable accounts in file order, [unusable labels]) of one vendor.
+
+    Values come from `environ` (the child's own, after sourcing) only. A
+    variable the file defined in a way the line parser does not see (`eval`,
+    a loop) still counts, after the lines, in name order; a label seen twice
+    counts once.
+    """
+    seen = parse_entries(text, entry_re)
+    known = {name for name, _ in seen}
+    for var in sorted(environ):
+        name = var[len(entry_prefix):]
+        if var.startswith(entry_prefix) and _NAME_RE.match(name) and name not in known:
+            seen.append((name, None))
+            known.add(name)
+    found: List[Tuple[str, str, Optional[str], str]] = []
+    unusable: List[str] = []
+    labels = set()
+    for name, email in seen:
+        label = label_of(name)
+        if label in labels:
+            continue
+        labels.add(label)
+        value = environ.get(entry_prefix + name)
+        if value is None or not is_usable(value):
+            unusable.append(label)
+            continue
+        found.append((name, label, email, value.strip()))
+    return found, unusable
 
 
 def usable(value: Optional[str]) -> bool:

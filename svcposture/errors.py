@@ -79,14 +79,55 @@ MESSAGES: Dict[str, Sentences] = {
 KNOWN_MESSAGES = frozenset(m for msgs in MESSAGES.values() for m in msgs)
 
 
+class Vocabulary:
+    """One vendor's fixed error vocabulary (docs/vendors.md): its kinds, each with its sentences.
+
+    Every vendor's errors are built and whitelisted here, the same way: a kind
+    outside the vocabulary becomes `internal`, a sentence outside its kind the
+    kind's default, and `httpStatus` survives only as an int (100..599 when it
+    came from outside)."""
+
+    def __init__(self, messages: Dict[str, Sentences]) -> None:
+        self.messages = messages
+        self.kinds: Tuple[str, ...] = tuple(messages)
+
+    def error(self, kind: str, message: Optional[str] = None,
+              http_status: Optional[int] = None) -> Dict[str, Any]:
+        """An error in the vocabulary; a message outside it falls back to the kind's default."""
+        if kind not in self.kinds:
+            kind = "internal"
+        if message not in self.messages[kind]:
+            message = self.messages[kind].default
+        return {"kind": kind, "message": message, "httpStatus": http_status if is_int(http_status) else None}
+
+    def clean(self, value: Any, with_status: bool = True) -> Optional[Dict[str, Any]]:
+        """An error someone else built (a child's JSON), whitelisted into the vocabulary; None stays None."""
+        if value is None:
+            return None
+        from collections.abc import Mapping  # not at import: see the typing note above
+
+        if not isinstance(value, Mapping):
+            value = {}
+        kind = value.get("kind")
+        if kind not in self.kinds:
+            kind = "internal"
+        message = value.get("message")
+        if not isinstance(message, str) or message not in self.messages[kind]:
+            message = self.messages[kind].default
+        out: Dict[str, Any] = {"kind": kind, "message": message}
+        if with_status:
+            status = value.get("httpStatus")
+            out["httpStatus"] = status if is_int(status) and 100 <= status <= 599 else None
+        return out
+
+
+# The probe's vocabulary: Claude's accounts, and the node-level errors of every probe run.
+PROBE_ERRORS = Vocabulary(MESSAGES)
+
+
 def error(kind: str, message: Optional[str] = None, http_status: Optional[int] = None) -> Dict[str, Any]:
     """An error in the fixed vocabulary; a message outside it falls back to the default."""
-    if kind not in MESSAGES:
-        kind = "internal"
-    if message not in MESSAGES[kind]:
-        message = MESSAGES[kind].default
-    status = http_status if is_int(http_status) else None
-    return {"kind": kind, "message": message, "httpStatus": status}
+    return PROBE_ERRORS.error(kind, message, http_status)
 
 
 def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]]:
@@ -96,21 +137,4 @@ def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]
     the default, never copied; `httpStatus` survives only as an int 100..599.
     Node-level errors in the posture body carry no status (`with_status=False`).
     """
-    if value is None:
-        return None
-    from collections.abc import Mapping  # not at import: see the typing note above
-
-    if not isinstance(value, Mapping):
-        value = {}
-    kind = value.get("kind")
-    if kind not in ERROR_KINDS:
-        kind = "internal"
-    message = value.get("message")
-    if message not in KNOWN_MESSAGES or message not in MESSAGES[kind]:
-        message = MESSAGES[kind].default
-    out: Dict[str, Any] = {"kind": kind, "message": message}
-    if with_status:
-        status = value.get("httpStatus")
-        out["httpStatus"] = status if is_int(status) \
-            and 100 <= status <= 599 else None
-    return out
+    return PROBE_ERRORS.clean(value, with_status)

@@ -14,6 +14,7 @@ from ._dirs import ensure_dir
 from ._files import append_line, iter_lines_reverse
 from ._names import EDGE_STATUSES
 from ._text import email_address, finite_number, is_int, is_number
+from .vendors import DEFAULT_PROVIDER
 from ._time import iso_from_ms, month_key, now_ms, parse_iso_ms
 from ._version import __version__
 from .errors import FACE, SvcpostureError
@@ -117,7 +118,7 @@ def provider_attrs(attrs: Dict[str, Any], provider: Optional[str]) -> None:
 
     Claude's events stay the contract's, byte for byte: no key is added for them.
     """
-    if provider is not None and provider != "claude":
+    if provider is not None and provider != DEFAULT_PROVIDER:
         attrs["account.provider"] = provider
 
 

@@ -1,8 +1,8 @@
 """The accounts env file's export line: which account is active, and rewriting it (docs/steering.md).
 
-The active account is chosen by one line of the file,
-`export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_<NAME>"` for Claude or
-`export CODEX_HOME="$CODEX_HOME_<NAME>"` for Codex. A switch rewrites only the
+The active account is chosen by one line of the file, each vendor's own
+(its `lines.export_line`, docs/vendors.md): `export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_<NAME>"`
+for Claude, `export CODEX_HOME="$CODEX_HOME_<NAME>"` for Codex. A switch rewrites only the
 value of that line; every other byte (comments, blank lines, CRLF, trailing
 spaces, other variables) is kept. The line refers to the account's variable,
 so no token value is ever copied into the output.
@@ -27,28 +27,33 @@ import stat
 import subprocess
 from typing import IO, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+from .envfile import MAX_ENV_FILE_BYTES
 from .envlint import UNQUOTED_BLANK, line_problems, sentence
 from .errors import SvcpostureError
 from .shellword import InvalidShellWordError, syntax_error_line, word_end
 
-CLAUDE = "claude"
-CODEX = "codex"
-PROVIDERS = (CLAUDE, CODEX)
-PLACEHOLDER = b"PASTE_TOKEN_HERE"
 # The same limit the probe child puts on the file it sources.
-MAX_ENV_BYTES = 1024 * 1024
+MAX_ENV_BYTES = MAX_ENV_FILE_BYTES
 
 
-class Vendor(NamedTuple):
+class Lines(NamedTuple):
+    """A vendor's env lines (vendor.EnvLines) as the bytes this module matches."""
+
     export_var: bytes     # the variable the export line sets
     entry_prefix: bytes   # each account's variable is this prefix plus its NAME
     label_prefix: str     # label = label_prefix + NAME in lower case
+    placeholders: Tuple[bytes, ...]  # values that are not filled in
 
 
-VENDORS = {
-    CLAUDE: Vendor(b"MODEL_CODE_OAUTH_TOKEN", b"MODEL_TOKEN_", ""),
-    CODEX: Vendor(b"CODEX_HOME", b"CODEX_HOME_", "codex-"),
-}
+def _lines_of(provider: str) -> Lines:
+    from .vendors import vendor_named
+
+    vendor = vendor_named(provider)
+    if vendor is None:
+        raise SwitchError("no vendor named %s is registered" % provider, 2)
+    lines = vendor.lines
+    return Lines(lines.active_var.encode("ascii"), lines.entry_prefix.encode("ascii"), lines.label_prefix,
+                 tuple(p.encode("utf-8") for p in lines.placeholders))
 
 _NAME = rb"[A-Za-z0-9_]+"
 _NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
@@ -124,7 +129,7 @@ def _line_number(data: bytes, offset: int) -> int:
 
 def entries(data: bytes, provider: str) -> List[Entry]:
     """The vendor's account lines in file order (a NAME defined twice counts once, its last value)."""
-    vendor = VENDORS[provider]
+    vendor = _lines_of(provider)
     found: Dict[str, Entry] = {}
     order: List[str] = []
     for raw_name, value_start in _assignments(data, vendor.entry_prefix, named=True):
@@ -137,11 +142,11 @@ def entries(data: bytes, provider: str) -> List[Entry]:
         label = vendor.label_prefix + name.lower()
         if label not in found:
             order.append(label)
-        found[label] = Entry(label, name, bool(value) and value != PLACEHOLDER)
+        found[label] = Entry(label, name, bool(value) and value not in vendor.placeholders)
     return [found[label] for label in order]
 
 
-def _last_export(data: bytes, vendor: Vendor) -> Optional[int]:
+def _last_export(data: bytes, vendor: Lines) -> Optional[int]:
     """Where the value of the last export line starts, else None."""
     last = None
     for _name, last in _assignments(data, vendor.export_var, named=False):
@@ -152,7 +157,7 @@ def _last_export(data: bytes, vendor: Vendor) -> Optional[int]:
 def active_label(data: bytes, provider: str) -> Optional[str]:
     """The label the last export line refers to (`"$PREFIX<NAME>"`, `$PREFIX<NAME>`,
     `${PREFIX<NAME>}`), else None: no line, or a value that names no account variable."""
-    vendor = VENDORS[provider]
+    vendor = _lines_of(provider)
     at = _last_export(data, vendor)
     if at is None:
         return None
@@ -177,7 +182,7 @@ def rewrite_export(data: bytes, provider: str, name: str) -> bytes:
     stay. Without an export line, one is appended, ending as the file's lines
     do (CRLF when the file uses it).
     """
-    vendor = VENDORS[provider]
+    vendor = _lines_of(provider)
     if not re.match(b"^" + _NAME + b"$", name.encode("ascii", "replace")):
         raise ValueError("not an account variable name: %r" % (name,))
     value = b'"$' + vendor.entry_prefix + name.encode("ascii") + b'"'
@@ -195,7 +200,7 @@ def rewrite_export(data: bytes, provider: str, name: str) -> bytes:
     return data + separator + b"export " + vendor.export_var + b"=" + value + newline
 
 
-def _first_definition(data: bytes, vendor: Vendor, label: str) -> Optional[int]:
+def _first_definition(data: bytes, vendor: Lines, label: str) -> Optional[int]:
     for raw_name, value_start in _assignments(data, vendor.entry_prefix, named=True):
         if vendor.label_prefix + raw_name.decode("ascii").lower() == label:
             return value_start
@@ -217,7 +222,7 @@ def _lines_naming(data: bytes, needle: bytes, start: int = 0) -> "Iterator[Tuple
             yield line_start, hit
 
 
-def _later_assignment(data: bytes, vendor: Vendor, after: int) -> Optional[int]:
+def _later_assignment(data: bytes, vendor: Lines, after: int) -> Optional[int]:
     """The line of the first assignment or unset of the export variable after offset `after`
     that is not in a comment line, else None."""
     var = vendor.export_var
@@ -230,7 +235,7 @@ def _later_assignment(data: bytes, vendor: Vendor, after: int) -> Optional[int]:
     return None
 
 
-def _line_problem(data: bytes, vendor: Vendor, to_label: str) -> Optional[str]:
+def _line_problem(data: bytes, vendor: Lines, to_label: str) -> Optional[str]:
     """The target's own line, or an export line, that the shell would take wrongly (envlint)."""
     export_var = vendor.export_var.decode("ascii")
     prefixes = [(vendor.entry_prefix.decode("ascii"), vendor.label_prefix)]
@@ -253,7 +258,7 @@ def refusal(data: bytes, provider: str, to_label: str) -> Optional[str]:
     The account's own line as the shell would take it wrongly (envlint), an export line
     evaluated before the account line it refers to, and a later line that sets the export
     variable again (the shell keeps that one)."""
-    vendor = VENDORS[provider]
+    vendor = _lines_of(provider)
     problem = _line_problem(data, vendor, to_label)
     if problem is not None:
         return problem

@@ -104,8 +104,9 @@ def known_labels(body: "Any") -> "List[str]":
 
 
 def of_provider(label: "Any", provider: str) -> bool:
-    """Whether an account label is the vendor's: Codex labels are `codex-<name>` (docs/codex.md)."""
-    return isinstance(label, str) and label.startswith("codex-") == (provider == "codex")
+    """Whether an account label is the vendor's: each vendor but the first has its label prefix (docs/vendors.md)."""
+    from .vendors import provider_of_label
+    return isinstance(label, str) and provider_of_label(label) == provider
 
 
 def find_account(body: "Mapping[str, Any]", label: "Optional[str]") -> "Optional[Dict[str, Any]]":

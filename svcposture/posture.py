@@ -24,6 +24,7 @@ from .paths import Paths
 from .resetprobe import ResetSchedule, reset_instants_ms
 from .settings import Settings, probing_on
 from .summary import derive_summary, disabled_body, error_summary, is_node_error, reply
+from .vendors import DEFAULT_PROVIDER
 
 log = logging.getLogger("svcposture.posture")
 
@@ -79,7 +80,7 @@ class PostureService:
       binding window and of every rejected account's, plus a margin (resetprobe).
     """
 
-    derive = staticmethod(derive_summary)  # the Codex posture hooks in here (codex/summary.py)
+    derive = staticmethod(derive_summary)
 
     def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
@@ -101,7 +102,9 @@ class PostureService:
         self.interval_s = settings.probe_interval_s
         self.deadline_s = settings.probe_deadline_s
         self._run_headers = probe.run_headers
-        self.probe_environ: Any = lambda: self.environ  # per probe; the Codex posture adds its poll state
+        # Called with no argument as each probe starts: every other vendor's posture
+        # (vendorposture.VendorPosture) starts its own child then, beside this one.
+        self.flight_listeners: List[Any] = []
         self.resets = ResetSchedule(settings.reset_margin_s if reset_margin_s is None else reset_margin_s)
         self._wake = threading.Event()
         self._reprobe = threading.Event()
@@ -255,14 +258,26 @@ class PostureService:
         thread = threading.Thread(target=self._fly, args=(flight,), name="posture-probe", daemon=True)
         self._flight_thread = thread
         thread.start()
+        for listener in list(self.flight_listeners):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - another vendor's trouble never costs this probe
+                log.exception("a probe listener failed")
         return flight
+
+    def run_child(self, environ: Mapping[str, str], vendor: str) -> Dict[str, Any]:
+        """One run of the token-scoped child for `vendor`'s accounts only, on this service's deadline."""
+        return self._run_headers(self.paths, environ, deadline_s=self.deadline_s, cancel=self._stop, vendor=vendor)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def _fly(self, flight: _Flight) -> None:
         summary: Optional[Dict[str, Any]] = None
         try:
             try:
-                environ = self.probe_environ()
-                report = self._run_headers(self.paths, environ, deadline_s=self.deadline_s, cancel=self._stop)
+                report = self.run_child(self.environ, DEFAULT_PROVIDER)
             except Exception:  # noqa: BLE001 - a probe failure is an error posture
                 log.error("probe raised; reporting an internal error posture")
                 report = {"error": {"kind": "internal"}}

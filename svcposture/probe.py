@@ -94,7 +94,7 @@ def open_env_file(path: "os.PathLike[str] | str") -> Tuple[str, Any]:
     return "ready", fd
 
 
-def child_command(subcommand: str, env_fd: Optional[int] = None) -> List[str]:
+def child_command(subcommand: str, env_fd: Optional[int] = None, vendor: Optional[str] = None) -> List[str]:
     """The child's argv: through /bin/sh sourcing the accounts env file when
     `env_fd` (the descriptor open_env_file checked) is given.
 
@@ -103,13 +103,19 @@ def child_command(subcommand: str, env_fd: Optional[int] = None) -> List[str]:
     command line, where the sourced file cannot change them.
     """
     module = PACKAGE + ".probe"
+    if vendor is not None:
+        from .vendors import vendor_named
+        if vendor_named(vendor) is None:
+            raise ValueError("no vendor named %r is registered" % (vendor,))
+        # A registered name is lower-case letters, digits and _: safe in the script as it is.
+        subcommand = "%s --vendor %s" % (subcommand, vendor)
     if env_fd is not None:
         # The shell's own stderr reaches the parent (shell_syntax_line reads a line
         # number from it); the Python child's never does.
         script = ('set -a; . /dev/fd/%d; set +a; exec "$PYTHON" -m %s %s --json --child --env-fd %d 2>/dev/null'
                   % (env_fd, module, subcommand, env_fd))
         return ["/bin/sh", "-c", script]
-    return [sys.executable or "python3", "-m", module, subcommand, "--json", "--child"]
+    return [sys.executable or "python3", "-m", module] + subcommand.split() + ["--json", "--child"]
 
 
 # ---------------------------------------------------------------- one child
@@ -191,8 +197,8 @@ def _last_json_object(out: bytes) -> Optional[Dict[str, Any]]:
 
 def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Optional[Path] = None,
               env_fd: Optional[int] = None, deadline_s: Optional[float] = None,
-              cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
-    """Run one probe child and return its JSON object.
+              cancel: Optional[threading.Event] = None, vendor: Optional[str] = None) -> Dict[str, Any]:
+    """Run one probe child and return its JSON object (`vendor`: only that vendor's accounts).
 
     With `env_fd` (from open_env_file; the caller closes it), the child is
     started through /bin/sh sourcing that descriptor; `accounts_env`, the
@@ -213,7 +219,7 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     if accounts_env is not None:
         extra["SVC_ACCOUNTS_ENV"] = str(accounts_env)
     try:
-        proc = subprocess.Popen(child_command(subcommand, env_fd), env=child_env(environ, **extra),
+        proc = subprocess.Popen(child_command(subcommand, env_fd, vendor), env=child_env(environ, **extra),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
                                 cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
@@ -305,7 +311,7 @@ def _child_result(proc: "subprocess.Popen[bytes]", outcome: str, out: bytes, she
 # ---------------------------------------------------------------- the three probes
 
 def _sweep(subcommand: str, paths: Paths, environ: Mapping[str, str], deadline_s: Optional[float],
-           cancel: Optional[threading.Event]) -> Tuple[str, Dict[str, Any]]:
+           cancel: Optional[threading.Event], vendor: Optional[str] = None) -> Tuple[str, Dict[str, Any]]:
     """(state, result) of one child over the node's accounts env file: the
     file's state ('missing', 'empty', 'error' or 'ready') and, when ready, the child's report."""
     path = paths.accounts_env
@@ -316,20 +322,22 @@ def _sweep(subcommand: str, paths: Paths, environ: Mapping[str, str], deadline_s
         return state, {}
     try:
         return state, run_child(subcommand, environ, accounts_env=Path(os.path.abspath(str(path))), env_fd=found,
-                                deadline_s=deadline_s, cancel=cancel)
+                                deadline_s=deadline_s, cancel=cancel, vendor=vendor)
     finally:
         os.close(found)
 
 
 def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
-                deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None) -> Dict[str, Any]:
-    """The header sweep as the monitor runs it.
+                deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None,
+                vendor: Optional[str] = None) -> Dict[str, Any]:
+    """The header sweep as the monitor runs it; `vendor` (a registered name): that vendor's accounts only,
+    in a child of its own, so that no vendor waits for another's endpoint (docs/vendors.md).
 
     Returns `{"available": False}` (disabled), `{"error": {...}}` (node-level
     error) or the child's report `{"available": True, "accounts": [...], ...}`.
     """
     environ = paths.environ if environ is None else environ
-    state, result = _sweep("headers", paths, environ, deadline_s, cancel)
+    state, result = _sweep("headers", paths, environ, deadline_s, cancel, vendor)
     return result if state in ("ready", "error") else {"available": False}
 
 
@@ -396,6 +404,7 @@ def _parser() -> Any:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     # The descriptor of the accounts env file the parent checked; the child reads it, never the path.
     parser.add_argument("--env-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--vendor", default=None, help="only this vendor's accounts (headers)")
     return parser
 
 
@@ -403,19 +412,28 @@ def main(argv: Optional[List[str]] = None) -> int:
     """`python -m svcposture.probe headers|usage|login|check [--json]`; 1 when the probe failed."""
     import json
 
+    from .vendor import InvalidVendor
+    from .vendors import load_configured, vendor_named
+
     args = _parser().parse_args(argv)
     environ = os.environ
     try:
         home_of(environ)
-    except HomeError as exc:
+        load_configured(environ)
+    except (HomeError, InvalidVendor) as exc:
         print("svcposture.probe: error: %s" % exc, file=sys.stderr)
+        return 2
+    if args.vendor is not None and (vendor_named(args.vendor) is None or args.subcommand != "headers"):
+        print("svcposture.probe: error: --vendor takes a registered vendor, with headers", file=sys.stderr)
         return 2
     if args.child:
         from . import child
-        result = child.main(args.subcommand, environ, env_fd=args.env_fd)
+        result = child.main(args.subcommand, environ, env_fd=args.env_fd, vendor=args.vendor)
+    elif args.subcommand == "headers":
+        result = run_headers(Paths(environ=environ), environ, vendor=args.vendor)
     else:
-        runner = {"headers": run_headers, "check": run_check, "usage": run_usage,
-                  "login": run_login, "lines": run_lines}[args.subcommand]
+        runner = {"check": run_check, "usage": run_usage, "login": run_login,
+                  "lines": run_lines}[args.subcommand]
         result = runner(Paths(environ=environ), environ)
     if args.json:
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")

@@ -18,13 +18,15 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
+from .errors import SvcpostureError
+
 # Where the word ends at the top level: blanks, CR, and the shell's operators.
 _ENDS = frozenset(" \t\r\n;&|<>()")
 _OPENERS = {"'": "'", '"': '"', "`": "`", "$(": ")", "${": "}"}
 _NAMES = {"'": "single quote", '"': "double quote", "`": "backquote", "$(": "$(", "${": "${", "(": "("}
 
 
-class InvalidShellWordError(ValueError):
+class InvalidShellWordError(SvcpostureError, ValueError):
     """A quote, `$(`, `${` or backquote opened in the word is not closed on its line, or a
     backslash ends the line (the word goes on to the next)."""
 

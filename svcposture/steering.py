@@ -35,6 +35,7 @@ from .events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
 from .advice import DEFAULT_WAIT_S, advise, windows_of
 from .advisor import reserve_of
 from .paths import Paths
+from .vendors import DEFAULT_PROVIDER
 from .settings import AUTO_SWITCH_ENV, Settings
 
 log = logging.getLogger("svcposture.steering")
@@ -98,7 +99,7 @@ class AutoSwitcher:
     """Runs `switch --best --reason auto` in a child when the active account reaches the threshold."""
 
     def __init__(self, paths: Paths, environ: Mapping[str, str], node: str, at_pct: float,
-                 provider: str = "claude") -> None:
+                 provider: str = DEFAULT_PROVIDER) -> None:
         self.paths = paths
         self.environ = environ
         self.node = node

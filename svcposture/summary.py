@@ -8,13 +8,12 @@ caches what these functions build.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from . import _time
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
 from ._text import EMAIL, account_label, finite_number, word
-from .advice import candidates
 from .errors import MESSAGES, clean_error
 
 # Anchored with `^...$` and used with match(), as it always was: the address
@@ -128,17 +127,6 @@ def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0) 
     return {"label": chosen["label"], "email": chosen["email"]} if chosen else None
 
 
-def advised_sibling(accounts: List[Dict[str, Any]], reserve_pct: int = 0,
-                    trajectory: Any = None) -> Optional[Dict[str, Any]]:
-    """A body outside the contract (Codex's): the advice's first candidate
-    (docs/steering.md) whenever there is one, else the contract's rule."""
-    active = next((acct for acct in accounts if acct.get("active")), None)
-    first = candidates({"accounts": accounts, "active": active}, trajectory, float(100 - reserve_pct))
-    if first:
-        return {"label": first[0]["label"], "email": first[0]["email"]}
-    return sibling_with_headroom(accounts, reserve_pct)
-
-
 def error_summary(node: str, probed_at: int, err: Any) -> Dict[str, Any]:
     """The node-level error body (without the per-reply generatedAt/cached)."""
     return {"available": True, "node": node, "probedAt": probed_at, "status": ERROR, "active": None,
@@ -160,11 +148,21 @@ def derive_summary(report: Any, node: str, probed_at: int, reserve_pct: int = 0)
     raw_accounts = report.get("accounts")
     if not isinstance(raw_accounts, list):
         return error_summary(node, probed_at, {"kind": "internal", "message": MESSAGES["internal"].bad_result})
+    return posture_body(node, probed_at, (account_view(raw) for raw in raw_accounts), reserve_pct)
+
+
+def posture_body(node: str, probed_at: int, views: Iterable[Optional[Dict[str, Any]]],
+                 reserve_pct: int = 0) -> Dict[str, Any]:
+    """The available posture body over account views of any vendor (pure, docs/vendors.md).
+
+    A view that is None or repeats a label is left out; the first active view
+    is `active` and any later one is marked inactive; status and
+    siblingWithHeadroom follow from them.
+    """
     accounts: List[Dict[str, Any]] = []
     labels = set()
     active: Optional[Dict[str, Any]] = None
-    for raw in raw_accounts:
-        view = account_view(raw)
+    for view in views:
         if view is None or view["label"] in labels:
             continue
         labels.add(view["label"])

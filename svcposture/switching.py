@@ -38,8 +38,9 @@ from ._files import (CorruptFileError, LockBusyError, lock_file, move_aside, rea
 from ._text import is_int
 from .events import ACCOUNT_SWITCHED, EventLog, EventLogError, account_switched
 from .paths import Paths
-from .exportline import (CLAUDE, MAX_ENV_BYTES, PROVIDERS, SwitchError, active_label, entries, read_env_file,
-                         refusal, replace_env_file, rewrite_export, shell_problem)
+from .vendors import provider_names, vendor_named
+from .exportline import (MAX_ENV_BYTES, SwitchError, active_label, entries, read_env_file, refusal,
+                         replace_env_file, rewrite_export, shell_problem)
 
 STATE_VERSION = 1
 MIN_AUTO_GAP_MS = 10 * 60 * 1000
@@ -110,7 +111,7 @@ def load_state(path: Path) -> Dict[str, Any]:
     if not isinstance(providers, dict):
         move_aside(path)
         return state
-    for vendor in PROVIDERS:
+    for vendor in provider_names():
         entry = providers.get(vendor)
         if _valid_vendor(entry):
             state["providers"][vendor] = entry
@@ -138,6 +139,12 @@ def has_pending(paths: Paths) -> bool:
 
 
 # ---------------------------------------------------------------- the transaction
+
+def _unfilled(provider: str) -> str:
+    """What an unfilled value of the vendor's lines looks like, for a refusal."""
+    vendor = vendor_named(provider)
+    return " or ".join(vendor.lines.placeholders) if vendor is not None else "a placeholder"
+
 
 def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: str, email: Optional[str] = None,
             avoid_until_ms: Optional[int] = None, dry_run: bool = False,
@@ -218,7 +225,7 @@ def _target(data: bytes, provider: str, to_label: str, env_path: str) -> Any:
         raise SwitchError("%s is not an account in %s" % (to_label, env_path))
     if not target.usable:
         raise SwitchError("%s has no usable value in %s (empty or %s)"
-                          % (to_label, env_path, "PASTE_TOKEN_HERE" if provider == CLAUDE else "no directory"))
+                          % (to_label, env_path, _unfilled(provider)))
     return target
 
 
@@ -280,7 +287,7 @@ def reconcile(paths: Paths, node: str) -> int:
 def reconcile_locked(paths: Paths, node: str) -> int:
     state = load_state(state_path(paths))
     emitted = 0
-    for provider in PROVIDERS:
+    for provider in provider_names():
         pending = state["providers"].get(provider, {}).get("pending")
         if not pending:
             continue

@@ -32,7 +32,7 @@ from .forecast import LOOKBACK_MS, forecast
 from .history import (HistoryError, append_rows, day_key, prune, read_rows, rows_from_summary)
 from .paths import Paths
 from .settings import Settings
-from .vendors import CLAUDE, PROVIDERS, provider_of_label
+from .vendors import DEFAULT_PROVIDER, provider_names, provider_of_label
 from .windows import SEVEN_DAY_FIELD, field_of_length
 
 log = logging.getLogger("svcposture.trajectory")
@@ -121,7 +121,7 @@ class TrajectoryService:
         rows.reverse()  # oldest first
         for row in rows:
             self._remember(row)
-            if provider_of_label(row["label"]) != CLAUDE:
+            if provider_of_label(row["label"]) != DEFAULT_PROVIDER:
                 self._sampled[row["label"]] = max(self._sampled.get(row["label"], -1), row["t"])
         for event in reversed(recent_alerts(self.event_log, RECENT_ALERTS)):
             self._recent.appendleft(event)
@@ -144,7 +144,7 @@ class TrajectoryService:
     # ------------------------------------------------------------ per probe
 
     def observe(self, summary: Mapping[str, Any], edge: Optional[Mapping[str, Any]] = None,
-                provider: str = CLAUDE) -> None:
+                provider: str = DEFAULT_PROVIDER) -> None:
         """Handle one fresh probe result of one vendor (and the status edge it emitted, if any)."""
         if edge is not None and self.notifier is not None:
             self.notifier.submit(edge)
@@ -159,7 +159,7 @@ class TrajectoryService:
         now = probed_at if is_int(probed_at) else _time.now_ms()
         self._prune(_time.now_ms())
         rows = rows_from_summary(summary)
-        if provider != CLAUDE:
+        if provider != DEFAULT_PROVIDER:
             rows = self._fresh_samples(summary, rows)
         if rows:
             try:
@@ -258,7 +258,7 @@ class TrajectoryService:
             return {"available": False, "node": self.node}
         probed: Optional[int] = None
         accounts: List[Dict[str, Any]] = []
-        for provider in PROVIDERS:
+        for provider in provider_names():
             entry = seen.get(provider)
             if entry is None:
                 continue
@@ -284,7 +284,7 @@ class TrajectoryService:
                 view = account.get(field)
                 fc = view.get("forecast") if isinstance(view, Mapping) else None
                 if isinstance(fc, Mapping):
-                    windows.append((account["label"], CLAIM_OF_FIELD[field], fc, account.get("provider", CLAUDE)))
+                    windows.append((account["label"], CLAIM_OF_FIELD[field], fc, account.get("provider", DEFAULT_PROVIDER)))
         return {"windows": windows, "alerts": dict(self.alert_counts)}
 
     def stop(self) -> None:

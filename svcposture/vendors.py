@@ -1,51 +1,165 @@
-"""Which vendor an account belongs to, and the `provider` query parameter (docs/codex.md).
+"""The registered vendors (docs/vendors.md), which vendor an account belongs to, and `?provider=`.
 
-Two vendors share one node: Claude (the contract's accounts, `MODEL_TOKEN_*`
-lines) and Codex (`CODEX_HOME_*` lines). A Codex label is always
-`codex-<name>`; a Claude label comes from a shell variable's suffix, which
-cannot hold a hyphen, so the label alone tells the vendor and the two never
-collide. Every surface that shows both vendors tags each row with its
-`provider` from here.
+A node's accounts belong to vendors, each a package implementing the `Vendor`
+protocol (`vendor.py`): Claude (the contract's accounts, `MODEL_TOKEN_*`
+lines) and Codex (`CODEX_HOME_*` lines) are built in; another is registered
+with `register_vendor(vendor)` or named in `$SVC_VENDORS` (importable modules,
+comma-separated, each with a `VENDOR`). Every vendor-neutral part of the
+package loops over `registered()`, in registration order, Claude first.
 
-`GET /api/accounts` and its stream take `provider=claude|codex`; without it
-the contract's Claude body is served unchanged. Anything else is a 400 with
-the JSON error built here, so every route says the same thing.
+A label tells its vendor: every vendor but the first has a label prefix
+(`codex-`), and a Claude label comes from a shell variable's suffix, which
+cannot hold a hyphen, so labels never collide.
+
+`GET /api/accounts` and its stream take `provider=<name>`; without it the
+contract's Claude body is served unchanged. Anything else is a 400 with the
+JSON error built here, so every route says the same thing.
 """
 from __future__ import annotations
+
+import threading
 
 from ._text import account_label
 
 # Annotations only (the statusline imports this module on every render; typing costs more than it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional, Tuple
+    from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-CLAUDE = "claude"
-CODEX = "codex"
-PROVIDERS = (CLAUDE, CODEX)
-DEFAULT_PROVIDER = CLAUDE
-CODEX_LABEL_PREFIX = "codex-"
+DEFAULT_PROVIDER = "claude"
 PROVIDER_PARAM = "provider"
-BAD_PROVIDER_MESSAGE = "provider must be one of: claude, codex (given once, or left out for claude)."
+# Importable modules, comma-separated, each with a `VENDOR` to register beside the built-in ones.
+VENDORS_ENV = "SVC_VENDORS"
+# The built-in vendors' modules, relative to this package; the first is the default vendor.
+_BUILT_IN = (".claude.vendor", ".codex.vendor")
+
+_lock = threading.Lock()
+_vendors: List[Any] = []
+
+
+def _load_built_in() -> None:
+    import importlib
+
+    for module in _BUILT_IN:
+        _add(importlib.import_module(module, __package__).VENDOR)
+
+
+def _add(vendor: Any) -> None:
+    from .vendor import InvalidVendor, check_vendor
+
+    check_vendor(vendor)
+    if _vendors and not vendor.lines.label_prefix and vendor not in _vendors:
+        raise InvalidVendor("vendor %s needs a label prefix (only the first vendor has none)" % vendor.name)
+    for known in _vendors:
+        if known is vendor:
+            return
+        if known.name == vendor.name:
+            raise InvalidVendor("a vendor named %s is already registered" % vendor.name)
+        if known.lines.entry_prefix.startswith(vendor.lines.entry_prefix) \
+                or vendor.lines.entry_prefix.startswith(known.lines.entry_prefix) \
+                or known.lines.active_var == vendor.lines.active_var:
+            raise InvalidVendor("vendor %s: its env lines overlap %s's" % (vendor.name, known.name))
+        if known.lines.label_prefix == vendor.lines.label_prefix:
+            raise InvalidVendor("vendor %s: its label prefix is %s's" % (vendor.name, known.name))
+    _vendors.append(vendor)
+
+
+def registered() -> Tuple[Any, ...]:
+    """Every registered vendor, the built-in ones first (loaded on first use)."""
+    with _lock:
+        if not _vendors:
+            _load_built_in()
+        return tuple(_vendors)
+
+
+def register_vendor(vendor: Any) -> None:
+    """Register one more vendor for this process (and, through $SVC_VENDORS, its children).
+
+    Raises vendor.InvalidVendor when it lacks a member of the protocol, or its
+    name, label prefix or env lines are taken. Registering the same object twice is a no-op.
+    """
+    registered()
+    with _lock:
+        _add(vendor)
+
+
+def load_vendor_modules(names: Iterable[str]) -> None:
+    """Import each named module and register its `VENDOR` (InvalidVendor when one cannot be)."""
+    import importlib
+
+    from .vendor import InvalidVendor
+
+    for name in names:
+        try:
+            vendor = importlib.import_module(name).VENDOR
+        except (ImportError, AttributeError) as exc:
+            raise InvalidVendor("%s=%s: %s" % (VENDORS_ENV, name, exc)) from None
+        register_vendor(vendor)
+
+
+def vendor_modules(environ: Any) -> List[str]:
+    """The module names $SVC_VENDORS lists (comma-separated, blanks ignored). Read here, not by
+    Settings: the registry sits below the settings (which reach history, which asks the registry)."""
+    raw = environ.get(VENDORS_ENV) or ""
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def load_configured(environ: Any) -> None:
+    """Register the vendors $SVC_VENDORS names; every command's entry point calls this once."""
+    load_vendor_modules(vendor_modules(environ))
+
+
+def provider_names() -> Tuple[str, ...]:
+    """The registered vendors' names, the default first."""
+    return tuple(v.name for v in registered())
+
+
+def names_text() -> str:
+    """The registered names for a usage message: `claude or codex`, `claude, codex or other`."""
+    names = provider_names()
+    return names[0] if len(names) == 1 else "%s or %s" % (", ".join(names[:-1]), names[-1])
+
+
+def vendor_named(name: Any) -> Optional[Any]:
+    for vendor in registered():
+        if vendor.name == name:
+            return vendor
+    return None
+
+
+def default_vendor() -> Any:
+    return registered()[0]
+
+
+def others() -> Tuple[Any, ...]:
+    """Every vendor but the default one: those whose posture answers `?provider=<name>`."""
+    return registered()[1:]
 
 
 def provider_of_label(label: Any) -> str:
-    """The vendor of an account label: `codex-*` is Codex, everything else Claude."""
-    return CODEX if isinstance(label, str) and label.startswith(CODEX_LABEL_PREFIX) else CLAUDE
+    """The vendor of an account label: the one whose label prefix it carries, else the default."""
+    # Every prefix ends in `-`, which a default label never holds: no registry to load for those.
+    if isinstance(label, str) and "-" in label:
+        for vendor in others():
+            if label.startswith(vendor.lines.label_prefix):
+                return vendor.name
+    return DEFAULT_PROVIDER
 
 
-# A Codex label's name: what a Claude label may hold (no `re`: the statusline imports this module).
+# A prefixed label's name: what a Claude label may hold (no `re`: the statusline imports this module).
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 MAX_NAME = 64
 
 
 def is_account_label(value: Any) -> bool:
-    """A label of either vendor: Claude's (`acct2`) or Codex's (`codex-work`); the whole string."""
+    """A label of any vendor: Claude's (`acct2`) or a prefixed one (`codex-work`); the whole string."""
     if not isinstance(value, str):
         return False
-    if value.startswith(CODEX_LABEL_PREFIX):
-        name = value[len(CODEX_LABEL_PREFIX):]
-        return 0 < len(name) <= MAX_NAME and _NAME_CHARS.issuperset(name)
+    for vendor in others():
+        prefix = vendor.lines.label_prefix
+        if value.startswith(prefix):
+            name = value[len(prefix):]
+            return 0 < len(name) <= MAX_NAME and _NAME_CHARS.issuperset(name)
     return account_label(value) is not None
 
 
@@ -63,9 +177,9 @@ def provider_from_query(query: str) -> Tuple[Optional[str], Optional[Dict[str, s
     """(provider, None) of a request's query string, or (None, the 400 body) when it is bad.
 
     No `provider` parameter means Claude. It must appear at most once, and its
-    value must be exactly `claude` or `codex` (percent-encoding allowed);
+    value must be exactly a registered vendor's name (percent-encoding allowed);
     an empty, repeated, differently cased or unknown value is refused rather
-    than guessed, so a typo never silently shows the other vendor.
+    than guessed, so a typo never silently shows another vendor.
     """
     if not query or PROVIDER_PARAM not in query:
         return DEFAULT_PROVIDER, None
@@ -73,13 +187,18 @@ def provider_from_query(query: str) -> Tuple[Optional[str], Optional[Dict[str, s
     if not values:
         return DEFAULT_PROVIDER, None
     value = _unquote(values[0]) if len(values) == 1 else None
-    if value is None or value not in PROVIDERS:
+    if value is None or value not in provider_names():
         return None, bad_provider_body()
     return value, None
 
 
+def bad_provider_message() -> str:
+    return "provider must be one of: %s (given once, or left out for %s)." % (
+        ", ".join(provider_names()), DEFAULT_PROVIDER)
+
+
 def bad_provider_body() -> Dict[str, str]:
-    return {"error": "bad_request", "message": BAD_PROVIDER_MESSAGE}
+    return {"error": "bad_request", "message": bad_provider_message()}
 
 
 # ---------------------------------------------------------------- the calling agent's vendor

@@ -1,8 +1,14 @@
-"""Canary tokens in the accounts env file and the login credentials, then a full
-run: probes, forced refreshes, SSE, events, doctor, /metrics, the HUD, the probe
-CLI, and an error of every kind. The canary bytes must appear nowhere: not in a
-response, a frame, a log, the event log, the latch, any file the node wrote,
-/proc/<monitor pid>/environ, or the monitor's memory.
+"""Canary tokens of every vendor, then a full run per vendor; the canary bytes must appear nowhere.
+
+- claude: canaries in the accounts env file and the login credentials, then
+  probes, forced refreshes, SSE, events, doctor, /metrics, the HUD, the probe
+  CLI, and an error of every kind;
+- codex: access, refresh and id tokens in each login's auth.json, Claude and
+  Codex lines side by side, every kind of Codex reply, session logs, the probe
+  CLI, the doctor and the HUD.
+
+Not in a response, a frame, a log, the event log, the latch, any file the node
+wrote, /proc/<monitor pid>/environ, or the monitor's memory.
 """
 from __future__ import annotations
 
@@ -13,11 +19,13 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 
+from tests.support.codex import CodexServer, make_login, token_count_line, usage_reply, write_session
 from tests.support.home import accounts_path, monitor_env, set_host_name, status_events, write_accounts
 from tests.support.monitor import Monitor, http_get
 from tests.support.provider import ProviderServer
@@ -115,7 +123,7 @@ def run_cli(args: List[str], env: Dict[str, str]) -> bytes:
     return proc.stdout + proc.stderr
 
 
-def test_canary_tokens_appear_nowhere(tmp_path: Path) -> None:
+def _claude_run(tmp_path: Path) -> Tuple[Dict[str, bytes], List[str]]:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     set_host_name(home, "leak-node")
@@ -225,13 +233,108 @@ def test_canary_tokens_appear_nowhere(tmp_path: Path) -> None:
     assert any(k.startswith("file svc/events/") for k in captured)
     assert any(k.startswith("file svc/account-status-latch") for k in captured)
 
-    tokens = [canary(s.lower()) for s, _, _ in ACCOUNTS] + [canary("login")]
-    leaks = []
-    for name, data in captured.items():
-        for token in tokens:
-            for form in forms(token):
-                if form in data:
-                    leaks.append("%s holds %r" % (name, form[:40]))
+    return captured, [canary(s.lower()) for s, _, _ in ACCOUNTS] + [canary("login")]
+
+
+# ---------------------------------------------------------------- codex
+
+def cx_canary(kind: str, label: str) -> str:
+    """A Codex token canary: `kind` is how such a token starts (a JWT's `eyJ...`, a refresh `rt`)."""
+    return "%s-%s-%s" % (kind, CORE, label)
+
+
+# name, reply, status, extra kwargs
+LOGINS = [
+    ("OK", usage_reply(12.5, 40), 200, {}),
+    ("EXPIRED", {"detail": "token expired"}, 401, {}),
+    ("LIMITED", {"detail": "slow down"}, 429, {"headers": {"retry-after": "30"}}),
+    ("HTML", b"<html><body>Just a moment...</body></html>", 200, {}),
+    ("SLOW", usage_reply(), 200, {"delay": 3.0}),
+    ("ECHO", None, 200, {}),  # a hostile endpoint that echoes the token in every string field
+]
+
+
+def _echo_reply(token: str) -> Dict[str, object]:
+    body = usage_reply(plan=token[:30])
+    body["additional_rate_limits"] = [{"limit_name": token[-40:], "rate_limit": {
+        "primary_window": {"used_percent": 1, "limit_window_seconds": 3600}}}]
+    body["detail"] = token
+    return body
+
+
+def _write_env(home: Path, dirs: Dict[str, Path], claude: str) -> None:
+    extra = "".join('CODEX_HOME_%s="%s"  # %s@example.com\n' % (n, d, n.lower()) for n, d in dirs.items())
+    extra += 'export CODEX_HOME="$CODEX_HOME_OK"\n'
+    write_accounts(accounts_path(home), [("ACCT1", claude, "a@example.com")], active="ACCT1", extra=extra)
+
+
+def _codex_run(tmp_path: Path) -> Tuple[Dict[str, bytes], List[str]]:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    set_host_name(home, "leak-node")
+    claude = canary("claude")
+    tokens = [claude]
+    dirs: Dict[str, Path] = {}
+    captured: Dict[str, bytes] = {}
+    with CodexServer() as codex, ProviderServer() as provider:
+        provider.set_account(claude)
+        for name, body, status, kwargs in LOGINS:
+            access, refresh = cx_canary("eyJhbGciOi", name.lower()), cx_canary("rt", name.lower())
+            id_token = cx_canary("eyJpZCI6", name.lower())
+            tokens += [access, refresh, id_token]
+            dirs[name] = home / ("codex-" + name.lower())
+            make_login(dirs[name], access, "acct-" + name.lower(), refresh=refresh, id_token=id_token)
+            codex.set_reply(access, _echo_reply(access) if body is None else body, status, **kwargs)
+        now = time.time()
+        write_session(dirs["OK"], now - 5, [token_count_line(now - 5, (30.0, 300, 100), (50.0, 10080, 999),
+                                                             spelling="resets_in_seconds")])
+        _write_env(home, dirs, claude)
+        env = monitor_env(home, provider.url, SVC_CODEX_URL=codex.url, SVC_PROBE_TIMEOUT_S="1",
+                          SVC_PROBE_INTERVAL_S="0.5", SVC_REFRESH_FLOOR_S="0.05")
+        monitor = Monitor(env).start(tmp_path / "monitor.log")
+        try:
+            wait_until(lambda: len({r["authorization"] for r in codex.requests}) >= 5, 30,
+                       message="every Codex login asked by the monitor's child")
+            for path in ("/", "/api/accounts", "/api/accounts?provider=codex", "/metrics", "/healthz",
+                         "/api/history", "/api/trajectory", "/fleet", "/api/fleet"):
+                status, headers, raw = http_get(monitor.url, path)
+                captured["GET " + path] = json.dumps(headers).encode() + raw
+            for sub in ("check", "headers"):
+                captured["probe " + sub] = run_cli(["svcposture.probe", sub, "--json"], env)
+                captured["probe human " + sub] = run_cli(["svcposture.probe", sub], env)
+            captured["hud"] = run_cli(["svcposture", "monitor", "hud", "--url", monitor.url, "--once"], env)
+            captured["doctor"] = run_cli(["svcposture", "cluster", "doctor", "--json"], env)
+            captured["/proc/environ"] = Path("/proc/%d/environ" % monitor.pid).read_bytes()
+            captured["memory"] = memory_of(monitor.pid)
+        finally:
+            code = monitor.stop()
+        captured["monitor stderr"] = monitor.stderr_text().encode()
+        assert code == 0
+    report = json.loads(captured["probe headers"].decode().strip().splitlines()[-1])
+    rows = {r["label"]: r for r in report["codex"]["accounts"]}
+    # The run exercised what it claims to: a session sample, each error, the hostile echo scrubbed.
+    assert rows["codex-ok"]["source"] == "session" and rows["codex-ok"]["fiveHour"]["pct"] == 30.0
+    assert rows["codex-expired"]["error"]["kind"] == "unauthorized"
+    assert rows["codex-limited"]["error"]["httpStatus"] == 429 and rows["codex-limited"]["retryAfterS"] == 30.0
+    assert rows["codex-html"]["error"]["kind"] == "parse"
+    assert rows["codex-slow"]["error"]["kind"] == "timeout"
+    assert rows["codex-echo"]["planType"] is None and rows["codex-echo"]["extraWindows"][0]["name"] is None
+    for path in home.rglob("*"):
+        if path.is_file() and path.name != "auth.json" and path != accounts_path(home):
+            captured["file " + str(path.relative_to(home))] = path.read_bytes()
+    return captured, tokens
+
+
+# ---------------------------------------------------------------- the scan, per vendor
+
+RUNS = {"claude": _claude_run, "codex": _codex_run}
+
+
+@pytest.mark.parametrize("vendor", sorted(RUNS))
+def test_canary_tokens_appear_nowhere(tmp_path: Path, vendor: str) -> None:
+    captured, tokens = RUNS[vendor](tmp_path)
+    leaks = ["%s holds %r" % (name, form[:40]) for name, data in captured.items() for token in tokens
+             for form in forms(token) if form in data]
     assert not leaks, "\n".join(sorted(set(leaks)))
 
 

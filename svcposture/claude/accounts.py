@@ -8,18 +8,19 @@ never values, so no quoting rule of ours can disagree with the shell's.
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..envfile import PLACEHOLDER, parse_entries, usable
+from ..envfile import PLACEHOLDER, account_values, usable
+from ..vendor import EnvLines
 
 # The token variables, declared here once: _spawn strips exactly these (and the
 # cloud token) from every child's environment.
 ACCOUNT_TOKEN_PREFIX = "MODEL_TOKEN_"
 ACTIVE_TOKEN_VAR = "MODEL_CODE_OAUTH_TOKEN"
 
-ENTRY_RE = re.compile(r"^\s*(?:export\s+)?MODEL_TOKEN_([A-Za-z0-9_]+)=(.*)$")
-_SUFFIX_RE = re.compile(r"^[A-Za-z0-9_]+$")
+# Claude's lines in the vendor's terms (docs/vendors.md): no label prefix, the token placeholder.
+LINES = EnvLines(ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, "", (PLACEHOLDER,))
+ENTRY_RE = LINES.entry_re()
 
 
 def entry_lines(text: str) -> Dict[str, int]:
@@ -53,30 +54,10 @@ def entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[Dict[s
     entry is marked active when its value equals the active-token variable;
     several may match, which `resolve_active` settles.
     """
-    seen = parse_entries(text, ENTRY_RE)
-    known = {s for s, _ in seen}
-    # Anything the file defined in a way the line parser does not see still counts.
-    for name in sorted(environ):
-        suffix = name[len(ACCOUNT_TOKEN_PREFIX):]
-        if name.startswith(ACCOUNT_TOKEN_PREFIX) and _SUFFIX_RE.match(suffix) and suffix not in known:
-            seen.append((suffix, None))
-            known.add(suffix)
+    found, unusable = account_values(text, environ, ENTRY_RE, ACCOUNT_TOKEN_PREFIX, str.lower, usable)
     active_token = (environ.get(ACTIVE_TOKEN_VAR) or "").strip()
-    entries: List[Dict[str, Any]] = []
-    unusable: List[str] = []
-    labels = set()
-    for suffix, email in seen:
-        label = suffix.lower()
-        if label in labels:
-            continue
-        labels.add(label)
-        value = environ.get(ACCOUNT_TOKEN_PREFIX + suffix)
-        if value is None or not usable(value):
-            unusable.append(label)
-            continue
-        token = value.strip()
-        entries.append({"label": label, "email": email, "token": token,
-                        "active": bool(active_token) and token == active_token})
+    entries = [{"label": label, "email": email, "token": token, "active": bool(active_token) and token == active_token}
+               for _suffix, label, email, token in found]
     return entries, unusable
 
 

@@ -9,16 +9,12 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from .._env import env_number
 from .._text import EMAIL_RE, loads_bounded
 from ..envfile import usable
 from ..errors import MESSAGES, error
 from ..paths import Paths
-from .provider import DEFAULT_REQUEST_TIMEOUT_S, MAX_USAGE_BODY, fetch_usage, unanswered
-
-
-def request_timeout_s(environ: Mapping[str, str]) -> float:
-    return env_number(environ, "SVC_PROBE_TIMEOUT_S", DEFAULT_REQUEST_TIMEOUT_S, low=0.01)
+from ..providerhttp import request_timeout_s
+from .provider import MAX_USAGE_BODY, fetch_usage, unanswered
 
 
 def claude_rows(entries: List[Dict[str, Any]], futures: List[Any]) -> List[Dict[str, Any]]:

@@ -12,15 +12,20 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..envfile import PLACEHOLDER, parse_entries
+from ..envfile import PLACEHOLDER, account_values, parse_entries
+from ..vendor import EnvLines
 
+# The vendor's name (`provider` everywhere); its labels are `codex-<name>`.
+VENDOR_NAME = "codex"
 CODEX_HOME_PREFIX = "CODEX_HOME_"
 ACTIVE_HOME_VAR = "CODEX_HOME"
-CODEX_LABEL_PREFIX = "codex-"
+CODEX_LABEL_PREFIX = VENDOR_NAME + "-"
 # `svc-monitor init` writes this in its commented example; it is not a directory.
 DIR_PLACEHOLDER = "PASTE_DIR_HERE"
 
-_ENTRY_RE = re.compile(r"^\s*(?:export\s+)?CODEX_HOME_([A-Za-z0-9_]+)=(.*)$")
+# Codex's lines in the vendor's terms (docs/vendors.md).
+LINES = EnvLines(CODEX_HOME_PREFIX, ACTIVE_HOME_VAR, CODEX_LABEL_PREFIX, (DIR_PLACEHOLDER, PLACEHOLDER))
+_ENTRY_RE = LINES.entry_re()
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -56,29 +61,10 @@ def codex_entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[
     directory is absolute and exists is judged per account later, so that a bad
     line is an error on that account and not a missing one.
     """
-    seen = parse_codex_entries(text)
-    known = {n for n, _ in seen}
-    for var in sorted(environ):
-        name = var[len(CODEX_HOME_PREFIX):]
-        if var.startswith(CODEX_HOME_PREFIX) and _NAME_RE.match(name) and name not in known:
-            seen.append((name, None))
-            known.add(name)
+    found, unusable = account_values(text, environ, _ENTRY_RE, CODEX_HOME_PREFIX, codex_label, _usable_dir)
     active_dir = (environ.get(ACTIVE_HOME_VAR) or "").strip()
-    entries: List[Dict[str, Any]] = []
-    unusable: List[str] = []
-    labels = set()
-    for name, email in seen:
-        label = codex_label(name)
-        if label in labels:
-            continue
-        labels.add(label)
-        value = environ.get(CODEX_HOME_PREFIX + name)
-        if not _usable_dir(value):
-            unusable.append(label)
-            continue
-        directory = (value or "").strip()
-        entries.append({"label": label, "name": name, "email": email, "dir": directory,
-                        "active": _same_dir(directory, active_dir)})
+    entries = [{"label": label, "name": name, "email": email, "dir": directory,
+                "active": _same_dir(directory, active_dir)} for name, label, email, directory in found]
     return entries, unusable
 
 

@@ -150,12 +150,13 @@ def probe_codex_account(entry: Mapping[str, Any], state: Mapping[str, Any], envi
 class CodexSweep:
     """The Codex half of a `headers` sweep, run on the child's pool beside Claude's probes."""
 
-    def __init__(self, text: str, environ: Mapping[str, str], secrets: List[str]) -> None:
+    def __init__(self, text: str, environ: Mapping[str, str]) -> None:
         self.present = has_codex_lines(text, environ)
         self.entries, self.unusable = codex_entries_from_env(text, environ) if self.present else ([], [])
         self.active, self.duplicates = resolve_codex_active(self.entries)
         self.environ = environ
-        self.secrets = secrets
+        # A login's token is read from its auth.json only when its exchange runs (and scrubbed there).
+        self.secrets: List[str] = []
         self.futures: List[Any] = []
         # Requests sent, by label: an account cut off by the deadline still tells the monitor it polled.
         self.sent: Dict[str, int] = {}
@@ -167,16 +168,21 @@ class CodexSweep:
         return {"usable": [e["label"] for e in self.entries], "unusable": self.unusable, "active": self.active,
                 "duplicateActive": self.duplicates}
 
-    def submit(self, pool: Any, timeout_s: float) -> List[Any]:
+    def submit(self, pool: Any, timeout_s: float, secrets: List[str]) -> List[Any]:
+        """One exchange per login on `pool`; `secrets` (every vendor's tokens) are scrubbed from its row."""
         state = read_state(self.environ)
-        self.futures = [pool.submit(probe_codex_account, e, state, self.environ, timeout_s, self.secrets,
+        self.futures = [pool.submit(probe_codex_account, e, state, self.environ, timeout_s, list(secrets),
                                     self.sent) for e in self.entries]
         return self.futures
 
-    def block(self) -> Optional[Dict[str, Any]]:
-        """The `codex` block once the futures are done or abandoned; None with no Codex line."""
+    def block(self, cut: str = "sweep") -> Optional[Dict[str, Any]]:
+        """The `codex` block once the futures are done or abandoned; None with no Codex line.
+
+        `cut` says what ended the wait for an exchange still running: the
+        vendor's own deadline (`exchange`) or the sweep's."""
         if not self.present:
             return None
+        late = CODEX_MESSAGES["timeout"].no_answer if cut == "exchange" else CODEX_MESSAGES["timeout"].sweep_deadline
         rows = []
         for entry, future in zip(self.entries, self.futures):
             if future.done() and future.exception() is None:
@@ -184,8 +190,7 @@ class CodexSweep:
                 continue
             row = empty_row(entry)
             row["polledAt"] = self.sent.get(entry["label"])
-            row["error"] = codex_error("internal") if future.done() else \
-                codex_error("timeout", CODEX_MESSAGES["timeout"].sweep_deadline)
+            row["error"] = codex_error("internal") if future.done() else codex_error("timeout", late)
             rows.append(row)
         return {"available": bool(self.entries), "probedAt": _time.now_ms(), "active": self.active,
                 "duplicateActive": self.duplicates, "unusable": self.unusable, "accounts": rows}

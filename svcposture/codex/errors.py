@@ -12,7 +12,7 @@ import re
 from typing import Any, Dict, Mapping, Optional
 
 from .._text import has_control
-from ..errors import Sentences
+from ..errors import Sentences, Vocabulary
 
 CODEX_ERROR_KINDS = ("unauthorized", "config", "transport", "timeout", "http", "parse", "internal")
 
@@ -39,7 +39,7 @@ CODEX_MESSAGES: Dict[str, Sentences] = {
                        no_windows="The Codex usage reply held no window that could be read."),
     "internal": Sentences(no_result="The Codex probe failed without a result."),
 }
-_KNOWN = frozenset(m for msgs in CODEX_MESSAGES.values() for m in msgs)
+CODEX_ERRORS = Vocabulary(CODEX_MESSAGES)
 
 # What the operator does about it. `{dir}` is the entry's directory as the file gave it.
 FIXES = {
@@ -74,13 +74,8 @@ def fix_text(which: str, directory: str) -> Optional[str]:
 
 def codex_error(kind: str, message: Optional[str] = None, http_status: Optional[int] = None,
                 fix: Optional[str] = None) -> Dict[str, Any]:
-    """An error in the Codex vocabulary; a message outside it falls back to the kind's default."""
-    if kind not in CODEX_MESSAGES:
-        kind = "internal"
-    if message not in CODEX_MESSAGES[kind]:
-        message = CODEX_MESSAGES[kind].default
-    status = http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
-    return {"kind": kind, "message": message, "httpStatus": status, "fix": fix}
+    """An error in the Codex vocabulary (with the fix to show); a message outside it falls back to the default."""
+    return dict(CODEX_ERRORS.error(kind, message, http_status), fix=fix)
 
 
 def config_error(name: str, fix: Optional[str] = None) -> Dict[str, Any]:
@@ -98,17 +93,7 @@ def _clean_fix(value: Any) -> Optional[str]:
 
 def clean_codex_error(value: Any) -> Optional[Dict[str, Any]]:
     """An error someone else built (the child's JSON), whitelisted into the vocabulary; None stays None."""
-    if value is None:
+    clean = CODEX_ERRORS.clean(value)
+    if clean is None:
         return None
-    if not isinstance(value, Mapping):
-        value = {}
-    kind = value.get("kind")
-    if kind not in CODEX_ERROR_KINDS:
-        kind = "internal"
-    message = value.get("message")
-    if message not in _KNOWN or message not in CODEX_MESSAGES[kind]:
-        message = CODEX_MESSAGES[kind].default
-    status = value.get("httpStatus")
-    if not (isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599):
-        status = None
-    return {"kind": kind, "message": message, "httpStatus": status, "fix": _clean_fix(value.get("fix"))}
+    return dict(clean, fix=_clean_fix(value.get("fix") if isinstance(value, Mapping) else None))

@@ -17,6 +17,7 @@ from .._text import loads_bounded, printable
 from ..errors import SvcpostureError, clean_error
 from . import schema
 from .session import ToolError
+from ..vendors import provider_names
 from .wire import INTERNAL_ERROR, RESOURCE_NOT_FOUND
 
 TYPE_CHECKING = False
@@ -30,7 +31,8 @@ MAX_BODY = 1024 * 1024
 FLEET_CHECK_TTL_S = 60.0
 FLEET_MAYBE_TTL_S = 5.0
 FLEET_CHECK_TIMEOUT_S = 1.0
-PROVIDERS = ("claude", "codex")
+# The registered vendors (docs/vendors.md), read when this module loads: after the entry point registered them.
+PROVIDERS = provider_names()
 RESOURCE_PREFIX = "svcposture://posture/"
 
 _READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ..advice import ADVICE_WORDS
-from ..vendors import PROVIDERS
+from ..vendors import provider_names
 
 _JSON = "application/json"
 _COMMON = {
@@ -41,7 +41,7 @@ def advice_schemas() -> Dict[str, Any]:
                 "probedAt": {"type": "integer", "description": "The probe the advice was computed on, as the "
                                                                "posture's probedAt."},
                 "reservePct": {"type": "integer", "minimum": 0, "maximum": 50},
-                "provider": {"type": "string", "enum": list(PROVIDERS)},
+                "provider": {"type": "string", "enum": list(provider_names())},
                 "active": {"oneOf": [{"type": "null"}, _ref("AdviceAccount")]},
                 "advice": {"type": "string", "enum": list(ADVICE_WORDS)},
                 "to": {"oneOf": [{"type": "null"}, _ref("AdviceAccount")],
@@ -63,7 +63,7 @@ def extend(document: Dict[str, Any]) -> Dict[str, Any]:
           "description": ("Read-only, computed once per probe and cached with the posture (same probedAt); "
                           "no forced refresh. The same trust rules as /api/accounts."),
           "parameters": [{"name": "provider", "in": "query", "required": False,
-                          "schema": {"type": "string", "enum": list(PROVIDERS), "default": "claude"},
+                          "schema": {"type": "string", "enum": list(provider_names()), "default": "claude"},
                           "description": "Whose accounts: `claude` (default) or `codex`. Anything else: 400."}],
           "responses": dict({
               "200": {"description": "The advice, or exactly {available:false,node} when that posture is disabled.",

@@ -16,14 +16,12 @@ from .._time import now_ms
 from ..advice import DEFAULT_WAIT_S
 from ..advisor import Advisor, advice_body
 from ..summary import disabled_body
-from ..vendors import CLAUDE, CODEX, provider_from_query
+from ..vendors import DEFAULT_PROVIDER, provider_from_query
 from .memo import Memo
 from .response import JSON_HEADERS, JSON_TYPE, Response, dumps, error_response, json_response
 
 log = logging.getLogger("svcposture.monitor")
 
-# The request targets of the plain reads the fast lane answers, and their vendor.
-TARGETS = {b"/api/advice": CLAUDE, b"/api/advice?provider=codex": CODEX}
 
 
 class AdviceRoute:
@@ -39,7 +37,9 @@ class AdviceRoute:
         self._reads: Memo[Response] = Memo()
 
     def _posture(self, provider: str) -> Any:
-        return self.service if provider == CLAUDE else getattr(self.service, "codex", None)
+        if provider == DEFAULT_PROVIDER:
+            return self.service
+        return (getattr(self.service, "vendor_postures", None) or {}).get(provider)
 
     def read(self, provider: str) -> Response:
         """The Response of a plain read for `provider` now (a cached summary, else a plain posture read)."""

@@ -63,7 +63,8 @@ from .routes import NOT_FOUND, Route, RouteTable, refusal
 from .sse import FrameCache, Stream, StreamSlots
 from .streams import ACCOUNT, PostureFrames, TrajectoryFrames
 from .trust import GUARD_MESSAGES, TrustPolicy
-from .vendor_routes import CODEX_TARGET, cached_reply_bytes, vendor_accounts_reply, vendor_service
+from .vendor_routes import cached_reply_bytes, vendor_accounts_reply, vendor_service, vendor_target
+from ..vendors import DEFAULT_PROVIDER
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -86,9 +87,9 @@ ROUTES: Tuple[Route, ...] = (
     Route("GET", "/api/advice", "get_advice"),
 )
 # Request target -> the name of the cached read the fast lane answers it with.
+# Each other vendor's plain read is one more, added per app (fast_reads).
 FAST_READS = {b"/api/accounts": "cached_accounts", b"/api/trajectory": "cached_trajectory",
-              CODEX_TARGET: "cached_codex_accounts", b"/api/advice": "cached_advice",
-              b"/api/advice?provider=codex": "cached_codex_advice"}
+              b"/api/advice": "cached_advice"}
 
 
 class MonitorApp:
@@ -102,7 +103,8 @@ class MonitorApp:
         self.node = node
         self.settings = settings
         self.trajectory = getattr(service, "trajectory", None)
-        self.codex = getattr(service, "codex", None)  # the Codex posture (docs/codex.md), on the same probes
+        # Every other vendor's posture by name (docs/vendors.md), on the same probe schedule.
+        self.vendor_postures: Dict[str, Any] = dict(getattr(service, "vendor_postures", None) or {})
         self.started_at = iso_now()
         self.streams = StreamSlots(settings.max_streams)  # the server lends its own in listening()
         self.trust: Optional[TrustPolicy] = None
@@ -115,10 +117,10 @@ class MonitorApp:
         # The quota sampler (its latest, reason and login_body()), when this process runs one.
         self.login_source: Any = None
         self._frames = FrameCache(ACCOUNT)
-        self._codex_frames = FrameCache(ACCOUNT)
+        self._vendor_frames = {name: FrameCache(ACCOUNT) for name in self.vendor_postures}
         self._posture_parts: Memo[Optional[Tuple[bytes, bytes]]] = Memo()
         self._accounts_read: Memo[Response] = Memo()
-        self._codex_read: Memo[Response] = Memo()
+        self._vendor_reads: Dict[str, Memo[Response]] = {name: Memo() for name in self.vendor_postures}
         self._vendor_bodies: Memo[bytes] = Memo()
         self._trajectory_read: Memo[Response] = Memo()
         self._login_read: Memo[Response] = Memo()
@@ -158,13 +160,17 @@ class MonitorApp:
         which every request must pass through respond())."""
         if self.settings.read_guard:
             return {}
-        return {target: getattr(self, name) for target, name in self.FAST_READS.items()}
+        reads = {target: getattr(self, name) for target, name in self.FAST_READS.items()}
+        for vendor in self.vendor_postures:
+            reads[vendor_target(vendor)] = (lambda name=vendor: self.cached_vendor_accounts(name))
+            reads[b"/api/advice?provider=" + vendor.encode("ascii")] = (lambda name=vendor: self.advice.fast(name))
+        return reads
 
     def wake_streams(self) -> None:
         """Wake every stream waiting for a frame, so that those whose client hung up end."""
         self.service.broadcast.wake()
-        if self.codex is not None:
-            self.codex.broadcast.wake()
+        for posture in self.vendor_postures.values():
+            posture.broadcast.wake()
         if self.trajectory is not None:
             self.trajectory.broadcast.wake()
 
@@ -217,13 +223,14 @@ class MonitorApp:
         return Response(200, JSON_TYPE, self.posture_bytes(body), JSON_HEADERS)
 
     def vendor_accounts(self, service: Any, request: Request) -> Response:
-        """/api/accounts?provider=codex: the same guard and caching rules, another vendor's body."""
+        """/api/accounts?provider=<name>: the same guard and caching rules, another vendor's body."""
         refresh = refresh_requested(request.query)
         reason = self.refresh_refusal(request.headers) if refresh else None
         if reason:
             return self.forbidden(reason)
-        if not refresh and service is self.codex:
-            cached = self.cached_codex_accounts()
+        name = getattr(service, "provider", None)
+        if not refresh and self.vendor_postures.get(name) is service:
+            cached = self.cached_vendor_accounts(name)
             if cached is not None:
                 return cached
         status, body = vendor_accounts_reply(service, refresh, self._vendor_bodies)
@@ -234,7 +241,8 @@ class MonitorApp:
         if bad is not None:
             return json_response(400, bad)
         if service is not self.service:
-            return Stream(PostureFrames(service, dumps, self._codex_frames), self.settings.keepalive_s)
+            frames = self._vendor_frames.get(getattr(service, "provider", None)) or FrameCache(ACCOUNT)
+            return Stream(PostureFrames(service, dumps, frames), self.settings.keepalive_s)
         return Stream(PostureFrames(self.service, self.posture_bytes, self._frames), self.settings.keepalive_s)
 
     def get_advice(self, request: Request) -> Reply:
@@ -273,11 +281,12 @@ class MonitorApp:
         except Exception as exc:
             log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
             figures = {}
-        codex = self.codex.metrics() if self.codex is not None else None
+        others = [(name, posture.metrics()) for name, posture in self.vendor_postures.items()]
         text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit,
-                              codex=codex)
+                              vendors=others)
         if self.trajectory is not None:
-            keys = account_keys(("claude", figures.get("last")), ("codex", (codex or {}).get("last")))
+            keys = account_keys((DEFAULT_PROVIDER, figures.get("last")),
+                                *[(name, (other or {}).get("last")) for name, other in others])
             text += render_trajectory_metrics(self.trajectory.metrics(), keys)
         return Response(200, METRICS_TYPE, text.encode("utf-8"), b"Cache-Control: no-store\r\n")
 
@@ -330,22 +339,19 @@ class MonitorApp:
         ms = now_ms()
         return self._accounts_read.get((ms, summary), self._accounts_response, summary, ms)
 
-    def cached_codex_accounts(self) -> Optional[Response]:
-        """The Response to a cached plain read of /api/accounts?provider=codex, or None
+    def cached_vendor_accounts(self, name: str) -> Optional[Response]:
+        """The Response to a cached plain read of /api/accounts?provider=<name>, or None
         (no fresh summary); built once per summary and millisecond, as Claude's."""
-        summary = self.codex.fresh_summary() if self.codex is not None else None
+        posture = self.vendor_postures.get(name)
+        summary = posture.fresh_summary() if posture is not None else None
         if summary is None:
             return None
         ms = now_ms()
-        return self._codex_read.get((ms, summary), self._codex_response, summary, ms)
+        return self._vendor_reads[name].get((ms, summary), self._vendor_response, summary, ms)
 
     def cached_advice(self) -> Optional[Response]:
         """The Response to a cached plain read of /api/advice (docs/steering.md), or None."""
-        return self.advice.fast("claude")
-
-    def cached_codex_advice(self) -> Optional[Response]:
-        """The same for /api/advice?provider=codex."""
-        return self.advice.fast("codex")
+        return self.advice.fast(DEFAULT_PROVIDER)
 
     def cached_trajectory(self) -> Optional[Response]:
         """The Response to GET /api/trajectory from the body of the last probe (None: no trajectory)."""
@@ -366,7 +372,7 @@ class MonitorApp:
         return Response(200, JSON_TYPE, self.posture_bytes(reply(summary, cached=True, generated_ms=ms)),
                         JSON_HEADERS)
 
-    def _codex_response(self, summary: Dict[str, Any], ms: int) -> Response:
+    def _vendor_response(self, summary: Dict[str, Any], ms: int) -> Response:
         return Response(200, JSON_TYPE, cached_reply_bytes(summary, ms, self._vendor_bodies), JSON_HEADERS)
 
     def _login_response(self, source: Any) -> Response:

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from .._names import CLAIM_OF_FIELD, NODE_STATUSES
 from .._text import is_number
 from .._time import parse_iso_ms
+from ..vendors import DEFAULT_PROVIDER
 from ..accountkey import account_key
 from ..summary import node_status
 
@@ -103,17 +104,15 @@ def _account_samples(accounts: Any, provider: str,
     return pct, resets, active, statuses, probed
 
 
-def _node_active_account_family(lines: List[str], last: Optional[Mapping[str, Any]],
-                                codex: Optional[Mapping[str, Any]] = None) -> None:
+def _node_active_account_family(lines: List[str], bodies: Sequence[Tuple[str, Any]]) -> None:
     """`svc_node_active_account{node,account,provider} 1`: which account this node works on, per vendor.
 
     The series a fleet read from Prometheus joins on (cluster/promread.py): its
     `node` is this host's name, which Prometheus keeps as `exported_node` when
     the roster's file_sd target label `node` is set on the scrape too.
     """
-    codex_last = codex.get("last") if codex and isinstance(codex.get("last"), dict) else None
     samples: Samples = []
-    for provider, body in (("claude", last), ("codex", codex_last)):
+    for provider, body in bodies:
         active = body.get("active") if body else None
         node = body.get("node") if body else None
         if isinstance(active, Mapping) and isinstance(active.get("label"), str) and isinstance(node, str):
@@ -139,25 +138,30 @@ def _node_samples(figures: Mapping[str, Any], vendor: str) -> Dict[str, Samples]
 
 
 def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_max: int,
-                   codex: Optional[Mapping[str, Any]] = None) -> str:
+                   vendors: Sequence[Tuple[str, Mapping[str, Any]]] = ()) -> str:
     """Prometheus text format 0.0.4 of the posture service's figures.
 
     `figures` is PostureService.metrics() ({} when it failed); `subscribers` and
     `subscribers_max` are the open /api/accounts/stream connections and their cap.
-    `codex` is the Codex posture service's metrics(), shown only while that
-    posture is available (a node without Codex accounts says nothing of Codex).
-    Every account series carries `provider`; Claude's node-level series keep
-    the labels they always had, and Codex's add `provider="codex"`.
+    `vendors` are (name, metrics()) of every other vendor's posture, each shown
+    only while that posture is available (a node without a vendor's accounts
+    says nothing of it). Every account series carries `provider`; Claude's
+    node-level series keep the labels they always had, another vendor's add
+    `provider="<name>"`.
     """
     last = figures.get("last") if isinstance(figures.get("last"), dict) else None
     nodes = _node_samples(figures, "")
-    pct, resets, active, statuses, probed = _account_samples(last.get("accounts") if last else None, "claude",
-                                                             last.get("probedAt") if last else None)
-    codex_last = codex.get("last") if codex and isinstance(codex.get("last"), dict) else None
-    if codex is not None and codex_last is not None and codex_last.get("available") is True:
-        for family, samples in _node_samples(codex, 'provider="codex"').items():
+    pct, resets, active, statuses, probed = _account_samples(last.get("accounts") if last else None,
+                                                             DEFAULT_PROVIDER, last.get("probedAt") if last else None)
+    bodies: List[Tuple[str, Any]] = [(DEFAULT_PROVIDER, last)]
+    for provider, other in vendors:
+        other_last = other.get("last") if other and isinstance(other.get("last"), dict) else None
+        bodies.append((provider, other_last))
+        if other_last is None or other_last.get("available") is not True:
+            continue
+        for family, samples in _node_samples(other, 'provider="%s"' % _label(provider)).items():
             nodes[family].extend(samples)
-        more = _account_samples(codex_last.get("accounts"), "codex", codex_last.get("probedAt"))
+        more = _account_samples(other_last.get("accounts"), provider, other_last.get("probedAt"))
         for mine, theirs in zip((pct, resets, active, statuses, probed), more):
             mine.extend(theirs)
     lines: List[str] = []
@@ -174,7 +178,7 @@ def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_
             statuses)
     _family(lines, "svc_account_probed_at_seconds", "gauge",
             "When the account's figures were last read, Unix seconds.", probed)
-    _node_active_account_family(lines, last, codex)
+    _node_active_account_family(lines, bodies)
     _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.", nodes["runs"])
     _family(lines, "svc_probe_errors_total", "counter", "Header probes that ended in an error posture.",
             nodes["errors"])

@@ -27,6 +27,7 @@ from typing import Any, List, Mapping, Optional, Tuple, Union
 
 from ..paths import Paths
 from ..settings import DEFAULT_BIND, Settings
+from ..vendors import DEFAULT_PROVIDER
 from .app import MonitorApp
 from .server import MonitorServer
 
@@ -74,8 +75,9 @@ class Node:
         from ..config import node_name
         from ..events import EventLog
         from ..latch import Latch, LatchError
-        from ..codex.summary import CodexPosture
         from ..posture import PostureService
+        from ..vendorposture import VendorPosture
+        from ..vendors import others
 
         self.paths = paths
         self.environ: Mapping[str, str] = paths.environ
@@ -90,9 +92,11 @@ class Node:
             log.warning("latch could not be loaded: %s", one_line(exc))
         self.service = PostureService(paths, node=self.name, log=self.event_log, latch=latch,
                                       environ=self.environ, probe_enabled=self.probe, settings=settings)
-        # The Codex accounts ride on the same child runs (docs/codex.md); a node without them shows none.
-        self.codex = CodexPosture(self.service, node=self.name, latch=latch)
-        self.service.codex = self.codex
+        # Every other vendor's accounts follow the same schedule, each in a child of its own
+        # (docs/vendors.md); a node without a vendor's lines shows nothing of it.
+        self.vendor_postures = {vendor.name: VendorPosture(vendor, self.service, node=self.name, latch=latch)
+                                for vendor in others()}
+        self.service.vendor_postures = self.vendor_postures
         self.trajectory = self._trajectory_service()
         self.service.trajectory = self.trajectory
         self.app = MonitorApp(self.service, node=self.name, settings=settings)
@@ -115,13 +119,15 @@ class Node:
         if not self.service.probe_enabled:
             trajectory.observe({"available": False, "node": self.name})
         self.service.observers.append(trajectory.observe)
-        self.codex.observers.append(trajectory.observer("codex"))
+        for name, posture in self.vendor_postures.items():
+            posture.observers.append(trajectory.observer(name))
         # The advice after the forecasts of the same probe, before the result is cached or pushed.
         from ..advisor import Advisor
         advisor = Advisor(trajectory, self.settings.advice_wait_s, str(self.paths.home))
         self.service.advisor = advisor
-        self.service.observers.append(advisor.observer("claude"))
-        self.codex.observers.append(advisor.observer("codex"))
+        self.service.observers.append(advisor.observer(DEFAULT_PROVIDER))
+        for name, posture in self.vendor_postures.items():
+            posture.observers.append(advisor.observer(name))
         return trajectory
 
     def start(self, *, background: bool = True, liveness: bool = True) -> None:
@@ -154,14 +160,21 @@ class Node:
         self._started.append(projector)
         if not liveness_on:
             return
-        # One poller per Codex login across the fleet: the child is told the roster and live hosts.
-        self.codex.candidates_source = UsageOwner(paths, node, settings).codex_candidates
+        # One poller per login across the fleet: each vendor's child is told the roster and live hosts.
+        candidates = UsageOwner(paths, node, settings).codex_candidates
+        for posture in self.vendor_postures.values():
+            posture.candidates_source = candidates
         try:
             from ..cluster.heartbeat import account_source
             from ..cluster.hostaccounts import accounts_source
             account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
-            codex = account_source(self.codex.current, self.trajectory.body, self.service.interval_s, "codex")
-            accounts = accounts_source([("claude", self.service.current), ("codex", self.codex.current)],
+            # The heartbeat carries a `codex` block; another vendor has none, but every vendor's
+            # accounts ride in its accounts list.
+            codex_posture = self.vendor_postures.get("codex")
+            codex = account_source(codex_posture.current, self.trajectory.body, self.service.interval_s, "codex") \
+                if codex_posture is not None else None
+            accounts = accounts_source([(DEFAULT_PROVIDER, self.service.current)]
+                                       + [(name, posture.current) for name, posture in self.vendor_postures.items()],
                                        self.trajectory.body)
             self._started.append(liveness.start_publisher(
                 paths, settings, node, self.service.account_status, self.event_log,
@@ -172,7 +185,8 @@ class Node:
     def close_streams(self) -> None:
         """Close the broadcasts, which wakes every stream so it can end."""
         self.service.broadcast.close()
-        self.codex.broadcast.close()
+        for posture in self.vendor_postures.values():
+            posture.broadcast.close()
         self.trajectory.broadcast.close()
 
     def stop(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from .._names import NODE_STATUSES
-from ..vendors import BAD_PROVIDER_MESSAGE, PROVIDERS
+from ..vendors import DEFAULT_PROVIDER, bad_provider_message, provider_names
 
 _JSON = "application/json"
 
@@ -86,13 +86,14 @@ def codex_schemas() -> Dict[str, Any]:
 
 def _provider_parameter() -> Dict[str, Any]:
     return {"name": "provider", "in": "query", "required": False,
-            "schema": {"type": "string", "enum": list(PROVIDERS), "default": "claude"},
-            "description": ("Whose accounts: `claude` (the default: the contract's body, unchanged) or `codex` "
-                            "(the same shape for the Codex accounts). Anything else: 400. " + BAD_PROVIDER_MESSAGE)}
+            "schema": {"type": "string", "enum": list(provider_names()), "default": DEFAULT_PROVIDER},
+            "description": ("Whose accounts: `claude` (the default: the contract's body, unchanged) or another "
+                            "registered vendor, such as `codex` (the same shape for its accounts). Anything else: "
+                            "400. " + bad_provider_message())}
 
 
 def _bad_request() -> Dict[str, Any]:
-    return {"description": "`provider` is not `claude` or `codex`.",
+    return {"description": "`provider` is not a registered vendor (%s)." % ", ".join(provider_names()),
             "content": {_JSON: {"schema": _ref("Error")}}}
 
 
@@ -110,7 +111,7 @@ def extend(document: Dict[str, Any]) -> Dict[str, Any]:
     json_200["schema"] = {"anyOf": [_ref("Posture"), _ref("CodexPosture"), _ref("Disabled")]}
     stream_200 = paths["/api/accounts/stream"]["get"]["responses"]["200"]["content"]["text/event-stream"]
     stream_200["schema"]["properties"]["data"]["contentSchema"] = json_200["schema"]
-    provider = {"type": "string", "enum": list(PROVIDERS)}
+    provider = {"type": "string", "enum": list(provider_names())}
     schemas["TrajectoryAccount"]["properties"]["provider"] = provider
     schemas["TrajectoryAccount"]["required"] = schemas["TrajectoryAccount"]["required"] + ["provider"]
     history_row = schemas["History"]["properties"]["accounts"]["additionalProperties"]

@@ -2,8 +2,8 @@
 
 Without the parameter, or with `provider=claude`, the Claude posture service
 answers exactly as it always did (the contract's body and stream). With
-`provider=codex` the Codex posture (codex.summary.CodexPosture, riding on the
-same probes) answers in the same posture shape. A bad value is a 400 with one JSON
+another registered vendor's name, that vendor's posture (vendorposture.VendorPosture, on the
+same schedule) answers in the same posture shape. A bad value is a 400 with one JSON
 error, before any guard or probe. Functions over the services and the app's
 Memo of reply bodies, so that wiring a route is one call.
 """
@@ -14,18 +14,21 @@ from typing import Any, Dict, Optional, Tuple
 
 from .._time import now_ms
 from ..summary import disabled_body, reply
-from ..vendors import CLAUDE, provider_from_query
+from ..vendors import DEFAULT_PROVIDER, provider_from_query
 from .memo import Memo
 from .response import dumps
 
 log = logging.getLogger("svcposture.monitor")
 
-# The request target of a plain Codex read, answered from cached bytes like Claude's.
-CODEX_TARGET = b"/api/accounts?provider=codex"
 
 
-class _NoCodex:
-    """Stands in for the Codex posture of a service built without one: always disabled."""
+def vendor_target(name: str) -> bytes:
+    """The request target of a plain read of a vendor's posture, answered from cached bytes like Claude's."""
+    return b"/api/accounts?provider=" + name.encode("ascii")
+
+
+class _NoPosture:
+    """Stands in for a vendor's posture on a service built without one: always disabled."""
 
     def __init__(self, node: str) -> None:
         from ..broadcast import Broadcast
@@ -44,10 +47,10 @@ def vendor_service(service: Any, query: str) -> Tuple[Any, Optional[Dict[str, st
     provider, bad = provider_from_query(query)
     if bad is not None:
         return None, bad
-    if provider == CLAUDE:
+    if provider == DEFAULT_PROVIDER:
         return service, None
-    codex = getattr(service, "codex", None)
-    return (codex if codex is not None else _NoCodex(getattr(service, "node", ""))), None
+    posture = (getattr(service, "vendor_postures", None) or {}).get(provider)
+    return (posture if posture is not None else _NoPosture(getattr(service, "node", ""))), None
 
 
 def vendor_accounts_reply(service: Any, refresh: bool, bodies: Optional[Memo[bytes]] = None) -> Tuple[int, bytes]:

@@ -36,6 +36,7 @@ from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
 from ..headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision
 from ..settings import guard_budget_ms
+from ..vendors import DEFAULT_PROVIDER
 from . import line
 from .statusline import (MAX_BODY, MIN_MONITOR_S, get_json, monitor_url, open_socket,
                          parse_url, process_age_s)
@@ -48,7 +49,6 @@ EX_UNAVAILABLE = 69
 EXIT_OF = {GO: 0, HOLD: 1, UNAVAILABLE: EX_UNAVAILABLE, UNKNOWN_ACCOUNT: 2}
 # A decision that ends --wait at once: go, or an account the posture does not have.
 _FINAL = (GO, UNKNOWN_ACCOUNT)
-PROVIDERS = ("claude", "codex")
 MAX_WAIT_S = 7 * 86400
 RECONNECT_S = 0.5
 # The hold line's advice is one more cached read; a go never waits for it.
@@ -97,7 +97,7 @@ _WITH_VALUE = ("--provider", "--account", "--reserve", "--wait", "--url")
 
 def parse_args(argv: "Sequence[str]") -> "Tuple[Dict[str, Any], Optional[str]]":
     """({option: value}, error): hand-parsed, as argparse would cost more than a decision."""
-    opts: "Dict[str, Any]" = {"provider": "claude", "account": None, "reserve": None, "wait": None,
+    opts: "Dict[str, Any]" = {"provider": DEFAULT_PROVIDER, "account": None, "reserve": None, "wait": None,
                               "fail_open": False, "json": False, "url": None, "help": False}
     args = list(argv)
     while args:
@@ -120,8 +120,10 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[Dict[str, Any], Optional[str]]":
 
 
 def _check(opts: "Dict[str, Any]") -> "Optional[str]":
-    if opts["provider"] not in PROVIDERS:
-        return "--provider must be claude or codex"
+    from ..vendors import names_text, provider_names
+
+    if opts["provider"] != DEFAULT_PROVIDER and opts["provider"] not in provider_names():
+        return "--provider must be " + names_text()
     if opts["reserve"] is not None:
         pct = parse_reserve_text(opts["reserve"])
         if pct is None:
@@ -150,7 +152,7 @@ def base_url(opts: "Mapping[str, Any]", environ: "Mapping[str, str]") -> str:
 def posture_path(provider: str, stream: bool = False) -> str:
     path = "/api/accounts/stream" if stream else "/api/accounts"
     # Claude's body is the contract's, served without the parameter.
-    return path + ("?provider=%s" % provider if provider != "claude" else "")
+    return path + ("?provider=%s" % provider if provider != DEFAULT_PROVIDER else "")
 
 
 def decide(body: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms: int) -> "Dict[str, Any]":

@@ -13,6 +13,7 @@ from .._time import now_ms
 from ..errors import SvcpostureError
 from ..paths import Paths
 from ..settings import DEFAULT_PORT, MONITOR_URL_RULE, monitor_url
+from ..vendors import DEFAULT_PROVIDER, provider_names
 from . import line
 
 DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
@@ -61,12 +62,12 @@ def _read_once(url: str, timeout: float, limit: int) -> bytes:
             return deadline.read(resp, limit)
 
 
-def accounts_path(provider: str = "claude") -> str:
+def accounts_path(provider: str = DEFAULT_PROVIDER) -> str:
     """The posture route of a vendor: Claude's is the contract's, unchanged (docs/codex.md)."""
-    return "/api/accounts" if provider == "claude" else "/api/accounts?provider=" + provider
+    return "/api/accounts" if provider == DEFAULT_PROVIDER else "/api/accounts?provider=" + provider
 
 
-def fetch_once(base: str, timeout: float = 20.0, provider: str = "claude") -> Dict[str, Any]:
+def fetch_once(base: str, timeout: float = 20.0, provider: str = DEFAULT_PROVIDER) -> Dict[str, Any]:
     import http.client
     import urllib.error
     try:
@@ -116,7 +117,7 @@ def fetch_login(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Di
 
 
 def _wants_login(body: Mapping[str, Any], provider: str) -> bool:
-    return provider == "claude" and body.get("available") is False
+    return provider == DEFAULT_PROVIDER and body.get("available") is False
 
 
 def _wants_trajectory(body: Mapping[str, Any]) -> bool:
@@ -161,7 +162,7 @@ def iter_sse(lines: Iterator[bytes], comments: bool = False
                 retry = int(value)
 
 
-def stream_bodies(base: str, provider: str = "claude") -> Iterator[Optional[Dict[str, Any]]]:
+def stream_bodies(base: str, provider: str = DEFAULT_PROVIDER) -> Iterator[Optional[Dict[str, Any]]]:
     """Each `account` body of the stream, and None for each keepalive comment."""
     path = accounts_path(provider).replace("/api/accounts", "/api/accounts/stream", 1)
     resp = _open(base.rstrip("/") + path, READ_TIMEOUT_S, {"Accept": "text/event-stream"})
@@ -186,7 +187,7 @@ MAX_TRAJECTORY = 4 * 1024 * 1024
 
 
 def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int] = None,
-        sleep: Callable[[float], None] = time.sleep, provider: str = "claude") -> int:
+        sleep: Callable[[float], None] = time.sleep, provider: str = DEFAULT_PROVIDER) -> int:
     """Draw the strip from the stream until interrupted, reconnecting with backoff.
 
     On a terminal the line is also re-drawn at every keepalive, so countdowns
@@ -243,8 +244,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--url", default=None,
                         help="monitor base URL (default: %s)" % MONITOR_URL_RULE)
     parser.add_argument("--once", action="store_true", help="print one line from a plain read and exit")
-    parser.add_argument("--provider", choices=("claude", "codex"), default="claude",
-                        help="whose accounts: claude (default) or codex")
+    parser.add_argument("--provider", choices=provider_names(), default=DEFAULT_PROVIDER,
+                        help="whose accounts: %s (default %s)" % (" or ".join(provider_names()), DEFAULT_PROVIDER))
     args = parser.parse_args(argv)
     base = args.url or default_url(Paths())
     if not base.startswith(("http://", "https://")):

@@ -31,7 +31,7 @@ import _socket
 from .._text import loads_bounded, printable
 from ..settings import DEFAULT_PORT, statusline_budget_ms
 from ..settings import monitor_url as settings_monitor_url
-from ..vendors import provider_of_payload
+from ..vendors import DEFAULT_PROVIDER, provider_of_payload
 from . import line
 
 TYPE_CHECKING = False
@@ -344,7 +344,6 @@ def is_posture(body: "Any") -> bool:
     return isinstance(body, dict) and isinstance(body.get("available"), bool)
 
 
-PROVIDERS = ("claude", "codex")
 def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str], Optional[str]]":
     """(url, no_color, help, error, provider) of the command line (provider None: not given)."""
     url: "Optional[str]" = None
@@ -368,8 +367,10 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optio
                 % arg[:40], provider
     if url is not None and parse_url(url) is None:
         return url, no_color, False, "svc: statusline: --url must be http[s]://host[:port]", provider
-    if provider is not None and provider not in PROVIDERS:
-        return url, no_color, False, "svc: statusline: --provider must be claude or codex", provider
+    if provider is not None:
+        from ..vendors import names_text, provider_names
+        if provider not in provider_names():
+            return url, no_color, False, "svc: statusline: --provider must be " + names_text(), provider
     return url, no_color, False, None, provider
 
 
@@ -408,7 +409,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         payload_read = payload is not None
         provider = provider_of_payload(payload)
         deadline = max(deadline, time.monotonic() + MIN_MONITOR_S)
-    path = "/api/accounts" if provider in (None, "claude") else "/api/accounts?provider=" + str(provider)
+    path = "/api/accounts" if provider in (None, DEFAULT_PROVIDER) else "/api/accounts?provider=" + str(provider)
     body = get_json(target, path, deadline) if target is not None else None
     if not is_posture(body):
         body = None
@@ -418,9 +419,9 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
             trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
         if body.get("status") != "ok" or line.forecast_walls(trajectory, (body.get("active") or {}).get("label")):
             # What to do next is the monitor's advice, asked only when there is something to do.
-            advice = get_json(target, "/api/advice" + ("" if provider in (None, "claude") else "?provider=" +
+            advice = get_json(target, "/api/advice" + ("" if provider in (None, DEFAULT_PROVIDER) else "?provider=" +
                                                        str(provider)), deadline)  # type: ignore[arg-type]
-    elif body is not None and provider in (None, "claude") and line.local_line(payload, colour=False) is None:
+    elif body is not None and provider in (None, DEFAULT_PROVIDER) and line.local_line(payload, colour=False) is None:
         # No usable accounts file: this machine's own login, from the quota sampler.
         login = get_json(target, "/api/login", deadline)  # type: ignore[arg-type]
         text = line.login_line(login, hud=False, colour=colour, now=int(time.time() * 1000))

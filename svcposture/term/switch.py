@@ -22,8 +22,9 @@ from .._reserve import ReserveError, reserve_pct
 from .._text import email_address, is_int, loads_bounded, printable
 from ..advice import advise
 from ..headroom import choose, find_account, of_provider, resets_ms
-from ..exportline import CLAUDE, PROVIDERS, SwitchError
+from ..exportline import SwitchError
 from ..settings import MONITOR_URL_RULE
+from ..vendors import DEFAULT_PROVIDER, provider_names
 from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 from ..vendors import is_account_label
 
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the account with the most headroom under the reserve on both windows, "
                             "from the local monitor's posture; none: exit 1, file untouched")
     which.add_argument("--reconcile", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--provider", choices=PROVIDERS, default=CLAUDE, help="whose accounts (default claude)")
+    parser.add_argument("--provider", choices=provider_names(), default=DEFAULT_PROVIDER,
+                        help="whose accounts (default %s)" % DEFAULT_PROVIDER)
     parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     parser.add_argument("--json", action="store_true",
                         help="print {switched, provider, from, to, reason, dryRun, file, eventId} "
@@ -84,7 +86,7 @@ def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
     target = parse_url(ns.url)
     if target is None:
         return None
-    path = "/api/accounts" + ("?provider=%s" % ns.provider if ns.provider != CLAUDE else "")
+    path = "/api/accounts" + ("?provider=%s" % ns.provider if ns.provider != DEFAULT_PROVIDER else "")
     return get_json(target, path, time.monotonic() + timeout_s)
 
 
@@ -163,7 +165,7 @@ def read_advice(ns: argparse.Namespace, timeout_s: float) -> Any:
     target = parse_url(ns.url or monitor_url(os.environ))
     if target is None:
         return None
-    return get_json(target, "/api/advice" + ("?provider=%s" % ns.provider if ns.provider != CLAUDE else ""),
+    return get_json(target, "/api/advice" + ("?provider=%s" % ns.provider if ns.provider != DEFAULT_PROVIDER else ""),
                     time.monotonic() + timeout_s)
 
 

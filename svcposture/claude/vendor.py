@@ -1,0 +1,95 @@
+"""Claude as a vendor (docs/vendors.md): the contract's accounts, behind the `Vendor` protocol.
+
+Claude is the node's first vendor: its rows are the child report's top level
+and its posture is the contract's `/api/accounts` body, byte for byte. The
+members delegate to the modules that own each part (accounts, provider,
+child); nothing is decided here.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ..errors import ERROR_KINDS, error
+from .accounts import LINES
+
+NAME = "claude"
+
+
+class ClaudeSweep:
+    """Claude's part of a child run: one header probe per usable `MODEL_TOKEN_*` entry."""
+
+    def __init__(self, text: str, environ: Mapping[str, str]) -> None:
+        from .accounts import entries_from_env, resolve_active
+
+        self.text = text
+        self.environ = environ
+        self.entries, self.unusable = entries_from_env(text, environ)
+        self.active, self.duplicates = resolve_active(self.entries)
+        self.present = bool(self.entries)
+        self.secrets: List[str] = [e["token"] for e in self.entries]
+        self.futures: List[Any] = []
+
+    def check(self) -> Optional[Dict[str, Any]]:
+        from .accounts import placeholder_lines
+
+        return {"available": bool(self.entries), "usable": [e["label"] for e in self.entries],
+                "unusable": self.unusable, "active": self.active, "duplicateActive": self.duplicates,
+                "placeholders": placeholder_lines(self.text, self.environ)}
+
+    def submit(self, pool: Any, timeout_s: float, secrets: List[str]) -> List[Any]:
+        from .provider import probe_account
+
+        self.futures = [pool.submit(probe_account, e["token"], self.environ, timeout_s) for e in self.entries]
+        return self.futures
+
+    def block(self, cut: str = "sweep") -> Optional[Dict[str, Any]]:
+        from .. import _time
+        from .child import claude_rows
+
+        if not self.entries:
+            return None
+        return {"available": True, "probedAt": _time.now_ms(), "active": self.active,
+                "duplicateActive": self.duplicates, "accounts": claude_rows(self.entries, self.futures)}
+
+
+class ClaudeVendor:
+    """The `Vendor` protocol over Claude's modules."""
+
+    name = NAME
+    lines = LINES
+    error_kinds = ERROR_KINDS
+
+    def sweep(self, text: str, environ: Mapping[str, str]) -> ClaudeSweep:
+        return ClaudeSweep(text, environ)
+
+    def request_timeout_s(self, environ: Mapping[str, str]) -> float:
+        from ..providerhttp import request_timeout_s
+        return request_timeout_s(environ)
+
+    def exchange_deadline_s(self, environ: Mapping[str, str]) -> float:
+        # The contract bounds a Claude probe by its request timeout and the sweep
+        # deadline alone; no shorter total is put on it.
+        return float("inf")
+
+    def parse_reply(self, reply: Any, now_s: float) -> Dict[str, Any]:
+        """The unified rate-limit headers (lower-case names) as windows; ValueError when one does not parse."""
+        from .provider import parse_unified_headers
+        return parse_unified_headers(reply) or {}
+
+    def error(self, kind: str, message: Optional[str] = None, http_status: Optional[int] = None) -> Dict[str, Any]:
+        return error(kind, message, http_status)
+
+    def clean_block(self, value: Any) -> Optional[Dict[str, Any]]:
+        # Claude's block is the report itself; summary.derive_summary whitelists it at every depth.
+        return dict(value) if isinstance(value, Mapping) else None
+
+    def summarize(self, block: Optional[Mapping[str, Any]], node: str, probed_at: int,
+                  memory: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        from ..summary import derive_summary
+        return derive_summary(block if block is not None else {"available": False}, node, probed_at), {}
+
+    def poll_memory(self) -> None:
+        return None
+
+
+VENDOR = ClaudeVendor()

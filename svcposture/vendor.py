@@ -1,0 +1,152 @@
+"""What a vendor package implements (docs/vendors.md): one `Vendor` protocol, below every vendor.
+
+A vendor is one kind of model-provider account a node can hold (Claude's
+`MODEL_TOKEN_*` tokens, Codex's `CODEX_HOME_*` logins). Everything about it
+that differs from another vendor lives in its package and is reached through
+the members below; everything else of the package (posture service, history,
+forecasts, alerts, guard, switch, routes, metrics, pages) loops over the
+registered vendors (`vendors.registered()`) and names none.
+
+This module only describes; it imports no vendor, so every vendor package may
+import it. The registry, which imports the built-in vendors, is `vendors`.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple
+
+from .errors import SvcpostureError
+
+# A vendor's name and its label prefix: lower case letters, digits and underscores.
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+class InvalidVendor(SvcpostureError, ValueError):
+    """A vendor that cannot be registered: bad name, a name or label prefix already taken."""
+
+
+class EnvLines(NamedTuple):
+    """A vendor's lines in the accounts env file (docs/posture.md).
+
+    An account is `[export ]<entry_prefix><NAME>=<value>  # <email>`; its label
+    is `<label_prefix><name in lower case>`; the active account is the one the
+    line `export <active_var>="$<entry_prefix><NAME>"` names. A value that is
+    empty or one of `placeholders` is not filled in.
+    """
+
+    entry_prefix: str
+    active_var: str
+    label_prefix: str
+    placeholders: Tuple[str, ...]
+
+    def entry_re(self) -> "re.Pattern[str]":
+        """The line pattern, capturing (NAME, the rest of the line)."""
+        return re.compile(r"^\s*(?:export\s+)?%s([A-Za-z0-9_]+)=(.*)$" % re.escape(self.entry_prefix))
+
+    def label(self, name: str) -> str:
+        return self.label_prefix + name.lower()
+
+    def export_line(self, name: str) -> str:
+        """The line a switch writes to make account NAME the active one."""
+        return 'export %s="$%s%s"' % (self.active_var, self.entry_prefix, name)
+
+    def owns_var(self, var: str) -> bool:
+        """Whether `var` is one of this vendor's account variables, which only the file may set for a child."""
+        return var == self.active_var or var.startswith(self.entry_prefix)
+
+
+class VendorSweep(Protocol):
+    """One vendor's part of a run of the token-scoped child (docs/posture.md).
+
+    Built from the sourced file's text and the child's environment; `present`
+    says whether the file has a line of this vendor at all, `secrets` are the
+    token values it holds (every vendor's rows are scrubbed of every secret).
+    """
+
+    present: bool
+    secrets: List[str]
+
+    def check(self) -> Optional[Dict[str, Any]]:
+        """What `probe check` lists (no network): usable, unusable, active, duplicateActive."""
+
+    def submit(self, pool: Any, timeout_s: float, secrets: List[str]) -> List[Any]:
+        """Start one exchange per account on `pool`; the futures."""
+
+    def block(self, cut: str = "sweep") -> Optional[Dict[str, Any]]:
+        """The vendor's report once its futures are done or abandoned (None with no line); an exchange
+        still running is a timeout, `cut` saying whose deadline ended it: `exchange` (the vendor's own)
+        or `sweep`."""
+
+
+class PollMemory(Protocol):
+    """What the monitor remembers of a vendor's accounts between runs (floors, newest samples)."""
+
+    def child_environ(self, environ: Mapping[str, str], node: Optional[str], hosts: Optional[List[str]] = None,
+                      live: Optional[List[str]] = None) -> Dict[str, str]:
+        """The next child's environment: `environ` plus what the child must know (no token)."""
+
+    def absorb(self, block: Any, now_ms: Optional[int] = None) -> None:
+        """Remember one run's block."""
+
+
+class Vendor(Protocol):
+    """One vendor package's face. The members, grouped by what they own:
+
+    - `name`: the `provider` value everywhere (`?provider=`, `--provider`, metrics' label);
+    - `lines`: its env-file lines (pattern, label form, active variable, export line);
+    - `sweep(text, environ)`: the child probe, what the token-scoped child runs for it;
+      `request_timeout_s(environ)` bounds one request, `exchange_deadline_s(environ)` the
+      whole exchange of one account, well under the sweep's deadline;
+    - `parse_reply(reply, now_s)`: the reply parser and window placement (pure);
+    - `error_kinds` and `error(kind, message, http_status)`: its error vocabulary;
+    - `clean_block(value)` and `summarize(block, node, probed_at, memory)`: the
+      monitor's side, the whitelisted block and the posture body for `?provider=<name>`;
+    - `poll_memory()`: what the monitor keeps between runs for it, or None.
+    """
+
+    name: str
+    lines: EnvLines
+    error_kinds: Tuple[str, ...]
+
+    def sweep(self, text: str, environ: Mapping[str, str]) -> VendorSweep:
+        ...
+
+    def request_timeout_s(self, environ: Mapping[str, str]) -> float:
+        ...
+
+    def exchange_deadline_s(self, environ: Mapping[str, str]) -> float:
+        ...
+
+    def parse_reply(self, reply: Any, now_s: float) -> Dict[str, Any]:
+        ...
+
+    def error(self, kind: str, message: Optional[str] = None, http_status: Optional[int] = None) -> Dict[str, Any]:
+        ...
+
+    def clean_block(self, value: Any) -> Optional[Dict[str, Any]]:
+        ...
+
+    def summarize(self, block: Optional[Mapping[str, Any]], node: str, probed_at: int,
+                  memory: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        ...
+
+    def poll_memory(self) -> Optional[PollMemory]:
+        ...
+
+
+def check_vendor(vendor: Any) -> None:
+    """Raise InvalidVendor unless `vendor` has every member the protocol names, with sane values."""
+    missing = [m for m in ("name", "lines", "error_kinds", "sweep", "request_timeout_s", "exchange_deadline_s",
+                           "parse_reply", "error", "clean_block", "summarize", "poll_memory")
+               if not hasattr(vendor, m)]
+    if missing:
+        raise InvalidVendor("a vendor lacks %s" % ", ".join(missing))
+    if not isinstance(vendor.name, str) or not _NAME_RE.match(vendor.name):
+        raise InvalidVendor("a vendor's name is lower-case letters, digits and _: %r" % (vendor.name,))
+    lines = vendor.lines
+    if not isinstance(lines, EnvLines) or not re.match(r"^[A-Z][A-Z0-9_]*_$", lines.entry_prefix) \
+            or not re.match(r"^[A-Z][A-Z0-9_]*$", lines.active_var):
+        raise InvalidVendor("vendor %s: its env lines need an upper-case prefix ending in _ and variable"
+                            % vendor.name)
+    if lines.label_prefix and not re.match(r"^[a-z][a-z0-9_]*-$", lines.label_prefix):
+        raise InvalidVendor("vendor %s: a label prefix is lower case and ends in -" % vendor.name)

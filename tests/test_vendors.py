@@ -1,0 +1,98 @@
+"""The vendor registry and protocol (docs/vendors.md): names, labels, refusals, `?provider=`.
+
+Registering changes the process, so a registration that succeeds runs in a
+child Python; in this process only refusals (which change nothing) are tried.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.home import REPO
+from tests.support.thirdvendor import VENDOR as ACME
+
+from svcposture.vendor import EnvLines, InvalidVendor, check_vendor
+from svcposture.vendors import (bad_provider_message, is_account_label, names_text, provider_from_query,
+                                provider_names, provider_of_label, register_vendor, registered, vendor_named)
+
+
+def test_the_built_in_vendors_in_order_with_their_lines() -> None:
+    assert provider_names() == ("claude", "codex")
+    claude, codex = registered()
+    assert claude.lines.label("ACCT2") == "acct2" and codex.lines.label("WORK") == "codex-work"
+    assert claude.lines.export_line("ACCT2") == 'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT2"'
+    assert claude.lines.owns_var("MODEL_TOKEN_X") and codex.lines.owns_var("CODEX_HOME")
+    assert not claude.lines.owns_var("CODEX_HOME_X") and not codex.lines.owns_var("MODEL_TOKEN_X")
+    assert names_text() == "claude or codex"
+    assert bad_provider_message() == "provider must be one of: claude, codex (given once, or left out for claude)."
+
+
+def test_each_vendor_implements_every_member() -> None:
+    for vendor in registered() + (ACME,):
+        check_vendor(vendor)
+        assert vendor.error("no such kind")["kind"] == "internal"
+        assert set(vendor.error("timeout")) >= {"kind", "message", "httpStatus"}
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("", ("claude", None)), ("provider=codex", ("codex", None)), ("provider=%63odex", ("codex", None)),
+    ("provider=acme", (None, "bad")), ("provider=Codex", (None, "bad")), ("provider=codex&provider=codex",
+                                                                         (None, "bad")),
+])
+def test_the_query_takes_registered_names_only(query: str, expected) -> None:
+    provider, bad = provider_from_query(query)
+    assert (provider, "bad" if bad else None) == expected
+
+
+def test_labels_tell_their_vendor() -> None:
+    assert provider_of_label("codex-work") == "codex" and provider_of_label("acct1") == "claude"
+    assert provider_of_label("acme-one") == "claude"  # not registered here
+    assert is_account_label("codex-work") and not is_account_label("codex-") and not is_account_label("a-b")
+
+
+class _Copy:
+    """ACME's members under another name and lines, to be refused for what it takes."""
+
+    def __init__(self, name: str, lines: EnvLines) -> None:
+        for member in ("error_kinds", "sweep", "request_timeout_s", "exchange_deadline_s", "parse_reply", "error",
+                       "clean_block", "summarize", "poll_memory"):
+            setattr(self, member, getattr(ACME, member))
+        self.name = name
+        self.lines = lines
+
+
+@pytest.mark.parametrize("vendor, says", [
+    (object(), "lacks"),
+    (_Copy("Bad Name", ACME.lines), "lower-case"),
+    (_Copy("codex", ACME.lines), "already registered"),
+    (_Copy("other", EnvLines("MODEL_TOKEN_X_", "OTHER", "other-", ())), "overlap"),
+    (_Copy("other", EnvLines("OTHER_", "CODEX_HOME", "other-", ())), "overlap"),
+    (_Copy("other", EnvLines("OTHER_", "OTHER", "codex-", ())), "label prefix"),
+    (_Copy("other", EnvLines("OTHER_", "OTHER", "", ())), "needs a label prefix"),
+    (_Copy("other", EnvLines("other_", "OTHER", "other-", ())), "upper-case"),
+])
+def test_a_vendor_that_lacks_a_member_or_takes_anothers_is_refused(vendor, says: str) -> None:
+    with pytest.raises(InvalidVendor, match=says):
+        register_vendor(vendor)
+    assert provider_names() == ("claude", "codex")
+
+
+def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:
+    script = (
+        "from svcposture.vendors import register_vendor, provider_names, provider_of_label, provider_from_query\n"
+        "from svcposture._spawn import without_tokens\n"
+        "from tests.support.thirdvendor import VENDOR\n"
+        "register_vendor(VENDOR); register_vendor(VENDOR)\n"
+        "assert provider_names() == ('claude', 'codex', 'acme')\n"
+        "assert provider_of_label('acme-one') == 'acme'\n"
+        "assert provider_from_query('provider=acme') == ('acme', None)\n"
+        "assert without_tokens({'ACME_KEY_ONE': 'k', 'ACME_KEY': 'k', 'KEEP': '1'}) == {'KEEP': '1'}\n"
+        "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=str(REPO), capture_output=True, timeout=60)
+    assert done.stdout.strip() == b"ok", done.stderr.decode()
+
+
+def test_vendor_named_knows_only_the_registered() -> None:
+    assert vendor_named("codex").name == "codex" and vendor_named("acme") is None and vendor_named(None) is None
