@@ -50,7 +50,8 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py
   tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
   tests/test_mirror_join.py tests/test_promread.py tests/test_fleet_scale.py tests/test_fleet_accounts.py
-  tests/test_mcp.py tests/test_vendor_deadlines.py tests/test_one_advice.py"
+  tests/test_mcp.py tests/test_vendor_deadlines.py tests/test_one_advice.py tests/test_login_profile.py
+  tests/test_child_cwd.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
-from typing import Dict, List, Mapping
+import threading
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from .vendors import registered
 
@@ -51,10 +53,92 @@ def child_env(environ: Mapping[str, str], **extra: str) -> Dict[str, str]:
     return env
 
 
+# `python -m` puts the working directory first on sys.path, so a child started from a directory
+# another user can write would import a `svcposture/` planted there, as the operator. Children run
+# this instead: every relative entry (the working directory among them) leaves sys.path before
+# anything is imported, then the module runs as `-m` runs it. Only `os` and `sys`, loaded by the
+# interpreter before it looks at sys.path, are imported first. `-m <module>` stays on the command
+# line (as arguments), so ps, svc-stack and pkill patterns still recognise the command.
+ISOLATED_MAIN = ("import os, sys; sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]; "
+                 "module = sys.argv[2]; del sys.argv[1:3]; import runpy; "
+                 "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+
+
 def module_command(submodule: str = "", *args: str) -> List[str]:
-    """`python -m <PACKAGE>[.submodule] args...` with the running interpreter."""
+    """The argv that runs `python -m <PACKAGE>[.submodule] args...` with the running interpreter,
+    importing nothing from the working directory: every child of the package starts this way."""
     module = PACKAGE + ("." + submodule if submodule else "")
-    return [sys.executable or "python3", "-m", module] + list(args)
+    return [sys.executable or "python3", "-c", ISOLATED_MAIN, "-m", module] + list(args)
+
+
+# ---------------------------------------------------------------- the children this process started
+
+# (pid, start time) of every child started through popen(). A process that marks itself a child
+# subreaper (the hook cage) adopts the orphans of its descendants; these tell its own children
+# from the adopted. The lock is held from fork to registration, and by whoever judges.
+_started: Set[Tuple[int, int]] = set()
+_started_lock = threading.RLock()
+
+
+def start_time(pid: int) -> Optional[int]:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22), or None."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2:].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def popen(argv: List[str], **kwargs: Any) -> "subprocess.Popen[bytes]":
+    """subprocess.Popen, noting the child as one this process started. Every child of a
+    long-running process of the package starts here, or a subreaper sweep takes it for an orphan."""
+    with _started_lock:
+        proc = subprocess.Popen(argv, **kwargs)
+        _started.add((proc.pid, start_time(proc.pid) or 0))
+    return proc
+
+
+def run(argv: List[str], *, input: Optional[bytes] = None, timeout: float,  # noqa: A002
+        **kwargs: Any) -> "subprocess.CompletedProcess[bytes]":
+    """subprocess.run(capture_output=True) through popen(); the child is killed at the timeout."""
+    stdin = kwargs.pop("stdin", None)
+    if input is not None:
+        stdin = subprocess.PIPE
+    proc = popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    with proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+class StartedChildren:
+    """While held (a context manager), no child is being started: `started(pid, start)` says
+    whether a process is one this process started; entries of processes gone are dropped."""
+
+    def __enter__(self) -> "StartedChildren":
+        _started_lock.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _started_lock.release()
+
+    @staticmethod
+    def started(pid: int, start: int) -> bool:
+        return (pid, start) in _started
+
+    @staticmethod
+    def forget_all_but(alive: Iterator[Tuple[int, int]]) -> None:
+        keep = set(alive)
+        _started.intersection_update(keep)
 
 
 def kill_group(pid: int) -> None:

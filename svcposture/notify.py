@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Deque, Dict, Mapping, Optional
 
-from ._spawn import child_env, kill_group
+from ._spawn import child_env, kill_group, popen
 from .settings import Settings
 
 log = logging.getLogger("svcposture.notify")
@@ -118,8 +118,8 @@ class Notifier:
             if self._stopped:
                 return
             try:
-                proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
+                proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
             except OSError as exc:
                 self.failures += 1
                 log.warning("alert hook could not start for %s: %s", name, exc.strerror or exc)
@@ -145,18 +145,13 @@ class Notifier:
             log.warning("alert hook for %s exited with status %d", name, code)
 
     def _wait(self, proc: Any, deadline: float) -> Optional[int]:
-        """The hook's exit status, or None when it ran past `deadline`. Polled, so
-        that the processes it starts are noted while they live (hookcage.track)."""
+        """The hook's exit status, or None when it ran past `deadline`."""
         import subprocess
 
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            try:
-                return proc.wait(min(left, 0.2))
-            except subprocess.TimeoutExpired:
-                self._cage.track(proc.pid)
+        try:
+            return proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return None
 
 
 def _feed(proc: Any, data: bytes) -> None:

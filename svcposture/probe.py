@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._dirs import unsafe_dir_reason
-from ._spawn import PACKAGE, child_env, kill_group
+from ._spawn import child_env, kill_group, module_command, popen
 from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
 from .paths import HomeError, Paths, home_of
@@ -102,20 +103,21 @@ def child_command(subcommand: str, env_fd: Optional[int] = None, vendor: Optiona
     the labels from that descriptor too. `--child` and `--env-fd` are on the
     command line, where the sourced file cannot change them.
     """
-    module = PACKAGE + ".probe"
     if vendor is not None:
         from .vendors import vendor_named
         if vendor_named(vendor) is None:
             raise ValueError("no vendor named %r is registered" % (vendor,))
-        # A registered name is lower-case letters, digits and _: safe in the script as it is.
-        subcommand = "%s --vendor %s" % (subcommand, vendor)
+    # Started as every child of the package is (module_command): nothing is imported from the
+    # working directory, which is / here besides. A registered vendor name is lower-case letters,
+    # digits and _.
+    extra_args = ["--vendor", vendor] if vendor is not None else []
+    argv = module_command("probe", subcommand, *extra_args, "--json", "--child")
     if env_fd is not None:
         # The shell's own stderr reaches the parent (shell_syntax_line reads a line
         # number from it); the Python child's never does.
-        script = ('set -a; . /dev/fd/%d; set +a; exec "$PYTHON" -m %s %s --json --child --env-fd %d 2>/dev/null'
-                  % (env_fd, module, subcommand, env_fd))
-        return ["/bin/sh", "-c", script]
-    return [sys.executable or "python3", "-m", module] + subcommand.split() + ["--json", "--child"]
+        args = " ".join(shlex.quote(a) for a in argv[1:] + ["--env-fd", str(env_fd)])
+        return ["/bin/sh", "-c", 'set -a; . /dev/fd/%d; set +a; exec "$PYTHON" %s 2>/dev/null' % (env_fd, args)]
+    return argv
 
 
 # ---------------------------------------------------------------- one child
@@ -219,11 +221,11 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     if accounts_env is not None:
         extra["SVC_ACCOUNTS_ENV"] = str(accounts_env)
     try:
-        proc = subprocess.Popen(child_command(subcommand, env_fd, vendor), env=child_env(environ, **extra),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
-                                cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
-                                start_new_session=True)
+        proc = popen(child_command(subcommand, env_fd, vendor), env=child_env(environ, **extra),
+                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
+                     cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
+                     start_new_session=True)
     except OSError:
         return {"error": error("internal", MESSAGES["internal"].not_started)}
     tail, shell_err = bytearray(), bytearray()
@@ -263,13 +265,19 @@ def _lines_report(environ: Mapping[str, str], env_fd: int) -> Optional[Dict[str,
     """The `lines` child's report on the file at `env_fd`: run without the shell, so the
     text is read, never sourced (the shell has just stopped in it)."""
     try:
-        done = subprocess.run(child_command("lines") + ["--env-fd", str(env_fd)], env=child_env(environ),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              cwd="/", close_fds=True, pass_fds=(env_fd,), start_new_session=True,
-                              timeout=LINES_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = popen(child_command("lines") + ["--env-fd", str(env_fd)], env=child_env(environ),
+                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                     cwd="/", close_fds=True, pass_fds=(env_fd,), start_new_session=True)
+    except OSError:
         return None
-    return _last_json_object(done.stdout[-MAX_CHILD_OUTPUT:])
+    with proc:
+        try:
+            out, _ = proc.communicate(timeout=LINES_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.communicate()
+            return None
+    return _last_json_object(out[-MAX_CHILD_OUTPUT:])
 
 
 def _explained(result: Dict[str, Any], environ: Mapping[str, str], env_fd: int) -> Dict[str, Any]:

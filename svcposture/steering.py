@@ -113,10 +113,12 @@ class AutoSwitcher:
         self.trajectory: Any = None  # the forecasts the advice reads (the node's trajectory service)
         self.wait_s = DEFAULT_WAIT_S  # the node's SVC_ADVICE_WAIT_S (Settings.advice_wait_s)
 
-    def _say(self, text: str) -> None:
-        """One log line per change of what the automatic switch has to say."""
-        if text != self._said:
-            self._said = text
+    def _say(self, text: str, about: Optional[str] = None) -> None:
+        """One log line per change of what the automatic switch has to say: `about` (else the
+        text) is what must change, so a countdown inside the text does not repeat the line."""
+        key = text if about is None else about
+        if key != self._said:
+            self._said = key
             log.info("auto switch: %s", text)
 
     def due(self, summary: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
@@ -156,7 +158,8 @@ class AutoSwitcher:
             return
         advice = self.advice(summary)
         if advice["advice"] != "switch":
-            self._say("%s stays (advice %s): %s" % (active["label"], advice["advice"], advice["reason"]))
+            self._say("%s stays (advice %s): %s" % (active["label"], advice["advice"], advice["reason"]),
+                      about="stays %s %s %s" % (active["label"], advice["advice"], (advice.get("to") or {}).get("label")))
             return
         avoid = limits.get("avoid") or {}
         if all(isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now for r in advice["ranked"]):
@@ -178,11 +181,11 @@ class AutoSwitcher:
 
     def _run_child(self, args: List[str], stdin: bytes) -> None:
         import subprocess
-        from ._spawn import child_env, module_command
+        from ._spawn import child_env, module_command, run
         try:
             self.runs += 1
-            done = subprocess.run(module_command("", "monitor", *args), input=stdin, capture_output=True,
-                                  env=child_env(self.environ), timeout=CHILD_TIMEOUT_S)
+            done = run(module_command("", "monitor", *args), input=stdin, env=child_env(self.environ),
+                       timeout=CHILD_TIMEOUT_S)
             self._report(args, done.returncode, done.stdout, done.stderr)
         except (OSError, subprocess.SubprocessError) as exc:
             log.warning("auto switch: the switch child failed: %s", type(exc).__name__)

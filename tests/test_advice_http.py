@@ -95,8 +95,8 @@ def test_the_sibling_at_33_pct_is_named_over_the_one_at_91_pct(claude: Dict[str,
     best = cli(claude["env"], "switch", "--best", "--dry-run", "--json")
     assert best.returncode == 0 and json.loads(best.stdout)["to"] == "acct3", best.stderr
     assert cli(claude["env"], "statusline", "--no-color").stdout.decode().rstrip().endswith("| next acct3")
-    # The contract's body keeps its own rule (an allowed sibling, the lowest pct): acct2.
-    assert posture["siblingWithHeadroom"]["label"] == "acct2"
+    # The contract asks for a sibling with headroom: the posture names the advice's account too.
+    assert posture["siblingWithHeadroom"]["label"] == "acct3"
 
 
 def test_the_route_is_cached_with_the_posture_and_guarded_like_it(claude: Dict[str, Any]) -> None:

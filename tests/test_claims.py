@@ -16,7 +16,14 @@ from tests.support.home import accounts_path, canary, write_accounts
 from tests.support.provider import ProviderServer
 
 U = "anthropic-ratelimit-unified-"
-RESET = str(int(time.time()) + 3600)
+# Stands for "an hour from now" in the fixtures, which are built at import: the clock is read
+# when a test sends them (the file may run long after the suite started).
+RESET = "<an hour from now>"
+
+
+def with_reset(raw):
+    reset = str(int(time.time()) + 3600)
+    return {k: reset if v == RESET else v for k, v in raw.items()}
 
 
 def headers(status, claim, five, seven, **extra):
@@ -65,7 +72,7 @@ def node(home, env):
 @pytest.mark.parametrize("raw,http_status,expected", [f[1:] for f in FIXTURES], ids=[f[0] for f in FIXTURES])
 def test_claim_fixtures(node, raw, http_status, expected):
     provider, token, home, env = node
-    provider.set_account(token, raw_headers=raw, http_status=http_status)
+    provider.set_account(token, raw_headers=with_reset(raw), http_status=http_status)
     body = svcposture.read_posture(home, environ=env)
     active = body["active"]
     assert (body["status"], active["bindingWindow"], active["bindingStatus"]) == expected

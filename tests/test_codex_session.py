@@ -14,15 +14,13 @@ from svcposture.codex import session
 from svcposture.codex.session import newest_session_sample
 from tests.support.codex import other_line, session_path, token_count_line, write_session
 
-NOW = time.time()
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
 def test_both_reset_spellings_and_window_lengths(tmp_path):
-    at = NOW - 60
+    now = time.time()  # read in the test: the file may run long after the suite started
+    at = now - 60
     write_session(tmp_path, at, [
         other_line(at - 5),
         token_count_line(at, (42.0, 300, 1000), (91.5, 10080, 5000), spelling="resets_in_seconds"),
@@ -41,7 +39,8 @@ def test_both_reset_spellings_and_window_lengths(tmp_path):
 
 
 def test_torn_and_hostile_lines_are_skipped(tmp_path):
-    at = NOW - 100
+    now = time.time()  # read in the test: the file may run long after the suite started
+    at = now - 100
     good = token_count_line(at, (33.0, 300, 500), (44.0, 10080, 900), spelling="resets_in_seconds")
     hostile = [
         token_count_line(at + 1, rate_limits=None),
@@ -50,7 +49,7 @@ def test_torn_and_hostile_lines_are_skipped(tmp_path):
         json.dumps({"timestamp": "yesterday", "type": "event_msg",
                     "payload": {"type": "token_count", "rate_limits": {}}}),
         # stamped in the future
-        token_count_line(NOW + 86400, (1.0, 300, 3600), None, spelling="resets_in_seconds"),
+        token_count_line(now + 86400, (1.0, 300, 3600), None, spelling="resets_in_seconds"),
         json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": "response_item",
                     "payload": {"type": "message", "text": "token_count rate_limits"}}),
         "[" * 50000 + "token_count rate_limits" + "]" * 50000,
@@ -69,7 +68,8 @@ def test_torn_and_hostile_lines_are_skipped(tmp_path):
 
 
 def test_windows_that_have_reset_since_the_line_are_left_out(tmp_path):
-    at = NOW - 6 * 3600
+    now = time.time()  # read in the test: the file may run long after the suite started
+    at = now - 6 * 3600
     # Logged six hours ago: the 5-hour window has reset since, the weekly one has not.
     write_session(tmp_path, at, [token_count_line(at, (100.0, 300, 1800), (70.0, 10080, 86400),
                                                   spelling="resets_in_seconds")])
@@ -83,7 +83,8 @@ def test_windows_that_have_reset_since_the_line_are_left_out(tmp_path):
 
 
 def test_only_a_sample_newer_than_the_last_one(tmp_path):
-    at = NOW - 100
+    now = time.time()  # read in the test: the file may run long after the suite started
+    at = now - 100
     write_session(tmp_path, at, [token_count_line(at, (10.0, 300, 3600), None, spelling="resets_in_seconds")])
     sample = newest_session_sample(str(tmp_path), None, _now_ms())
     assert newest_session_sample(str(tmp_path), sample["sampledAt"], _now_ms()) is None
@@ -91,26 +92,29 @@ def test_only_a_sample_newer_than_the_last_one(tmp_path):
 
 
 def test_newest_file_first_by_modification(tmp_path):
-    old_day, new_day = NOW - 3 * 86400, NOW - 60
+    now = time.time()  # read in the test: the file may run long after the suite started
+    old_day, new_day = now - 3 * 86400, now - 60
     # A long session started days ago and still writing: its file is the newest though its directory is not.
-    write_session(tmp_path, old_day, [token_count_line(NOW - 10, (70.0, 300, 3600), None,
+    write_session(tmp_path, old_day, [token_count_line(now - 10, (70.0, 300, 3600), None,
                                                        spelling="resets_in_seconds")],
-                  name="long", mtime=NOW - 10)
+                  name="long", mtime=now - 10)
     write_session(tmp_path, new_day, [token_count_line(new_day, (20.0, 300, 3600), None, spelling="resets_in_seconds")],
                   name="short", mtime=new_day)
     assert newest_session_sample(str(tmp_path), None, _now_ms())["fiveHour"]["pct"] == 70.0
 
 
 def test_a_file_not_modified_since_the_last_sample_is_not_read(tmp_path):
-    at = NOW - 100
+    now = time.time()  # read in the test: the file may run long after the suite started
+    at = now - 100
     write_session(tmp_path, at, [token_count_line(at, (10.0, 300, 3600), None, spelling="resets_in_seconds")],
-                  mtime=NOW - 1000)
+                  mtime=now - 1000)
     # Its line claims to be newer than the last sample, but the file was last written before it.
-    assert newest_session_sample(str(tmp_path), int((NOW - 500) * 1000), _now_ms()) is None
+    assert newest_session_sample(str(tmp_path), int((now - 500) * 1000), _now_ms()) is None
 
 
 def test_no_symlink_is_followed(tmp_path):
-    at = NOW - 60
+    now = time.time()  # read in the test: the file may run long after the suite started
+    at = now - 60
     elsewhere = tmp_path / "elsewhere"
     real = write_session(elsewhere, at, [token_count_line(at, (10.0, 300, 3600), None,
                                                           spelling="resets_in_seconds")])
@@ -144,7 +148,8 @@ def test_missing_or_odd_trees(tmp_path):
 
 def _big_log(tmp_path: Path, size: int, tail_lines) -> Path:
     """A log of `size` bytes (sparse where the file system allows) ending with `tail_lines`."""
-    path = session_path(tmp_path, NOW - 60, "big")
+    now = time.time()  # read in the test: the file may run long after the suite started
+    path = session_path(tmp_path, now - 60, "big")
     path.parent.mkdir(parents=True, exist_ok=True)
     tail = ("\n" + "\n".join(tail_lines) + "\n").encode()
     with open(str(path), "wb") as fh:
@@ -155,7 +160,8 @@ def _big_log(tmp_path: Path, size: int, tail_lines) -> Path:
 
 
 def test_a_100_mb_log_reads_only_its_tail(tmp_path):
-    at = NOW - 60
+    now = time.time()  # read in the test: the file may run long after the suite started
+    at = now - 60
     line = token_count_line(at, (55.0, 300, 3600), (66.0, 10080, 3600), spelling="resets_in_seconds")
     path = _big_log(tmp_path, 100 * 1024 * 1024, [line])
     assert path.stat().st_size == 100 * 1024 * 1024

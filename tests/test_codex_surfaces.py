@@ -14,6 +14,7 @@ surface and nowhere on the plain one.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -36,9 +37,6 @@ TOK2 = canary("cx2")
 CODEX_WORK = "codex-access-CANARY-work-" + "7" * 12
 CODEX_SIDE = "codex-access-CANARY-side-" + "8" * 12
 CODEX_REFRESH = "codex-refresh-CANARY-rt-" + "9" * 12
-NOW_S = int(time.time())
-RESET_5H = NOW_S + 2 * 3600
-RESET_7D = NOW_S + 3 * 86400
 CONTRACT_KEYS = ["available", "node", "generatedAt", "probedAt", "cached", "status", "active", "accounts",
                  "siblingWithHeadroom"]
 ACCOUNT_KEYS = ["label", "email", "active", "overallStatus", "representativeClaim", "bindingWindow",
@@ -52,16 +50,25 @@ def _normal(body: bytes) -> bytes:
     return _VOLATILE.sub(rb'"\1":_', body)
 
 
+@functools.lru_cache(maxsize=None)
+def resets():
+    """(5h reset, 7d reset) in epoch seconds, read once, when the first test asks: not at import,
+    since the file may run long after the suite started."""
+    now_s = int(time.time())
+    return now_s + 2 * 3600, now_s + 3 * 86400
+
+
 @pytest.fixture(scope="module")
 def stands():
+    reset_5h, reset_7d = resets()
     with ProviderServer() as provider, CodexServer() as codex, TrackerServer(tokens=[BEARER]) as tracker:
         tracker.add_issue("OPS-1")
         provider.set_account(TOK1, five_hour=(0.614, "allowed"), seven_day=(0.20, "allowed"),
-                             reset_5h=RESET_5H, reset_7d=RESET_7D)
+                             reset_5h=reset_5h, reset_7d=reset_7d)
         provider.set_account(TOK2, five_hour=(0.10, "allowed"), seven_day=(0.93, "allowed_warning"),
-                             reset_5h=RESET_5H, reset_7d=RESET_7D, representative_claim="seven_day")
-        codex.set_reply(CODEX_WORK, usage_reply(92, 40, reset_5h=RESET_5H, reset_7d=RESET_7D), account_id="acc-work")
-        codex.set_reply(CODEX_SIDE, usage_reply(30, 10, reset_5h=RESET_5H, reset_7d=RESET_7D), account_id="acc-side")
+                             reset_5h=reset_5h, reset_7d=reset_7d, representative_claim="seven_day")
+        codex.set_reply(CODEX_WORK, usage_reply(92, 40, reset_5h=reset_5h, reset_7d=reset_7d), account_id="acc-work")
+        codex.set_reply(CODEX_SIDE, usage_reply(30, 10, reset_5h=reset_5h, reset_7d=reset_7d), account_id="acc-side")
         yield provider, codex, tracker
 
 
@@ -194,6 +201,7 @@ def test_codex_forced_refresh_goes_through_the_guard(nodes):
 
 
 def test_codex_stream_pushes_a_session_sample_without_a_request(nodes, stands):
+    reset_5h, reset_7d = resets()
     codex = stands[1]
     mixed, home = nodes["mixed"], nodes["mixed_home"]
     with SSEClient(mixed.port, "/api/accounts/stream?provider=codex") as client:
@@ -201,8 +209,8 @@ def test_codex_stream_pushes_a_session_sample_without_a_request(nodes, stands):
         assert list(first) == CONTRACT_KEYS and first["accounts"][1]["label"] == "codex-side"
         calls = codex.total_calls()
         at = time.time()
-        write_session(home / "codex-side", at, [token_count_line(at, primary=(55.0, 300, RESET_5H),
-                                                                 secondary=(31.0, 10080, RESET_7D))])
+        write_session(home / "codex-side", at, [token_count_line(at, primary=(55.0, 300, reset_5h),
+                                                                 secondary=(31.0, 10080, reset_7d))])
 
         def pushed():
             event = client.next_event()
@@ -266,7 +274,7 @@ def test_hud_and_statusline_pick_the_vendor(nodes):
     base = [sys.executable, "-m", "svcposture", "monitor"]
 
     def run(args, stdin=b""):
-        done = subprocess.run(base + args, env=dict(mixed.env, NO_COLOR="1", SVC_STATUSLINE_BUDGET_MS="3000"),
+        done = subprocess.run(base + args, env=dict(mixed.env, NO_COLOR="1", SVC_STATUSLINE_BUDGET_MS="30000"),
                               input=stdin, capture_output=True, timeout=30)
         assert done.returncode == 0 and b"Traceback" not in done.stderr
         return done.stdout.decode("utf-8")
@@ -329,6 +337,7 @@ def test_fleet_page_shows_the_codex_account_of_hosts_that_have_one(nodes, browse
 
 def test_the_active_codex_account_moves_its_own_status_latch(nodes):
     """Last in the module: it exhausts codex-work (through its session log, no request)."""
+    reset_5h, reset_7d = resets()
     mixed, home = nodes["mixed"], nodes["mixed_home"]
 
     def edges():
@@ -336,14 +345,14 @@ def test_the_active_codex_account_moves_its_own_status_latch(nodes):
                 and e["attributes"]["account.handle"] == "codex-work"]
     assert edges() == []
     at = time.time()
-    write_session(home / "codex-work", at, [token_count_line(at, primary=(101.0, 300, RESET_5H),
-                                                             secondary=(40.0, 10080, RESET_7D))], name="edge1")
+    write_session(home / "codex-work", at, [token_count_line(at, primary=(101.0, 300, reset_5h),
+                                                             secondary=(40.0, 10080, reset_7d))], name="edge1")
     wait_until(lambda: edges() or None, timeout=20, message="the rejected edge of codex-work")
     body = mixed.get_json("/api/accounts?provider=codex")[1]
     assert body["status"] == "rejected" and body["siblingWithHeadroom"]["label"] == "codex-side"
     later = time.time() + 1
-    write_session(home / "codex-work", later, [token_count_line(later, primary=(20.0, 300, RESET_5H),
-                                                                secondary=(40.0, 10080, RESET_7D))], name="edge2")
+    write_session(home / "codex-work", later, [token_count_line(later, primary=(20.0, 300, reset_5h),
+                                                                secondary=(40.0, 10080, reset_7d))], name="edge2")
     wait_until(lambda: len(edges()) == 2 or None, timeout=20, message="the ok edge of codex-work")
     first, second = edges()
     assert (first["account.status"], second["account.status"]) == ("rejected", "ok")

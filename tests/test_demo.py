@@ -179,3 +179,40 @@ def test_the_demo_fleet_ages_and_counts_down_with_the_clock():
             assert left[1] == pytest.approx(left[0] - 60)
             assert b["account"]["age_s"] == pytest.approx(a["account"]["age_s"] + 60)
     assert later["unlisted"][0]["ageS"] == pytest.approx(first["unlisted"][0]["ageS"] + 60)
+
+
+def _started_demo(tmp_path):
+    """A demo process and its temporary home (the directory that holds home/ and codex-home/)."""
+    proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "demo", "--port", "0"],
+                            env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=str(tmp_path))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode()
+        if not line:
+            break
+        m = re.search(r"demo home (\S+);", line)
+        if m:
+            return proc, Path(m.group(1)).parent
+    proc.kill()
+    proc.wait(5)
+    raise AssertionError("the demo did not announce its home: %s" % proc.stderr.read().decode()[-2000:])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_the_demo_stopped_by_a_signal_removes_its_temporary_home(tmp_path, signum):
+    """As `timeout`, systemd and container runtimes stop it (SIGTERM), or a closed terminal
+    (SIGHUP): the temporary home goes, the simulated accounts file and Codex login with it,
+    whether the signal comes as the dashboard starts or once the monitor has been probing."""
+    for settle_s in (0.0, 3.0):
+        proc, root = _started_demo(tmp_path)
+        try:
+            assert (root / "home" / ".config" / "svc" / "model-accounts.env").exists()
+            time.sleep(settle_s)  # how long the demo runs before it is stopped, not a wait for anything
+            proc.send_signal(signum)
+            assert proc.wait(60) == 0, proc.stderr.read().decode()[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        assert not root.exists(), sorted(str(p) for p in root.rglob("*"))[:20]

@@ -4,12 +4,14 @@ captured body, the Codex logins' session logs hold each captured log, a real mon
 way the vendors meant them (docs/codex.md, docs/posture.md)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -21,7 +23,6 @@ from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
-NOW = time.time()
 SPARK = "GPT-5.3-Codex-Spark"
 # label suffix -> (sample file, how it reaches the monitor)
 API_SAMPLES = {
@@ -39,19 +40,30 @@ SESSION_SAMPLES = {
     "SSTR": "codex-session-relative-string-299.jsonl",
 }
 TOKENS = {name: canary("field-" + name.lower()) for name in list(API_SAMPLES) + list(SESSION_SAMPLES)}
-# Each reply's instants moved so that its earliest reset is an hour ahead.
-API_SHIFT = {name: int(NOW + 3600 - earliest_epoch(reply(sample))) for name, sample in API_SAMPLES.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def now() -> float:
+    """The run's "now", read once, when the first test asks: not at import, since the file may
+    run long after the suite started."""
+    return time.time()
+
+
+@functools.lru_cache(maxsize=None)
+def api_shift() -> Dict[str, int]:
+    """Each reply's instants moved so that its earliest reset is an hour ahead."""
+    return {name: int(now() + 3600 - earliest_epoch(reply(sample))) for name, sample in API_SAMPLES.items()}
 
 
 def _write_logs(directory: Path, name: str) -> float:
     """The captured log replayed: its newest line five seconds ago; returns the shift applied."""
-    texts, by = shifted_lines(name, NOW - 5)
+    texts, by = shifted_lines(name, now() - 5)
     if name == "codex-session-model-file-newer.jsonl":
         for i, text in enumerate(texts):  # one file per line, as captured
             at = stamp_s(json.loads(text)["timestamp"])
             write_session(directory, at, [text], name="f%d" % i, mtime=at)
     else:
-        write_session(directory, NOW - 5, texts, mtime=NOW - 5)
+        write_session(directory, now() - 5, texts, mtime=now() - 5)
     return by
 
 
@@ -69,7 +81,7 @@ def codex_node(tmp_path_factory):
             make_login(login, TOKENS[name], account_id="acct-" + name.lower())
             entries.append("CODEX_HOME_%s=%s  # %s@field.example" % (name, login, name.lower()))
             if name in API_SAMPLES:
-                server.set_reply(TOKENS[name], shifted_reply(API_SAMPLES[name], API_SHIFT[name]))
+                server.set_reply(TOKENS[name], shifted_reply(API_SAMPLES[name], api_shift()[name]))
             else:
                 # A decoy: a login whose log is not read would show 1 % here.
                 server.set_reply(TOKENS[name], usage_reply(1, 1))
@@ -110,7 +122,7 @@ def extra(pct, reset_s, seconds, name, status="allowed"):
 # ---------------------------------------------------------------- the usage endpoint's replies
 
 def test_pro_reply_keeps_the_spark_limits_apart(codex_node):
-    got, by = _account(codex_node, "SPARK"), API_SHIFT["SPARK"]
+    got, by = _account(codex_node, "SPARK"), api_shift()["SPARK"]
     assert got["error"] is None and got["source"] == "api"
     assert got["fiveHour"] == win(22.0, 1766948068 + by) and got["sevenDay"] == win(43.0, 1767407914 + by)
     assert got["extraWindows"] == [extra(30.0, 1766948068 + by, 18000, SPARK),
@@ -118,7 +130,7 @@ def test_pro_reply_keeps_the_spark_limits_apart(codex_node):
 
 
 def test_live_prolite_reply(codex_node):
-    got, by = _account(codex_node, "LIVE"), API_SHIFT["LIVE"]
+    got, by = _account(codex_node, "LIVE"), api_shift()["LIVE"]
     assert got["error"] is None and got["planType"] == "prolite"
     assert got["fiveHour"] == win(12.0, 1776111121 + by) and got["sevenDay"] == win(2.0, 1776672455 + by)
     assert [(w["name"], w["seconds"], w["pct"]) for w in got["extraWindows"]] == [
@@ -126,14 +138,14 @@ def test_live_prolite_reply(codex_node):
 
 
 def test_enterprise_credit_plan_is_shown_not_a_parse_error(codex_node):
-    got, by = _account(codex_node, "CREDIT"), API_SHIFT["CREDIT"]
+    got, by = _account(codex_node, "CREDIT"), api_shift()["CREDIT"]
     assert got["error"] is None and got["source"] == "api" and got["planType"] == "enterprise"
     assert got["fiveHour"] is None and got["sevenDay"] is None
     assert got["extraWindows"] == [extra(7.8, 1782864000 + by, None, "credits")]
 
 
 def test_team_spend_cap_is_a_rejected_credits_window(codex_node):
-    got, by = _account(codex_node, "TEAM"), API_SHIFT["TEAM"]
+    got, by = _account(codex_node, "TEAM"), api_shift()["TEAM"]
     assert got["error"] is None and got["fiveHour"] is None and got["sevenDay"] == win(18.0, 1785299212 + by)
     assert got["extraWindows"] == [extra(100.0, 1785542400 + by, None, "credits", "rejected")]
 

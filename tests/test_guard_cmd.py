@@ -28,9 +28,10 @@ TOK1 = canary("guard1")
 TOK2 = canary("guard2")
 FIELDS = {"decision", "account", "provider", "reason", "window", "pct", "reservePct", "resetsAt", "retryAfterS"}
 CLOSED_URL = "http://127.0.0.1:9"  # discard port: nothing listens
-# Probes every 5 s (a posture older than 10 s is stale); guard may take 5 s to get its answer.
+# Probes every 5 s (a posture older than 10 s is stale); guard may take a minute to get its answer
+# on a loaded machine (a reachable monitor answers at once, so this never slows a passing run).
 CLOCKS = {"SVC_PROBE_INTERVAL_S": "5", "SVC_POSTURE_TTL_S": "5", "SVC_REFRESH_FLOOR_S": "0.05",
-          "SVC_GUARD_BUDGET_MS": "5000"}
+          "SVC_GUARD_BUDGET_MS": "60000"}
 
 
 def guard(env: Dict[str, str], *args: str, timeout: float = 60) -> Tuple[int, str, str]:
@@ -300,7 +301,9 @@ def test_hostile_and_broken_replies_are_unavailable_never_a_traceback(tmp_path: 
         http_reply(200, _body(error={"kind": "transport"})),
         http_reply(200, {"available": False, "node": "n"}),
     ]
-    env = dict(monitor_env(tmp_path, "http://127.0.0.1:9"), SVC_GUARD_BUDGET_MS="400")
+    # A posture counts as fresh for 20 min here (twice a 600 s probe interval): the replies below
+    # are built once, and a loaded machine may take seconds to start each guard.
+    env = dict(monitor_env(tmp_path, "http://127.0.0.1:9"), SVC_GUARD_BUDGET_MS="400", SVC_PROBE_INTERVAL_S="600")
     for reply in replies:
         with RawServer({"/api/accounts": reply}) as server:
             code, body, err = decision(env, "--url", server.url)
@@ -313,5 +316,50 @@ def test_hostile_and_broken_replies_are_unavailable_never_a_traceback(tmp_path: 
                            (dict(active=None), 1)):
         with RawServer({"/api/accounts": http_reply(200, _body(**over))}) as server:
             # A probe interval of 300 s: the body just built is never stale on a loaded machine.
-            assert decision(dict(env, SVC_GUARD_BUDGET_MS="5000", SVC_PROBE_INTERVAL_S="300"), "--url",
+            assert decision(dict(env, SVC_GUARD_BUDGET_MS="60000", SVC_PROBE_INTERVAL_S="300"), "--url",
                             server.url)[0] == expected, over
+
+
+def _endless_frame(sent: List[int], limit: int) -> Any:
+    """An SSE stream whose one frame never ends: `data:` lines and no blank line, up to `limit` bytes;
+    `sent` gets the bytes the peer took before it hung up."""
+    line = b"data: " + b"x" * 4090 + b"\n"
+
+    def reply(conn: Any) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: account\n")
+        total = 0
+        conn.settimeout(30)
+        try:
+            while total < limit:
+                conn.sendall(line)
+                total += len(line)
+        except OSError:
+            pass
+        sent.append(total)
+    return reply
+
+
+def test_wait_on_a_frame_that_never_ends_stops_reading_it(tmp_path: Path) -> None:
+    """A stream that sends `data:` lines forever must not grow the guard's memory: the frame is
+    capped, that read fails, and the guard hangs up (and reconnects) long before the bytes run out."""
+    from tests.support.rawserver import RawServer
+
+    limit = 256 * 1024 * 1024
+    sent: List[int] = []
+    env = monitor_env(tmp_path, "http://127.0.0.1:9")
+    with RawServer({"/api/accounts/stream": _endless_frame(sent, limit)}) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "guard", "--wait", "600",
+                                 "--url", server.url], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            # The guard hung up on the first stream, so the server stopped sending to it.
+            wait_until(lambda: sent, 120, message="the guard hanging up on the endless frame")
+            assert proc.poll() is None, "the guard keeps waiting for a usable frame"
+            peak_kib = int(next(l for l in Path("/proc/%d/status" % proc.pid).read_text().splitlines()
+                                if l.startswith("VmHWM:")).split()[1])
+        finally:
+            proc.kill()
+            proc.wait()
+    # Kernel buffers take a few MiB beyond what the guard read; the whole stream is 256 MiB.
+    assert sent[0] < 32 * 1024 * 1024, sent
+    assert peak_kib < 128 * 1024, peak_kib

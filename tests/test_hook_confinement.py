@@ -122,3 +122,53 @@ def test_a_setsid_grandchild_does_not_outlive_its_hook(tmp_path, leftovers, mode
             assert mon.proc.poll() is None
         finally:
             mon.stop()
+
+
+def _escaping_hook(tmp: Path, leave_cgroup: bool) -> str:
+    """A hook whose grandchild drops every trace a sweep could follow: a session of its own
+    (setsid), an empty environment (env -i: no tag), and, with `leave_cgroup`, the hook's cgroup
+    (it writes itself into the parent's cgroup.procs). The hook exits once the grandchild runs."""
+    move = ""
+    if leave_cgroup:
+        from svcposture import hookcage
+        mount = hookcage._own_cgroup_dir()[0]
+        # The hook's cgroup is a child of the monitor's; the grandchild climbs one level.
+        move = ('cg=$(sed -n "s/^0:://p" /proc/self/cgroup); '
+                'echo $$ > "{m}$(dirname "$cg")/cgroup.procs"; ').format(m=mount.rstrip("/"))
+    inner = move + 'echo $$ > "{d}/grandchild.tmp"; mv "{d}/grandchild.tmp" "{d}/grandchild.pid"; exec sleep 300'
+    return ('if [ -e "{d}/grandchild.pid" ]; then exit 0; fi; '
+            'setsid env -i PATH="$PATH" /bin/sh -c \'%s\' </dev/null >/dev/null 2>&1 & '
+            'while [ ! -e "{d}/grandchild.pid" ]; do sleep 0.05; done; exit 0' % inner).format(d=tmp)
+
+
+def _cgroup_of(pid: int) -> str:
+    with open("/proc/%d/cgroup" % pid) as fh:
+        return next(line.strip()[3:] for line in fh if line.startswith("0::"))
+
+
+@pytest.mark.parametrize("mode", ["cgroup", "subreaper"])
+def test_a_grandchild_that_drops_its_tag_and_its_cgroup_is_killed_too(tmp_path, leftovers, mode):
+    """setsid env -i (and, under a cgroup, a move to the parent cgroup): what is left is an orphan
+    the monitor adopted and did not start, and that is enough to kill it."""
+    if mode == "cgroup" and not _cgroup_usable():
+        pytest.skip("no writable cgroup v2 here")
+    home = tmp_path / "home"
+    home.mkdir()
+    with ProviderServer() as provider:
+        provider.set_account(TOK, five_hour=(0.10, "allowed"), seven_day=(0.93, "allowed_warning"))
+        env = monitor_env(home, provider.url, accounts=[("ACCT1", TOK, "ada@example.com")], active="ACCT1",
+                          SVC_ALERT_CMD=_escaping_hook(tmp_path, mode == "cgroup"),
+                          SVC_ALERT_HOOK_CGROUP="1" if mode == "cgroup" else "0")
+        mon = start_monitor(env)
+        try:
+            wait_until(lambda: _pid(tmp_path / "grandchild.pid"), timeout=30, message="the grandchild started")
+            grandchild = _pid(tmp_path / "grandchild.pid")
+            if mode == "cgroup" and _alive(grandchild):
+                assert "svc-alert-hooks" not in _cgroup_of(grandchild), "the grandchild did not leave"
+            wait_until(lambda: not _alive(grandchild), timeout=15, message="the escaped grandchild killed")
+            # The monitor's own children are untouched: it still probes and serves.
+            assert mon.proc.poll() is None
+            assert mon.get_json("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"})[0] == 200
+        finally:
+            mon.stop()
+    assert "Traceback" not in mon.stderr_text()

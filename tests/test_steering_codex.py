@@ -40,7 +40,7 @@ def test_guard_and_switch_for_codex_accounts(tmp_path: Path) -> None:
         codex.set_reply(WORK, usage_reply(95, 20))
         codex.set_reply(HOME, usage_reply(10, 20))
         env = monitor_env(home, "http://127.0.0.1:9", SVC_CODEX_URL=codex.url, SVC_PROBE_INTERVAL_S="5",
-                          SVC_POSTURE_TTL_S="5", SVC_GUARD_BUDGET_MS="5000")
+                          SVC_POSTURE_TTL_S="5", SVC_GUARD_BUDGET_MS="60000")
         mon = start_monitor(env)
         try:
             env["SVC_MONITOR_PORT"] = str(mon.port)

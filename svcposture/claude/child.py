@@ -12,9 +12,14 @@ from typing import Any, Dict, List, Mapping, Optional
 from .._text import EMAIL_RE, loads_bounded
 from ..envfile import usable
 from ..errors import MESSAGES, error
+from ..jsonscan import top_level_member
 from ..paths import Paths
 from ..providerhttp import request_timeout_s
 from .provider import MAX_USAGE_BODY, fetch_usage, unanswered
+
+# ~/.claude.json keeps every project's history and passes a megabyte on a busy machine; it is
+# streamed, never loaded, so this bounds only how long the email is looked for.
+MAX_PROFILE_BYTES = 32 * 1024 * 1024
 
 
 def claude_rows(entries: List[Dict[str, Any]], futures: List[Any]) -> List[Dict[str, Any]]:
@@ -42,12 +47,13 @@ def _optional_str(value: Any) -> Optional[str]:
 
 
 def _login_email(paths: Paths) -> Optional[str]:
-    """`oauthAccount.emailAddress` of the login profile, when it is an address."""
+    """`oauthAccount.emailAddress` of the login profile, when it is an address. The profile
+    grows with every project's history, so only that member is read, from a stream."""
     try:
-        profile = _json_file(paths.login_profile)
+        with open(str(paths.login_profile), "rb") as fh:
+            account = top_level_member(fh, "oauthAccount", limit=MAX_PROFILE_BYTES)
     except (OSError, ValueError):
         return None
-    account = profile.get("oauthAccount") if isinstance(profile, dict) else None
     address = account.get("emailAddress") if isinstance(account, dict) else None
     if isinstance(address, str) and EMAIL_RE.fullmatch(address.strip()):
         return address.strip()

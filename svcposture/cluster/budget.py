@@ -27,6 +27,11 @@ HEARTBEAT_SHARE = 0.6
 DOCUMENTED_LIMIT = 1500
 # A tracker stating an absurd limit or cost is ignored rather than obeyed.
 MAX_STATED = 10 ** 9
+# The longest interval a stretch may reach, and so the longest a heartbeat may claim: readers
+# call a host live for twice its claim, so one reply stating a tiny limit (a glitch, a proxy, a
+# hostile tracker) must not let a dead host pass as live for hours. A roster that needs more
+# than this is past what the tracker carries; the doctor says so and names Prometheus.
+MAX_STRETCH_MS = 15 * 60 * 1000
 
 
 class RateBudget(NamedTuple):
@@ -121,8 +126,15 @@ def budget_interval_ms(hosts: int, budget: RateBudget, window: int, now: int) ->
 
 
 def interval_in_force_ms(configured_ms: int, hosts: int, budget: RateBudget, window: int, now: int) -> int:
-    """The configured interval, stretched to the budget's when the roster needs more room."""
-    return max(configured_ms, budget_interval_ms(hosts, budget, window, now))
+    """The configured interval, stretched to the budget's when the roster needs more room,
+    but never past MAX_STRETCH_MS (a configured interval longer than that is kept as it is)."""
+    return max(configured_ms, min(budget_interval_ms(hosts, budget, window, now), MAX_STRETCH_MS))
+
+
+def claimed_interval_ms(claimed: float, local_ms: float) -> float:
+    """How much of a peer's stated interval a reader honours: at most MAX_STRETCH_MS, or the
+    reader's own configured interval when that is longer (the fleet shares its settings)."""
+    return min(claimed, max(float(local_ms), float(MAX_STRETCH_MS)))
 
 
 def heartbeat_need(hosts: int, interval_ms: int, limit: int, window: int) -> float:

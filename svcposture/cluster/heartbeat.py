@@ -39,6 +39,7 @@ from ..accountkey import account_key, valid_key
 from .._text import finite_number, has_control, is_int, printable
 from .._time import now_ms, parse_iso_ms
 from ..events import RATELIMIT_SAMPLED, EventLog, event_name
+from .budget import claimed_interval_ms
 from .tracker import HEARTBEAT_URL_PREFIX
 
 METADATA_FIELDS = ("host", "publishedAt", "publishIntervalMs", "version", "accountStatus", "quota", "account",
@@ -235,9 +236,12 @@ def newest_by_host(heartbeats: Iterable[Any]) -> Dict[str, Any]:
 
 
 def peer_interval_ms(value: Any, default: float) -> float:
-    """A peer's `publishIntervalMs` when it is a finite positive number, else `default` (the reader's own)."""
+    """A peer's `publishIntervalMs` when it is a finite positive number, else `default` (the reader's own);
+    a claim past the longest stretch is cut to it, so no heartbeat keeps a dead host live for hours."""
     interval = finite_number(value)
-    return interval if interval is not None and interval > 0 else default
+    if interval is None or interval <= 0:
+        return default
+    return claimed_interval_ms(interval, default)
 
 
 def peer_quota(value: Any) -> Optional[Dict[str, Any]]:

@@ -55,6 +55,7 @@ class Publisher:
         self.interval_ms = self.configured_interval_ms
         self._budget = budget.NO_BUDGET
         self._roster_size = 0
+        self._budget_asked = False
         self._claimed_ms = self.interval_ms
         self.anchor: Optional[str] = None
         self.armed = False
@@ -182,13 +183,14 @@ class Publisher:
         if time.monotonic() < self._backoff_until:
             return self.state
         anchor = self.anchor or ""
-        published_ms = now_ms()
-        published_at = iso_from_ms(published_ms)
-        self._apply_budget(budget.NO_BUDGET)
-        metadata = self._metadata(published_at)
         client = None
         try:
             client = tracker.TrackerClient(self.settings.tracker_url, auth)
+            self._learn_budget(client, anchor)
+            published_ms = now_ms()
+            published_at = iso_from_ms(published_ms)
+            self._apply_budget(budget.NO_BUDGET)
+            metadata = self._metadata(published_at)
             issue = client.upsert_attachment(anchor, heartbeat_url(self.node), "svc heartbeat %s" % self.node,
                                              published_at, metadata)
         except tracker.TrackerRateLimitedError as exc:
@@ -217,6 +219,20 @@ class Publisher:
                        % (heartbeat_url(self.node), anchor, self.interval_ms), logging.INFO)
         return self.state
 
+
+    def _learn_budget(self, client: tracker.TrackerClient, anchor: str) -> None:
+        """Before the first heartbeat, read the anchor once (our own attachment only, one small
+        page) for the tracker's budget: the first beat then states the interval really in force,
+        not the configured one that the budget would stretch a moment later."""
+        if self._budget.stated or self._budget_asked:
+            return
+        try:
+            client.fetch_issue(anchor, prefix=heartbeat_url(self.node), max_pages=1)
+        except tracker.TrackerPaginationError:
+            pass  # hosts whose names start with ours fill more pages; the headers came all the same
+        # Asked once: a tracker that states no budget is not asked again before every beat.
+        self._budget_asked = True
+        self._apply_budget(client.budget)
 
     def _metadata(self, published_at: str) -> Dict[str, Any]:
         """The heartbeat's metadata; a failing status or quota read degrades, it never skips a beat."""

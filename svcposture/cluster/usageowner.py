@@ -13,6 +13,7 @@ per poll, on the sampler's thread; the header probe never waits on it.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable, List, Mapping, Optional, Tuple
 
 from .. import config
@@ -22,6 +23,10 @@ from ..settings import Settings
 from .liveness import collect_status
 
 TICKET_PREFIX = "usage:"
+log = logging.getLogger("svcposture.sampler")
+NO_EMAIL = ("usage: cannot read the login's email (oauthAccount.emailAddress in %s), so this host "
+            "cannot tell which host of the cluster polls the login: it polls it, as every host sharing "
+            "the login then does")
 
 
 def usage_ticket(email: str) -> str:
@@ -38,6 +43,7 @@ class UsageOwner:
         self.settings = settings
         self.node = node
         self.liveness_known: Optional[bool] = None
+        self._said_no_email = False
 
     def _fleet(self) -> Optional[List[str]]:
         """The roster when this host shares logins with others; None when it runs alone."""
@@ -66,7 +72,13 @@ class UsageOwner:
             return None
         email = login_email()
         if not email:
+            if not self._said_no_email:
+                log.warning(NO_EMAIL, self.paths.login_profile)
+            self._said_no_email = True
             return None
+        if self._said_no_email:
+            log.info("usage: the login's email is readable again")
+        self._said_no_email = False
         live = self._live_hosts()
         return hrw.owner(usage_ticket(email), hosts, live)
 

@@ -31,7 +31,8 @@ DEFAULT_CODEX_URL = "https://chatgpt.com"
 USAGE_PATH = "/backend-api/wham/usage"
 MAX_REPLY_BYTES = 1024 * 1024
 TICKET_PREFIX = "usage:codex:"
-# A scrubbed string shorter than this cannot carry a useful part of a token.
+# A string sharing this many consecutive characters with a secret is taken to carry a piece of it;
+# fewer is too short to be of use to anyone and too common to drop (a 7-character window name).
 MIN_SECRET_PART = 8
 _SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits")
 
@@ -96,13 +97,27 @@ def poll_owner(account_id: Optional[str], state: Mapping[str, Any]) -> Optional[
     return owner if owner is not None and owner != node else None
 
 
+def secret_runs(secrets: Iterable[str]) -> "frozenset[str]":
+    """Every run of MIN_SECRET_PART consecutive characters of every secret."""
+    n = MIN_SECRET_PART
+    return frozenset(s[i:i + n] for s in secrets if isinstance(s, str) for i in range(len(s) - n + 1))
+
+
+def shares_a_run(text: Any, runs: "frozenset[str]") -> bool:
+    """True when `text` holds MIN_SECRET_PART or more consecutive characters of a secret."""
+    n = MIN_SECRET_PART
+    return isinstance(text, str) and any(text[i:i + n] in runs for i in range(len(text) - n + 1))
+
+
 def _scrub(row: Dict[str, Any], secrets: Iterable[str]) -> Dict[str, Any]:
-    """Strings from outside (the reply's names, the file's directory in a fix) that hold part of a secret go."""
-    parts = [s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_PART]
+    """Strings from outside (the reply's names, the file's directory in a fix) that share
+    MIN_SECRET_PART or more consecutive characters with a secret go: a reply cannot carry a
+    token out whole, nor in pieces spread over several names, each padded so that it is no
+    part of the token and holds none."""
+    runs = secret_runs(secrets)
 
     def leaks(text: Any) -> bool:
-        return isinstance(text, str) and any(text in s or s in text for s in parts) \
-            and len(text) >= MIN_SECRET_PART
+        return shares_a_run(text, runs)
 
     if leaks(row.get("planType")):
         row["planType"] = None

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -276,8 +277,15 @@ class DemoNode:
         return ["export CODEX_HOME_%s='%s'  # %s" % (name, codex_home, email),
                 'export CODEX_HOME="$CODEX_HOME_%s"' % name]
 
-    def remove(self) -> None:
-        shutil.rmtree(str(self.root), ignore_errors=True)
+    def remove(self, timeout_s: float = 5.0) -> None:
+        """Remove the temporary home. A thread of the stopping monitor may still write a file
+        into it (an event, a history row) while it goes, so it is removed until it stays gone."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            shutil.rmtree(str(self.root), ignore_errors=True)
+            if not self.root.exists() or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], configure_logging: Callable[[], None],
@@ -290,7 +298,7 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
                      "the SSE stream and the account.status.changed events all happen for real; "
                      "acct2 climbs towards a wall before its reset (the forecast) and threshold "
                      "alerts fire within the first minute. "
-                     "Ctrl-C stops it and removes the temporary home."))
+                     "Ctrl-C, SIGTERM or SIGHUP stops it and removes the temporary home."))
     parser.add_argument("--port", default=None,
                         help="dashboard port on 127.0.0.1 (0 picks a free one; a port given here that is taken "
                              "is an error; without --port, %d, or a free port when %d is taken)"
@@ -309,6 +317,10 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
     configure_logging()
     stop_event = threading.Event()
     install_stop_signals(stop_event)
+    # The demo's home is temporary: a closed terminal (SIGHUP) stops it and removes it too,
+    # as SIGTERM (timeout, systemd, container runtimes) and Ctrl-C do.
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda signum, frame: stop_event.set())
     provider = SimulatedProvider().start()
     node = DemoNode(provider.url, started=provider.started)
     try:

@@ -172,12 +172,14 @@ def _stream_socket(target: "Any", path: str, deadline: float) -> "Any":
 
 def follow(target: "Any", path: str, deadline: float, on_body: "Any") -> None:
     """Feed each `account` frame's body to `on_body` until it returns True, the
-    stream ends, or the deadline passes (socket.timeout)."""
+    stream ends, or the deadline passes (socket.timeout). A line or a frame
+    longer than a posture body may be fails the read (ValueError): a stream
+    that never ends its frame must not grow the guard's memory."""
     sock = _stream_socket(target, path, deadline)
     try:
         buf = b""
         head_done = False
-        event, data = "", []  # type: Tuple[str, List[str]]
+        event, data, frame_bytes = "", [], 0  # type: Tuple[str, List[str], int]
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -188,7 +190,7 @@ def follow(target: "Any", path: str, deadline: float, on_body: "Any") -> None:
                 return
             buf += chunk
             if len(buf) > MAX_BODY:
-                return
+                raise ValueError("an event-stream line over %d bytes" % MAX_BODY)
             if not head_done:
                 if b"\r\n\r\n" not in buf:
                     continue
@@ -202,10 +204,13 @@ def follow(target: "Any", path: str, deadline: float, on_body: "Any") -> None:
                 if text == "":
                     if event == "account" and data and on_body("\n".join(data)):
                         return
-                    event, data = "", []
+                    event, data, frame_bytes = "", [], 0
                 elif text.startswith("event:"):
                     event = text[6:].strip()
                 elif text.startswith("data:"):
+                    frame_bytes += len(raw)
+                    if frame_bytes > MAX_BODY:
+                        raise ValueError("an event-stream frame over %d bytes" % MAX_BODY)
                     data.append(text[5:].lstrip(" "))
     finally:
         sock.close()

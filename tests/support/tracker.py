@@ -418,7 +418,7 @@ class TrackerServer:
     def _record(self, op: Optional[str], query: str, variables: Dict[str, Any], auth: Optional[str]) -> None:
         with self._lock:
             self.calls.append({"op": op, "query": query, "variables": variables,
-                               "authorized": auth in self.tokens, "auth": auth})
+                               "authorized": auth in self.tokens, "auth": auth, "at": time.monotonic()})
 
     def count(self, op: Optional[str] = None) -> int:
         with self._lock:
