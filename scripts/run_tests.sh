@@ -32,7 +32,7 @@ DEBIAN_NEEDS=(
   "prometheus-alertmanager amtool : prometheus-alertmanager"   # the grouped-notification and config tests
 )
 # pip packages for the default interpreter's whole suite (the package itself needs none at run time).
-PIP_NEEDS="pytest pytest-xdist hypothesis selenium schemathesis setuptools wheel mcp"
+PIP_NEEDS="pytest pytest-xdist hypothesis selenium axe-selenium-python schemathesis setuptools wheel mcp"
 # pip packages for the core runs on the other interpreters.
 CORE_PIP_NEEDS="pytest pytest-xdist hypothesis setuptools wheel"
 # What the core runs leave out; the default interpreter runs all of it. The browser pages and the
@@ -47,6 +47,7 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py tests/test_fleet_engines.py
   tests/test_tracker_budget.py tests/test_codex_pages.py tests/test_codex_schemathesis.py
   tests/test_pages_browser.py tests/test_first_look_demo.py tests/test_reserve_config.py
+  tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py
   tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
   tests/test_mirror_join.py tests/test_promread.py tests/test_fleet_scale.py tests/test_fleet_accounts.py
   tests/test_mcp.py tests/test_vendor_deadlines.py tests/test_one_advice.py tests/test_login_profile.py

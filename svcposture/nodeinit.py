@@ -36,6 +36,7 @@ CODEX_EXAMPLE = [
     "#",
     "# Codex logins (optional): one line per login, naming the CODEX_HOME directory `codex login`",
     "# wrote auth.json into; the probe child reads it there. The active one is what CODEX_HOME names.",
+    "# To get one: mkdir -p ~/.codex-work && CODEX_HOME=~/.codex-work codex login",
     '# CODEX_HOME_WORK="$HOME/.codex"  # %s' % PLACEHOLDER_EMAIL,
     '# export CODEX_HOME="$CODEX_HOME_WORK"',
 ]
@@ -46,6 +47,8 @@ def accounts_env_text(count: int) -> str:
     lines = [
         "# The model-provider accounts of this node, sourced as POSIX sh by the monitor's probe child.",
         "# Replace each %s with the account's token and %s with its email." % (PLACEHOLDER, PLACEHOLDER_EMAIL),
+        "# To get a Claude token that lasts a year: run `claude setup-token` signed in as that account,",
+        "# and paste the sk-ant-oat01-... it prints.",
         "# The active account is the one MODEL_CODE_OAUTH_TOKEN names. Keep this file mode 0600:",
         "# a file that group or others can write is refused.",
     ]
@@ -161,6 +164,8 @@ def dashboard_url(environ: Mapping[str, str]) -> str:
 
 def next_steps(paths: Paths) -> List[str]:
     return [
+        "Get a long-lived token for each Claude account: run `claude setup-token` signed in as it "
+        "(it prints sk-ant-oat01-...); for a Codex login: CODEX_HOME=<dir> codex login",
         "Paste each account's token over %s, and its email over %s, in %s (keep it mode 0600)"
         % (PLACEHOLDER, PLACEHOLDER_EMAIL, paths.accounts_env),
         "Start the monitor: svc-monitor  (or: python3 -m svcposture monitor)",

@@ -76,7 +76,7 @@ def test_the_demo_node_shows_its_codex_login_on_the_dashboard(browser):
             "function (c) { return [c.parentNode.id, c.getAttribute('data-label'), c.textContent]; });")
         assert [(box, label) for box, label, _ in cards] == [
             ("cards", "acct1"), ("cards", "acct2"), ("cards", "acct3"), ("codex-cards", "codex-demo")]
-        assert "plan plus" in cards[3][2] and "from the usage API" in cards[3][2] and "5h" in cards[3][2]
+        assert "plan plus" in cards[3][2] and "read from OpenAI's usage service" in cards[3][2] and "5h" in cards[3][2]
         assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
     finally:
         mon.stop()

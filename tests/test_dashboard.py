@@ -89,5 +89,5 @@ def test_unavailable_clears_the_display(browser, tmp_path, monitors):
     by_id = lambda ident: browser.find_element("id", ident)  # noqa: E731
     wait_for(lambda: by_id("unavailable").is_displayed(), what="unavailable note")
     assert by_id("footer-status").text.lower() == "unavailable"
-    assert by_id("footer-label").text == "—" and by_id("footer-email").text == ""
+    assert by_id("footer-label").text == "no account" and by_id("footer-email").text == ""
     assert not by_id("banner").is_displayed()

@@ -164,6 +164,23 @@ def test_demo_command_smoke(tmp_path):
             proc.wait(5)
 
 
+def test_the_demo_fleet_ages_and_counts_down_with_the_clock():
+    # Read a minute apart, the same heartbeat is a minute older and the same reset a minute nearer.
+    from svcposture._time import parse_iso_ms
+    from svcposture.demo import fleet
+
+    start = 1_800_000_000.0
+    first, later = fleet.moving_report(start, start + 30), fleet.moving_report(start, start + 90)
+    for a, b in zip(first["hosts"], later["hosts"]):
+        assert b["ageS"] == pytest.approx(a["ageS"] + 60)
+        if a["account"]:
+            left = [parse_iso_ms(r[k]) / 1000 - now for r, now in ((a["account"], start + 30), (b["account"], start + 90))
+                    for k in ("five_hour_resets_at",)]
+            assert left[1] == pytest.approx(left[0] - 60)
+            assert b["account"]["age_s"] == pytest.approx(a["account"]["age_s"] + 60)
+    assert later["unlisted"][0]["ageS"] == pytest.approx(first["unlisted"][0]["ageS"] + 60)
+
+
 def _started_demo(tmp_path):
     """A demo process and its temporary home (the directory that holds home/ and codex-home/)."""
     proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "demo", "--port", "0"],

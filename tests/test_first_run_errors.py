@@ -61,15 +61,15 @@ def test_placeholders_still_there_are_named_with_their_lines(tmp_path):
     path = _accounts(home)
     lines = path.read_text().splitlines()
     expected = [n for n, line in enumerate(lines, start=1) if "=PASTE_TOKEN_HERE" in line]
-    assert expected == [5, 6]
-    where = "line 5 (acct1), line 6 (acct2)"
+    assert expected == [7, 8]
+    where = "line 7 (acct1), line 8 (acct2)"
 
     check = subprocess.run([sys.executable, "-m", "svcposture.probe", "check"], env=env, capture_output=True,
                            text=True, timeout=60)
     assert "%s: the placeholder PASTE_TOKEN_HERE is still there on %s" % (path, where) in check.stdout
     report = json.loads(subprocess.run([sys.executable, "-m", "svcposture.probe", "check", "--json"], env=env,
                                        capture_output=True, text=True, timeout=60).stdout)
-    assert report["placeholders"] == [{"label": "acct1", "line": 5}, {"label": "acct2", "line": 6}]
+    assert report["placeholders"] == [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}]
 
     doctor = cli(env, "cluster", "doctor", "--json")
     accounts = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "accounts-env")

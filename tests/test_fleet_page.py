@@ -167,7 +167,7 @@ def test_500_hosts_on_one_page_with_hostile_names_shown_as_text(tmp_path, anchor
             assert "501 hosts" in counts and "20 missing" in counts
             # host-005 published a probe an hour old: its values are greyed with their age.
             stale = [r for r in rows if r["host"] == "host-005"][0]
-            assert "probed 60m ago" in stale["text"]
+            assert "last reading 1h ago" in stale["text"]
             assert browser.execute_script(
                 "return document.documentElement.scrollWidth <= document.documentElement.clientWidth")
             assert CANARY not in browser.page_source

@@ -80,5 +80,5 @@ def test_the_payload_fallback_clamps_percentages_to_0_100(tmp_path):
                 stdin=json.dumps(payload).encode())
     assert proc.returncode == 0 and proc.stderr == b""
     out = proc.stdout.decode()
-    assert out.startswith("5h 100% 3h0") and "| 7d 0% 4d0h (local)" in out, out
+    assert out.startswith("5h 100% 3h ") and "| 7d 0% 4d (local)" in out, out
     assert "-5%" not in out and "250" not in out

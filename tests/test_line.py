@@ -70,14 +70,14 @@ def utc(monkeypatch: pytest.MonkeyPatch):
 # ---------------------------------------------------------------- the status line (docs/monitor.md)
 
 def test_status_line_ok():
-    assert line.status_line(body(), now=NOW) == "acct1 5h 61% 1h02m | 7d 41% 3d6h"
+    assert line.status_line(body(), now=NOW) == "acct1 5h 61% 1h 2m | 7d 41% 3d 6h"
 
 
 def test_status_line_degraded_with_forecast_and_sibling():
     b = body("degraded", five=window(85.0, H + 2 * M, "allowed_warning"),
              sibling={"label": "acct2", "email": "grace@example.com"})
     assert line.status_line(b, trajectory(five_wall_in=48 * M + 20_000), now=NOW) == \
-        "acct1 5h 85% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2"
+        "acct1 5h 85% 1h 2m | 7d 41% 3d 6h | 100% in 48m 20s! | next acct2"
 
 
 def test_status_line_forecast_only_when_it_beats_the_reset():
@@ -97,9 +97,9 @@ def test_status_line_forecast_only_when_it_beats_the_reset():
 
 def test_status_line_rejected_names_next_or_says_none():
     b = body("rejected", five=window(101.5, 2 * H + 30 * M, "rejected"), sibling={"label": "acct2", "email": "g@x.io"})
-    assert line.status_line(b, now=NOW) == "acct1 5h 101% 2h30m | 7d 41% 3d6h | rejected | next acct2"
+    assert line.status_line(b, now=NOW) == "acct1 5h 101% 2h 30m | 7d 41% 3d 6h | rejected | next acct2"
     assert line.status_line(dict(b, siblingWithHeadroom=None), now=NOW) == \
-        "acct1 5h 101% 2h30m | 7d 41% 3d6h | rejected | no sibling with headroom"
+        "acct1 5h 101% 2h 30m | 7d 41% 3d 6h | rejected | no sibling with headroom"
 
 
 def test_status_line_floors_the_percentage():
@@ -127,7 +127,7 @@ def test_status_line_other_states():
 
 def test_status_line_stale_with_age():
     old = body(probed_at=NOW - 23 * M)
-    assert line.status_line(old, now=NOW, stale_ms=10 * M) == "acct1 5h 61% 1h02m | 7d 41% 3d6h | stale 23m"
+    assert line.status_line(old, now=NOW, stale_ms=10 * M) == "acct1 5h 61% 1h 2m | 7d 41% 3d 6h | stale 23m"
     assert "stale" not in line.status_line(old, now=NOW, stale_ms=30 * M)
     # The default is twice the default probe interval: 10 min.
     assert line.status_line(body(probed_at=NOW - 11 * M), now=NOW).endswith("| stale 11m")
@@ -135,7 +135,7 @@ def test_status_line_stale_with_age():
 
 
 def test_status_line_colours_follow_the_status():
-    assert line.status_line(body(), now=NOW, colour=True) == "\x1b[32macct1 5h 61% 1h02m | 7d 41% 3d6h\x1b[0m"
+    assert line.status_line(body(), now=NOW, colour=True) == "\x1b[32macct1 5h 61% 1h 2m | 7d 41% 3d 6h\x1b[0m"
     assert line.status_line(body("degraded"), now=NOW, colour=True).startswith("\x1b[33m")
     assert line.status_line(body("rejected"), now=NOW, colour=True).startswith("\x1b[1;31m")
     assert line.status_line(body("error"), now=NOW, colour=True).startswith("\x1b[35m")
@@ -162,12 +162,12 @@ def payload(five: Any = (61.4, 3720), seven: Any = (41, 3 * 86400 + 6 * 3600 + 3
 
 
 def test_local_line_from_rate_limits():
-    assert line.local_line(payload(), now=NOW) == "5h 61% 1h02m | 7d 41% 3d6h (local)"
-    assert line.local_line(payload(seven=None), now=NOW) == "5h 61% 1h02m (local)"
+    assert line.local_line(payload(), now=NOW) == "5h 61% 1h 2m | 7d 41% 3d 6h (local)"
+    assert line.local_line(payload(seven=None), now=NOW) == "5h 61% 1h 2m (local)"
     assert line.local_line(payload(five=(100, 60)), now=NOW, colour=True).startswith("\x1b[1;31m")
     assert line.local_line(payload(five=(85, 60)), now=NOW, colour=True).startswith("\x1b[33m")
     iso_reset = {"rate_limits": {"five_hour": {"used_percentage": 5, "resets_at": iso(NOW + 90 * M)}}}
-    assert line.local_line(iso_reset, now=NOW) == "5h 5% 1h30m (local)"
+    assert line.local_line(iso_reset, now=NOW) == "5h 5% 1h 30m (local)"
 
 
 @pytest.mark.parametrize("junk", [
@@ -186,15 +186,15 @@ def test_local_line_ignores_what_it_cannot_read(junk: Any):
 def test_hud_line_rejected_with_local_reset_times(utc: None):
     b = body("rejected", five=window(101.5, 2 * H + 30 * M, "rejected"), sibling={"label": "acct2", "email": "b@x.io"})
     assert line.hud_line(b, now=NOW) == (
-        "svc node-a | acct1 <ada@example.com> | REJECTED | 5h 101.5% (2h30m, 10:30) | "
-        "7d 41% (3d6h, Mon 14:05) | EXHAUSTED -> switch to acct2 <b@x.io>")
+        "svc node-a | acct1 <ada@example.com> | REJECTED | 5h 101.5% (2h 30m, 10:30) | "
+        "7d 41% (3d 6h, Mon 14:05) | EXHAUSTED -> switch to acct2 <b@x.io>")
 
 
 def test_hud_line_local_clock_follows_the_time_zone(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TZ", "Asia/Kolkata")  # +05:30, no daylight saving
     time.tzset()
     try:
-        assert "5h 61.4% (1h02m, 14:32)" in line.hud_line(body(), now=NOW)
+        assert "5h 61.4% (1h 2m, 14:32)" in line.hud_line(body(), now=NOW)
     finally:
         monkeypatch.undo()
         time.tzset()
@@ -203,14 +203,14 @@ def test_hud_line_local_clock_follows_the_time_zone(monkeypatch: pytest.MonkeyPa
 def test_hud_line_appends_the_forecast_when_it_beats_the_reset(utc: None):
     b = body("degraded", five=window(85.0, H + 2 * M, "allowed_warning"))
     text = line.hud_line(b, trajectory(five_wall_in=48 * M + 20_000), now=NOW)
-    assert "| 5h 85% (1h02m, 09:02) -> 100% in 48m | 7d 41% (3d6h, Mon 14:05) |" in text + " |"
+    assert "| 5h 85% (1h 2m, 09:02) -> 100% in 48m 20s | 7d 41% (3d 6h, Mon 14:05) |" in text + " |"
     # A wall after this body's reset (the trajectory is of an older cycle) is not shown.
     assert "->" not in line.hud_line(b, trajectory(five_wall_in=H + 10 * M), now=NOW)
     assert "->" not in line.hud_line(b, trajectory(five_wall_in=30 * M, before_reset=False), now=NOW)
     assert "->" not in line.hud_line(b, None, now=NOW)
     assert "->" not in line.hud_line(b, {"available": False, "node": "node-a"}, now=NOW)
     seven = line.hud_line(b, trajectory(seven_wall_in=26 * H), now=NOW)
-    assert "7d 41% (3d6h, Mon 14:05) -> 100% in 1d2h" in seven
+    assert "7d 41% (3d 6h, Mon 14:05) -> 100% in 1d 2h" in seven
 
 
 def test_hud_line_unavailable_says_why():
@@ -221,7 +221,7 @@ def test_hud_line_unavailable_says_why():
 
 def test_hud_line_stale_is_grey_with_its_age(utc: None):
     old = line.hud_line(body(probed_at=NOW - 25 * M), now=NOW, stale_ms=20 * M, colour=True)
-    assert old.startswith("\x1b[90m") and old.endswith("| STALE: probed 25m ago\x1b[0m")
+    assert old.startswith("\x1b[90m") and old.endswith("| no new reading for 25m (readings every 10m)\x1b[0m")
     assert line.hud_line(body(probed_at=NOW - 25 * M), now=NOW, stale_ms=30 * M, colour=True).startswith("\x1b[32m")
 
 
@@ -235,7 +235,7 @@ def test_probe_interval_from_the_environment():
 
 def test_durations():
     assert [line.duration(ms) for ms in (-1, 0, 999, 59_000, 61_000, H + 2 * M, 50 * H)] == \
-        ["now", "now", "0s", "59s", "1m", "1h02m", "2d2h"]
+        ["now", "now", "0s", "59s", "1m 1s", "1h 2m", "2d 2h"]
 
 
 # ---------------------------------------------------------------- anything at all
@@ -324,3 +324,29 @@ def test_leap_days_and_far_dates():
     assert line.canonical_ms("1969-12-31T23:59:59.999Z") == -1
     assert line.canonical_ms("2000-02-29T00:00:00.000Z") == 951_782_400_000
     assert line.canonical_ms("1900-02-29T00:00:00.000Z") is None
+
+
+# ---------------------------------------------------------------- the advice, in the dashboard's words
+
+def _advice(word: str, to: Optional[str] = None, wait: Optional[int] = None) -> Dict[str, Any]:
+    return {"available": True, "probedAt": NOW, "provider": "claude", "advice": word,
+            "active": {"label": "acct1", "email": "ada@example.com"},
+            "to": {"label": to, "email": None} if to else None, "waitS": wait, "reason": "", "ranked": []}
+
+
+def test_hud_always_carries_the_advice(utc):
+    assert line.hud_line(body(), now=NOW, advice=_advice("stay")).endswith("| advice: stay on acct1")
+    assert line.hud_line(body(), now=NOW, advice=_advice("wait", wait=30)).endswith(
+        "| advice: wait 30s for the reset")
+    assert line.hud_line(body(), now=NOW, advice=_advice("switch", to="acct3")).endswith(
+        "| advice: switch to acct3")
+    rejected = body("rejected", five=window(100.0, 20 * M, "rejected"))
+    assert line.hud_line(rejected, now=NOW, advice=_advice("none", wait=20 * 60)).endswith(
+        "| EXHAUSTED, no account has headroom until 08:20")
+    # Advice about another probe is not this posture's: nothing is said.
+    stale = dict(_advice("stay"), probedAt=NOW - 1)
+    assert "advice" not in line.hud_line(body(), now=NOW, advice=stale)
+    # The status line stays short: nothing to do, nothing said; the rest as the HUD says it.
+    assert line.status_line(body(), now=NOW, advice=_advice("stay")) == "acct1 5h 61% 1h 2m | 7d 41% 3d 6h"
+    assert line.status_line(rejected, now=NOW, advice=_advice("none", wait=20 * 60)).endswith(
+        "| no account has headroom until 08:20")

@@ -60,11 +60,16 @@ def test_bare_home_gets_config_dir_accounts_file_and_host_name(home: Path, env: 
     assert "left alone" not in out and "Nothing changed" not in out
     # the next steps: paste tokens, start the monitor, open the URL, the statusline setting
     assert "Paste each account's token over PASTE_TOKEN_HERE" in out and str(accounts) in out
+    # ... after saying how to get one, for each vendor; the file's comments say it too.
+    assert "claude setup-token" in out and "CODEX_HOME=<dir> codex login" in out
+    text = accounts.read_text()
+    assert "`claude setup-token`" in text and "CODEX_HOME=~/.codex-work codex login" in text
     assert "svc-monitor" in out and "http://127.0.0.1:7400/" in out and STATUSLINE in out
     # placeholders are no usable account until a token is pasted in
     assert probe_check(env) == {"available": False, "usable": [], "unusable": ["acct1", "acct2"],
                                 "active": None, "duplicateActive": [],
-                                "placeholders": [{"label": "acct1", "line": 5}, {"label": "acct2", "line": 6}]}
+                                "placeholders": [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}],
+                                "lineProblems": []}
     text = accounts.read_text().replace("PASTE_TOKEN_HERE", "tok-one", 1).replace("PASTE_TOKEN_HERE", "tok-two")
     accounts.write_text(text.replace("you@example.com", "ada@example.com", 1))
     check = probe_check(env)
@@ -147,8 +152,10 @@ def test_json_report_shape(home: Path, env: dict) -> None:
     assert report["accountsEnv"] == str(config_dir(home) / "model-accounts.env")
     assert [i["what"] for i in report["created"]] == ["config directory", "accounts env file", "host name"]
     assert all(set(i) == {"path", "what", "detail"} for i in report["created"])
-    assert report["url"] == "http://127.0.0.1:7400/" and len(report["nextSteps"]) == 4
-    assert STATUSLINE in report["nextSteps"][3]
+    assert report["url"] == "http://127.0.0.1:7400/" and len(report["nextSteps"]) == 5
+    assert STATUSLINE in report["nextSteps"][4]
+    # Where each vendor's long-lived credential comes from comes first.
+    assert "claude setup-token" in report["nextSteps"][0] and "CODEX_HOME=<dir> codex login" in report["nextSteps"][0]
 
 
 def test_url_follows_svc_monitor_port(home: Path, env: dict) -> None:

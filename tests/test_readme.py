@@ -613,3 +613,16 @@ def test_the_docs_index_links_every_page() -> None:
     pages = [d for d in DOCS.glob("**/*.md") if d != index]
     missing = [str(d.relative_to(REPO)) for d in pages if str(d) not in linked]
     assert pages and not missing, "docs/README.md does not link: %s" % missing
+
+
+def test_making_a_node_says_how_to_get_each_credential() -> None:
+    # "Paste the tokens" is not enough: the README's node steps, the init reference and the Codex
+    # page name the commands that make each vendor's long-lived credential.
+    readme = README.read_text(encoding="utf-8")
+    step = readme[readme.index("svc-monitor init     #"):readme.index("**3. Run the monitor.**")]
+    assert "`claude setup-token`" in step and "CODEX_HOME=~/.codex-work codex login" in step
+    monitor = (DOCS / "monitor.md").read_text(encoding="utf-8")
+    init = monitor[monitor.index("## svc-monitor init"):monitor.index("## HUD strip")]
+    assert "`claude setup-token`" in init and "`CODEX_HOME=<dir> codex login`" in init
+    codex = (DOCS / "codex.md").read_text(encoding="utf-8")
+    assert "CODEX_HOME=~/.codex-work codex login" in codex[:1500]

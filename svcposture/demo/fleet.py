@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from .._time import iso_from_epoch, iso_now
+from .._time import iso_from_epoch, iso_now, parse_iso_ms
 from ..accountkey import account_key
 
 HOUR = 3600.0
@@ -77,6 +77,39 @@ def simulated_report(started: float, now: float) -> Dict[str, Any]:
             "unlisted": [{"host": "old-vm", "ageS": 86400.0}], "generatedAt": iso_now()}
 
 
+# A real fleet's heartbeats age and its resets come nearer; the simulated one's do too, over a
+# ten-minute loop (then they start again), so a visitor sees ages and countdowns move.
+LOOP_S = 600.0
+_AGES = ("ageS", "age_s")
+_INSTANTS = ("probed_at", "five_hour_resets_at", "seven_day_resets_at", "wall_at")
+
+
+def _moved(value: Any, seconds: float) -> Any:
+    """`value` with every age `seconds` older and every instant `seconds` earlier."""
+    if isinstance(value, list):
+        return [_moved(item, seconds) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: Dict[str, Any] = {}
+    for key, item in value.items():
+        if key in _AGES and isinstance(item, (int, float)) and not isinstance(item, bool):
+            out[key] = round(item + seconds, 1)
+        elif key in _INSTANTS and isinstance(item, str):
+            out[key] = iso_from_epoch(parse_iso_ms(item) / 1000.0 - seconds)
+        else:
+            out[key] = _moved(item, seconds)
+    return out
+
+
+def moving_report(started: float, now: float) -> Dict[str, Any]:
+    """simulated_report with its ages and countdowns moving with the clock."""
+    report = simulated_report(started, now)
+    seconds = (now - started) % LOOP_S
+    for key in ("hosts", "unlisted"):
+        report[key] = _moved(report.get(key), seconds)
+    return report
+
+
 def fleet_source(started: float, clock: Callable[[], float]) -> Callable[[], Dict[str, Any]]:
     """A MonitorApp.fleet_source over the demo's clock."""
-    return lambda: simulated_report(started, clock())
+    return lambda: moving_report(started, clock())

@@ -56,6 +56,8 @@ def account_state(label: str, elapsed_s: float, started: float) -> Dict[str, Any
     cycle_start = started + (elapsed_s // CYCLE_S) * CYCLE_S
     t = elapsed_s % CYCLE_S
     seven_reset = started + 3 * 86400 + 7 * 3600
+    if label == "acct1" and elapsed_s < 0:
+        return _acct1_before(elapsed_s, started, seven_reset)
     if label == "acct1":
         reset_5h = cycle_start + 135.0 if t < 135.0 else cycle_start + CYCLE_S + 135.0
         if t < 45.0:
@@ -66,7 +68,7 @@ def account_state(label: str, elapsed_s: float, started: float) -> Dict[str, Any
             five, status = 1.0 + 0.02 * (t - 90.0) / 45.0, "rejected"
         else:
             five, status = 0.05 + 0.3 * (t - 135.0) / 45.0, "allowed"
-        seven = 0.41 + 0.04 * t / CYCLE_S
+        seven = 0.41 + 0.004 * elapsed_s / 3600.0
         return {"status": status, "claim": "five_hour", "5h": (five, status, reset_5h),
                 "7d": (seven, "allowed", seven_reset)}
     hours = elapsed_s / 3600.0
@@ -82,6 +84,18 @@ def account_state(label: str, elapsed_s: float, started: float) -> Dict[str, Any
     # Near its weekly limit and steady: about 91 % when the week resets.
     return {"status": "allowed_warning", "claim": "seven_day", "5h": (0.30, "allowed", started + 2 * 3600),
             "7d": (0.91, "allowed_warning", seven_reset + 86400)}
+
+
+def _acct1_before(elapsed_s: float, started: float, seven_reset: float) -> Dict[str, Any]:
+    """acct1 before the demo started, as a real account is used: each 5 h window climbs from
+    5 % to 65 % and resets, the week climbs 0.4 % an hour (the live three-minute cycle would
+    draw a day of history as a comb of ticks, and leave no forecast)."""
+    window = 5 * 3600.0
+    phase = (elapsed_s % window) / window
+    five = 0.05 + 0.60 * phase
+    return {"status": "allowed", "claim": "five_hour",
+            "5h": (five, "allowed", started + elapsed_s + (1.0 - phase) * window),
+            "7d": (0.41 + 0.004 * elapsed_s / 3600.0, "allowed", seven_reset)}
 
 
 def seed_rows(started: float, hours: float = 25.0, step_s: float = 60.0) -> List[Dict[str, Any]]:

@@ -36,6 +36,7 @@ The forced-refresh guard decision is refresh_refusal(headers); the read guard
 """
 from __future__ import annotations
 
+import html
 import logging
 import threading
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
@@ -388,8 +389,16 @@ class MonitorApp:
         # learns the interval here, so the contract's bodies stay as they are.
         page = self.static.get("/")
         if page is not None and isinstance(interval_s, (int, float)):
-            self.static["/"] = (page[0].replace(b'content="300" data-svc="probe-interval"',
-                                                b'content="%g" data-svc="probe-interval"' % interval_s), page[1])
+            page = (page[0].replace(b'content="300" data-svc="probe-interval"',
+                                    b'content="%g" data-svc="probe-interval"' % interval_s), page[1])
+        # A node without accounts is told which file to fill in, by its path.
+        env_file = getattr(getattr(self.service, "paths", None), "accounts_env", None)
+        if page is not None and env_file is not None:
+            page = (page[0].replace(b'data-svc="accounts-file">its accounts env file<',
+                                    b'data-svc="accounts-file">%s<' % html.escape(str(env_file)).encode(
+                                        "utf-8", "replace")), page[1])
+        if page is not None:
+            self.static["/"] = page
 
 
 _NO_TRAJECTORY = error_response(404, "No trajectory on this server.")

@@ -42,17 +42,15 @@ _WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
 # ---------------------------------------------------------------- small pieces
 
 def duration(ms: float) -> str:
-    """`2h30m`, `3d6h`, `48m`, `59s`, or `now` when the instant has passed."""
+    """`3d 6h`, `2h 30m`, `48m 5s`, `59s` (a zero second part left out), or `now` when the
+    instant has passed: the one way the pages write a duration too."""
     if ms <= 0:
         return "now"
     s = int(ms // 1000)
-    d, h, m = s // 86400, s % 86400 // 3600, s % 3600 // 60
-    if d:
-        return "%dd%dh" % (d, h)
-    if h:
-        return "%dh%02dm" % (h, m)
-    if m:
-        return "%dm" % m
+    d, h, m, sec = s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60
+    for big, big_unit, small, small_unit in ((d, "d", h, "h"), (h, "h", m, "m"), (m, "m", sec, "s")):
+        if big:
+            return "%d%s" % (big, big_unit) + (" %d%s" % (small, small_unit) if small else "")
     return "%ds" % s
 
 
@@ -216,6 +214,7 @@ def advised(body: "Mapping[str, Any]", advice: "Any") -> "Optional[Dict[str, Any
         wait = advice.get("waitS")
         label = to.get("label") if isinstance(to.get("label"), str) and to.get("label") else None
         return {"word": advice["advice"], "label": label, "email": to.get("email"), "fromAdvice": True,
+                "active": (active or {}).get("label"),
                 "wait": wait if isinstance(wait, int) and not isinstance(wait, bool) else None}
     sibling = _sibling(body)
     if sibling is None:
@@ -224,10 +223,14 @@ def advised(body: "Mapping[str, Any]", advice: "Any") -> "Optional[Dict[str, Any
             "fromAdvice": False}
 
 
-def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool) -> "Optional[str]":
+def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool, now: "Optional[int]" = None) -> "Optional[str]":
+    """The advice in the words the dashboard uses, short: `switch to acct3`, `wait 30s for the
+    reset`, `no account has headroom until 02:20`, and on the HUD `stay on acct1`."""
     if said is None:
         return None
     word, label = said["word"], said["label"]
+    if word == "stay" and hud and said["fromAdvice"] and said.get("active"):
+        return "stay on %s" % _word(said["active"])
     if word in ("switch", "sibling") and label:
         if not hud:
             return "next %s" % _word(label)
@@ -238,6 +241,10 @@ def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool) -> "Optional[st
         wait = said["wait"]
         return "wait %s for the reset" % duration(wait * 1000) if wait else "wait for the reset"
     if word == "none":
+        wait = said["wait"]
+        if said["fromAdvice"] and isinstance(wait, int) and now is not None:
+            clock = local_clock(now + wait * 1000, now)
+            return "no account has headroom until %s" % clock if clock else "no account has headroom"
         return "no sibling with headroom"
     return None
 
@@ -315,18 +322,21 @@ def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now
         for short, field in _WINDOWS:
             parts.append(_hud_window(short, active.get(field), walls.get(field), now))
     said = advised(body, advice)
-    text = _advice_text(said, hud=True)
+    text = _advice_text(said, hud=True, now=now)
     if status == "rejected":
-        parts.append("EXHAUSTED -> %s" % text if text and said and said["word"] != "none"
-                     else "EXHAUSTED, no sibling with headroom")
-    elif text and _acting(said):
+        parts.append("EXHAUSTED -> %s" % text if text and said and said["word"] not in ("none", "stay")
+                     else "EXHAUSTED, %s" % (text if text and said and said["word"] == "none"
+                                             else "no sibling with headroom"))
+    elif text and said and said["fromAdvice"]:
+        # The monitor's advice, always: the same sentence the dashboard opens with, short.
         parts.append("advice: %s" % text)
     kind = _error_kind(body, active)
     if kind:
         parts.append("error: %s" % kind)
     age = stale_age(body, now, stale_ms)
     if age is not None:
-        parts.append("STALE: probed %s ago" % duration(age))
+        # The threshold in the words: a reading is overdue after STALE_INTERVALS probe intervals.
+        parts.append("no new reading for %s (readings every %s)" % (duration(age), duration(stale_ms / STALE_INTERVALS)))
     return paint(_clip(" | ".join(parts), MAX_HUD_CHARS), "stale" if age is not None else status, colour)
 
 
@@ -343,7 +353,7 @@ def _status_window(short: str, view: "Any", now: int) -> str:
 
 def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now: "Optional[int]" = None,
                 stale_ms: "Optional[int]" = None, advice: "Any" = None) -> str:
-    """docs/monitor.md: `acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2`."""
+    """docs/monitor.md: `acct1 5h 61% 1h 2m | 7d 41% 3d 6h | 100% in 48m! | next acct2`."""
     now = int(time.time() * 1000) if now is None else now
     stale_ms = int(STALE_INTERVALS * DEFAULT_PROBE_INTERVAL_S * 1000) if stale_ms is None else stale_ms
     if not isinstance(body, dict):
@@ -372,7 +382,7 @@ def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, 
         kind = _error_kind(body, active) if status == "error" else None
         parts.append(status + (" (%s)" % kind if kind else ""))
     said = advised(body, advice)
-    text = _advice_text(said, hud=False)
+    text = _advice_text(said, hud=False, now=now)
     if text and (status != "ok" or _acting(said)):
         parts.append(text)
     elif status == "rejected":

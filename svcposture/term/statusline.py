@@ -61,7 +61,7 @@ Print one line for the coding agent's status line: the active account, its
 5h and 7d utilization with the time to each reset, the wall forecast when it
 beats the reset, and the sibling with headroom when the status is not ok, e.g.
 
-  acct1 5h 61% 1h02m | 7d 41% 3d6h | 100% in 48m! | next acct2
+  acct1 5h 61% 1h 2m | 7d 41% 3d 6h | 100% in 48m! | next acct2
 
 It asks the local monitor (a cached read; it never calls the provider) within
 250 ms of its start ($SVC_STATUSLINE_BUDGET_MS changes that). When the monitor does not answer, it prints the agent's own

@@ -17,8 +17,7 @@
   var last = null;          // newest posture body shown
   var login = null;         // newest /api/login body, shown while the posture is unavailable
   var loginFetched = 0;
-  var lastCodex = null;
-  var advice = null;        // newest /api/advice body (Claude's accounts), for the banner     // newest Codex posture body (?provider=codex), shown only when available
+  var lastCodex = null;     // newest Codex posture body (?provider=codex), shown only when available
   var traj = null;          // newest trajectory body
   var history = { fiveHour: {}, sevenDay: {} };  // label -> [[t, pct], ...]
   var historyFetched = 0;
@@ -44,7 +43,7 @@
   // ------------------------------------------------------------ formatting
 
   function fmtPct(p) {
-    if (typeof p !== "number") return "—";
+    if (typeof p !== "number") return "no reading";
     // Past the limit the exact figure says nothing more: "101%" reads as a bug.
     return p > 100 ? "100%+" : (Math.round(p * 10) / 10) + "%";
   }
@@ -60,21 +59,14 @@
     bar.setAttribute("aria-label", label);
   }
   function fmtDuration(ms) {
+    // One way on every page and terminal: "2d 6h", "1h 58m", "7m 5s", "30s" (a zero second part is left out).
     if (ms <= 0) return "now";
     var s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600),
         m = Math.floor(s % 3600 / 60), sec = s % 60;
-    if (d > 0) return d + "d " + h + "h";
-    if (h > 0) return h + "h " + m + "m";
-    if (m > 0) return m + "m " + sec + "s";
+    if (d > 0) return d + "d" + (h ? " " + h + "h" : "");
+    if (h > 0) return h + "h" + (m ? " " + m + "m" : "");
+    if (m > 0) return m + "m" + (sec ? " " + sec + "s" : "");
     return sec + "s";
-  }
-  function fmtShort(ms) {
-    // "1h12m", "38 min": the forecast sentence's words.
-    var m = Math.max(0, Math.round(ms / 60000));
-    if (m < 60) return m + " min";
-    var h = Math.floor(m / 60), d = Math.floor(h / 24);
-    if (d > 0) return d + "d" + (h % 24) + "h";
-    return h + "h" + (m % 60 < 10 ? "0" : "") + (m % 60) + "m";
   }
   function localClock(t) {
     var date = new Date(t);
@@ -90,32 +82,44 @@
     if (isNaN(t)) return "";
     var left = t - Date.now();
     // A window past its reset, not yet re-probed, "resets now", not "in now".
-    return (left > 0 ? "resets in " + fmtDuration(left) : "resets now") + " (" + localClock(t) + ")";
+    // No-break spaces inside the duration and the clock: a narrow line wraps between them, never mid-time.
+    var nb = function (words) { return words.replace(/ /g, "\u00a0"); };
+    return (left > 0 ? "resets in " + nb(fmtDuration(left)) : "resets now") + " (" + nb(localClock(t)) + ")";
   }
   function windowText(w) {
-    if (!w) return "—";
+    if (!w) return "no reading";
     var c = countdown(w.resetsAt);
     return fmtPct(w.pct) + (c ? " · " + c : "");
   }
   function isStale(probedAt) {
     return typeof probedAt === "number" && Date.now() - probedAt > 2 * probeIntervalMs;
   }
+  function readingWords(probedAt) {
+    // "last reading 2m 5s ago (02:10:03) · a new one every 5m", or, past twice the interval,
+    // "no new reading for 12m (readings every 5m)": the threshold is in the words.
+    if (typeof probedAt !== "number") return "";
+    var age = fmtDuration(Date.now() - probedAt), every = fmtDuration(probeIntervalMs);
+    if (isStale(probedAt)) return "No new reading for " + age + " (readings every " + every + ")";
+    return "Last reading " + age + " ago (" + new Date(probedAt).toLocaleTimeString() + ") · a new one every " + every;
+  }
 
   function forecastSentence(w) {
     var f = w && w.forecast;
-    if (!f) return { text: "Not enough recent samples for a forecast yet.", alarm: false };
+    if (!f) return { text: "Forecast: not enough readings yet.", alarm: false };
     var wall = f.wallAt ? Date.parse(f.wallAt) : NaN;
     var reset = w.resetsAt ? Date.parse(w.resetsAt) : NaN;
     if (f.beforeReset && !isNaN(wall)) {
       var toWall = wall - Date.now();
-      var head = toWall <= 0 ? "at 100% now" : "at this rate 100% in " + fmtShort(toWall);
-      return { text: head + (isNaN(reset) ? "" : ", " + fmtShort(reset - wall) + " before reset"), alarm: true };
+      var head = toWall <= 0 ? "Forecast: at 100% now" : "Forecast: 100% in " + fmtDuration(toWall) + " (" + localClock(wall) + ")";
+      return { text: head + (isNaN(reset) ? "" : ", " + fmtDuration(reset - wall) + " before it resets"), alarm: true };
     }
     if (typeof f.pctAtReset === "number") {
-      return { text: "about " + Math.round(f.pctAtReset) + "% at reset (" + f.ratePctPerHour + "%/h)", alarm: false };
+      var rate = typeof f.ratePctPerHour === "number" ? f.ratePctPerHour : 0;
+      return { text: "Forecast: about " + Math.round(f.pctAtReset) + "% when it resets (" +
+               (rate >= 0.05 ? "rising " + rate + "% an hour)" : "steady)"), alarm: false };
     }
-    if (!isNaN(wall)) return { text: "at this rate 100% in " + fmtShort(wall - Date.now()), alarm: false };
-    return { text: "steady: not climbing", alarm: false };
+    if (!isNaN(wall)) return { text: "Forecast: 100% in " + fmtDuration(wall - Date.now()), alarm: false };
+    return { text: "Forecast: not rising.", alarm: false };
   }
 
   // ------------------------------------------------------------ footer and banner (the contract's)
@@ -130,7 +134,7 @@
   }
 
   function clearDisplay() {
-    text("footer-label", "—");
+    text("footer-label", "no account");
     text("footer-email", "");
     var pill = $("footer-status");
     pill.textContent = "unavailable";
@@ -150,6 +154,7 @@
     text("node", body && body.node ? "· " + body.node : "");
     if (!body || body.available !== true) {
       clearDisplay();
+      loadAdvice("claude");
       // A node with only Codex accounts is not an unavailable node.
       $("unavailable").hidden = codexShown();
       loadLogin();
@@ -168,7 +173,6 @@
     setBar("7d", active ? active.sevenDay : null);
 
     renderBanner();
-    loadAdvice(body.probedAt);
     var nodeErr = $("node-error");
     if (body.error) {
       nodeErr.textContent = "Probe failed (" + body.error.kind + "): " + (body.error.message || "");
@@ -177,23 +181,16 @@
       nodeErr.hidden = true;
     }
     renderCards();
+    loadAdvice("claude");
     tick();
   }
 
   // ------------------------------------------------------------ the banner: the monitor's advice
 
-  function loadAdvice(probedAt) {
-    // The advice is computed once per probe beside the posture (/api/advice): the banner
-    // names exactly what the status line, the HUD, guard and `switch --best` name.
-    if (advice && advice.probedAt === probedAt) return;
-    fetch("/api/advice", { cache: "no-store" })
-      .then(function (r) { return r.json(); })
-      .then(function (body) { advice = body; renderBanner(); })
-      .catch(function () {});
-  }
-
   function currentAdvice(body) {
-    var a = advice;
+    // The banner names exactly what the advice line, the status line, the HUD, guard and
+    // `switch --best` name (/api/advice, fetched once per probe by loadAdvice below).
+    var a = advice.claude && advice.claude.body;
     if (!a || a.available !== true || a.probedAt !== body.probedAt) return null;
     var activeLabel = body.active ? body.active.label : null;
     return (a.active ? a.active.label : null) === activeLabel ? a : null;
@@ -223,11 +220,110 @@
         (first && first.reachesReset ? ": its forecast reaches the reset with headroom." : ": it has the most headroom left.");
     }
     if (a.advice === "wait") {
-      return msg + "Wait " + (a.waitS > 0 ? fmtShort(a.waitS * 1000) : "a moment") +
+      return msg + "Wait " + (a.waitS > 0 ? fmtDuration(a.waitS * 1000) : "a moment") +
         " for its reset: waiting is cheaper than switching.";
     }
     return msg + "No sibling account is forecast to reach its reset with headroom" +
-      (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtShort(a.waitS * 1000) + "." : ".");
+      (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtDuration(a.waitS * 1000) + "." : ".");
+  }
+
+  // ------------------------------------------------------------ the advice, first on the page
+
+  // The monitor's advice for each vendor (/api/advice, the one the status line, HUD, guard and
+  // `switch --best` follow), asked once per probe and said in one sentence.
+  var advice = { claude: null, codex: null };
+  var ADVICE_PATH = { claude: "/api/advice", codex: "/api/advice?provider=codex" };
+
+  function postureOf(provider) { return provider === "codex" ? lastCodex : last; }
+
+  function loadAdvice(provider) {
+    var body = postureOf(provider);
+    if (!body || body.available !== true) { advice[provider] = null; renderAdvice(); return; }
+    var had = advice[provider];
+    if (had && had.body.probedAt === body.probedAt) { renderAdvice(); return; }
+    fetch(ADVICE_PATH[provider], { cache: "no-store" })
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then(function (a) {
+        // waitS counts from when the monitor answered: keep the instant, so the sentence counts down.
+        advice[provider] = { body: a, at: Date.now() };
+        renderAdvice();
+      })
+      .catch(function () { advice[provider] = null; renderAdvice(); });
+  }
+
+  function accountIn(body, label) {
+    var found = null;
+    ((body && body.accounts) || []).forEach(function (a) { if (a.label === label) found = a; });
+    return found || (body && body.active && body.active.label === label ? body.active : null);
+  }
+
+  function fullerWindow(acc) {
+    var best = null;
+    WINDOWS.forEach(function (spec) {
+      var w = acc && acc[spec.field];
+      if (w && typeof w.pct === "number" && (!best || w.pct > best.w.pct)) best = { spec: spec, w: w };
+    });
+    return best;
+  }
+
+  function stayWords(label, acc) {
+    var best = fullerWindow(acc);
+    if (!best) return "Stay on " + label + ".";
+    var f = (trajWindow(label, best.spec.field) || {}).forecast;
+    var wall = f && f.wallAt ? Date.parse(f.wallAt) : NaN;
+    if (f && f.beforeReset && !isNaN(wall)) {
+      return "Stay on " + label + ": no other account has more headroom, but its " + best.spec.words +
+        " is forecast to reach 100% at " + localClock(wall) + ", before it resets.";
+    }
+    if (f && typeof f.pctAtReset === "number") {
+      return "Stay on " + label + " — its " + best.spec.words + " reaches its reset at " + Math.round(f.pctAtReset) + "%.";
+    }
+    var reset = best.w.resetsAt ? Date.parse(best.w.resetsAt) : NaN;
+    return "Stay on " + label + " — its " + best.spec.words + " is at " + fmtPct(best.w.pct) +
+      (isNaN(reset) ? "." : " and resets at " + localClock(reset) + ".");
+  }
+
+  function adviceWords(provider) {
+    var held = advice[provider], body = postureOf(provider);
+    if (!held || !body || body.available !== true) return null;
+    var a = held.body;
+    if (!a || a.available !== true || typeof a.advice !== "string") return null;
+    var active = a.active && a.active.label;
+    var until = typeof a.waitS === "number" ? held.at + a.waitS * 1000 : NaN;
+    if (a.advice === "stay" && active) return stayWords(active, accountIn(body, active));
+    if (a.advice === "wait" && active) {
+      return "Wait " + fmtDuration(Math.max(0, until - Date.now())) + ": " + active + " resets at " +
+        localClock(until) + "; waiting is cheaper than switching.";
+    }
+    if (a.advice === "switch" && a.to) {
+      var first = (a.ranked || [])[0] || {};
+      return "Switch to " + a.to.label + (a.to.email ? " (" + a.to.email + ")" : "") + ": " +
+        (typeof first.headroomPct === "number" ? first.headroomPct + "% headroom left" : "it has headroom") +
+        (first.reachesReset ? ", and its forecast reaches its reset." : ", the most of any account.");
+    }
+    if (a.advice === "none") {
+      return "No account has headroom" + (isNaN(until) ? "." : " until " + localClock(until) +
+        " (in " + fmtDuration(Math.max(0, until - Date.now())) + ").");
+    }
+    return null;
+  }
+
+  function renderAdvice() {
+    var both = !!(last && last.available === true) && codexShown();
+    var shown = 0;
+    ["claude", "codex"].forEach(function (provider) {
+      var node = $("advice-" + provider), words = adviceWords(provider);
+      node.hidden = !words;
+      node.textContent = "";
+      if (!words) return;
+      shown++;
+      if (both) node.appendChild(el("strong", "advice-vendor", provider === "codex" ? "Codex: " : "Claude: "));
+      node.appendChild(document.createTextNode(words));
+      var a = advice[provider].body;
+      node.className = "advice-line advice-" + a.advice;
+    });
+    $("advice").hidden = shown === 0;
+    renderBanner();
   }
 
   // ------------------------------------------------------------ cards
@@ -276,6 +372,7 @@
     $("claude-title").hidden = !(shown && last && last.available === true);
     if (shown) $("unavailable").hidden = true;
     else if (!last || last.available !== true) $("unavailable").hidden = false;
+    loadAdvice("codex");
     if (!shown) { $("codex-cards").textContent = ""; return; }
     var status = body.status || "unknown";
     var pill = $("codex-status");
@@ -300,7 +397,7 @@
     if (a.error && a.error.fix) node.appendChild(el("p", "card-fix", a.error.fix));
     var bits = [];
     if (a.planType) bits.push("plan " + a.planType);
-    if (a.source) bits.push(a.source === "session" ? "from the CLI's session log" : "from the usage API");
+    if (a.source) bits.push(a.source === "session" ? "read from the Codex CLI's own session log" : "read from OpenAI's usage service");
     if (a.credits && a.credits.unlimited) bits.push("unlimited credits");
     else if (a.credits && typeof a.credits.balance === "number") bits.push("credits " + a.credits.balance);
     if (bits.length) node.appendChild(el("p", "card-extra", bits.join(" · ")));
@@ -355,6 +452,7 @@
     bar.appendChild(fill);
     block.appendChild(bar);
     block.appendChild(sparkline(a.label, spec, w, tw));
+    block.appendChild(legend(!!(tw && tw.forecast && tw.forecast.beforeReset)));
     var sentence = forecastSentence(tw);
     block.appendChild(el("p", "sentence" + (sentence.alarm ? " alarm" : ""), w ? sentence.text : ""));
     return block;
@@ -369,7 +467,10 @@
     function x(t) { return ((Math.max(x0, Math.min(x1, t)) - x0) / (x1 - x0) * width).toFixed(1); }
     function y(p) { return (height - 2 - Math.max(0, p) / top * (height - 4)).toFixed(1); }
     var svg = svgEl("svg", { "class": "spark", viewBox: "0 0 " + width + " " + height, preserveAspectRatio: "none",
-                             role: "img", "aria-label": spec.name + " utilization, last " + (spec.span / HOUR) + " h" });
+                             role: "img", "aria-label": chartWords(label, spec, w, tw, points.length) });
+    var title = svgEl("title", {});
+    title.textContent = svg.getAttribute("aria-label");
+    svg.appendChild(title);
     svg.appendChild(svgEl("line", { "class": "spark-wall", x1: 0, x2: width, y1: y(100), y2: y(100) }));
     svg.appendChild(svgEl("line", { "class": "spark-now", x1: x(now), x2: x(now), y1: 0, y2: height }));
     if (points.length) {
@@ -393,6 +494,37 @@
                                       d: "M" + x(now) + " " + y(w.pct) + " L" + x(end) + " " + y(Math.min(endPct, top)) }));
     }
     return svg;
+  }
+
+  // What the chart shows, in words: its text alternative carries the data, not just its name.
+  function chartWords(label, spec, w, tw, readings) {
+    var words = label + " " + spec.words + ": " + (w && typeof w.pct === "number" ? fmtPct(w.pct) + " now" : "no reading now");
+    var f = tw && tw.forecast, wall = f && f.wallAt ? Date.parse(f.wallAt) : NaN;
+    if (f && f.beforeReset && !isNaN(wall)) words += ", forecast 100% at " + localClock(wall);
+    else if (f && typeof f.pctAtReset === "number") words += ", forecast " + Math.round(f.pctAtReset) + "% at its reset";
+    var reset = w && w.resetsAt ? Date.parse(w.resetsAt) : NaN;
+    if (!isNaN(reset)) words += ", resets " + localClock(reset);
+    return words + "; " + readings + " readings over the last " + fmtDuration(spec.span) + ".";
+  }
+
+  // The chart's key, drawn with the chart's own strokes so it reads the same in both schemes.
+  var LEGEND = [["spark-wall", "limit"], ["spark-line", "used"], ["spark-now", "now"],
+                ["spark-reset", "reset"], ["spark-forecast", "forecast"]];
+  function legend(alarm) {
+    var box = el("p", "spark-legend");
+    box.setAttribute("aria-hidden", "true");  // the chart's text alternative already says it
+    LEGEND.forEach(function (item) {
+      var key = el("span", "key");
+      var icon = svgEl("svg", { "class": "key-icon", viewBox: "0 0 16 8", width: 16, height: 8 });
+      var cls = item[0] + (item[0] === "spark-forecast" && alarm ? " alarm" : "");
+      icon.appendChild(item[0] === "spark-now" || item[0] === "spark-reset"
+        ? svgEl("line", { "class": cls, x1: 8, x2: 8, y1: 0, y2: 8 })
+        : svgEl("line", { "class": cls, x1: 0, x2: 16, y1: 4, y2: 4 }));
+      key.appendChild(icon);
+      key.appendChild(document.createTextNode(item[1]));
+      box.appendChild(key);
+    });
+    return box;
   }
 
   // ------------------------------------------------------------ alerts
@@ -444,17 +576,32 @@
       var on = window.Notification && Notification.permission === "granted" && localStorage.getItem("svc-notify") === "1";
       btn.textContent = on ? "Notifying" : "Notify me";
       btn.className = on ? "on" : "";
-      btn.disabled = !window.Notification;
+    }
+    function refused(why) {
+      // Said where the user is looking: the button stays, the message says why nothing happened.
+      text("notify-note", "Notifications are off: " + why);
+      show();
     }
     btn.addEventListener("click", function () {
       if (localStorage.getItem("svc-notify") === "1") {
         localStorage.removeItem("svc-notify");
+        text("notify-note", "Notifications turned off.");
         return show();
       }
-      Notification.requestPermission().then(function (p) {
-        if (p === "granted") localStorage.setItem("svc-notify", "1");
-        show();
-      });
+      if (!window.Notification) return refused("this browser has no notifications (they need HTTPS or localhost).");
+      if (Notification.permission === "denied") {
+        return refused("this browser blocks them for this page; allow them in the site settings, then press again.");
+      }
+      Promise.resolve(Notification.requestPermission()).then(function (p) {
+        if (p === "granted") {
+          localStorage.setItem("svc-notify", "1");
+          text("notify-note", "Notifying: each quota alert shows as a browser notification.");
+          show();
+        } else {
+          refused(p === "denied" ? "the browser refused permission; allow notifications in the site settings."
+                                 : "permission was not given.");
+        }
+      }, function () { refused("the browser refused to ask for permission."); });
     });
     show();
   }
@@ -532,10 +679,11 @@
     setBar("7d", login.sevenDay);
     var node = el("article", "card login-card");
     var head = el("div", "card-head");
-    head.appendChild(el("h3", "card-label", "this machine's Claude Code login"));
+    // The section's heading already names the login: the card says what it shows.
+    head.appendChild(el("h3", "card-label", login.plan ? "Plan " + login.plan : "Usage"));
     head.appendChild(el("span", "pill pill-" + status, status));
     node.appendChild(head);
-    node.appendChild(el("p", "card-plan", (login.plan ? "plan " + login.plan + " · " : "") + "from the quota sampler"));
+    node.appendChild(el("p", "card-plan", "Read from Claude Code's own login on this machine."));
     WINDOWS.forEach(function (spec) {
       var w = login[spec.field];
       var block = el("div", "win");
@@ -570,7 +718,7 @@
     if (Date.now() - loginFetched >= LOGIN_POLL_MS) loadLogin();
     var sampled = Date.parse(login.sampledAt);
     var age = $("login-cards").querySelector(".login-age");
-    if (age) age.textContent = isNaN(sampled) ? "" : "sampled " + fmtDuration(Date.now() - sampled) + " ago";
+    if (age) age.textContent = isNaN(sampled) ? "" : "Last reading " + fmtDuration(Date.now() - sampled) + " ago";
     text("bar-5h-text", login.fiveHour ? windowText(login.fiveHour) : "");
     text("bar-7d-text", login.sevenDay ? windowText(login.sevenDay) : "");
     tickCards($("login-cards").childNodes, false, "");
@@ -580,11 +728,11 @@
 
   function tick() {
     // Countdowns, ages and staleness move every second without a new frame.
+    renderAdvice();
     if (codexShown()) {
       var cStale = isStale(lastCodex.probedAt);
-      var cAge = typeof lastCodex.probedAt === "number" ? fmtDuration(Date.now() - lastCodex.probedAt) : "";
-      text("codex-meta", cAge ? "probed " + cAge + " ago" + (cStale ? " · STALE" : "") : "");
-      tickCards($("codex-cards").childNodes, cStale, cAge);
+      text("codex-meta", readingWords(lastCodex.probedAt));
+      tickCards($("codex-cards").childNodes, cStale, readingWords(lastCodex.probedAt));
     }
     if (!last || last.available !== true) { tickLogin(); return; }
     var a = last.active;
@@ -592,20 +740,18 @@
     text("bar-7d-text", a && a.sevenDay ? windowText(a.sevenDay) : "");
     var stale = isStale(last.probedAt);
     $("footer").className = "footer" + (stale ? " stale" : "");
-    var age = typeof last.probedAt === "number" ? fmtDuration(Date.now() - last.probedAt) : "";
-    text("meta", (age ? "probed " + age + " ago (" + new Date(last.probedAt).toLocaleTimeString() + ")" : "") +
-      (stale ? " · STALE: no fresh probe for over twice the probe interval" : (last.cached ? " · cached" : " · fresh")));
-    tickCards($("cards").childNodes, stale, age);
+    text("meta", readingWords(last.probedAt));
+    tickCards($("cards").childNodes, stale, readingWords(last.probedAt));
   }
 
-  function tickCards(cards, stale, age) {
+  function tickCards(cards, stale, words) {
     for (var i = 0; i < cards.length; i++) {
       var node = cards[i];
       node.className = node.className.replace(/ stale/g, "") + (stale ? " stale" : "");
       var note = node.querySelector(".stale-note");
       if (note) {
         note.hidden = !stale;
-        note.textContent = stale ? "stale: last probed " + age + " ago" : "";
+        note.textContent = stale ? words : "";
       }
       var resets = node.querySelectorAll(".win-reset");
       for (var j = 0; j < resets.length; j++) {
@@ -648,6 +794,23 @@
     });
   }
 
+  var streams = [];  // [path, handlers, whether it drives the connection pill]
+
+  function openStreams() {
+    streams.forEach(function (s) { connect(s[0], s[1], s[2]); });
+  }
+
+  function closeStreams() {
+    Object.keys(reconnectTimers).forEach(function (path) {
+      if (reconnectTimers[path]) clearTimeout(reconnectTimers[path]);
+      reconnectTimers[path] = null;
+    });
+    Object.keys(sources).forEach(function (path) {
+      if (sources[path]) sources[path].close();
+      delete sources[path];
+    });
+  }
+
   function forceRefresh() {
     var btn = $("refresh");
     btn.disabled = true;
@@ -677,9 +840,15 @@
       .then(function (body) { if (!last) render(body); })
       .catch(function () {});
     loadHistory();
-    connect("/api/accounts/stream", { account: render }, true);
-    connect("/api/accounts/stream?provider=codex", { account: renderCodex }, false);
-    connect("/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false);
+    streams = [["/api/accounts/stream", { account: render }, true],
+               ["/api/accounts/stream?provider=codex", { account: renderCodex }, false],
+               ["/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false]];
+    openStreams();
     setInterval(tick, 1000);
   });
+  // A page the user has left stays in the browser's back-forward cache with its streams
+  // open; three pages of them exhaust the browser's six connections to this host and the
+  // next page never loads. Close them on the way out, open them again on the way back.
+  window.addEventListener("pagehide", closeStreams);
+  window.addEventListener("pageshow", function (ev) { if (ev.persisted && streams.length) openStreams(); });
 })();

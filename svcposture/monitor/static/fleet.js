@@ -8,6 +8,9 @@
   var STATE_ORDER = { missing: 0, stale: 1, unknown: 2, live: 3 };
   var STATES = ["live", "stale", "missing", "unknown"];
   var fetchedAt = 0;
+  // Where the heartbeats came from, in words (the report's `source`).
+  var SOURCE_WORDS = { demo: "of the demo's simulated fleet", tracker: "from the tracker",
+                       prometheus: "from Prometheus", mirror: "from the mirror" };
 
   function el(tag, cls, text) {
     var node = document.createElement(tag);
@@ -17,14 +20,15 @@
   }
 
   function duration(seconds) {
+    // The dashboard's one way: "2d 6h", "1h 58m", "7m 5s", "30s" (a zero second part left out).
     if (seconds === null || seconds === undefined || !isFinite(seconds)) return "?";
-    var s = Math.max(0, Math.round(seconds));
-    if (s < 90) return s + "s";
-    var m = Math.round(s / 60);
-    if (m < 90) return m + "m";
-    var h = Math.floor(m / 60);
-    if (h < 48) return h + "h" + (m % 60 ? String(m % 60).padStart(2, "0") + "m" : "");
-    return Math.floor(h / 24) + "d" + (h % 24 ? (h % 24) + "h" : "");
+    var s = Math.max(0, Math.floor(seconds)), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600),
+        m = Math.floor(s % 3600 / 60), sec = s % 60;
+    // A no-break space inside: a narrow cell wraps around a duration, never inside it.
+    if (d > 0) return d + "d" + (h ? "\u00a0" + h + "h" : "");
+    if (h > 0) return h + "h" + (m ? "\u00a0" + m + "m" : "");
+    if (m > 0) return m + "m" + (sec ? "\u00a0" + sec + "s" : "");
+    return sec + "s";
   }
 
   function msOf(iso) {
@@ -126,7 +130,7 @@
     var cells = [acct, windowCell(account.five_hour_pct, account.five_hour_resets_at, who + " 5-hour window"),
                  windowCell(account.seven_day_pct, account.seven_day_resets_at, who + " 7-day window"), wallCell(account)];
     if (account.stale) {
-      acct.appendChild(el("span", "stale-note", "probed " + duration((account.age_s || 0) + elapsedS()) + " ago"));
+      acct.appendChild(el("span", "stale-note", "last reading " + duration((account.age_s || 0) + elapsedS()) + " ago"));
       for (var i = 1; i < cells.length; i++) cells[i].className += " stale";
       acct.className += " stale-acct";
     }
@@ -269,10 +273,10 @@
   function render(body) {
     var hosts = Array.isArray(body.hosts) ? body.hosts : [];
     var unlisted = Array.isArray(body.unlisted) ? body.unlisted : [];
-    var meta = "source " + (body.source || "?") + (body.anchor ? " · anchor " + body.anchor : "");
-    if (body.generatedAt) meta += " · read " + new Date(body.generatedAt).toLocaleTimeString();
+    var meta = "heartbeats " + (SOURCE_WORDS[body.source] || (body.source ? "from " + body.source : ""));
+    if (body.generatedAt) meta += ", read at " + new Date(body.generatedAt).toLocaleTimeString();
     // The monitor's read is still running (a slow tracker): this is the last good one, not current.
-    if (body.stale === true) meta += " · stale: " + Math.round(Number(body.staleAgeS) || 0) + " s old, a newer read is slow";
+    if (body.stale === true) meta += "; a newer read is slow, so these are " + duration(Number(body.staleAgeS) || 0) + " old";
     document.getElementById("meta").textContent = meta;
     renderCounts(hosts, unlisted);
     var notice = document.getElementById("notice");
@@ -315,8 +319,17 @@
       });
   }
 
-  document.addEventListener("DOMContentLoaded", function () {
+  var timer = null;
+
+  function start() {
+    if (timer !== null) clearInterval(timer);
     load();
-    setInterval(load, REFRESH_MS);
-  });
+    timer = setInterval(load, REFRESH_MS);
+  }
+
+  document.addEventListener("DOMContentLoaded", start);
+  // A page left in the browser's back-forward cache keeps no request running; back on
+  // it, it reads the fleet again at once.
+  window.addEventListener("pagehide", function () { if (timer !== null) clearInterval(timer); timer = null; });
+  window.addEventListener("pageshow", function (ev) { if (ev.persisted) start(); });
 })();
