@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any, BinaryIO, Optional, Tuple
 
+from .errors import SvcpostureError
+
 # A whole string (escapes included), a lone quote (a string the buffer cuts
 # short), or a bracket. Anything else between them is skipped unread.
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|"|[{}\[\]]')
@@ -22,7 +24,7 @@ _SPACE = b" \t\r\n"
 CHUNK = 1024 * 1024
 
 
-class InvalidScan(ValueError):
+class InvalidScan(SvcpostureError, ValueError):
     """The file is not a JSON object holding the member, or runs past a bound."""
 
 
