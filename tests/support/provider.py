@@ -156,7 +156,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, body: Any, headers: Optional[Dict[str, str]] = None) -> None:
         # bytes go out verbatim: a test may need a reply of an exact size or a broken one.
         raw = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+        # A request stops counting as in flight before its reply leaves: once the client has the
+        # reply it may send the next one, which must not find this one still counted.
+        self._leave_once()
         send_raw(self, status, raw, headers=headers)
+
+    def _leave_once(self) -> None:
+        if getattr(self, "_counted", False):
+            self._counted = False
+            self.server.owner._leave()
 
     def do_POST(self) -> None:  # noqa: N802
         owner = self.server.owner
@@ -172,10 +180,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, error_body("authentication_error", "invalid bearer token"))
             return
         owner._enter()
+        self._counted = True
         try:
             self._answer_message(*answer)
         finally:
-            owner._leave()
+            self._leave_once()
 
     def _answer_message(self, account: _Account, flipped: Optional[str]) -> None:
         if account.delay > 0:
