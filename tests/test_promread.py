@@ -26,7 +26,7 @@ from tests.support.home import make_node, node_env
 from tests.support.httpserver import StandInServer
 from tests.support.monitor import start_monitor
 
-ROSTER = ["alpha", "bravo", "charlie", "delta"]
+ROSTER = ["alpha", "bravo", "charlie", "delta", "echo"]
 
 
 class PromStub:
@@ -78,8 +78,7 @@ def healthy(text: str) -> Tuple[int, bytes]:
     now = time.time()
     if text.startswith("max by (node) (max_over_time"):
         return 200, vector([({"node": "alpha"}, 1), ({"node": "bravo"}, 1), ({"node": "charlie"}, 0),
-                            ({"node": "not-in-roster"}, 1), ({"node": "alpha", "seen": "1"}, now - 2),
-                            ({"node": "bravo", "seen": "1"}, now)])
+                            ({"node": "echo"}, 1), ({"node": "not-in-roster"}, 1)])
     if text.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds"):
         return 200, vector([
             ({"node": "alpha", "account": "acct-a", "account_key": KEY, "provider": "claude"}, now - 30),
@@ -88,9 +87,12 @@ def healthy(text: str) -> Tuple[int, bytes]:
             # A series no roster target labelled, and a provider no node knows: set aside.
             ({"account": "orphan", "account_key": KEY, "provider": "claude"}, now + 60),
             ({"node": "alpha", "account": "odd", "provider": "Not A Provider"}, now)])
-    if text.startswith("max by (node, provider, account) (svc_node_active_account"):
-        return 200, vector([({"node": "alpha", "account": "acct-a", "provider": "claude"}, 1),
-                            ({"node": "bravo", "account": "b\x1b[31mad"}, 1)])
+    if text.startswith("max by (node, provider, account) (timestamp(svc_node_active_account))"):
+        # Each active account valued when it was scraped; bravo's probes fail.
+        return 200, vector([({"node": "alpha", "account": "acct-a", "provider": "claude"}, now - 2),
+                            ({"node": "bravo", "account": "b\x1b[31mad"}, now),
+                            ({"node": "bravo", "provider": "claude", "status": "error"}, 1),
+                            ({"node": "alpha", "provider": "claude", "status": "error"}, 0)])
     figures = [({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
                  "provider": "claude", "window": "five_hour"}, 91.5),
                ({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
@@ -132,7 +134,7 @@ def test_states_and_account_blocks_from_four_queries(tmp_path):
     rows = {r["host"]: r for r in report["hosts"]}
     assert [r["host"] for r in report["hosts"]] == ROSTER
     assert {h: r["state"] for h, r in rows.items()} == {"alpha": "live", "bravo": "live", "charlie": "stale",
-                                                        "delta": "missing"}
+                                                        "delta": "missing", "echo": "live"}
     alpha = rows["alpha"]["account"]
     assert alpha["label"] == "acct-a" and alpha["key"] == KEY
     assert alpha["five_hour_pct"] == 91.5 and alpha["seven_day_pct"] == 12
@@ -145,6 +147,11 @@ def test_states_and_account_blocks_from_four_queries(tmp_path):
     # A hostile label and an absurd figure are dropped field by field, never echoed.
     assert rows["bravo"]["account"]["label"] is None and rows["bravo"]["account"]["five_hour_pct"] is None
     assert rows["bravo"]["accounts"] == []
+    # bravo's probes fail: its active block says so, whatever the account's newest reading says.
+    assert rows["bravo"]["account"]["status"] == "error" and alpha["status"] == "degraded"
+    assert 0 <= rows["bravo"]["ageS"] < 30
+    # A live host without an active account has no series saying when it was scraped.
+    assert rows["echo"]["ageS"] is None and rows["echo"]["account"] is None
     assert rows["charlie"]["account"] is None and rows["charlie"]["ageS"] is None
     assert rows["delta"] == {"host": "delta", "state": "missing", "ageS": None, "quota": None, "account": None,
                              "accounts": []}
@@ -154,7 +161,7 @@ def test_queries_are_plain_promql_over_twice_the_interval():
     hosts_q, accounts_q, active_q = promread.fleet_queries(120000)
     assert hosts_q.startswith('max by (node) (max_over_time(up[240s]))')
     assert accounts_q.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds")
-    assert active_q.startswith("max by (node, provider, account) (svc_node_active_account")
+    assert active_q.startswith("max by (node, provider, account) (timestamp(svc_node_active_account))")
     readings = promread.readings_query(["a.b", "c"], keyless=False)
     assert node_filters(readings) == ["(?:c|a\\\\.b)"] * 2 and 'account_key=""' not in readings
     assert "topk" not in readings and "svc_account_status{" in readings
@@ -267,7 +274,7 @@ def test_publisher_is_off_and_owner_uses_prometheus(tmp_path):
     with PromStub(healthy) as prom:
         done = run_cluster(reader_env(tmp_path, prom.url), "owner", "OPS-1", "--json")
     result = json.loads(done.stdout)
-    assert result["livenessKnown"] is True and result["candidates"] == ["alpha", "bravo"]
+    assert result["livenessKnown"] is True and result["candidates"] == ["alpha", "bravo", "echo"]
 
 
 def test_monitor_exports_its_active_account_for_the_fleet():

@@ -87,15 +87,11 @@ class FleetRead:
         self._fields: Dict[Place, Dict[str, Any]] = {}
 
     def hosts(self, samples: List[Sample]) -> None:
+        up = self.up
         for labels, value in samples:
             node = _label(labels, "node")
-            if "status" in labels:
-                if value == 1:
-                    self.errors.add((node, _label(labels, "provider") or "claude"))
-            elif "seen" in labels:
-                self.seen[node] = value
-            elif node:
-                self.up[node] = value
+            if node:
+                up[node] = value
 
     def accounts(self, samples: List[Sample]) -> None:
         newest, members = self.newest, self.members
@@ -113,9 +109,18 @@ class FleetRead:
                 newest[key] = (node, provider, label, value)
 
     def actives(self, samples: List[Sample]) -> None:
-        for labels, _ in samples:
-            self.active.add((_label(labels, "node"), _label(labels, "provider") or "claude",
-                             _label(labels, "account")))
+        """Each node's active accounts, valued when their series was last scraped (so when the
+        node was), and the nodes whose probes fail (a `status` series at 1)."""
+        seen = self.seen
+        for labels, value in samples:
+            node, provider = _label(labels, "node"), _label(labels, "provider") or "claude"
+            if "status" in labels:
+                if value == 1:
+                    self.errors.add((node, provider))
+                continue
+            self.active.add((node, provider, _label(labels, "account")))
+            if math.isfinite(value) and value > seen.get(node, 0.0):
+                seen[node] = value
 
     def reading_nodes(self) -> List[str]:
         """The nodes that hold some account's newest reading."""

@@ -6,12 +6,12 @@ sd`, which labels each one `node=<roster name>`, so every series a monitor
 exports carries its roster name. At most four instant queries, whatever the
 fleet size (W is twice the publish interval):
 
-    hosts     per node: max_over_time(up[W]) (live or stale), when it was last
-              scraped, and whether its probes fail (node status error)
+    hosts     per node: max_over_time(up[W]) (live or stale)
     accounts  per node: every account (label, provider, account_key) with when its
               figures were read; the newest reading of each key across the fleet
               is picked from these
-    active    per node: which account is active
+    active    per node: which account is active and when it was last scraped, and
+              whether its probes fail (node status error)
     readings  the windows, wall and status of the accounts on the nodes holding
               some account's newest reading, and of accounts without a key
 
@@ -93,13 +93,12 @@ def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
     They carry no matcher on `node`: a series without one is set aside when the reply is read,
     which costs the engine less than checking every series it selects."""
     window_s = max(1, int(math.ceil(2 * interval_ms / 1000.0)))
-    hosts = ('max by (node) (max_over_time(up[%ds]))'
-             ' or max by (node, seen) (label_replace(timestamp(svc_posture_available),'
-             ' "seen", "1", "", ""))'
-             ' or max by (node, provider, status) (%s)'
-             % (window_s, _claude('svc_node_status{status="error"} == 1')))
+    hosts = 'max by (node) (max_over_time(up[%ds]))' % window_s
     accounts = 'max by (node, provider, account, account_key) (svc_account_probed_at_seconds)'
-    active = 'max by (node, provider, account) (svc_node_active_account == 1)'
+    # The active account's series exists only in a scrape that succeeded: its timestamp is when
+    # the host was last scraped, read with the account and without selecting another series.
+    active = ('max by (node, provider, account) (timestamp(svc_node_active_account))'
+              ' or max by (node, provider, status) (%s)' % _claude('svc_node_status{status="error"} == 1'))
     return hosts, accounts, active
 
 
@@ -230,9 +229,10 @@ def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
     hosts_query, accounts_query, active_query = fleet_queries(interval_ms)
     read = FleetRead()
     with _collections_paused():
+        accounts = instant_query(base, accounts_query, deadline)
         hosts = _in_background(instant_query, base, hosts_query, deadline)
         active = _in_background(instant_query, base, active_query, deadline)
-        read.accounts(instant_query(base, accounts_query, deadline))
+        read.accounts(accounts)
         query = readings_query(read.reading_nodes(), read.keyless())
         readings = _in_background(instant_query, base, query, deadline) if query is not None else None
         read.hosts(hosts())
