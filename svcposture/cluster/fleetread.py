@@ -81,8 +81,8 @@ class FleetRead:
         # node -> [(not Claude's, label, provider, key, when its figures were read, epoch s)]
         self.members: Dict[str, List[Tuple[bool, str, str, str, float]]] = {}
         self.active: Set[Place] = set()
-        # key -> (node, provider, label, when read): where the newest reading of the account is
-        self.newest: Dict[str, Tuple[str, str, str, float]] = {}
+        # key -> ((node, provider, label), when read): where the newest reading of the account is
+        self.newest: Dict[str, Tuple[Place, float]] = {}
         self._figures: Dict[Place, Dict[str, Any]] = {}
         self._fields: Dict[Place, Dict[str, Any]] = {}
 
@@ -105,8 +105,8 @@ class FleetRead:
                 held = members[node] = []
             # Claude's first, then by label: the order of a row's entries, by a plain tuple sort.
             held.append((provider != "claude", label, provider, key, value))
-            if key and math.isfinite(value) and (key not in newest or value > newest[key][3]):
-                newest[key] = (node, provider, label, value)
+            if key and math.isfinite(value) and (key not in newest or value > newest[key][1]):
+                newest[key] = ((node, provider, label), value)
 
     def actives(self, samples: List[Sample]) -> None:
         """Each node's active accounts, valued when their series was last scraped (so when the
@@ -124,7 +124,7 @@ class FleetRead:
 
     def reading_nodes(self) -> List[str]:
         """The nodes that hold some account's newest reading."""
-        return sorted({place[0] for place in self.newest.values()})
+        return sorted({place[0] for place, _ in self.newest.values()})
 
     def keyless(self) -> bool:
         return any(not member[3] for held in self.members.values() for member in held)
@@ -165,8 +165,7 @@ class FleetRead:
 _NO_READING = {"status": None, "five_hour_pct": None, "five_hour_resets_at": None, "seven_day_pct": None,
                "seven_day_resets_at": None, "wall_at": None, "probed_at": None}
 _ENTRY_FIGURES = tuple(_NO_READING)
-# An entry and an active block before their figures, copied for each (a copy of a dict is one C call).
-_ENTRY = dict({"key": None, "label": None, "provider": None}, **_NO_READING, active=False)
+# An active block before its figures, copied for each (a copy of a dict is one C call).
 _BLOCK = {"key": None, "label": None, "status": None, "five_hour_pct": None, "seven_day_pct": None,
           "five_hour_resets_at": None, "seven_day_resets_at": None, "wall_at": None, "probed_at": None,
           "probe_interval_ms": None, "age_s": None, "stale": False}
@@ -192,37 +191,41 @@ class Draft:
         # place -> (the block's figures, the quota they make): the same for every host with the account
         self._made: Dict[Optional[Place], Tuple[Dict[str, Any], Optional[Dict[str, Any]]]] = {}
 
-    def add(self, host: str) -> None:
-        read, newest = self.read, self.read.newest
-        value = read.up.get(host)
-        state = "missing" if value is None else ("live" if value >= 1 else "stale")
-        seen = read.seen.get(host)
-        row: Dict[str, Any] = {"host": host, "state": state,
-                               "ageS": round(max(0.0, self.now_s - seen), 1)
-                               if seen is not None and state == "live" else None,
-                               "quota": None, "account": None}
-        entries: List[Dict[str, Any]] = []
-        for _, label, provider, key, read_s in sorted(read.members.get(host, ())):
-            here: Place = (host, provider, label)
-            if not key:
+    def add(self, hosts: Sequence[str]) -> None:
+        """A row for each of `hosts`. This runs for every host of the fleet: what the loop reads
+        is held in locals, and every dict is written as a literal."""
+        read, now_s, rows, blocks, pending = self.read, self.now_s, self.rows, self.blocks, self.entries
+        up, seen, members, newest, actives, errors = (read.up, read.seen, read.members, read.newest,
+                                                      read.active, read.errors)
+        for host in hosts:
+            value, seen_s = up.get(host), seen.get(host)
+            state = "missing" if value is None else ("live" if value >= 1 else "stale")
+            row: Dict[str, Any] = {"host": host, "state": state,
+                                   "ageS": round(max(0.0, now_s - seen_s), 1)
+                                   if seen_s is not None and state == "live" else None,
+                                   "quota": None, "account": None}
+            entries: List[Dict[str, Any]] = []
+            for _, label, provider, key, read_s in sorted(members.get(host, ())):
+                here: Place = (host, provider, label)
                 place: Optional[Place] = here  # a keyless account is only its own host's
-            else:
-                found = newest.get(key)
-                place, read_s = ((found[0], found[1], found[2]), found[3]) if found is not None else (None, 0.0)
-            active = here in read.active
-            clean, shown = _clean_label(label), _shown_key(key)
-            field = _BLOCK_OF.get(provider)
-            if active and field is not None and row.get(field) is None:
-                row[field] = block = dict(_BLOCK, key=shown, label=clean)
-                self.blocks.append((row, field, block, (host, provider) in read.errors, place, read_s))
-            if clean is None:
-                continue
-            entry = dict(_ENTRY, key=shown, label=clean, provider=provider, active=active)
-            if place == here:
-                self.entries.append((entry, here, read_s))
-            entries.append(entry)
-        row["accounts"] = entries[:MAX_ACCOUNTS]
-        self.rows.append(row)
+                if key:
+                    place, read_s = newest.get(key) or (None, 0.0)
+                active = here in actives
+                clean, shown = _clean_label(label), _shown_key(key)
+                field = _BLOCK_OF.get(provider)
+                if active and field is not None and row.get(field) is None:
+                    row[field] = block = dict(_BLOCK, key=shown, label=clean)
+                    blocks.append((row, field, block, (host, provider) in errors, place, read_s))
+                if clean is None:
+                    continue
+                entry = {"key": shown, "label": clean, "provider": provider, "status": None, "five_hour_pct": None,
+                         "five_hour_resets_at": None, "seven_day_pct": None, "seven_day_resets_at": None,
+                         "wall_at": None, "probed_at": None, "active": active}
+                if place == here:
+                    pending.append((entry, here, read_s))
+                entries.append(entry)
+            row["accounts"] = entries[:MAX_ACCOUNTS]
+            rows.append(row)
 
     def filled(self) -> List[Dict[str, Any]]:
         """The rows, with the figures of the readings read since the draft."""
@@ -261,6 +264,5 @@ class Draft:
 def draft_rows(read: FleetRead, roster: Sequence[str], interval_ms: int, now_s: float) -> Draft:
     """One row per roster host (each once, in roster order) from what `read` holds so far."""
     draft = Draft(read, interval_ms, now_s)
-    for host in dict.fromkeys(roster):
-        draft.add(host)
+    draft.add(list(dict.fromkeys(roster)))
     return draft
