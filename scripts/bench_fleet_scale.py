@@ -195,6 +195,23 @@ def _read_cpu(vm: Any, roster: List[str], runs: int) -> Tuple[float, float]:
     return statistics.median(mine), statistics.median(theirs)
 
 
+def _settle(vm: Any, timeout_s: float = 120.0) -> None:
+    """Merge the imported parts, then wait until the engine is idle: the figures are of an engine
+    in its steady state, as one that has scraped a fleet for hours is, not of one still merging
+    the parts of an import made a second ago (which costs every query a lookup in each part)."""
+    import urllib.request
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    month = time.strftime("%Y_%m", time.gmtime())
+    opener.open(vm.base + "/internal/force_merge?partition_prefix=" + month, timeout=60).read()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = _cpu_s(vm.proc.pid)
+        time.sleep(1.0)
+        if _cpu_s(vm.proc.pid) - before < 0.03:
+            return
+    raise RuntimeError("VictoriaMetrics still busy %g s after the import" % timeout_s)
+
+
 def _scale_figures(root: Path, hosts: int, runs: int) -> Dict[str, Any]:
     work = root / ("scale-%d" % hosts)
     work.mkdir()
@@ -204,6 +221,7 @@ def _scale_figures(root: Path, hosts: int, runs: int) -> Dict[str, Any]:
         fleet.feed(vm.base)
         wait_until(lambda: len(query(vm.base, 'up{node!=""}')) == hosts, timeout=180, interval=1,
                    message="VictoriaMetrics holding %d hosts" % hosts)
+        _settle(vm)
         home = make_node(work, fleet.hosts[0], fleet.roster, token=None)
         env = node_env(home, SVC_LIVENESS_READ_SOURCE="prometheus", SVC_PROMETHEUS_URL=vm.base,
                        EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS=str(SCALE_INTERVAL_MS))
