@@ -175,7 +175,8 @@ def test_doctor_reads_prometheus(stack):
 def test_at_most_four_queries_and_plain_promql(stack):
     # The queries a status sends are these four, whatever the fleet size.
     queries = list(promread.fleet_queries(INTERVAL_MS)) + [
-        promread.readings_query(stack["fleet"].hosts[:100], keyless=True)]
+        promread.readings_query([(h, "acct-%d" % (i % 7)) for i, h in enumerate(stack["fleet"].hosts[:100])],
+                                keyless=True)]
     assert len(queries) == 4
     for text in queries:
         assert isinstance(query(stack["prom"].base, text), list)

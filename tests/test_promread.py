@@ -162,21 +162,30 @@ def test_queries_are_plain_promql_over_twice_the_interval():
     assert hosts_q.startswith('max by (node) (max_over_time(up[240s]))')
     assert accounts_q.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds")
     assert active_q.startswith("max by (node, provider, account) (timestamp(svc_node_active_account))")
-    readings = promread.readings_query(["a.b", "c"], keyless=False)
-    assert node_filters(readings) == ["(?:c|a\\\\.b)"] * 2 and 'account_key=""' not in readings
+    # Each node is asked for the account it holds the newest reading of, grouped by label.
+    readings = promread.readings_query([("a.b", "work"), ("c", "work"), ("c", "home")], keyless=False)
+    assert node_filters(readings) == ["c", "(?:c|a\\\\.b)"] * 2 and 'account_key=""' not in readings
+    assert readings.count('account="home",node=~"c"') == 2 and readings.count('account="work"') == 2
     assert "topk" not in readings and "svc_account_status{" in readings
+    # More labels than a query should carry, or one that would need escaping: asked by node alone.
+    for labels in (["l%d" % i for i in range(promread.MAX_LABEL_GROUPS + 1)], ['a"b']):
+        by_node = promread.readings_query([("h%d" % i, label) for i, label in enumerate(labels)], keyless=False)
+        assert 'account="' not in by_node and len(node_filters(by_node)) == 2
     # A fleet's names share their prefixes: 3,000 of them still fit, written once per prefix.
-    many = ["host-%05d" % i for i in range(3000)]
-    assert len(node_filters(promread.readings_query(many, keyless=True))) == 2
+    many = [("host-%05d" % i, "acct%d" % (i // 1000)) for i in range(3000)]
+    assert len(node_filters(promread.readings_query(many, keyless=True))) == 6
+    # Labels taking turns along the names split them into groups that share little: by node.
+    turns = [("host-%05d" % i, "acct%d" % (i % 3)) for i in range(3000)]
+    assert len(node_filters(promread.readings_query(turns, keyless=True))) == 2
     # Names too unlike each other to fit twice are written once; past that, or with a name that is
     # no host name, every node is asked.
-    scattered = [hashlib.sha1(str(i).encode()).hexdigest()[:12] for i in range(1500)]
+    scattered = [(hashlib.sha1(str(i).encode()).hexdigest()[:12], "acct") for i in range(1500)]
     assert "topk" in promread.readings_query(scattered[:800], keyless=False)
     assert node_filters(promread.readings_query(scattered, keyless=False)) == []
-    assert 'node!=""' in promread.readings_query(['a"b'], keyless=False)
+    assert 'node!=""' in promread.readings_query([('a"b', "acct")], keyless=False)
     assert promread.readings_query([], keyless=False) is None
-    assert all(len(promread.readings_query(n, keyless=True)) <= promread.MAX_QUERY
-               for n in (many, scattered[:800], scattered))
+    assert all(len(promread.readings_query(p, keyless=True)) <= promread.MAX_QUERY
+               for p in (many, scattered[:800], scattered))
 
 
 def node_filters(query):
@@ -289,10 +298,12 @@ def test_monitor_exports_its_active_account_for_the_fleet():
 
 
 def test_the_queries_in_the_docs_are_the_ones_sent():
-    # docs/fleet-prometheus.md shows the queries for a 120 s interval and the nodes node-a and node-b.
+    # docs/fleet-prometheus.md shows the queries for a 120 s interval, node-a and node-b holding the
+    # newest readings of accounts they both call `work`.
     text = (Path(__file__).resolve().parent.parent / "docs" / "fleet-prometheus.md").read_text()
     section = text.split("### The queries are plain PromQL", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```text\n(.*?)```", section, re.S)
     shown = [" ".join(q.split()) for block in blocks[:2] for q in block.split("\n\n")]
-    sent = list(promread.fleet_queries(120000)) + [promread.readings_query(["node-a", "node-b"], keyless=False)]
+    sent = list(promread.fleet_queries(120000)) + [promread.readings_query([("node-a", "work"), ("node-b", "work")],
+                                                                           keyless=False)]
     assert [q.replace("( ", "(") for q in shown] == sent

@@ -122,9 +122,9 @@ class FleetRead:
             if math.isfinite(value) and value > seen.get(node, 0.0):
                 seen[node] = value
 
-    def reading_nodes(self) -> List[str]:
-        """The nodes that hold some account's newest reading."""
-        return sorted({place[0] for place, _ in self.newest.values()})
+    def reading_places(self) -> List[Tuple[str, str]]:
+        """(node, account label) of every account's newest reading."""
+        return sorted({(node, label) for (node, _, label), _ in self.newest.values()})
 
     def keyless(self) -> bool:
         return any(not member[3] for held in self.members.values() for member in held)

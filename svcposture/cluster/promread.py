@@ -85,6 +85,10 @@ _KEYLESS = 'node!="",account_key=""'
 # every node, which is correct, only slower.
 MAX_QUERY = 15000
 _NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
+# Labels written into a selector as they are (no PromQL escaping needed), and at most this many
+# selectors: a fleet with more labels than that is asked by node alone.
+_LABEL_RE = re.compile(r"^[A-Za-z0-9._@+-]{1,64}$")
+MAX_LABEL_GROUPS = 16
 
 
 def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
@@ -102,20 +106,45 @@ def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
     return hosts, accounts, active
 
 
-def readings_query(nodes: Sequence[str], keyless: bool) -> Optional[str]:
-    """The figures of the accounts on `nodes` (every node when no filter fits or a name is no
-    host name): each window's series, the forecast wall and the account's current status; with
-    `keyless`, also those of every account without a key. None when there is nothing to ask."""
-    names = sorted(set(nodes))
-    plain = all(_NODE_NAME_RE.match(n) for n in names)
-    matchers = ['node=~"%s"' % node_pattern(names)] if names and plain else []
-    for matcher in matchers + ['node!=""']:
-        for shape in (_SPLIT, _ONE_SELECTOR):
-            parts = ([shape % {"m": matcher}] if names else []) + ([shape % {"m": _KEYLESS}] if keyless else [])
-            query = " or ".join(parts)
-            if len(query) <= MAX_QUERY:
-                return query or None
+def readings_query(places: Sequence[Tuple[str, str]], keyless: bool) -> Optional[str]:
+    """The figures of the accounts at `places`, the (node, account label) of each account's
+    newest reading: each window's series, the forecast wall and the account's current status;
+    with `keyless`, also those of every account without a key. None when there is nothing to ask.
+
+    The cheapest form that fits the engine's query length is sent: the nodes grouped by the
+    label their reading has (a fleet names its accounts with a few labels, and a node holding
+    one account's newest reading is asked for that account only, not for all of its own);
+    else every account of those nodes; else, for names too unlike each other to be written
+    twice, in one selector; else every node's."""
+    nodes = sorted({node for node, _ in places})
+    shapes: List[str] = []
+    if nodes and all(_NODE_NAME_RE.match(n) for n in nodes):
+        by_label: Dict[str, List[str]] = {}
+        for node, label in sorted(places):
+            by_label.setdefault(label, []).append(node)
+        if len(by_label) <= MAX_LABEL_GROUPS and all(_LABEL_RE.match(label) for label in by_label):
+            shapes.append(_by_label(by_label))
+        matcher = 'node=~"%s"' % node_pattern(nodes)
+        shapes += [_SPLIT % {"m": matcher}, _ONE_SELECTOR % {"m": matcher}]
+    if nodes:
+        shapes.append(_SPLIT % {"m": 'node!=""'})
+    tail = [_SPLIT % {"m": _KEYLESS}] if keyless else []
+    for shape in shapes or [""]:
+        query = " or ".join(([shape] if shape else []) + tail)
+        if len(query) <= MAX_QUERY:
+            return query or None
     return None  # not reached: the last shapes are a few hundred characters
+
+
+def _by_label(by_label: Dict[str, List[str]]) -> str:
+    """The readings query of nodes grouped by the label of the account each holds the newest
+    reading of: one selector per label, for its nodes."""
+    groups = [(label, node_pattern(nodes)) for label, nodes in sorted(by_label.items())]
+    figures = " or ".join('{__name__=~"%s",account="%s",node=~"%s"}' % ("|".join(FIGURE_NAMES), label, pattern)
+                          for label, pattern in groups)
+    statuses = " or ".join('svc_account_status{account="%s",node=~"%s"}' % group for group in groups)
+    return ("max by (__name__, node, provider, account, window) (%s)"
+            " or max by (node, provider, account, status) ((%s) == 1)" % (figures, statuses))
 
 
 def node_pattern(names: Sequence[str]) -> str:
@@ -233,7 +262,7 @@ def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
         hosts = _in_background(instant_query, base, hosts_query, deadline)
         active = _in_background(instant_query, base, active_query, deadline)
         read.accounts(accounts)
-        query = readings_query(read.reading_nodes(), read.keyless())
+        query = readings_query(read.reading_places(), read.keyless())
         readings = _in_background(instant_query, base, query, deadline) if query is not None else None
         read.hosts(hosts())
         read.actives(active())
