@@ -12,8 +12,8 @@ fleet size (W is twice the publish interval):
               is picked from these
     active    per node: which account is active and when it was last scraped, and
               whether its probes fail (node status error)
-    readings  the windows, wall and status of the accounts on the nodes holding
-              some account's newest reading, and of accounts without a key
+    readings  the windows, wall and status of each account's newest reading (its
+              node, asked for that account), and of accounts without a key
 
 A roster host is `live` when a scrape of it succeeded within W, `stale` when
 it was scraped but none succeeded, and `missing` when Prometheus has no series
@@ -23,8 +23,8 @@ neither the engine's work nor the replies grow with every host's windows.
 
 The first three queries are independent and asked at once; the fourth needs the
 second's answer, and while the engine answers it this process drafts every host
-row from the other three (svcposture.cluster.fleetread), so the read takes about
-the engine's time, not the engine's plus ours. The replies come from a service
+row from the first three (svcposture.cluster.fleetread): the engine and this
+process each work on their own core instead of in turn. The replies come from a service
 this node does not control: bounded, checked field by field, and any failure is
 one PrometheusError, so that nobody is marked dead by a broken read. Any
 Prometheus-compatible query API works (VictoriaMetrics, Thanos, Mimir).
@@ -258,10 +258,9 @@ def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
     hosts_query, accounts_query, active_query = fleet_queries(interval_ms)
     read = FleetRead()
     with _collections_paused():
-        accounts = instant_query(base, accounts_query, deadline)
         hosts = _in_background(instant_query, base, hosts_query, deadline)
         active = _in_background(instant_query, base, active_query, deadline)
-        read.accounts(accounts)
+        read.accounts(instant_query(base, accounts_query, deadline))
         query = readings_query(read.reading_places(), read.keyless())
         readings = _in_background(instant_query, base, query, deadline) if query is not None else None
         read.hosts(hosts())
