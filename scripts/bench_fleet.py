@@ -12,7 +12,7 @@
 3. The fleet past the tracker's budget (docs/fleet-prometheus.md): `svc-cluster status --json` for
    1,000 hosts read from a real Prometheus scraping 1,000 stand-in monitors (10 s),
    and from a real VictoriaMetrics fed by its remote_write: wall time (target < 1 s)
-   and queries per status (target <= 3), against the tracker path for the same
+   and queries per status (target <= 4), against the tracker path for the same
    1,000 hosts (50 ms a request) measured in the same run.
 4. The tracker path's hosts per bot user at the default interval, before and after
    budgeting: N real publishers at the default 120 s (on an hour scaled down to

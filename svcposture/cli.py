@@ -121,8 +121,9 @@ def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
             description="Cluster config mirror and liveness anchor for this node.",
         )
         sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-        commands.add_commands(sub)
-        args = parser.parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        commands.add_commands(sub, words)
+        args = parser.parse_args(words)
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return 2

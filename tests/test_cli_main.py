@@ -54,3 +54,36 @@ def test_config_error_is_one_line_exit_2(env: dict, home) -> None:
     assert proc.stderr.startswith("svc-cluster: config error: %s:1:18:" % node_json)
     assert "Traceback" not in proc.stderr
     assert node_json.read_text() == '{"svc": {"host": '
+
+
+def test_the_command_table_names_what_each_module_registers():
+    # Running one command imports only the module the table names for it: the table must say
+    # exactly what each module registers, in the order `svc-cluster --help` lists them.
+    import argparse
+    import importlib
+
+    from svcposture.cluster import commands
+    listed = []
+    for module, names in commands.COMMANDS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module("svcposture.cluster." + module).add_commands(sub)
+        assert tuple(sub.choices) == names, module
+        listed.extend(names)
+    everything = argparse.ArgumentParser().add_subparsers()
+    commands.add_commands(everything, ["--help"])
+    assert list(everything.choices) == listed
+    one = argparse.ArgumentParser().add_subparsers()
+    commands.add_commands(one, ["status", "--json"])
+    assert list(one.choices) == ["status"]
+
+
+def test_a_command_runs_without_loading_the_others(env: dict) -> None:
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: sys.stderr.write(repr(sorted(sys.modules))))\n"
+            "from svcposture import cli\nsys.exit(cli.cluster_main(['status', '--help']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and "--url" in proc.stdout, proc.stderr
+    loaded = proc.stderr
+    assert "'svcposture.cluster.status'" in loaded
+    assert "'svcposture.cluster.doctor'" not in loaded and "'svcposture.cluster.mirror'" not in loaded

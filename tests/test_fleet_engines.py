@@ -172,11 +172,12 @@ def test_doctor_reads_prometheus(stack):
     assert budget["status"] == "INFO" and "roster host(s) live" in budget["detail"]
 
 
-def test_at_most_three_queries_and_plain_promql(stack):
-    # The queries a status sends are these three, whatever the fleet size.
+def test_at_most_four_queries_and_plain_promql(stack):
+    # The queries a status sends are these four, whatever the fleet size.
     queries = list(promread.fleet_queries(INTERVAL_MS)) + [
-        promread.readings_query(stack["fleet"].hosts[:100], keyless=True)]
-    assert len(queries) == 3
+        promread.readings_query([(h, "acct-%d" % (i % 7)) for i, h in enumerate(stack["fleet"].hosts[:100])],
+                                keyless=True)]
+    assert len(queries) == 4
     for text in queries:
         assert isinstance(query(stack["prom"].base, text), list)
     calls = []
@@ -190,7 +191,7 @@ def test_at_most_three_queries_and_plain_promql(stack):
         rows = promread.fleet_rows(stack["prom"].base, stack["fleet"].hosts, INTERVAL_MS)
     finally:
         promread.http_get = real
-    assert len(calls) == 3 and len(rows) == HOSTS
+    assert len(calls) == 4 and len(rows) == HOSTS
 
 
 def test_victoria_metrics_answers_the_same_states(stack):

@@ -1,16 +1,21 @@
 """Liveness read from Prometheus (SVC_LIVENESS_READ_SOURCE=prometheus) against a scripted
-query API: the states and account blocks it derives, at most three queries, and every broken
+query API: the states and account blocks it derives, at most four queries, and every broken
 or hostile reply making liveness unknown (exit 1, one line) rather than anyone dead."""
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from svcposture.settings import Settings
 from svcposture.cluster import liveness, promread
@@ -21,7 +26,7 @@ from tests.support.home import make_node, node_env
 from tests.support.httpserver import StandInServer
 from tests.support.monitor import start_monitor
 
-ROSTER = ["alpha", "bravo", "charlie", "delta"]
+ROSTER = ["alpha", "bravo", "charlie", "delta", "echo"]
 
 
 class PromStub:
@@ -73,15 +78,21 @@ def healthy(text: str) -> Tuple[int, bytes]:
     now = time.time()
     if text.startswith("max by (node) (max_over_time"):
         return 200, vector([({"node": "alpha"}, 1), ({"node": "bravo"}, 1), ({"node": "charlie"}, 0),
-                            ({"node": "not-in-roster"}, 1), ({"node": "alpha", "seen": "1"}, now - 2),
-                            ({"node": "bravo", "seen": "1"}, now)])
+                            ({"node": "echo"}, 1), ({"node": "not-in-roster"}, 1)])
     if text.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds"):
         return 200, vector([
             ({"node": "alpha", "account": "acct-a", "account_key": KEY, "provider": "claude"}, now - 30),
-            ({"node": "alpha", "account": "acct-a", "account_key": KEY, "provider": "claude", "active": "1"}, 1),
             ({"node": "alpha", "account": "other", "provider": "claude"}, now - 30),
             ({"node": "bravo", "account": "b\x1b[31mad", "provider": "claude"}, now),
-            ({"node": "bravo", "account": "b\x1b[31mad", "provider": "claude", "active": "1"}, 1)])
+            # A series no roster target labelled, and a provider no node knows: set aside.
+            ({"account": "orphan", "account_key": KEY, "provider": "claude"}, now + 60),
+            ({"node": "alpha", "account": "odd", "provider": "Not A Provider"}, now)])
+    if text.startswith("max by (node, provider, account) (timestamp(svc_node_active_account))"):
+        # Each active account valued when it was scraped; bravo's probes fail.
+        return 200, vector([({"node": "alpha", "account": "acct-a", "provider": "claude"}, now - 2),
+                            ({"node": "bravo", "account": "b\x1b[31mad"}, now),
+                            ({"node": "bravo", "provider": "claude", "status": "error"}, 1),
+                            ({"node": "alpha", "provider": "claude", "status": "error"}, 0)])
     figures = [({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
                  "provider": "claude", "window": "five_hour"}, 91.5),
                ({"__name__": "svc_account_utilization_percent", "node": "alpha", "account": "acct-a",
@@ -92,8 +103,8 @@ def healthy(text: str) -> Tuple[int, bytes]:
                  "provider": "claude", "window": "five_hour"}, now + 3600),
                ({"__name__": "svc_account_forecast_wall_timestamp_seconds", "node": "alpha", "account": "acct-a",
                  "provider": "claude", "window": "five_hour"}, now + 600),
-               ({"__name__": "svc_account_status", "node": "alpha", "account": "acct-a", "provider": "claude",
-                 "status": "degraded"}, 1),
+               # Asked apart with `== 1`, a status series comes back without its name.
+               ({"node": "alpha", "account": "acct-a", "provider": "claude", "status": "degraded"}, 1),
                ({"__name__": "svc_account_utilization_percent", "node": "bravo", "account": "b\x1b[31mad",
                  "provider": "claude", "window": "five_hour"}, 1e300)]
     return 200, vector(figures)
@@ -108,21 +119,22 @@ def reader_env(tmp_path, url: Optional[str], **more: str) -> Dict[str, str]:
     return env
 
 
-def test_states_and_account_blocks_from_three_queries(tmp_path):
+def test_states_and_account_blocks_from_four_queries(tmp_path):
     with PromStub(healthy) as prom:
         done = run_cluster(reader_env(tmp_path, prom.url), "status", "--json")
-        assert len(prom.queries) == 3
-        # The first two are independent and asked at once, in either order.
-        assert sorted(prom.queries[:2]) == sorted(promread.fleet_queries(60000))
-        # The third asks for the figures of the node holding acct-a's newest reading, and of accounts
+        assert len(prom.queries) == 4
+        # The first three are independent and asked at once, in any order.
+        assert sorted(prom.queries[:3]) == sorted(promread.fleet_queries(60000))
+        # The fourth asks for the figures of the node holding acct-a's newest reading, and of accounts
         # without a key.
-        assert 'node=~"alpha"' in prom.queries[2] and 'account_key=""' in prom.queries[2]
+        assert 'node=~"alpha"' in prom.queries[3] and 'account_key=""' in prom.queries[3]
+        assert "orphan" not in prom.queries[3]
     report = json.loads(done.stdout)
     assert done.returncode == 3 and report["source"] == "prometheus" and report["publishIntervalMs"] == 60000
     rows = {r["host"]: r for r in report["hosts"]}
     assert [r["host"] for r in report["hosts"]] == ROSTER
     assert {h: r["state"] for h, r in rows.items()} == {"alpha": "live", "bravo": "live", "charlie": "stale",
-                                                        "delta": "missing"}
+                                                        "delta": "missing", "echo": "live"}
     alpha = rows["alpha"]["account"]
     assert alpha["label"] == "acct-a" and alpha["key"] == KEY
     assert alpha["five_hour_pct"] == 91.5 and alpha["seven_day_pct"] == 12
@@ -135,21 +147,58 @@ def test_states_and_account_blocks_from_three_queries(tmp_path):
     # A hostile label and an absurd figure are dropped field by field, never echoed.
     assert rows["bravo"]["account"]["label"] is None and rows["bravo"]["account"]["five_hour_pct"] is None
     assert rows["bravo"]["accounts"] == []
+    # bravo's probes fail: its active block says so, whatever the account's newest reading says.
+    assert rows["bravo"]["account"]["status"] == "error" and alpha["status"] == "degraded"
+    assert 0 <= rows["bravo"]["ageS"] < 30
+    # A live host without an active account has no series saying when it was scraped.
+    assert rows["echo"]["ageS"] is None and rows["echo"]["account"] is None
     assert rows["charlie"]["account"] is None and rows["charlie"]["ageS"] is None
     assert rows["delta"] == {"host": "delta", "state": "missing", "ageS": None, "quota": None, "account": None,
                              "accounts": []}
 
 
 def test_queries_are_plain_promql_over_twice_the_interval():
-    hosts_q, accounts_q = promread.fleet_queries(120000)
-    assert hosts_q.startswith('max by (node) (max_over_time(up{node!=""}[240s]))')
+    hosts_q, accounts_q, active_q = promread.fleet_queries(120000)
+    assert hosts_q.startswith('max by (node) (max_over_time(up[240s]))')
     assert accounts_q.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds")
-    readings = promread.readings_query(["a.b", "c"], keyless=False)
-    assert 'node=~"a\\\\.b|c"' in readings and 'account_key=""' not in readings
-    # A filter past VictoriaMetrics' query length, or a name that is no host name: every node.
-    assert 'node!=""' in promread.readings_query(["h%05d" % i for i in range(3000)], keyless=False)
-    assert 'node!=""' in promread.readings_query(['a"b'], keyless=False)
+    assert active_q.startswith("max by (node, provider, account) (timestamp(svc_node_active_account))")
+    # Each node is asked for the account it holds the newest reading of, grouped by label.
+    readings = promread.readings_query([("a.b", "work"), ("c", "work"), ("c", "home")], keyless=False)
+    assert node_filters(readings) == ["c", "(?:c|a\\\\.b)"] * 2 and 'account_key=""' not in readings
+    assert readings.count('account="home",node=~"c"') == 2 and readings.count('account="work"') == 2
+    assert "topk" not in readings and "svc_account_status{" in readings
+    # More labels than a query should carry, or one that would need escaping: asked by node alone.
+    for labels in (["l%d" % i for i in range(promread.MAX_LABEL_GROUPS + 1)], ['a"b']):
+        by_node = promread.readings_query([("h%d" % i, label) for i, label in enumerate(labels)], keyless=False)
+        assert 'account="' not in by_node and len(node_filters(by_node)) == 2
+    # A fleet's names share their prefixes: 3,000 of them still fit, written once per prefix.
+    many = [("host-%05d" % i, "acct%d" % (i // 1000)) for i in range(3000)]
+    assert len(node_filters(promread.readings_query(many, keyless=True))) == 6
+    # Labels taking turns along the names split them into groups that share little: by node.
+    turns = [("host-%05d" % i, "acct%d" % (i % 3)) for i in range(3000)]
+    assert len(node_filters(promread.readings_query(turns, keyless=True))) == 2
+    # Names too unlike each other to fit twice are written once; past that, or with a name that is
+    # no host name, every node is asked.
+    scattered = [(hashlib.sha1(str(i).encode()).hexdigest()[:12], "acct") for i in range(1500)]
+    assert "topk" in promread.readings_query(scattered[:800], keyless=False)
+    assert node_filters(promread.readings_query(scattered, keyless=False)) == []
+    assert 'node!=""' in promread.readings_query([('a"b', "acct")], keyless=False)
     assert promread.readings_query([], keyless=False) is None
+    assert all(len(promread.readings_query(p, keyless=True)) <= promread.MAX_QUERY
+               for p in (many, scattered[:800], scattered))
+
+
+def node_filters(query):
+    return re.findall(r'node=~"([^"]*)"', query)
+
+
+@given(st.sets(st.text(alphabet="ab.-_19", min_size=1, max_size=6), min_size=1, max_size=30),
+       st.sets(st.text(alphabet="ab.-_19", min_size=1, max_size=6), max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_the_node_filter_matches_exactly_the_names_it_is_given(names, others):
+    # What the engine reads: PromQL unescapes the string once, then matches the whole label value.
+    pattern = re.compile("(?:%s)" % promread.node_pattern(sorted(names)).replace("\\\\", "\\"))
+    assert {n for n in names | others if pattern.fullmatch(n)} == names
 
 
 BROKEN = {
@@ -184,10 +233,10 @@ def test_a_broken_reply_makes_liveness_unknown_never_dead(tmp_path, mode):
     assert "\x1b" not in done.stdout + text.stderr
 
 
-def test_the_third_query_failing_fails_the_whole_read(tmp_path):
-    def third_fails(text: str) -> Tuple[int, bytes]:
+def test_the_readings_query_failing_fails_the_whole_read(tmp_path):
+    def readings_fail(text: str) -> Tuple[int, bytes]:
         return BROKEN["garbage"] if text.startswith("max by (__name__") else healthy(text)
-    with PromStub(third_fails) as prom:
+    with PromStub(readings_fail) as prom:
         done = run_cluster(reader_env(tmp_path, prom.url), "status", "--json")
     report = json.loads(done.stdout)
     assert done.returncode == 1 and {r["state"] for r in report["hosts"]} == {"unknown"}
@@ -234,7 +283,7 @@ def test_publisher_is_off_and_owner_uses_prometheus(tmp_path):
     with PromStub(healthy) as prom:
         done = run_cluster(reader_env(tmp_path, prom.url), "owner", "OPS-1", "--json")
     result = json.loads(done.stdout)
-    assert result["livenessKnown"] is True and result["candidates"] == ["alpha", "bravo"]
+    assert result["livenessKnown"] is True and result["candidates"] == ["alpha", "bravo", "echo"]
 
 
 def test_monitor_exports_its_active_account_for_the_fleet():
@@ -246,3 +295,15 @@ def test_monitor_exports_its_active_account_for_the_fleet():
     for last in (None, {"available": False, "node": "n"}, dict(last, active=None)):
         text = render_metrics({"last": last}, subscribers=0, subscribers_max=1)
         assert "svc_node_active_account{" not in text
+
+
+def test_the_queries_in_the_docs_are_the_ones_sent():
+    # docs/fleet-prometheus.md shows the queries for a 120 s interval, node-a and node-b holding the
+    # newest readings of accounts they both call `work`.
+    text = (Path(__file__).resolve().parent.parent / "docs" / "fleet-prometheus.md").read_text()
+    section = text.split("### The queries are plain PromQL", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```text\n(.*?)```", section, re.S)
+    shown = [" ".join(q.split()) for block in blocks[:2] for q in block.split("\n\n")]
+    sent = list(promread.fleet_queries(120000)) + [promread.readings_query([("node-a", "work"), ("node-b", "work")],
+                                                                           keyless=False)]
+    assert [q.replace("( ", "(") for q in shown] == sent

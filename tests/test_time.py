@@ -92,3 +92,20 @@ def test_roundtrip_and_agrees_with_datetime(ms: int) -> None:
     stamp = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=seconds)
     assert text == "%04d-%s.%03dZ" % (stamp.year, stamp.strftime("%m-%dT%H:%M:%S"), millis)
     assert month_key(ms) == text[:7]
+
+
+@given(st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)),
+       st.sampled_from(["Z", "", "+00:00", "+05:30", "-0800", "+14:00", "-12:00"]),
+       st.integers(min_value=0, max_value=9))
+@settings(max_examples=400, deadline=None)
+def test_parse_iso_ms_is_the_normalized_instant(moment: dt.datetime, zone: str, digits: int) -> None:
+    # The milliseconds are those of the normalized text, read back as the package writes it.
+    frac = ("%06d" % moment.microsecond + "987")[:digits]
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S").rjust(19, "0") + ("." + frac if frac else "") + zone
+    try:
+        norm = normalize_iso(text)
+    except ValueError:
+        return  # an offset past year 1 or 9999
+    seconds = dt.datetime.strptime(norm[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    assert parse_iso_ms(text) == int(seconds.timestamp()) * 1000 + int(norm[20:23])
+    assert iso_from_ms(parse_iso_ms(text)) == norm

@@ -9,7 +9,8 @@
 - heartbeat: the heartbeat's format: metadata builders (pure) and the peer readers
 - hostaccounts: the heartbeat's `accounts` list, every account of a host with its key
 - fleetaccounts: the fleet by account (GET /api/fleet/accounts), a pure view of a status report
-- promread: liveness and accounts read from Prometheus (three queries whatever the fleet size)
+- promread: liveness and accounts read from Prometheus (four queries whatever the fleet size)
+- fleetread: the replies of that read parsed into status rows (pure)
 - status:   svc-cluster status, of the cluster or (--url) of a running monitor's fleet view
 - tracker:  the Linear-compatible GraphQL client the liveness anchor lives on
 - hrw:      which host owns a ticket (highest random weight), svc-cluster owner

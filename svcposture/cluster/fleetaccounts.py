@@ -20,7 +20,8 @@ or the demo's simulated fleet, all in the same shape.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple
 
 from .._time import parse_iso_ms
 
@@ -91,7 +92,9 @@ def urgency(account: Mapping[str, Any]) -> Tuple[int, float, float]:
 
 
 def accounts_view(report: Mapping[str, Any]) -> Dict[str, Any]:
-    """The body of GET /api/fleet/accounts from a fleet status report. Pure."""
+    """The body of GET /api/fleet/accounts from a fleet status report. Pure. The loop runs once
+    per account of every host (30,000 at 10,000 hosts): a reading's time is parsed only where an
+    entry has one, and Mapping is collections.abc's (typing's alias takes twice as long to check)."""
     groups: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     for row in report.get("hosts") or []:
         host = row.get("host") if isinstance(row, Mapping) else None
@@ -104,10 +107,12 @@ def accounts_view(report: Mapping[str, Any]) -> Dict[str, Any]:
                 group = groups[ident] = {"key": ident[1] if ident[0] == "key" else None,
                                          "provider": entry.get("provider") or "claude", "labels": [],
                                          "hosts": [], "status": None, "readings": []}
-            if entry["label"] not in group["labels"]:
-                group["labels"].append(entry["label"])
+            label = entry["label"]
+            if label not in group["labels"]:
+                group["labels"].append(label)
             group["hosts"].append({"host": host, "active": entry.get("active") is True})
-            probed = _ms(entry.get("probed_at"))
+            stamp = entry.get("probed_at")
+            probed = _ms(stamp) if stamp is not None else None
             if probed is not None:
                 group["readings"].append((probed, host, entry))
             elif group["status"] is None:

@@ -3,64 +3,58 @@
 Past one bot user's tracker budget (docs/fleet-prometheus.md) the fleet comes from the engine
 that already scrapes every monitor. Its targets come from `svc-cluster roster
 sd`, which labels each one `node=<roster name>`, so every series a monitor
-exports carries its roster name. At most three instant queries, whatever the
+exports carries its roster name. At most four instant queries, whatever the
 fleet size (W is twice the publish interval):
 
-    hosts     per node: max_over_time(up[W]) (live or stale), when it was last
-              scraped, and whether its probes fail (node status error)
+    hosts     per node: max_over_time(up[W]) (live or stale)
     accounts  per node: every account (label, provider, account_key) with when its
-              figures were read, and which one is active; the newest reading of
-              each key across the fleet is picked from these
-    readings  the windows, wall and status of the accounts on the nodes holding
-              some account's newest reading, and of accounts without a key
+              figures were read; the newest reading of each key across the fleet
+              is picked from these
+    active    per node: which account is active and when it was last scraped, and
+              whether its probes fail (node status error)
+    readings  the windows, wall and status of each account's newest reading (its
+              node, asked for that account), and of accounts without a key
 
 A roster host is `live` when a scrape of it succeeded within W, `stale` when
 it was scraped but none succeeded, and `missing` when Prometheus has no series
 for it. The readings are asked for once per account, not once per host: a
 fleet of 10,000 hosts sharing a thousand accounts is a thousand readings, and
-neither the engine's work nor the replies grow with every host's windows. Each host
-row's `accounts` entries carry figures only where that host holds the newest
-reading; its active `account` block carries the account's newest reading
-(`probed_at` says when). The replies come from a service this node does not
-control: bounded, checked field by field, and any failure is one
-PrometheusError, so that nobody is marked dead by a broken read. Any
+neither the engine's work nor the replies grow with every host's windows.
+
+The first three queries are independent and asked at once; the fourth needs the
+second's answer, and while the engine answers it this process drafts every host
+row from the first three (svcposture.cluster.fleetread): the engine and this
+process each work on their own core instead of in turn. The replies come from a service
+this node does not control: bounded, checked field by field, and any failure is
+one PrometheusError, so that nobody is marked dead by a broken read. Any
 Prometheus-compatible query API works (VictoriaMetrics, Thanos, Mimir).
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import math
 import re
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .._http import DeadlineExceeded
 from .._http import get as deadline_get
-from .._text import has_control, loads_bounded
-from .._time import iso_from_ms
+from .._text import loads_bounded
 from .._version import __version__
-from ..accountkey import valid_key
-from ..errors import SvcpostureError
 from ..settings import PROMETHEUS_URL_ENV
-from .heartbeat import MAX_LABEL, MAX_PCT
-from .hostaccounts import PROVIDER_RE
+from .fleetread import FleetRead, PrometheusError, PrometheusResponseError, Sample, draft_rows
+
+__all__ = ["PrometheusError", "PrometheusConfigError", "PrometheusUnreachableError", "PrometheusResponseError",
+           "fleet_queries", "readings_query", "fleet_rows"]
 
 # One deadline for all the queries of one status, not one per request.
 READ_DEADLINE_S = 10.0
 # ~100 bytes a series; 10,000 hosts of three accounts are about 8 MiB.
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 MAX_SERIES = 500000
-_PCT = {"five_hour": "five_hour_pct", "seven_day": "seven_day_pct"}
-_RESET = {"five_hour": "five_hour_resets_at", "seven_day": "seven_day_resets_at"}
-_STATUSES = ("ok", "degraded", "rejected", "error", "unknown")
-
-
-class PrometheusError(SvcpostureError):
-    """Base of every Prometheus read failure; each concern below also subclasses a builtin."""
 
 
 class PrometheusConfigError(PrometheusError, ValueError):
@@ -71,59 +65,121 @@ class PrometheusUnreachableError(PrometheusError, ConnectionError):
     """No answer: connection refused, timeout, or the read deadline passed."""
 
 
-class PrometheusResponseError(PrometheusError, ValueError):
-    """Prometheus answered, but not with a successful instant-vector result."""
-
-
-Sample = Tuple[Dict[str, str], float]
-
-
 def _claude(expr: str) -> str:
     """Claude's node-level series have no `provider` label (they predate Codex): name it."""
     return 'label_replace(%s, "provider", "claude", "provider", "")' % expr
 
 
-# The series of a reading; the status family has one series per status, 1 marking the current one.
-READING_NAMES = ("svc_account_utilization_percent", "svc_account_window_resets_at_seconds",
-                 "svc_account_forecast_wall_timestamp_seconds", "svc_account_status")
-# A node filter longer than this is left out (VictoriaMetrics refuses queries over 16 KiB by default):
-# the readings are then asked of every node, which is correct, only slower.
-MAX_NODE_FILTER = 12000
-_NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+# A reading's windows and forecast wall, asked by name. Its status is a family of one series per
+# status, 1 marking the current one: asked apart, `== 1` keeps only that one.
+FIGURE_NAMES = ("svc_account_utilization_percent", "svc_account_window_resets_at_seconds",
+                "svc_account_forecast_wall_timestamp_seconds")
+_SPLIT = ('max by (__name__, node, provider, account, window) ({__name__=~"%s",%%(m)s})'
+          ' or max by (node, provider, account, status) (svc_account_status{%%(m)s} == 1)' % "|".join(FIGURE_NAMES))
+# The same in one selector, for a node filter too long to be written twice: topk keeps the status
+# series at 1 (it costs the engine about a third more).
+_ONE_SELECTOR = ('max by (__name__, node, provider, account, window, status) (topk by (__name__, node, provider,'
+                 ' account, window) (1, {__name__=~"%s|svc_account_status",%%(m)s}))' % "|".join(FIGURE_NAMES))
+_KEYLESS = 'node!="",account_key=""'
+# VictoriaMetrics refuses a query over 16 KiB by default. Past this, the readings are asked of
+# every node, which is correct, only slower.
+MAX_QUERY = 15000
+_NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
+# Labels written into a selector as they are (no PromQL escaping needed), and at most this many
+# selectors: a fleet with more labels than that is asked by node alone.
+_LABEL_RE = re.compile(r"^[A-Za-z0-9._@+-]{1,64}$")
+MAX_LABEL_GROUPS = 16
 
 
-def fleet_queries(interval_ms: int) -> Tuple[str, str]:
-    """The first two PromQL queries of one status (the module docstring explains each);
-    the third, `readings_query`, names the nodes the second showed to hold the newest readings."""
+def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
+    """The first three PromQL queries of one status (the module docstring explains each);
+    the fourth, `readings_query`, names the nodes the second showed to hold the newest readings.
+    They carry no matcher on `node`: a series without one is set aside when the reply is read,
+    which costs the engine less than checking every series it selects."""
     window_s = max(1, int(math.ceil(2 * interval_ms / 1000.0)))
-    hosts = ('max by (node) (max_over_time(up{node!=""}[%ds]))'
-             ' or max by (node, seen) (label_replace(timestamp(svc_posture_available{node!=""}),'
-             ' "seen", "1", "", ""))'
-             ' or max by (node, provider, status) (%s)'
-             % (window_s, _claude('svc_node_status{node!="",status="error"} == 1')))
-    accounts = ('max by (node, provider, account, account_key) (svc_account_probed_at_seconds{node!=""})'
-                ' or max by (node, provider, account, active)'
-                ' (label_replace(svc_node_active_account{node!=""} == 1, "active", "1", "", ""))')
-    return hosts, accounts
+    hosts = 'max by (node) (max_over_time(up[%ds]))' % window_s
+    accounts = 'max by (node, provider, account, account_key) (svc_account_probed_at_seconds)'
+    # The active account's series exists only in a scrape that succeeded: its timestamp is when
+    # the host was last scraped, read with the account and without selecting another series.
+    active = ('max by (node, provider, account) (timestamp(svc_node_active_account))'
+              ' or max by (node, provider, status) (%s)' % _claude('svc_node_status{status="error"} == 1'))
+    return hosts, accounts, active
 
 
-def readings_query(nodes: Sequence[str], keyless: bool) -> Optional[str]:
-    """The figures of the accounts on `nodes` (every node when the filter would be too long or a
-    name is no host name): each window's series and the account's current status (topk keeps
-    the status series at 1); with `keyless`, also those of every account without a key.
-    None when there is nothing to ask."""
-    figures = ('max by (__name__, node, provider, account, window, status) (topk by (__name__, node, provider,'
-               ' account, window) (1, {__name__=~"%s",%%s}))' % "|".join(READING_NAMES))
-    names = sorted(set(nodes))
-    pattern = "|".join(n.replace(".", "\\\\.") for n in names)
-    parts = []
-    if names and len(pattern) <= MAX_NODE_FILTER and all(_NODE_NAME_RE.match(n) for n in names):
-        parts.append(figures % ('node=~"%s"' % pattern))
-    elif names:
-        parts.append(figures % 'node!=""')
-    if keyless:
-        parts.append(figures % 'node!="",account_key=""')
-    return " or ".join(parts) or None
+def readings_query(places: Sequence[Tuple[str, str]], keyless: bool) -> Optional[str]:
+    """The figures of the accounts at `places`, the (node, account label) of each account's
+    newest reading: each window's series, the forecast wall and the account's current status;
+    with `keyless`, also those of every account without a key. None when there is nothing to ask.
+
+    The cheapest form that fits the engine's query length is sent: the nodes grouped by the
+    label their reading has (a fleet names its accounts with a few labels, and a node holding
+    one account's newest reading is asked for that account only, not for all of its own);
+    else every account of those nodes; else, for names too unlike each other to be written
+    twice, in one selector; else every node's."""
+    nodes = sorted({node for node, _ in places})
+    shapes: List[str] = []
+    if nodes and all(_NODE_NAME_RE.match(n) for n in nodes):
+        by_label: Dict[str, List[str]] = {}
+        for node, label in sorted(places):
+            by_label.setdefault(label, []).append(node)
+        if len(by_label) <= MAX_LABEL_GROUPS and all(_LABEL_RE.match(label) for label in by_label):
+            shapes.append(_by_label(by_label))
+        matcher = 'node=~"%s"' % node_pattern(nodes)
+        shapes += [_SPLIT % {"m": matcher}, _ONE_SELECTOR % {"m": matcher}]
+    if nodes:
+        shapes.append(_SPLIT % {"m": 'node!=""'})
+    tail = [_SPLIT % {"m": _KEYLESS}] if keyless else []
+    for shape in shapes or [""]:
+        query = " or ".join(([shape] if shape else []) + tail)
+        if len(query) <= MAX_QUERY:
+            return query or None
+    return None  # not reached: the last shapes are a few hundred characters
+
+
+def _by_label(by_label: Dict[str, List[str]]) -> str:
+    """The readings query of nodes grouped by the label of the account each holds the newest
+    reading of: one selector per label, for its nodes."""
+    groups = [(label, node_pattern(nodes)) for label, nodes in sorted(by_label.items())]
+    figures = " or ".join('{__name__=~"%s",account="%s",node=~"%s"}' % ("|".join(FIGURE_NAMES), label, pattern)
+                          for label, pattern in groups)
+    statuses = " or ".join('svc_account_status{account="%s",node=~"%s"}' % group for group in groups)
+    return ("max by (__name__, node, provider, account, window) (%s)"
+            " or max by (node, provider, account, status) ((%s) == 1)" % (figures, statuses))
+
+
+def node_pattern(names: Sequence[str]) -> str:
+    """A PromQL regex matching exactly `names` (host names: letters, digits, `.`, `_`, `-`), each
+    shared prefix written once. A fleet's names share most of their letters (`host-00417`), and
+    the filter has to be written twice in one query under the engine's length limit: 979 such
+    names take 1,439 characters instead of 10,768."""
+    trie: Dict[str, Any] = {}
+    for name in names:
+        node = trie
+        for char in name:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _pattern_of(trie)
+
+
+def _pattern_of(node: Dict[str, Any]) -> str:
+    leaves = [c for c in sorted(node) if c and list(node[c]) == [""]]
+    parts = [_escaped(c) + _pattern_of(node[c]) for c in sorted(node) if c and c not in leaves]
+    if len(leaves) > 1:
+        # In a class `.` is itself; `-` is itself last.
+        parts.insert(0, "[%s]" % "".join(sorted(leaves, key=lambda c: c == "-")))
+    elif leaves:
+        parts.insert(0, _escaped(leaves[0]))
+    if not parts:
+        return ""
+    body = parts[0] if len(parts) == 1 else "(?:%s)" % "|".join(parts)
+    if "" in node:  # a name ends here and others go on
+        body = body + "?" if len(body) == 1 else "(?:%s)?" % body
+    return body
+
+
+def _escaped(char: str) -> str:
+    # A PromQL string unescapes once, the regex once more.
+    return "\\\\." if char == "." else char
 
 
 def base_url(url: str) -> str:
@@ -192,200 +248,36 @@ def _samples(reply: Any, status: int) -> List[Sample]:
     return samples
 
 
-def _label(labels: Dict[str, Any], name: str) -> str:
-    value = labels.get(name, "")
-    if type(value) is not str:
-        raise PrometheusResponseError("Prometheus reply has a non-string label")
-    return value
-
-
-# A fleet repeats a few labels and providers on every host: each is checked once per distinct value.
-@functools.lru_cache(maxsize=4096)
-def _known_provider(provider: str) -> bool:
-    return PROVIDER_RE.fullmatch(provider) is not None
-
-
-@functools.lru_cache(maxsize=4096)
-def _clean_label(value: str) -> Optional[str]:
-    return _text(value)
-
-
-def _text(value: str, limit: int = MAX_LABEL) -> Optional[str]:
-    return value if value and len(value) <= limit and not has_control(value) else None
-
-
-def _iso_s(seconds: float) -> Optional[str]:
-    try:
-        return iso_from_ms(int(seconds * 1000)) if math.isfinite(seconds) and seconds > 0 else None
-    except (ValueError, OverflowError):
-        return None
-
-
-def _pct(value: float) -> Optional[float]:
-    return value if math.isfinite(value) and 0 <= value <= MAX_PCT else None
-
-
 # ---------------------------------------------------------------- the fleet
-
-class FleetRead:
-    """The replies, parsed: what each node and each account says (pure, no I/O)."""
-
-    def __init__(self) -> None:
-        self.up: Dict[str, float] = {}
-        self.seen: Dict[str, float] = {}
-        self.errors: Set[Tuple[str, str]] = set()
-        # node -> [(provider, label, key, when its figures were read, epoch s)]
-        self.members: Dict[str, List[Tuple[str, str, str, float]]] = {}
-        self.active: Set[Tuple[str, str, str]] = set()
-        # key -> (node, provider, label, when read): where the newest reading of the account is
-        self.newest: Dict[str, Tuple[str, str, str, float]] = {}
-        self._figures: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
-        self._fields: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
-
-    def hosts(self, samples: List[Sample]) -> None:
-        for labels, value in samples:
-            node = _label(labels, "node")
-            if "status" in labels:
-                if value == 1:
-                    self.errors.add((node, _label(labels, "provider") or "claude"))
-            elif "seen" in labels:
-                self.seen[node] = value
-            elif node:
-                self.up[node] = value
-
-    def accounts(self, samples: List[Sample]) -> None:
-        newest = self.newest
-        for labels, value in samples:
-            node, provider, label = _label(labels, "node"), _label(labels, "provider") or "claude", \
-                _label(labels, "account")
-            if "active" in labels:
-                self.active.add((node, provider, label))
-                continue
-            key = _label(labels, "account_key")
-            self.members.setdefault(node, []).append((provider, label, key, value))
-            if key and math.isfinite(value) and (key not in newest or value > newest[key][3]):
-                newest[key] = (node, provider, label, value)
-
-    def reading_nodes(self) -> List[str]:
-        """The nodes that hold some account's newest reading."""
-        return sorted({place[0] for place in self.newest.values()})
-
-    def keyless(self) -> bool:
-        return any(not key for held in self.members.values() for _, _, key, _ in held)
-
-    def readings(self, samples: List[Sample]) -> None:
-        for labels, value in samples:
-            name = _label(labels, "__name__")
-            node, provider = _label(labels, "node"), _label(labels, "provider") or "claude"
-            figures = self._figures.setdefault((node, provider, _label(labels, "account")), {})
-            window = _label(labels, "window")
-            if name == "svc_account_status":
-                status = _label(labels, "status")
-                if value == 1 and status in _STATUSES:
-                    figures["status"] = status
-            elif name == "svc_account_utilization_percent" and window in _PCT:
-                figures[_PCT[window]] = _pct(value)
-            elif name == "svc_account_window_resets_at_seconds" and window in _RESET:
-                figures[_RESET[window]] = _iso_s(value)
-            elif name == "svc_account_forecast_wall_timestamp_seconds" and math.isfinite(value):
-                # The first wall is the binding one: the heartbeat's wall_at is the binding window's.
-                figures["wall_s"] = min(value, figures.get("wall_s", value))
-
-    def reading(self, node: str, provider: str, label: str, key: str,
-                read_s: float) -> Tuple[Optional[Dict[str, Any]], bool]:
-        """(the account's newest reading as entry fields, whether `node` holds it); (None, False) without one."""
-        if key:
-            found = self.newest.get(key)
-            if found is None:
-                return None, False
-            place, read_s = (found[0], found[1], found[2]), found[3]
-        else:
-            place = (node, provider, label)
-        fields = self._fields.get(place)
-        if fields is None:
-            raw = self._figures.get(place, {})
-            fields = self._fields[place] = {
-                "status": raw.get("status"), "five_hour_pct": raw.get("five_hour_pct"),
-                "five_hour_resets_at": raw.get("five_hour_resets_at"), "seven_day_pct": raw.get("seven_day_pct"),
-                "seven_day_resets_at": raw.get("seven_day_resets_at"),
-                "wall_at": _iso_s(raw["wall_s"]) if "wall_s" in raw else None,
-                "probed_at": _iso_s(read_s), "probed_s": read_s}
-        return fields, place == (node, provider, label)
-
-
-_NO_READING = {"status": None, "five_hour_pct": None, "five_hour_resets_at": None, "seven_day_pct": None,
-               "seven_day_resets_at": None, "wall_at": None, "probed_at": None}
-_ENTRY_FIGURES = tuple(_NO_READING)
-
-
-def _block(read: FleetRead, host: str, provider: str, label: Optional[str], key: str,
-           fields: Optional[Dict[str, Any]], interval_ms: int, now_s: float) -> Dict[str, Any]:
-    """The row's active `account` block, in the shape peer_account gives: the account's newest reading."""
-    fields = fields or {}
-    probed_s = fields.get("probed_s")
-    age = round(max(0.0, now_s - probed_s), 1) if fields.get("probed_at") and probed_s is not None else None
-    return {"key": key if valid_key(key) else None, "label": label,
-            "status": "error" if (host, provider) in read.errors else fields.get("status"),
-            "five_hour_pct": fields.get("five_hour_pct"), "seven_day_pct": fields.get("seven_day_pct"),
-            "five_hour_resets_at": fields.get("five_hour_resets_at"),
-            "seven_day_resets_at": fields.get("seven_day_resets_at"),
-            "wall_at": fields.get("wall_at"), "probed_at": fields.get("probed_at"), "probe_interval_ms": None,
-            "age_s": age, "stale": age is not None and age * 1000 > 2 * interval_ms}
-
-
-def _row(read: FleetRead, host: str, interval_ms: int, now_s: float) -> Dict[str, Any]:
-    value = read.up.get(host)
-    state = "missing" if value is None else ("live" if value >= 1 else "stale")
-    seen = read.seen.get(host)
-    row: Dict[str, Any] = {"host": host, "state": state,
-                           "ageS": round(max(0.0, now_s - seen), 1) if seen is not None and state == "live" else None,
-                           "quota": None, "account": None}
-    entries: List[Dict[str, Any]] = []
-    for provider, label, key, read_s in sorted(read.members.get(host, ()), key=lambda m: (m[0] != "claude", m[1])):
-        if not _known_provider(provider):
-            continue
-        active = (host, provider, label) in read.active
-        fields, here = read.reading(host, provider, label, key, read_s)
-        clean = _clean_label(label)
-        if active and provider in ("claude", "codex") and row.get(provider if provider == "codex" else "account") is None:
-            row["codex" if provider == "codex" else "account"] = _block(read, host, provider, clean, key, fields,
-                                                                        interval_ms, now_s)
-        if clean is None:
-            continue
-        entry: Dict[str, Any] = {"key": key if valid_key(key) else None, "label": clean, "provider": provider}
-        figures = fields if here and fields is not None else _NO_READING
-        for name in _ENTRY_FIGURES:
-            entry[name] = figures[name]
-        entry["active"] = active
-        entries.append(entry)
-    row["quota"] = _quota(row["account"])
-    row["accounts"] = entries[:16]
-    return row
-
 
 def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
                now: Optional[int] = None) -> List[Dict[str, Any]]:
-    """One status row per roster host, from at most three queries; PrometheusError when unreadable."""
+    """One status row per roster host, from at most four queries; PrometheusError when unreadable."""
     base = base_url(prometheus_url)
     deadline = time.monotonic() + READ_DEADLINE_S
-    hosts, accounts = fleet_queries(interval_ms)
+    hosts_query, accounts_query, active_query = fleet_queries(interval_ms)
     read = FleetRead()
     with _collections_paused():
-        host_samples = _in_background(instant_query, base, hosts, deadline)
-        read.accounts(instant_query(base, accounts, deadline))
-        read.hosts(host_samples())
-        query = readings_query(read.reading_nodes(), read.keyless())
-        if query is not None:
-            read.readings(instant_query(base, query, deadline))
+        hosts = _in_background(instant_query, base, hosts_query, deadline)
+        active = _in_background(instant_query, base, active_query, deadline)
+        read.accounts(instant_query(base, accounts_query, deadline))
+        query = readings_query(read.reading_places(), read.keyless())
+        readings = _in_background(instant_query, base, query, deadline) if query is not None else None
+        read.hosts(hosts())
+        read.actives(active())
         now_s = (time.time() * 1000 if now is None else now) / 1000.0
-        return [_row(read, host, interval_ms, now_s) for host in dict.fromkeys(roster)]
+        # Drafted while the engine answers the last query: the rows need only its figures.
+        draft = draft_rows(read, roster, interval_ms, now_s)
+        if readings is not None:
+            read.readings(readings())
+        return draft.filled()
 
 
 def _in_background(call: Callable[..., List[Sample]], *args: Any) -> Callable[[], List[Sample]]:
     """Start call(*args) in a thread; the returned function waits for its result or raises its
-    error. The first two queries are independent, and the engine answers each on its own core,
-    so the read takes the longer of the two instead of their sum. The deadline is in the args:
-    the thread never outlives the read by more than that."""
+    error. The engine answers queries side by side, and this process decodes one reply while
+    waiting for the next. The deadline is in the args: the thread never outlives the read
+    by more than that."""
     outcome: List[Any] = []
 
     def run() -> None:
@@ -394,7 +286,7 @@ def _in_background(call: Callable[..., List[Sample]], *args: Any) -> Callable[[]
         except BaseException as exc:  # handed to the reader, raised there
             outcome.append((False, exc))
 
-    worker = threading.Thread(target=run, name="promread-hosts", daemon=True)
+    worker = threading.Thread(target=run, name="promread-query", daemon=True)
     worker.start()
 
     def result() -> List[Sample]:
@@ -410,19 +302,18 @@ def _in_background(call: Callable[..., List[Sample]], *args: Any) -> Callable[[]
 def _collections_paused() -> Iterator[None]:
     """No cyclic garbage collection while a read builds its rows: the hundred thousand objects
     of a 10,000-host fleet all live until the rows are built, so every generational pass over
-    them frees nothing and costs a third of the read. The previous setting is restored."""
+    them frees nothing and costs a third of the read. The previous setting is restored.
+
+    Turned back on as it was, the collector would still owe the youngest generation a pass
+    over every object the read made. freeze() then unfreeze() hands them straight to the
+    oldest generation instead, which the collector visits only as it grows by a quarter;
+    they are freed by reference counting all the same."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if was:
             gc.enable()
-
-
-def _quota(account: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    if not account:
-        return None
-    fields = ("five_hour_pct", "seven_day_pct", "five_hour_resets_at", "seven_day_resets_at")
-    quota = {f: account[f] for f in fields if account.get(f) is not None}
-    return quota or None

@@ -135,7 +135,7 @@ def add_commands(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Read every roster host's heartbeat from the liveness anchor, from Loki\n"
                     "($SVC_LOKI_URL) when SVC_LIVENESS_READ_SOURCE=loki, or from Prometheus\n"
-                    "($SVC_PROMETHEUS_URL, at most 3 queries) when SVC_LIVENESS_READ_SOURCE=prometheus.\n\n"
+                    "($SVC_PROMETHEUS_URL, at most 4 queries) when SVC_LIVENESS_READ_SOURCE=prometheus.\n\n"
                     "  live     heartbeat (or successful scrape) at most two publish intervals old\n"
                     "  stale    older than that\n"
                     "  missing  no heartbeat on the anchor (no Loki lines, no Prometheus series)\n"

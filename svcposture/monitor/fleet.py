@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from .._time import iso_now
 from ..paths import Paths
@@ -57,8 +57,9 @@ class FleetCache:
         self.ttl_s = ttl_s
         self.wait_s = wait_s
         self._lock = threading.Lock()
-        self._body: Optional[bytes] = None
-        self._report: Dict[str, Any] = {}  # the report `_body` holds
+        self._report: Optional[Dict[str, Any]] = None  # the newest read's report
+        # Each body is encoded when first asked for: a reader of one view never pays for the others.
+        self._body = Memo()  # type: Memo[bytes]
         self._views: Dict[Any, Memo[bytes]] = {}
         self._at = 0.0
         self._good: Optional[Dict[str, Any]] = None  # the last report without an error, and when it was read
@@ -67,48 +68,44 @@ class FleetCache:
         self.reads = 0
 
     def body(self) -> bytes:
-        return self._current()[1]
+        report = self._current()
+        return self._body.get((report,), dumps, report)
 
     def view(self, build: Callable[[Dict[str, Any]], Dict[str, Any]]) -> bytes:
         """The bytes of `build(report)` over the same report body() serves: one read for both,
         and `build` runs once per report, not once per reader."""
-        report, _ = self._current()
+        report = self._current()
         with self._lock:
             views = self._views.setdefault(build, Memo())
         return views.get((report,), _view_bytes, build, report)
 
-    def _current(self) -> Tuple[Dict[str, Any], bytes]:
+    def _current(self) -> Dict[str, Any]:
         with self._lock:
-            if self._body is not None and time.monotonic() - self._at < self.ttl_s:
-                return self._report, self._body
+            if self._report is not None and time.monotonic() - self._at < self.ttl_s:
+                return self._report
         if self._flight.join().wait(self.wait_s):
             with self._lock:
-                if self._body is not None:
-                    return self._report, self._body
+                if self._report is not None:
+                    return self._report
         return self._while_reading()
 
-    def _while_reading(self) -> Tuple[Dict[str, Any], bytes]:
+    def _while_reading(self) -> Dict[str, Any]:
         with self._lock:
             good, age = self._good, time.monotonic() - self._good_at
         if good is not None:
-            report = dict(good, stale=True, staleAgeS=round(age, 1))
-        else:
-            report = {"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
-                      "error": "the fleet is still being read (the tracker or Loki is slow to answer); "
-                               "try again in a few seconds"}
-        return report, dumps(report)
+            return dict(good, stale=True, staleAgeS=round(age, 1))
+        return {"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
+                "error": "the fleet is still being read (the tracker or Loki is slow to answer); "
+                         "try again in a few seconds"}
 
     def _read(self) -> None:
         try:
             report: Dict[str, Any] = self._collect()
-            body = dumps(report)
         except Exception as exc:  # a bug in the read must not take the route down
             log.warning("fleet read failed: %s: %s", type(exc).__name__, exc)
             report = {"source": "tracker", "anchor": None, "hosts": [], "generatedAt": iso_now(),
                       "error": "the fleet could not be read (see the monitor log)"}
-            body = dumps(report)
         with self._lock:
-            self._body = body
             self._report = report
             self._at = time.monotonic()
             if not report.get("error"):

@@ -1,0 +1,268 @@
+"""The fleet read from Prometheus, parsed: replies in, status rows out (pure, no I/O).
+
+promread asks the engine; this module reads what it answered (docs/fleet-prometheus.md).
+The rows are built in two steps so that a reader can overlap them with its last
+query: `draft_rows` writes every host row from the first three replies (states,
+accounts, which one is active, where each account's newest reading is), and
+`Draft.filled` writes the figures of the fourth into the places the draft left
+for them. Each host row's `accounts` entries carry figures only where that host
+holds the account's newest reading; its active `account` block carries the
+account's newest reading wherever it was taken (`probed_at` says when).
+
+Labels are checked where they are read (every one must be a string), figures
+field by field: a reply comes from a service this node does not control.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from .._text import has_control
+from .._time import iso_from_ms
+from ..accountkey import valid_key
+from ..errors import SvcpostureError
+from .heartbeat import MAX_LABEL, MAX_PCT
+from .hostaccounts import MAX_ACCOUNTS, PROVIDER_RE
+
+_PCT = {"five_hour": "five_hour_pct", "seven_day": "seven_day_pct"}
+_RESET = {"five_hour": "five_hour_resets_at", "seven_day": "seven_day_resets_at"}
+_STATUSES = ("ok", "degraded", "rejected", "error", "unknown")
+
+Sample = Tuple[Dict[str, Any], float]
+# (node, provider, account label): where an account's figures were read
+Place = Tuple[str, str, str]
+
+
+class PrometheusError(SvcpostureError):
+    """Base of every Prometheus read failure; each concern below also subclasses a builtin."""
+
+
+class PrometheusResponseError(PrometheusError, ValueError):
+    """Prometheus answered, but not with a successful instant-vector result."""
+
+
+def _label(labels: Dict[str, Any], name: str) -> str:
+    value = labels.get(name, "")
+    if type(value) is not str:
+        raise PrometheusResponseError("Prometheus reply has a non-string label")
+    return value
+
+
+# A fleet repeats a few labels and providers on every host: each is checked once per distinct value.
+@functools.lru_cache(maxsize=4096)
+def _known_provider(provider: str) -> bool:
+    return PROVIDER_RE.fullmatch(provider) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _clean_label(value: str) -> Optional[str]:
+    return value if value and len(value) <= MAX_LABEL and not has_control(value) else None
+
+
+def _iso_s(seconds: float) -> Optional[str]:
+    try:
+        return iso_from_ms(int(seconds * 1000)) if math.isfinite(seconds) and seconds > 0 else None
+    except (ValueError, OverflowError):
+        return None
+
+
+def _pct(value: float) -> Optional[float]:
+    return value if math.isfinite(value) and 0 <= value <= MAX_PCT else None
+
+
+class FleetRead:
+    """What each node and each account says, one reply at a time."""
+
+    def __init__(self) -> None:
+        self.up: Dict[str, float] = {}
+        self.seen: Dict[str, float] = {}
+        self.errors: Set[Tuple[str, str]] = set()
+        # node -> [(not Claude's, label, provider, key, when its figures were read, epoch s)]
+        self.members: Dict[str, List[Tuple[bool, str, str, str, float]]] = {}
+        self.active: Set[Place] = set()
+        # key -> ((node, provider, label), when read): where the newest reading of the account is
+        self.newest: Dict[str, Tuple[Place, float]] = {}
+        self._figures: Dict[Place, Dict[str, Any]] = {}
+        self._fields: Dict[Place, Dict[str, Any]] = {}
+
+    def hosts(self, samples: List[Sample]) -> None:
+        up = self.up
+        for labels, value in samples:
+            node = _label(labels, "node")
+            if node:
+                up[node] = value
+
+    def accounts(self, samples: List[Sample]) -> None:
+        newest, members = self.newest, self.members
+        for labels, value in samples:
+            node, key = _label(labels, "node"), _label(labels, "account_key")
+            provider, label = _label(labels, "provider") or "claude", _label(labels, "account")
+            if not node or not _known_provider(provider):
+                continue  # a series no roster target labelled, or no provider this node knows
+            held = members.get(node)
+            if held is None:
+                held = members[node] = []
+            # Claude's first, then by label: the order of a row's entries, by a plain tuple sort.
+            held.append((provider != "claude", label, provider, key, value))
+            if key and math.isfinite(value) and (key not in newest or value > newest[key][1]):
+                newest[key] = ((node, provider, label), value)
+
+    def actives(self, samples: List[Sample]) -> None:
+        """Each node's active accounts, valued when their series was last scraped (so when the
+        node was), and the nodes whose probes fail (a `status` series at 1)."""
+        seen = self.seen
+        for labels, value in samples:
+            node, provider = _label(labels, "node"), _label(labels, "provider") or "claude"
+            if "status" in labels:
+                if value == 1:
+                    self.errors.add((node, provider))
+                continue
+            self.active.add((node, provider, _label(labels, "account")))
+            if math.isfinite(value) and value > seen.get(node, 0.0):
+                seen[node] = value
+
+    def reading_places(self) -> List[Tuple[str, str]]:
+        """(node, account label) of every account's newest reading."""
+        return sorted({(node, label) for (node, _, label), _ in self.newest.values()})
+
+    def keyless(self) -> bool:
+        return any(not member[3] for held in self.members.values() for member in held)
+
+    def readings(self, samples: List[Sample]) -> None:
+        for labels, value in samples:
+            # A status series has its name, or only its `status` label when asked apart.
+            name = _label(labels, "__name__") or ("svc_account_status" if "status" in labels else "")
+            node, provider = _label(labels, "node"), _label(labels, "provider") or "claude"
+            figures = self._figures.setdefault((node, provider, _label(labels, "account")), {})
+            window = _label(labels, "window")
+            if name == "svc_account_status":
+                status = _label(labels, "status")
+                if value == 1 and status in _STATUSES:
+                    figures["status"] = status
+            elif name == "svc_account_utilization_percent" and window in _PCT:
+                figures[_PCT[window]] = _pct(value)
+            elif name == "svc_account_window_resets_at_seconds" and window in _RESET:
+                figures[_RESET[window]] = _iso_s(value)
+            elif name == "svc_account_forecast_wall_timestamp_seconds" and math.isfinite(value):
+                # The first wall is the binding one: the heartbeat's wall_at is the binding window's.
+                figures["wall_s"] = min(value, figures.get("wall_s", value))
+
+    def fields(self, place: Place, read_s: float) -> Dict[str, Any]:
+        """The reading at `place` as entry fields (computed once per place)."""
+        fields = self._fields.get(place)
+        if fields is None:
+            raw = self._figures.get(place, {})
+            fields = self._fields[place] = {
+                "status": raw.get("status"), "five_hour_pct": raw.get("five_hour_pct"),
+                "five_hour_resets_at": raw.get("five_hour_resets_at"), "seven_day_pct": raw.get("seven_day_pct"),
+                "seven_day_resets_at": raw.get("seven_day_resets_at"),
+                "wall_at": _iso_s(raw["wall_s"]) if "wall_s" in raw else None,
+                "probed_at": _iso_s(read_s), "probed_s": read_s}
+        return fields
+
+
+_NO_READING = {"status": None, "five_hour_pct": None, "five_hour_resets_at": None, "seven_day_pct": None,
+               "seven_day_resets_at": None, "wall_at": None, "probed_at": None}
+_ENTRY_FIGURES = tuple(_NO_READING)
+# An active block before its figures, copied for each (a copy of a dict is one C call).
+_BLOCK = {"key": None, "label": None, "status": None, "five_hour_pct": None, "seven_day_pct": None,
+          "five_hour_resets_at": None, "seven_day_resets_at": None, "wall_at": None, "probed_at": None,
+          "probe_interval_ms": None, "age_s": None, "stale": False}
+_BLOCK_OF = {"claude": "account", "codex": "codex"}
+_QUOTA_FIELDS = ("five_hour_pct", "seven_day_pct", "five_hour_resets_at", "seven_day_resets_at")
+
+
+@functools.lru_cache(maxsize=8192)
+def _shown_key(key: str) -> Optional[str]:
+    return key if valid_key(key) else None
+
+
+class Draft:
+    """Host rows without their figures, and the places each figure goes once they are read."""
+
+    def __init__(self, read: FleetRead, interval_ms: int, now_s: float) -> None:
+        self.read, self.interval_ms, self.now_s = read, interval_ms, now_s
+        self.rows: List[Dict[str, Any]] = []
+        # (entry, place, when read): an entry whose host holds the account's newest reading
+        self.entries: List[Tuple[Dict[str, Any], Place, float]] = []
+        # (row, block field, block, whether the host's probes fail, place or None, when read)
+        self.blocks: List[Tuple[Dict[str, Any], str, Dict[str, Any], bool, Optional[Place], float]] = []
+        # place -> (the block's figures, the quota they make): the same for every host with the account
+        self._made: Dict[Optional[Place], Tuple[Dict[str, Any], Optional[Dict[str, Any]]]] = {}
+
+    def add(self, hosts: Sequence[str]) -> None:
+        """A row for each of `hosts`. This runs for every host of the fleet: what the loop reads
+        is held in locals, and every dict is written as a literal."""
+        read, now_s, rows, blocks, pending = self.read, self.now_s, self.rows, self.blocks, self.entries
+        up, seen, members, newest, actives, errors = (read.up, read.seen, read.members, read.newest,
+                                                      read.active, read.errors)
+        for host in hosts:
+            value, seen_s = up.get(host), seen.get(host)
+            state = "missing" if value is None else ("live" if value >= 1 else "stale")
+            row: Dict[str, Any] = {"host": host, "state": state,
+                                   "ageS": round(max(0.0, now_s - seen_s), 1)
+                                   if seen_s is not None and state == "live" else None,
+                                   "quota": None, "account": None}
+            entries: List[Dict[str, Any]] = []
+            for _, label, provider, key, read_s in sorted(members.get(host, ())):
+                here: Place = (host, provider, label)
+                place: Optional[Place] = here  # a keyless account is only its own host's
+                if key:
+                    place, read_s = newest.get(key) or (None, 0.0)
+                active = here in actives
+                clean, shown = _clean_label(label), _shown_key(key)
+                field = _BLOCK_OF.get(provider)
+                if active and field is not None and row.get(field) is None:
+                    row[field] = block = dict(_BLOCK, key=shown, label=clean)
+                    blocks.append((row, field, block, (host, provider) in errors, place, read_s))
+                if clean is None:
+                    continue
+                entry = {"key": shown, "label": clean, "provider": provider, "status": None, "five_hour_pct": None,
+                         "five_hour_resets_at": None, "seven_day_pct": None, "seven_day_resets_at": None,
+                         "wall_at": None, "probed_at": None, "active": active}
+                if place == here:
+                    pending.append((entry, here, read_s))
+                entries.append(entry)
+            row["accounts"] = entries[:MAX_ACCOUNTS]
+            rows.append(row)
+
+    def filled(self) -> List[Dict[str, Any]]:
+        """The rows, with the figures of the readings read since the draft."""
+        read = self.read
+        for entry, place, read_s in self.entries:
+            fields = read.fields(place, read_s)
+            for name in _ENTRY_FIGURES:
+                entry[name] = fields[name]
+        for row, field, block, failing, place, read_s in self.blocks:
+            figures, quota = self._figures_of(place, read_s)
+            block.update(figures)
+            if failing:
+                block["status"] = "error"
+            if field == "account":
+                row["quota"] = dict(quota) if quota else None
+        return self.rows
+
+    def _figures_of(self, place: Optional[Place],
+                    read_s: float) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+        """The active block's figures from the reading at `place` (the account's newest), in the
+        shape peer_account gives, and the row quota they make."""
+        made = self._made.get(place)
+        if made is None:
+            fields = self.read.fields(place, read_s) if place is not None else {}
+            probed_s = fields.get("probed_s")
+            age = round(max(0.0, self.now_s - probed_s), 1) \
+                if fields.get("probed_at") and probed_s is not None else None
+            figures = {name: fields.get(name) for name in ("status",) + _QUOTA_FIELDS + ("wall_at", "probed_at")}
+            figures["age_s"] = age
+            figures["stale"] = age is not None and age * 1000 > 2 * self.interval_ms
+            quota = {f: figures[f] for f in _QUOTA_FIELDS if figures[f] is not None}
+            made = self._made[place] = (figures, quota or None)
+        return made
+
+
+def draft_rows(read: FleetRead, roster: Sequence[str], interval_ms: int, now_s: float) -> Draft:
+    """One row per roster host (each once, in roster order) from what `read` holds so far."""
+    draft = Draft(read, interval_ms, now_s)
+    draft.add(list(dict.fromkeys(roster)))
+    return draft
