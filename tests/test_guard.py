@@ -92,8 +92,11 @@ def mon(tmp_path_factory, provider, module_monitors):
                           "SVC_MONITOR_TRUSTED_ORIGINS": "https://dash.example"})
     m = module_monitors.start(env)
     # The first probe starts with the monitor and may reach the provider after /healthz answers; the
-    # tests count provider calls from here, so they begin once it has.
+    # tests count provider calls from here, so they begin once it has, and once the monitor has its
+    # reply: a refresh asked while that probe is still in flight joins it instead of probing anew.
     wait_until(lambda: provider.message_calls() >= 1, timeout=30, message="the monitor's first probe")
+    wait_until(lambda: m.get_json("/api/accounts")[1].get("probedAt"), timeout=30,
+               message="the monitor's first probe answered")
     yield m
 
 

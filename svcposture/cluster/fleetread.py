@@ -35,7 +35,8 @@ Place = Tuple[str, str, str]
 
 
 class PrometheusError(SvcpostureError):
-    """Base of every Prometheus read failure; each concern below also subclasses a builtin."""
+    """Base of every Prometheus read failure; each concern (here and in promread) also subclasses
+    a builtin."""
 
 
 class PrometheusResponseError(PrometheusError, ValueError):
