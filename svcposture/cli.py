@@ -68,27 +68,31 @@ def _vendors_loaded(prog: str) -> bool:
     return True
 
 
+def _home_usable() -> bool:
+    """Whether $HOME gives node paths inside a home; if not, says so on stderr. The commands
+    that skip _run's imports (guard, mcp, statusline) refuse such a HOME like every other."""
+    from ._home import HomeError, home_of
+    try:
+        home_of(os.environ)
+    except HomeError as exc:
+        print("svc-monitor: error: %s" % exc, file=sys.stderr)
+        return False
+    return True
+
+
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not _vendors_loaded("svc-monitor"):
         return 2
     if args[:1] == ["guard"]:
         # As fast as the status line: a dispatcher asks before every run.
-        from ._home import HomeError, home_of
-        try:
-            home_of(os.environ)
-        except HomeError as exc:
-            print("svc-monitor: error: %s" % exc, file=sys.stderr)
+        if not _home_usable():
             return 2
         from .term import guard
         return guard.main(args[1:])
     if args[:1] == ["mcp"]:
         # Past the monitor's imports too: an agent starts the server with each session.
-        from ._home import HomeError, home_of
-        try:
-            home_of(os.environ)
-        except HomeError as exc:
-            print("svc-monitor: error: %s" % exc, file=sys.stderr)
+        if not _home_usable():
             return 2
         from .mcp import main as mcp
         return mcp.main(args[1:])
@@ -96,11 +100,7 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
         # Straight there, past _run's imports: it handles every other error
         # itself and exits 0, but a HOME that would put node paths outside any
         # home is refused like everywhere else.
-        from ._home import HomeError, home_of
-        try:
-            home_of(os.environ)
-        except HomeError as exc:
-            print("svc-monitor: error: %s" % exc, file=sys.stderr)
+        if not _home_usable():
             return 2
         from .term import statusline
         return statusline.main(args[1:])

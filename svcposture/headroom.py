@@ -8,7 +8,7 @@ switch's HRW comes with its first fleet pick).
 from __future__ import annotations
 
 from ._text import finite_number, is_int
-from .advice import windows_of
+from .advice import iso_ms, windows_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,18 +32,7 @@ def _pct(window: "Any") -> "Optional[float]":
 def resets_ms(window: "Any") -> "Optional[int]":
     """A window's resetsAt (`YYYY-MM-DDTHH:MM:SS.mmmZ`) as epoch ms, else None."""
     text = window.get("resetsAt") if isinstance(window, dict) else None
-    if not isinstance(text, str) or len(text) != 24 or not text.endswith("Z"):
-        return None
-    try:
-        import calendar
-        parts = (int(text[0:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
-                 int(text[17:19]))
-        millis = int(text[20:23])
-    except ValueError:
-        return None
-    if not (1 <= parts[1] <= 12 and 1 <= parts[2] <= 31 and parts[3] < 24 and parts[4] < 60 and parts[5] < 61):
-        return None
-    return calendar.timegm(parts + (0, 0, 0)) * 1000 + millis
+    return iso_ms(text) if isinstance(text, str) else None
 
 
 # The reason when nothing answered; the guard command adds the URL it tried.
