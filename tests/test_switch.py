@@ -27,6 +27,7 @@ from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
+from svcposture._time import iso_from_ms
 from svcposture.exportline import active_label, rewrite_export
 
 TOK1 = canary("sw1")
@@ -234,7 +235,10 @@ def test_a_switch_killed_after_its_rename_is_recorded_once(home: Path) -> None:
     os.utime(str(home / "svc" / "switch-state.json"))
     events = switched_events(home)
     event = events[0]
-    event["ts"] = time.strftime("%Y-%m-%dT%H:%M:%S.999Z", time.gmtime())
+    # Stamped just after the intent, read back from the state file: a second read off the clock
+    # would land before the intent if the clock stepped back in between.
+    at_ms = json.loads((home / "svc" / "switch-state.json").read_text())["providers"]["claude"]["pending"]["atMs"]
+    event["ts"] = iso_from_ms(at_ms + 1)
     with open(str(sorted((home / "svc" / "events").glob("*.jsonl"))[-1]), "a") as fh:
         fh.write(json.dumps(dict(event, id="f" * 16)) + "\n")
     assert json.loads(switch(offline_env(home), "--reconcile", "--json")[1]) == {"reconciled": 0}
