@@ -31,13 +31,13 @@ from ._names import CLAIM_OF_FIELD, WINDOW_CLAIMS
 from ._text import is_int
 from ._time import iso_from_ms, now_ms, parse_iso_ms
 from .events import EventLog, envelope, event_name, provider_attrs
+from .settings import DEFAULT_THRESHOLDS
 
 log = logging.getLogger("svcposture.alerts")
 
 THRESHOLD = "account.quota.threshold"
 FORECAST = "account.quota.forecast"
 ALERT_KINDS = (THRESHOLD, FORECAST)
-DEFAULT_THRESHOLDS = (80, 90)
 FORECAST_HORIZON_MS = 60 * 60_000
 # Cycles remembered per label and window: the current one and a few before it.
 KEEP_CYCLES = 6
@@ -45,36 +45,6 @@ KEEP_CYCLES = 6
 RECONCILE_MS = 8 * 86_400_000
 LATCH_VERSION = 1
 _NEEDLE = b'"account.quota.'
-
-
-# ---------------------------------------------------------------- settings
-
-def parse_thresholds(text: Optional[str]) -> Tuple[Tuple[int, ...], List[str]]:
-    """($SVC_ALERT_THRESHOLDS as sorted unique integers 1..100, problems found).
-
-    Unset or blank gives the default 80,90. Each item that is not an integer
-    from 1 to 100 is left out and named in a problem; duplicates collapse. A
-    value with no valid item at all falls back to the default, with a problem.
-    """
-    if text is None or not text.strip():
-        return DEFAULT_THRESHOLDS, []
-    problems: List[str] = []
-    found = set()
-    for item in text.split(","):
-        word = item.strip()
-        if not word:
-            problems.append("SVC_ALERT_THRESHOLDS has an empty item; ignored")
-            continue
-        if not (word.isascii() and word.isdigit()) or not 1 <= int(word) <= 100:
-            problems.append("SVC_ALERT_THRESHOLDS item %r is not an integer from 1 to 100; ignored" % word[:40])
-            continue
-        if int(word) in found:
-            problems.append("SVC_ALERT_THRESHOLDS repeats %s; counted once" % word)
-        found.add(int(word))
-    if not found:
-        problems.append("SVC_ALERT_THRESHOLDS has no usable threshold; using the default 80,90")
-        return DEFAULT_THRESHOLDS, problems
-    return tuple(sorted(found)), problems
 
 
 # ---------------------------------------------------------------- events

@@ -15,7 +15,6 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._env import env_number
-from .claude.child import login, usage
 from .envlint import line_problems, opened_quote_line
 from .envfile import MAX_ENV_FILE_BYTES
 from .errors import MESSAGES, error
@@ -37,13 +36,23 @@ def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = No
     try:
         if subcommand == "lines":
             return lines(env_fd)
-        if subcommand == "usage":
-            return usage(environ)
-        if subcommand == "login":
-            return login(environ)
+        if subcommand in ("usage", "login"):
+            return login_command(subcommand, environ)
         return headers(environ, check_only=(subcommand == "check"), env_fd=env_fd, only=vendor)
     except Exception:  # noqa: BLE001 - never a traceback, it could quote a token
         return {"error": error("internal")}
+
+
+def login_command(subcommand: str, environ: Mapping[str, str]) -> Dict[str, Any]:
+    """`usage` or `login` of the interactive login, by the vendor whose `child_commands` has it."""
+    from .vendor import optional_member
+    from .vendors import registered
+
+    for vendor in registered():
+        command = (optional_member(vendor, "child_commands") or {}).get(subcommand)
+        if command is not None:
+            return command(environ)
+    return {"ok": False, "error": error("config")}
 
 
 # ---------------------------------------------------------------- header sweep

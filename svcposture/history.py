@@ -29,9 +29,9 @@ from . import _time
 from ._time import iso_from_ms, parse_iso_ms
 from .errors import FACE, SvcpostureError
 from .paths import Paths
+from .settings import DEFAULT_HISTORY_DAYS as DEFAULT_DAYS
 from .vendors import is_account_label, provider_of_label
 
-DEFAULT_DAYS = 8
 DEFAULT_HOURS = 24
 MAX_HOURS = 192
 MAX_POINTS = 500

@@ -18,11 +18,8 @@ from typing import Any, Iterable, List, Mapping, Optional
 
 from ._names import FIELD_OF_CLAIM, REJECTED
 from ._time import parse_iso_ms
+from .settings import DEFAULT_RESET_MARGIN_S as DEFAULT_MARGIN_S
 
-DEFAULT_MARGIN_S = 60.0
-# Test-only: a shorter margin for a monitor run as a subprocess by the test
-# suite. Underscore-prefixed, read only when set, not documented.
-TEST_MARGIN_ENV = "_SVC_TEST_RESET_MARGIN_S"
 # How many probes already run are remembered.
 MAX_FIRED = 64
 

@@ -45,6 +45,15 @@ MAX_FLEET_TTL_S = 3600.0
 
 # The posture service's schedule (docs/posture.md).
 DEFAULT_TTL_S = 300.0
+# The probe at a reset waits this long past the reset instant (docs/posture.md).
+DEFAULT_RESET_MARGIN_S = 60.0
+# Test-only: a shorter margin for a monitor run as a subprocess by the test
+# suite. Underscore-prefixed, read only when set, not documented.
+TEST_MARGIN_ENV = "_SVC_TEST_RESET_MARGIN_S"
+# History day files kept (docs/trajectory.md).
+DEFAULT_HISTORY_DAYS = 8
+# Alert thresholds, in percent (docs/trajectory.md).
+DEFAULT_THRESHOLDS = (80, 90)
 DEFAULT_FLOOR_S = 30.0
 DEFAULT_INTERVAL_S = 300.0
 
@@ -273,12 +282,11 @@ def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
 def _probe_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
     """The posture service's schedule: TTL, refresh floor (at most the TTL), interval, deadline, reset margin."""
     from ._env import env_number
-    from .resetprobe import DEFAULT_MARGIN_S, TEST_MARGIN_ENV
 
     ttl_s = env_number(environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
-    margin_s = DEFAULT_MARGIN_S
+    margin_s = DEFAULT_RESET_MARGIN_S
     if environ.get(TEST_MARGIN_ENV):
-        margin_s = env_number(environ, TEST_MARGIN_ENV, DEFAULT_MARGIN_S, low=0.0)
+        margin_s = env_number(environ, TEST_MARGIN_ENV, DEFAULT_RESET_MARGIN_S, low=0.0)
     return dict(
         posture_ttl_s=ttl_s,
         refresh_floor_s=min(env_number(environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S, low=0.0), ttl_s),
@@ -309,15 +317,41 @@ def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) 
     """History retention, alert thresholds (their problems become notes) and the notify hook
     (in a cgroup of its own unless SVC_ALERT_HOOK_CGROUP=0)."""
     from ._env import env_number
-    from .alerts import parse_thresholds
-    from .history import DEFAULT_DAYS
 
     thresholds, problems = parse_thresholds(environ.get("SVC_ALERT_THRESHOLDS"))
     notes.extend(("SVC_ALERT_THRESHOLDS", problem) for problem in problems)
-    return dict(history_days=int(env_number(environ, "SVC_HISTORY_DAYS", DEFAULT_DAYS, low=1, high=3650, kind=int)),
+    return dict(history_days=int(env_number(environ, "SVC_HISTORY_DAYS", DEFAULT_HISTORY_DAYS, low=1, high=3650, kind=int)),
                 alert_thresholds=tuple(thresholds),
                 alert_cmd=environ.get("SVC_ALERT_CMD", ""),
                 alert_hook_cgroup=environ.get("SVC_ALERT_HOOK_CGROUP", "").strip() != "0")
+
+
+def parse_thresholds(text: Optional[str]) -> Tuple[Tuple[int, ...], List[str]]:
+    """($SVC_ALERT_THRESHOLDS as sorted unique integers 1..100, problems found).
+
+    Unset or blank gives the default 80,90. Each item that is not an integer
+    from 1 to 100 is left out and named in a problem; duplicates collapse. A
+    value with no valid item at all falls back to the default, with a problem.
+    """
+    if text is None or not text.strip():
+        return DEFAULT_THRESHOLDS, []
+    problems: List[str] = []
+    found = set()
+    for item in text.split(","):
+        word = item.strip()
+        if not word:
+            problems.append("SVC_ALERT_THRESHOLDS has an empty item; ignored")
+            continue
+        if not (word.isascii() and word.isdigit()) or not 1 <= int(word) <= 100:
+            problems.append("SVC_ALERT_THRESHOLDS item %r is not an integer from 1 to 100; ignored" % word[:40])
+            continue
+        if int(word) in found:
+            problems.append("SVC_ALERT_THRESHOLDS repeats %s; counted once" % word)
+        found.add(int(word))
+    if not found:
+        problems.append("SVC_ALERT_THRESHOLDS has no usable threshold; using the default 80,90")
+        return DEFAULT_THRESHOLDS, problems
+    return tuple(sorted(found)), problems
 
 
 def _cluster_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:

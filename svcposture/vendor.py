@@ -134,6 +134,11 @@ class Vendor(Protocol):
         ...
 
 
+def optional_member(vendor: Any, name: str) -> Any:
+    """A vendor's optional member (docs/vendors.md), None when it has none."""
+    return getattr(vendor, name, None)
+
+
 def check_vendor(vendor: Any) -> None:
     """Raise InvalidVendor unless `vendor` has every member the protocol names, with sane values."""
     missing = [m for m in ("name", "lines", "error_kinds", "sweep", "request_timeout_s", "exchange_deadline_s",

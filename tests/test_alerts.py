@@ -8,7 +8,8 @@ import pytest
 
 from svcposture import alerts
 from svcposture._time import iso_from_ms, now_ms
-from svcposture.alerts import AlertLatch, parse_thresholds, thresholds_to_fire
+from svcposture.alerts import AlertLatch, thresholds_to_fire
+from svcposture.settings import parse_thresholds
 from svcposture.events import EventLog
 
 HOUR = 3_600_000

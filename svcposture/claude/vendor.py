@@ -91,5 +91,11 @@ class ClaudeVendor:
     def poll_memory(self) -> None:
         return None
 
+    @property
+    def child_commands(self) -> Dict[str, Any]:
+        """The interactive login's commands the token-scoped child runs: its usage, its email."""
+        from .child import login, usage
+        return {"usage": usage, "login": login}
+
 
 VENDOR = ClaudeVendor()
