@@ -40,8 +40,8 @@ from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
 from svcposture.paths import Paths
-from svcposture.exportline import read_env_file, replace_env_file, rewrite_export
-from svcposture.switching import perform
+from svcposture.envfile.exportline import read_env_file, replace_env_file, rewrite_export
+from svcposture.steering.switching import perform
 
 ACCOUNTS = [("ACCT1", "tok-guard-1", "one@example.com"), ("ACCT2", "tok-guard-2", "two@example.com")]
 CONSOLE_SCRIPT = "import sys; from svcposture.cli import monitor_main; sys.exit(monitor_main())"

@@ -28,7 +28,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from svcposture import probe
+from svcposture.probe import runner as probe
 from svcposture.claude import provider as wire
 from svcposture.paths import Paths
 from tests.support.provider import ProviderServer

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from scripts.bench_server import BASELINE_A, ensure_tools, start_baseline, wrk
-from svcposture.forecast import forecast
-from svcposture.history import append_rows, rows_from_summary
-from svcposture.historyindex import HistoryIndex
+from svcposture.trajectory.forecast import forecast
+from svcposture.trajectory.history import append_rows, rows_from_summary
+from svcposture.trajectory.historyindex import HistoryIndex
 from svcposture.demo import main as demo
 from svcposture.monitor.response import dumps
 from svcposture.paths import Paths

@@ -18,10 +18,8 @@ SvcpostureError.
 from __future__ import annotations
 
 from ._version import __version__
-# Bound now, not lazily: the submodule of the same name would otherwise take
-# the attribute `svcposture.forecast` the first time anything imports it.
-# Inside the package, import the module as `from .forecast import forecast`.
-from .forecast import forecast
+# Bound now: the pure function is small, and `svcposture.forecast` is then the function itself.
+from .trajectory.forecast import forecast
 
 # typing alone costs more to import than the rest of this file.
 TYPE_CHECKING = False
@@ -47,17 +45,17 @@ __all__ = [
 
 # name -> module that defines it, imported on first access.
 _LAZY = {
-    "read_posture": ".posture",
+    "read_posture": ".posture.service",
     "read_events": ".events",
-    "read_history": ".history",
+    "read_history": ".trajectory.history",
     "owner": ".hrw",
     "start_server": ".monitor.main",
     "SvcpostureError": ".errors",
     "ConfigError": ".config",
     "CorruptFileError": "._files",
     "EventLogError": ".events",
-    "LatchError": ".latch",
-    "HistoryError": ".history",
+    "LatchError": ".posture.latch",
+    "HistoryError": ".trajectory.history",
     "InvalidSetting": "._env",
 }
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from svcposture import advice
+from svcposture.steering import advice
 from svcposture._time import iso_from_ms
 
 NOW = 1_800_000_000_000

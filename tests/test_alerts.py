@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from svcposture import alerts
+from svcposture.trajectory import alerts
 from svcposture._time import iso_from_ms, now_ms
-from svcposture.alerts import AlertLatch, thresholds_to_fire
+from svcposture.trajectory.alerts import AlertLatch, thresholds_to_fire
 from svcposture.settings import parse_thresholds
 from svcposture.events import EventLog
 

@@ -29,8 +29,8 @@ from tests.support.monitor import Monitor, start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
-from svcposture.headroom import choose, ranked
-from svcposture.exportline import active_label
+from svcposture.steering.headroom import choose, ranked
+from svcposture.envfile.exportline import active_label
 
 TA, TB, TC = canary("autoa"), canary("autob"), canary("autoc")
 ACCOUNTS = [("A", TA, "a@example.com"), ("B", TB, "b@example.com"), ("C", TC, "c@example.com")]
@@ -175,7 +175,7 @@ def test_never_onto_a_fuller_account_and_says_so_once(tmp_path: Path) -> None:
 
 
 def test_an_extra_window_at_the_threshold_is_due(tmp_path: Path) -> None:
-    from svcposture.steering import AutoSwitcher
+    from svcposture.steering.watcher import AutoSwitcher
     from svcposture.paths import Paths
     window = {"pct": 10.0, "resetsAt": None, "status": "allowed"}
     active = {"label": "codex-a", "active": True, "error": None, "bindingStatus": "allowed",

@@ -24,7 +24,7 @@ from tests.support.monitor import Monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
-from svcposture.exportline import active_label
+from svcposture.envfile.exportline import active_label
 
 TA, TB = canary("cwda"), canary("cwdb")
 SCRIPT = """import sys

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from svcposture import probe
+from svcposture.probe import runner as probe
 from svcposture.paths import Paths
 from tests.support.cli import assert_clean, cli
 from tests.support.codex import CodexServer, make_login, usage_reply

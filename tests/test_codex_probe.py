@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from svcposture import probe
+from svcposture.probe import runner as probe
 from svcposture.codex.child import TICKET_PREFIX
 from svcposture.codex.errors import CODEX_MESSAGES
 from svcposture.codex.state import STATE_ENV, encode_state

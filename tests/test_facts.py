@@ -6,7 +6,9 @@ import subprocess
 
 import pytest
 
-from svcposture import _cycle, _spawn, _text, alerts, history, notify, probe, summary, trajectory
+from svcposture.trajectory import cycle as _cycle, alerts, history, notify, service as trajectory
+from svcposture import _spawn, _text, summary
+from svcposture.probe import runner as probe
 from svcposture.cluster import liveness, tracker
 from tests.support.waiting import wait_until
 

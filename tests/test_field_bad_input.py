@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from svcposture.claude.usage import usage_extras, usage_values
 from svcposture.codex import session
 from svcposture.codex.usage import MAX_PCT, parse_session_limits, parse_usage_reply
-from svcposture.history import MAX_ROW_LINE, history_body, parse_row
+from svcposture.trajectory.history import MAX_ROW_LINE, history_body, parse_row
 from svcposture.windows import field_of_length
 
 NOW_S = 1_790_000_000.0

@@ -125,7 +125,7 @@ def test_bashs_message_quotes_the_line_but_only_its_number_is_kept(tmp_path):
     bash = Path("/bin/bash")
     if not bash.exists():
         pytest.skip("no bash")
-    from svcposture.probe import shell_syntax_line
+    from svcposture.probe.runner import shell_syntax_line
 
     path = _broken_accounts(_home(tmp_path))
     with open(str(path), "rb") as fh:

@@ -209,7 +209,7 @@ def test_hostile_peer_metadata_through_the_real_command(tmp_path, anchor_tracker
 def test_wall_at_comes_from_the_forecast_of_the_binding_window(tmp_path):
     from svcposture.cluster.heartbeat import account_source
     from svcposture.events import EventLog
-    from svcposture.trajectory import TrajectoryService
+    from svcposture.trajectory.service import TrajectoryService
 
     paths = Paths(tmp_path, {"HOME": str(tmp_path)})
     now = int(time.time() * 1000)

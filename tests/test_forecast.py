@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from svcposture import SvcpostureError
 from svcposture._time import iso_from_ms
-from svcposture.forecast import LOOKBACK_MS, MIN_SPAN_MS, forecast
+from svcposture.trajectory.forecast import LOOKBACK_MS, MIN_SPAN_MS, forecast
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from svcposture import config
 from svcposture.events import STATUS_CHANGED, EventLog, parse_line, status_changed
-from svcposture.latch import Latch, _valid_latch
+from svcposture.posture.latch import Latch, _valid_latch
 from svcposture.paths import Paths
 
 FUZZ = settings(max_examples=60, deadline=None, database=None,

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.support.home import clean_env
 from tests.support.provider import ANY, ProviderServer
-from svcposture import envfile
+from svcposture.envfile import entries as envfile
 from svcposture.claude import accounts as accounts_text
 from svcposture import errors
 from svcposture.claude import provider as wire

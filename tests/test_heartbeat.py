@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from svcposture.settings import Settings
-from svcposture import history
+from svcposture.trajectory import history
 from svcposture._version import __version__
 from svcposture.cluster import heartbeat, liveness
 from svcposture.cluster.tracker import Heartbeat

@@ -10,12 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcposture import SvcpostureError, history
+from svcposture import SvcpostureError
+from svcposture.trajectory import history
 from svcposture._time import iso_from_ms, parse_iso_ms
-from svcposture.history import (MAX_POINTS, append_rows, bucket_max, cycle_points, history_body, parse_row,
-                                prune, read_history_body, read_rows, rows_from_summary)
+from svcposture.trajectory.history import (
+    MAX_POINTS, append_rows, bucket_max, cycle_points, history_body, parse_row, prune, read_history_body, read_rows,
+    rows_from_summary,
+)
 from svcposture.paths import Paths
-from svcposture.posture import derive_summary
+from svcposture.posture.service import derive_summary
 
 NOW = parse_iso_ms("2026-01-10T12:00:00Z")
 HOUR = 3_600_000

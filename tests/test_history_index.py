@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcposture.history import DAY_MS, HOUR_MS, append_rows, read_history_body
-from svcposture.historyindex import BLOCK, HistoryIndex, thin, thin_parts
-from svcposture.history import bucket_max
+from svcposture.trajectory.history import DAY_MS, HOUR_MS, append_rows, read_history_body
+from svcposture.trajectory.historyindex import BLOCK, HistoryIndex, thin, thin_parts
+from svcposture.trajectory.history import bucket_max
 from svcposture.paths import Paths
 
 NOW = 1_800_000_000_000

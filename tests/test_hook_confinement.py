@@ -39,7 +39,7 @@ def _session(pid: int) -> int:
 
 
 def _cgroup_usable() -> bool:
-    from svcposture import hookcage
+    from svcposture.trajectory import hookcage
     path, _ = hookcage._own_cgroup_dir()
     return path is not None and os.access(path, os.W_OK)
 
@@ -130,7 +130,7 @@ def _escaping_hook(tmp: Path, leave_cgroup: bool) -> str:
     (it writes itself into the parent's cgroup.procs). The hook exits once the grandchild runs."""
     move = ""
     if leave_cgroup:
-        from svcposture import hookcage
+        from svcposture.trajectory import hookcage
         mount = hookcage._own_cgroup_dir()[0]
         # The hook's cgroup is a child of the monitor's; the grandchild climbs one level.
         move = ('cg=$(sed -n "s/^0:://p" /proc/self/cgroup); '

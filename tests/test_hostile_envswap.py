@@ -110,7 +110,7 @@ def test_a_swapping_attacker_never_gets_code_run_or_a_token_used(home, tmp_path,
 
 
 def test_a_directory_others_may_write_refuses_the_env_file_as_config(home):
-    from svcposture import probe
+    from svcposture.probe import runner as probe
     from svcposture.paths import Paths
 
     config_dir = accounts_path(home).parent
@@ -124,7 +124,7 @@ def test_a_directory_others_may_write_refuses_the_env_file_as_config(home):
 
 
 def test_a_symlinked_or_fifo_env_file_is_refused_without_blocking(home, tmp_path):
-    from svcposture import probe
+    from svcposture.probe import runner as probe
     from svcposture.paths import Paths
 
     config_dir = accounts_path(home).parent

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcposture.jsonscan import InvalidScan, top_level_member
+from svcposture.claude.jsonscan import InvalidScan, top_level_member
 
 KEY = "oauthAccount"
 leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20),

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from svcposture.events import STATUS_CHANGED, EventLog, EventLogError, status_changed
-from svcposture.latch import Latch, LatchError, read_latch
+from svcposture.posture.latch import Latch, LatchError, read_latch
 from svcposture.paths import Paths
 
 HOLDING = ["degraded", "error", "unknown", "disabled", "unavailable", ""]

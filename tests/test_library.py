@@ -18,7 +18,7 @@ import svcposture
 from svcposture import SvcpostureError
 from svcposture._time import iso_from_ms, parse_iso_ms
 from svcposture.events import EventLog, ratelimit_sampled, status_changed
-from svcposture.history import append_rows
+from svcposture.trajectory.history import append_rows
 from svcposture.paths import Paths
 from tests.support.home import (REPO, accounts_path, assert_no_canary, canary, clean_env, set_host_name,
                                 snapshot, write_accounts)
@@ -64,7 +64,7 @@ def test_import_pulls_in_no_server_process_or_network_module():
 
 
 def test_posture_module_loads_no_process_module_until_it_probes():
-    code = ("import sys; import svcposture, svcposture.posture, svcposture.history, svcposture.events; "
+    code = ("import sys; import svcposture, svcposture.posture.service, svcposture.trajectory.history, svcposture.events; "
             "svcposture.read_posture; svcposture.read_history; svcposture.read_events; "
             "print(int('subprocess' in sys.modules))")
     assert _fresh(code, "-S").strip() == "0"
@@ -94,10 +94,10 @@ def test_the_face_is_what_the_design_lists():
 
 def test_every_exception_of_the_core_derives_from_svcposture_error():
     found = []
-    for info in pkgutil.iter_modules(svcposture.__path__):
-        if info.ispkg or info.name == "__main__":
+    for info in pkgutil.walk_packages(svcposture.__path__, "svcposture."):
+        if info.ispkg or info.name.endswith("__main__"):
             continue
-        module = importlib.import_module("svcposture." + info.name)
+        module = importlib.import_module(info.name)
         for value in vars(module).values():
             # The face's exceptions report the package as their module (test_face.py).
             if isinstance(value, type) and issubclass(value, BaseException) \
@@ -237,7 +237,7 @@ def test_read_history_is_the_api_history_body(node_home):
 
 def test_forecast_and_owner_are_the_pure_functions():
     from svcposture import hrw
-    from svcposture.forecast import forecast
+    from svcposture.trajectory.forecast import forecast
 
     assert svcposture.forecast is forecast
     now = 1_700_000_000_000

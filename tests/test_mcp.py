@@ -30,7 +30,7 @@ from tests.support.monitor import start_monitor  # noqa: E402
 from tests.support.provider import ProviderServer  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
 
-from svcposture.exportline import active_label  # noqa: E402
+from svcposture.envfile.exportline import active_label  # noqa: E402
 
 TOK1, TOK2, TOK3, CXTOK = canary("mcp1"), canary("mcp2"), canary("mcp3"), canary("mcpcx")
 CLOSED_URL = "http://127.0.0.1:9"  # discard port: nothing listens

@@ -6,7 +6,7 @@ import logging
 import os
 import time
 
-from svcposture.notify import Notifier
+from svcposture.trajectory.notify import Notifier
 from tests.support.waiting import wait_until
 
 

@@ -11,12 +11,13 @@ import pytest
 
 from tests.support.home import assert_no_canary, canary, files_text, write_accounts
 from tests.support.waiting import wait_until
-from svcposture import _time, posture
+from svcposture import _time
+from svcposture.posture import service as posture
 from svcposture.errors import MESSAGES
 from svcposture.events import STATUS_CHANGED, EventLog, event_name
-from svcposture.latch import Latch
+from svcposture.posture.latch import Latch
 from svcposture.paths import Paths
-from svcposture.posture import Broadcast, PostureService, derive_summary
+from svcposture.posture.service import Broadcast, PostureService, derive_summary
 
 NODE = "node-a"
 BODY_KEYS = ["available", "node", "generatedAt", "probedAt", "cached", "status", "active", "accounts",
@@ -428,7 +429,7 @@ sys.addaudithook(hook)
 from svcposture.events import EventLog
 from svcposture.latch import Latch
 from svcposture.paths import Paths
-from svcposture.posture import PostureService
+from svcposture.posture.service import PostureService
 paths = Paths(environ=os.environ)
 log = EventLog.for_paths(paths)
 latch = Latch(paths.latch, log, "n")

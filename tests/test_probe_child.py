@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.support.home import REPO, assert_no_canary, canary, write_accounts
 from tests.support.provider import ProviderServer
-from svcposture import probe
+from svcposture.probe import runner as probe
 from svcposture.paths import Paths
 
 
@@ -297,7 +297,7 @@ def test_vendored_copy_runs_its_own_child(home, env, provider, tmp_path):
     write_accounts(paths.accounts_env, [("V", token, "v@example.com")], active="V")
     env["PYTHONPATH"] = str(host)  # the repo copy is NOT importable
     code = ("import json, os, sys\n"
-            "from hostpkg._vendor.svcposture import probe\n"
+            "from hostpkg._vendor.svcposture.probe import runner as probe\n"
             "from hostpkg._vendor.svcposture.paths import Paths\n"
             "assert 'svcposture' not in sys.modules\n"
             "print(json.dumps(probe.run_headers(Paths(environ=os.environ))))\n")

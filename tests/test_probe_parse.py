@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcposture import probe
+from svcposture.probe import runner as probe
 from svcposture.claude import accounts as accounts_text
 from svcposture.claude import provider as wire
-from svcposture.envfile import parse_entries
-from svcposture.providerhttp import retry_after_s
+from svcposture.envfile.entries import parse_entries
+from svcposture.probe.providerhttp import retry_after_s
 
 
 @pytest.mark.parametrize("raw,pct", [

@@ -15,10 +15,10 @@ import pytest
 
 from svcposture import _time
 from svcposture.events import EventLog
-from svcposture.latch import Latch
+from svcposture.posture.latch import Latch
 from svcposture.paths import Paths
-from svcposture.posture import PostureService, derive_summary
-from svcposture.resetprobe import ResetSchedule, reset_instants_ms
+from svcposture.posture.service import PostureService, derive_summary
+from svcposture.posture.resetschedule import ResetSchedule, reset_instants_ms
 from tests.support.home import accounts_path, canary, monitor_env, status_events, write_accounts
 from tests.support.monitor import SSEClient
 from tests.support.waiting import wait_until

@@ -11,10 +11,10 @@ import pytest
 
 from tests.support.home import assert_no_canary, canary, files_text
 from tests.support.waiting import wait_until
-from svcposture import backoff
+from svcposture.probe import backoff
 from svcposture.events import QUOTA_KEYS, RATELIMIT_SAMPLED, EventLog, event_name
 from svcposture.paths import Paths
-from svcposture.sampler import QuotaSampler
+from svcposture.claude.sampler import QuotaSampler
 
 NODE = "node-q"
 USAGE = {

@@ -19,14 +19,14 @@ import pytest
 
 from svcposture._env import InvalidSetting
 from svcposture.events import EventLog
-from svcposture.latch import Latch
+from svcposture.posture.latch import Latch
 from svcposture.monitor.node import Node
-from svcposture.notify import Notifier
+from svcposture.trajectory.notify import Notifier
 from svcposture.paths import Paths
-from svcposture.posture import PostureService
-from svcposture.sampler import QuotaSampler
+from svcposture.posture.service import PostureService
+from svcposture.claude.sampler import QuotaSampler
 from svcposture.settings import Settings
-from svcposture.trajectory import TrajectoryService
+from svcposture.trajectory.service import TrajectoryService
 from tests.support.home import accounts_path, canary, monitor_env, write_accounts
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer

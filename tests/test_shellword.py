@@ -6,9 +6,10 @@ import subprocess
 
 import pytest
 
-from svcposture.envlint import (BLANK_AFTER, BLANK_AROUND, UNCLOSED, UNQUOTED_BLANK, line_problem, line_problems,
-                                opened_quote_line, sentence)
-from svcposture.shellword import InvalidShellWordError, syntax_error_line, unclosed_quote, word_end
+from svcposture.envfile.lint import (
+    BLANK_AFTER, BLANK_AROUND, UNCLOSED, UNQUOTED_BLANK, line_problem, line_problems, opened_quote_line, sentence,
+)
+from svcposture.envfile.shellword import InvalidShellWordError, syntax_error_line, unclosed_quote, word_end
 
 WORDS = [
     ("plain", "plain"),

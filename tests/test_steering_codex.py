@@ -12,7 +12,7 @@ from tests.support.home import canary, monitor_env, set_host_name
 from tests.support.monitor import start_monitor
 from tests.support.waiting import wait_until
 
-from svcposture.exportline import active_label
+from svcposture.envfile.exportline import active_label
 
 WORK, HOME = canary("cxwork"), canary("cxhome")
 

@@ -28,7 +28,7 @@ from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
 
 from svcposture._time import iso_from_ms
-from svcposture.exportline import active_label, rewrite_export
+from svcposture.envfile.exportline import active_label, rewrite_export
 
 TOK1 = canary("sw1")
 TOK2 = canary("sw2")

@@ -23,7 +23,7 @@ from tests.support.provider import ProviderServer
 from tests.support.thirdvendor.server import AcmeServer, quota_reply
 from tests.support.waiting import wait_until
 
-from svcposture.exportline import active_label
+from svcposture.envfile.exportline import active_label
 
 CLAUDE_TOKEN = canary("acmeclaude")
 KEY_ONE = "acme-key-CANARY-one-" + "3" * 16

@@ -16,7 +16,7 @@ import pytest
 from svcposture.events import QUOTA_KEYS, RATELIMIT_SAMPLED, EventLog, event_name
 from svcposture.paths import Paths
 from svcposture.claude.provider import MAX_USAGE_BODY
-from svcposture.sampler import QuotaSampler
+from svcposture.claude.sampler import QuotaSampler
 from svcposture.claude.usage import read_reset, usage_values
 from tests.support.home import canary
 from tests.support.provider import ProviderServer

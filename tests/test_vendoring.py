@@ -28,10 +28,10 @@ POISON = ('raise ImportError("top-level svcposture imported from a vendored copy
 IN_PROCESS = r'''
 import json, sys, time, urllib.request
 import hostpkg._vendor.svcposture as pkg
-from hostpkg._vendor.svcposture import posture
+from hostpkg._vendor.svcposture.posture import service as posture
 from hostpkg._vendor.svcposture.monitor import server
 from hostpkg._vendor.svcposture.events import EventLog
-from hostpkg._vendor.svcposture.latch import Latch
+from hostpkg._vendor.svcposture.posture.latch import Latch
 from hostpkg._vendor.svcposture.paths import Paths
 
 paths = Paths()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..envfile import PLACEHOLDER, account_values, usable
+from ..envfile.entries import PLACEHOLDER, account_values, usable
 from ..vendor import EnvLines
 
 # The token variables, declared here once: _spawn strips exactly these (and the

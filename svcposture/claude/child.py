@@ -10,11 +10,11 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from .._text import EMAIL_RE, loads_bounded
-from ..envfile import usable
+from ..envfile.entries import usable
 from ..errors import MESSAGES, error
-from ..jsonscan import top_level_member
+from .jsonscan import top_level_member
 from ..paths import Paths
-from ..providerhttp import request_timeout_s
+from ..probe.providerhttp import request_timeout_s
 from .provider import MAX_USAGE_BODY, fetch_usage, unanswered
 
 # ~/.claude.json keeps every project's history and passes a megabyte on a busy machine; it is

@@ -63,7 +63,7 @@ class ClaudeVendor:
         return ClaudeSweep(text, environ)
 
     def request_timeout_s(self, environ: Mapping[str, str]) -> float:
-        from ..providerhttp import request_timeout_s
+        from ..probe.providerhttp import request_timeout_s
         return request_timeout_s(environ)
 
     def exchange_deadline_s(self, environ: Mapping[str, str]) -> float:

@@ -23,9 +23,9 @@ from .._text import printable
 from .._time import now_ms
 from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, load_layer
 from ..events import EventLog, EventLogError
-from ..latch import read_latch
+from ..posture.latch import read_latch
 from ..paths import Paths
-from ..probetext import accounts_notes, codex_check_summary, line_problem_notes, valid_line_problems
+from ..probe.text import accounts_notes, codex_check_summary, line_problem_notes, valid_line_problems
 from ..settings import Settings
 from . import tracker
 from ._common import print_json

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..envfile import PLACEHOLDER, account_values, parse_entries
+from ..envfile.entries import PLACEHOLDER, account_values, parse_entries
 from ..vendor import EnvLines
 
 # The vendor's name (`provider` everywhere); its labels are `codex-<name>`.

@@ -19,7 +19,7 @@ from .. import _time
 from .._text import loads_bounded
 from .._version import __version__
 from .. import hrw
-from ..providerhttp import classify_transport, open_any_status, retry_after_s
+from ..probe.providerhttp import classify_transport, open_any_status, retry_after_s
 from .accounts import codex_entries_from_env, has_codex_lines, resolve_codex_active
 from .authfile import read_credentials
 from .errors import CODEX_MESSAGES, codex_error, fix_text

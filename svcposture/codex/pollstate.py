@@ -14,7 +14,7 @@ import threading
 from typing import Any, Dict, List, Mapping, Optional
 
 from .. import _time
-from ..backoff import backoff_delay
+from ..probe.backoff import backoff_delay
 from .report import clean_codex_block
 from .state import STATE_ENV, encode_state
 

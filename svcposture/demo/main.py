@@ -252,7 +252,7 @@ class DemoNode:
         self.paths = Paths(self.home, environ=environ)
         self._write_files()
         if started is not None:
-            from ..history import append_rows
+            from ..trajectory.history import append_rows
             append_rows(self.paths, seed_rows(started), fsync=False)
 
     def _write_files(self) -> None:

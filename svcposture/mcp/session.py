@@ -12,6 +12,7 @@ import traceback
 
 from .._text import loads_bounded, printable
 from .._version import __version__
+from ..errors import SvcpostureError
 from . import wire
 from .wire import (INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, NOT_INITIALIZED,
                    PARSE_ERROR, InvalidMessage, Oversized)
@@ -32,7 +33,7 @@ INSTRUCTIONS = ("Read-only view of this node's AI coding-agent accounts (Claude,
                 "`guard` before starting more work (go/hold/unavailable). It never calls a provider.")
 
 
-class ToolError(ValueError):
+class ToolError(SvcpostureError, ValueError):
     """A request whose params are wrong: the JSON-RPC error `code` with one sentence."""
 
     def __init__(self, message: str, code: int = INVALID_PARAMS, data: "Any" = None) -> None:

@@ -158,7 +158,7 @@ class Toolbox:
         return self.get_json("/api/fleet/accounts"), False
 
     def _guard(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
-        from ..headroom import NO_ANSWER, UNAVAILABLE
+        from ..steering.headroom import NO_ANSWER, UNAVAILABLE
         from ..term import guard
         argv = ["--json", "--url", self.url, "--provider", args.get("provider", "claude")]
         if "account" in args:
@@ -182,7 +182,7 @@ class Toolbox:
         return decision, decision.get("decision") == UNAVAILABLE and decision.get("reason") in no_answer
 
     def _switch(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
-        from ..headroom import of_provider
+        from ..steering.headroom import of_provider
         from ..term import switch
         provider = "codex" if of_provider(args["to"], "codex") else "claude"
         ns = switch.build_parser().parse_args(["--to=" + args["to"], "--provider", provider, "--json",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 
+from ..errors import SvcpostureError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Union
@@ -108,7 +110,7 @@ def valid_id(value: "Any") -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-class InvalidMessage(ValueError):
+class InvalidMessage(SvcpostureError, ValueError):
     """A message that is no JSON-RPC request or notification; `reply` is the error to send."""
 
     def __init__(self, reply: "Dict[str, Any]") -> None:

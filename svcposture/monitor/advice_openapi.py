@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ..advice import ADVICE_WORDS
+from ..steering.advice import ADVICE_WORDS
 from ..vendors import provider_names
 
 _JSON = "application/json"

@@ -13,8 +13,8 @@ import logging
 from typing import Any, Optional
 
 from .._time import now_ms
-from ..advice import DEFAULT_WAIT_S
-from ..advisor import Advisor, advice_body
+from ..steering.advice import DEFAULT_WAIT_S
+from ..steering.advisor import Advisor, advice_body
 from ..summary import disabled_body
 from ..vendors import DEFAULT_PROVIDER, provider_from_query
 from .memo import Memo

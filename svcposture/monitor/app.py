@@ -45,7 +45,7 @@ from urllib.parse import unquote
 
 from .._time import iso_now, now_ms
 from .._version import __version__
-from ..history import DEFAULT_HOURS, MAX_HOURS
+from ..trajectory.history import DEFAULT_HOURS, MAX_HOURS
 from ..claude.loginview import login_body, no_sampler_reason
 from ..summary import reply
 from ..cluster.fleetaccounts import accounts_view
@@ -363,7 +363,7 @@ class MonitorApp:
     def history_body(self, hours: int) -> Dict[str, Any]:
         with self._lock:
             if self._history_index is None:
-                from ..historyindex import HistoryIndex
+                from ..trajectory.historyindex import HistoryIndex
                 self._history_index = HistoryIndex(self.service.paths)
             index = self._history_index
         return index.body(node=self.node, hours=hours)

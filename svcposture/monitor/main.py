@@ -24,7 +24,7 @@ from .._dirs import ensure_dir
 from .._files import open_nofollow, read_json, remove_stale_temps, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command
 from .._text import printable
-from .. import firstrun
+from ..firstrun import notes as firstrun
 from ..paths import Paths
 from ..settings import DEFAULT_PORT, Settings, monitor_address
 from .node import Node, one_line, start_server
@@ -292,7 +292,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from ..term import hud
         return hud.main(args_list[1:])
     if args_list and args_list[0] == "init":
-        from .. import nodeinit
+        from ..firstrun import init as nodeinit
         return nodeinit.main(args_list[1:])
     if args_list and args_list[0] == "statusline":
         from ..term import statusline

@@ -74,9 +74,9 @@ class Node:
     def __init__(self, paths: Paths, settings: Settings, *, probe: Optional[bool] = None) -> None:
         from ..config import node_name
         from ..events import EventLog
-        from ..latch import Latch, LatchError
-        from ..posture import PostureService
-        from ..vendorposture import VendorPosture
+        from ..posture.latch import Latch, LatchError
+        from ..posture.service import PostureService
+        from ..posture.vendorservice import VendorPosture
         from ..vendors import others
 
         self.paths = paths
@@ -104,8 +104,8 @@ class Node:
 
     def _trajectory_service(self) -> Any:
         """History, forecasts, alerts and the notify hook, fed by every fresh probe result."""
-        from ..notify import Notifier
-        from ..trajectory import TrajectoryService
+        from ..trajectory.notify import Notifier
+        from ..trajectory.service import TrajectoryService
 
         notifier = Notifier.from_environ(self.environ, self.settings)
         if notifier is not None:
@@ -122,7 +122,7 @@ class Node:
         for name, posture in self.vendor_postures.items():
             posture.observers.append(trajectory.observer(name))
         # The advice after the forecasts of the same probe, before the result is cached or pushed.
-        from ..advisor import Advisor
+        from ..steering.advisor import Advisor
         advisor = Advisor(trajectory, self.settings.advice_wait_s, str(self.paths.home))
         self.service.advisor = advisor
         self.service.observers.append(advisor.observer(DEFAULT_PROVIDER))
@@ -137,7 +137,7 @@ class Node:
         `background`, the steering watcher (svcposture.steering) starts first, so
         that the automatic switch judges every result."""
         if background:
-            from ..steering import start as start_steering
+            from ..steering.watcher import start as start_steering
             self._started.append(start_steering(self.paths, self.settings, self.name, self.service))
         self.service.start()  # the first probe is under way before /healthz can answer
         self._started.append(self.service)
@@ -147,7 +147,7 @@ class Node:
     def _start_background(self, liveness_on: bool) -> None:
         from ..cluster import liveness
         from ..cluster.usageowner import UsageOwner
-        from ..sampler import QuotaSampler
+        from ..claude.sampler import QuotaSampler
 
         paths, environ, node, settings = self.paths, self.environ, self.name, self.settings
         sampler = QuotaSampler(paths, node=node, log=self.event_log, environ=environ, settings=settings,

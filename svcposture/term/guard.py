@@ -34,7 +34,7 @@ import time
 
 from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
-from ..headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision
+from ..steering.headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision
 from ..settings import guard_budget_ms
 from ..vendors import DEFAULT_PROVIDER
 from . import line

@@ -20,12 +20,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._reserve import ReserveError, reserve_pct
 from .._text import email_address, is_int, loads_bounded, printable
-from ..advice import advise
-from ..headroom import choose, find_account, of_provider, resets_ms
-from ..exportline import SwitchError
+from ..steering.advice import advise
+from ..steering.headroom import choose, find_account, of_provider, resets_ms
+from ..envfile.exportline import SwitchError
 from ..settings import MONITOR_URL_RULE
 from ..vendors import DEFAULT_PROVIDER, provider_names
-from ..switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
+from ..steering.switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 from ..vendors import is_account_label
 
 EX_UNAVAILABLE = 69
@@ -232,7 +232,7 @@ def _shell_active(body: Any) -> Optional[Tuple[Optional[str], int]]:
 def run(ns: argparse.Namespace) -> Dict[str, Any]:
     from ..config import node_name
     from ..paths import Paths
-    from ..switching import auto_limits, perform, reconcile
+    from ..steering.switching import auto_limits, perform, reconcile
 
     paths = Paths(environ=os.environ)
     node = node_name(paths)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from svcposture.history import append_rows
+from svcposture.trajectory.history import append_rows
 from svcposture.paths import Paths
 
 HOUR_MS = 3_600_000

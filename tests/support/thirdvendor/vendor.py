@@ -5,7 +5,7 @@ import json
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from svcposture.envfile import PLACEHOLDER, parse_entries, usable
+from svcposture.envfile.entries import PLACEHOLDER, parse_entries, usable
 from svcposture.summary import binding_window, disabled_body, posture_body
 from svcposture.vendor import EnvLines
 

@@ -1,0 +1,163 @@
+"""The token-scoped child: what runs after /bin/sh has sourced the accounts env file.
+
+`python -m svcposture.probe headers|usage|check --json --child` lands here
+(docs/posture.md). The child takes tokens from its own environment only, probes the
+provider and returns token-free data; `probe.main` prints it. The sweep
+loops over the registered vendors (docs/vendors.md): the first one's rows are
+the report's top level, each other's a block under its name. Every error it
+reports comes from the fixed vocabulary, and anything unexpected becomes
+`internal`, never a traceback, which could quote a token.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .._env import env_number
+from ..envfile.lint import line_problems, opened_quote_line
+from ..envfile.entries import MAX_ENV_FILE_BYTES
+from ..errors import MESSAGES, error
+# The sweep deadline is a knob of the monitor (which kills the child then) as of the child (which answers
+# a little before it): its reader lives with the monitor's settings.
+from ..settings import sweep_deadline_s
+
+# Header probes in flight at once (docs/posture.md).
+MAX_IN_FLIGHT = 4
+# A report names at most this many line problems; a file with more has one mistake made everywhere.
+MAX_LINE_PROBLEMS = 50
+
+
+def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None,
+         vendor: Optional[str] = None) -> Dict[str, Any]:
+    """The child's report for `headers`, `usage`, `login`, `check` or `lines`; never raises.
+
+    `vendor` (a registered name) limits `headers` to that vendor's accounts."""
+    try:
+        if subcommand == "lines":
+            return lines(env_fd)
+        if subcommand in ("usage", "login"):
+            return login_command(subcommand, environ)
+        return headers(environ, check_only=(subcommand == "check"), env_fd=env_fd, only=vendor)
+    except Exception:  # noqa: BLE001 - never a traceback, it could quote a token
+        return {"error": error("internal")}
+
+
+def login_command(subcommand: str, environ: Mapping[str, str]) -> Dict[str, Any]:
+    """`usage` or `login` of the interactive login, by the vendor whose `child_commands` has it."""
+    from ..vendor import optional_member
+    from ..vendors import registered
+
+    for vendor in registered():
+        command = (optional_member(vendor, "child_commands") or {}).get(subcommand)
+        if command is not None:
+            return command(environ)
+    return {"ok": False, "error": error("config")}
+
+
+# ---------------------------------------------------------------- header sweep
+
+def _sweep_budget(environ: Mapping[str, str], started: float) -> float:
+    """Seconds left for the probes: the parent's kill instant less a margin."""
+    deadline = sweep_deadline_s(environ)
+    # Answer a little before the parent's kill so that the accounts that did
+    # finish are not lost with the ones that did not.
+    margin = min(2.0, deadline * 0.2)
+    deadline_at = env_number(environ, "SVC_PROBE_DEADLINE_AT", 0.0, low=0.0)
+    if deadline_at > 0:
+        return deadline_at - margin - time.time()
+    return deadline - margin - (time.monotonic() - started)
+
+
+def _env_text(env_fd: Optional[int]) -> str:
+    """The accounts env file's text, read from the descriptor the parent checked
+    and the shell sourced (pread: the shell may have moved its offset)."""
+    if env_fd is None:
+        raise OSError("no accounts env file descriptor")
+    return os.pread(env_fd, MAX_ENV_FILE_BYTES + 1, 0).decode("utf-8", "replace")
+
+
+def _sweeps(text: str, environ: Mapping[str, str], only: Optional[str]) -> List[Tuple[Any, Any]]:
+    """(vendor, its sweep) of every registered vendor (or only the one named), the default first."""
+    from ..vendors import registered
+
+    return [(v, v.sweep(text, environ)) for v in registered() if only is None or v.name == only]
+
+
+def line_problems_of(text: str) -> List[Dict[str, Any]]:
+    """The account and export lines of every vendor that the shell takes wrongly (envlint), at most 50."""
+    from ..vendors import registered
+
+    vendors = registered()
+    prefixes = [(v.lines.entry_prefix, v.lines.label_prefix) for v in vendors]
+    return line_problems(text, prefixes, tuple(v.lines.active_var for v in vendors))[:MAX_LINE_PROBLEMS]
+
+
+def lines(env_fd: Optional[int]) -> Dict[str, Any]:
+    """What the text of a file the shell stopped in says, read without sourcing it: the
+    line problems, the first line that opens a quote it does not close, the number of lines."""
+    try:
+        text = _env_text(env_fd)
+    except OSError:
+        return {"error": error("config", MESSAGES["config"].unreadable)}
+    return {"lineProblems": line_problems_of(text), "quoteLine": opened_quote_line(text),
+            "lineCount": text.count("\n") + (0 if text.endswith("\n") or not text else 1)}
+
+
+def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Optional[int] = None,
+            only: Optional[str] = None) -> Dict[str, Any]:
+    """Probe every usable entry of the accounts env file (or only list them, `check_only`).
+
+    Each vendor's exchanges run on their own pool and are waited for until that
+    vendor's own deadline (at most the sweep's), so one vendor's slow endpoint
+    never holds another's rows."""
+    from ..vendors import DEFAULT_PROVIDER
+
+    started = time.monotonic()
+    try:
+        text = _env_text(env_fd)
+    except OSError:
+        return {"error": error("config", MESSAGES["config"].unreadable)}
+    sweeps = _sweeps(text, environ, only)
+    first = [s for v, s in sweeps if v.name == DEFAULT_PROVIDER]
+    others = [(v, s) for v, s in sweeps if v.name != DEFAULT_PROVIDER]
+    if check_only:
+        listed = first[0].check() if first else {"available": False}
+        listed["lineProblems"] = line_problems_of(text)
+        return _with_blocks(listed, [(v, s.check()) for v, s in others])
+    if not any(s.present for _v, s in sweeps):
+        return {"available": False}
+    secrets = [secret for _v, s in sweeps for secret in s.secrets]
+    budget = _sweep_budget(environ, started)
+    begun = time.monotonic()
+    from concurrent.futures import ThreadPoolExecutor
+
+    # One pool per vendor: each keeps its pace whatever another's endpoint does.
+    pools = [ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT) for _ in sweeps]
+    futures = [s.submit(pool, v.request_timeout_s(environ), secrets) if s.present else []
+               for (v, s), pool in zip(sweeps, pools)]
+    cuts = [_wait_for(fs, min(budget, v.exchange_deadline_s(environ)), budget, begun)
+            for (v, _s), fs in zip(sweeps, futures)]
+    # Probes still running are abandoned: probe.py exits with os._exit.
+    for pool in pools:
+        pool.shutdown(wait=False)
+    blocks = {v.name: s.block(cut) for (v, s), cut in zip(sweeps, cuts)}
+    report = blocks.get(DEFAULT_PROVIDER) or {"available": False}
+    return _with_blocks(report, [(v, blocks[v.name]) for v, _s in others])
+
+
+def _wait_for(futures: List[Any], limit_s: float, budget_s: float, begun: float) -> str:
+    """Wait until `futures` are done or `limit_s` after `begun`; what cut the wait
+    short for any still running: 'exchange' (the vendor's own deadline) or 'sweep'."""
+    from concurrent.futures import wait
+
+    wait(futures, timeout=max(0.0, limit_s - (time.monotonic() - begun)))
+    return "exchange" if limit_s < budget_s else "sweep"
+
+
+def _with_blocks(report: Dict[str, Any], blocks: List[Tuple[Any, Optional[Dict[str, Any]]]]) -> Dict[str, Any]:
+    """The report with each other vendor's block under its name, there only when the file has its lines."""
+    for vendor, block in blocks:
+        if block is not None:
+            report[vendor.name] = block
+    return report

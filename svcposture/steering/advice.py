@@ -1,0 +1,298 @@
+"""One advice for every surface: stay, wait, switch, or none (docs/steering.md).
+
+    advise(posture, trajectory, provider="claude", reserve=0, wait_s=600, now_ms=...)
+
+maps one vendor's posture body (the /api/accounts shape) and the trajectory
+body (/api/trajectory, for the forecasts) to
+
+    {"provider", "active": {label, email} | None,
+     "advice": "stay" | "wait" | "switch" | "none",
+     "to": {label, email} | None, "waitS", "reason",
+     "ranked": [{label, email, headroomPct, wallAt, reachesReset}]}
+
+The rules, with `limit` = 100 - reserve (or the automatic switch's threshold
+when that is lower):
+
+- a window is every window the account reports: fiveHour, sevenDay and each
+  of `extraWindows`; a window whose pct cannot be read is a doubt, never
+  headroom;
+- a candidate is a sibling that is not rejected, has every window below
+  `limit`, and has more headroom on its fuller window than the active account;
+- candidates rank by whether their forecast reaches their reset below `limit`
+  (reachesReset), then by headroom on the fuller window, then by label;
+- stay: the active account is below `limit` on every window and its forecast
+  reaches its reset; wait: it is not, and its holding window resets within
+  `wait_s` (waitS says when; 0 never waits); switch: otherwise, to the first candidate; with
+  no candidate, stay while the active account is below `limit`, else none
+  (waitS: until its holding window resets).
+
+Pure: no clock, no I/O; `now_ms` is given. Everything read may be missing,
+null, of the wrong type or out of range; such a value never makes an account
+look better than it is.
+"""
+from __future__ import annotations
+
+from .._text import finite_number, is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+STAY, WAIT, SWITCH, NONE = "stay", "wait", "switch", "none"
+ADVICE_WORDS = (STAY, WAIT, SWITCH, NONE)
+DEFAULT_WAIT_S = 600
+FORECAST_FIELDS = ("fiveHour", "sevenDay")
+SHORT = {"fiveHour": "5h", "sevenDay": "7d"}
+BINDING_FIELD = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
+
+
+# ---------------------------------------------------------------- reading one account
+
+def _pct(value: "Any") -> "Optional[float]":
+    number = finite_number(value)
+    return float(number) if number is not None and number >= 0 else None
+
+
+def iso_ms(text: "Any") -> "Optional[int]":
+    """`YYYY-MM-DDTHH:MM:SS.mmmZ` (or epoch ms) as epoch ms, else None."""
+    if is_int(text):
+        return text if 0 <= text < 253402300800000 else None
+    if not isinstance(text, str) or len(text) != 24 or text[-1] != "Z" or not text.isascii():
+        return None
+    try:
+        import calendar
+        parts = (int(text[0:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
+                 int(text[17:19]))
+        millis = int(text[20:23])
+    except ValueError:
+        return None
+    if not (1 <= parts[1] <= 12 and 1 <= parts[2] <= 31 and parts[3] < 24 and parts[4] < 60 and parts[5] < 61):
+        return None
+    return calendar.timegm(parts + (0, 0, 0)) * 1000 + millis
+
+
+def windows_of(view: "Mapping[str, Any]") -> "Tuple[List[Tuple[str, float, Optional[int], Any]], bool]":
+    """([(name, pct, resets ms, status)] of every readable window, whether any window is a doubt).
+
+    A window that is present (not null) but whose pct is not a finite number
+    from 0 up is a doubt: the account is never judged to have room on it.
+    """
+    found: "List[Tuple[str, float, Optional[int], Any]]" = []
+    doubt = False
+    extras = view.get("extraWindows")
+    named: "List[Tuple[str, Any]]" = [(field, view.get(field)) for field in FORECAST_FIELDS]
+    if isinstance(extras, list):
+        for window in extras:
+            name = window.get("name") if isinstance(window, dict) else None
+            seconds = window.get("seconds") if isinstance(window, dict) else None
+            label = name if isinstance(name, str) and name else "%ss window" % seconds if is_int(seconds) else "extra"
+            named.append((label, window))
+    elif extras is not None:
+        doubt = True
+    for name, window in named:
+        if window is None:
+            continue
+        pct = _pct(window.get("pct")) if isinstance(window, dict) else None
+        if pct is None:
+            doubt = True
+            continue
+        found.append((name, pct, iso_ms(window.get("resetsAt")), window.get("status")))
+    return found, doubt
+
+
+def _trajectory_rows(trajectory: "Any") -> "Dict[str, Mapping[str, Any]]":
+    rows = trajectory.get("accounts") if isinstance(trajectory, dict) else None
+    out: "Dict[str, Mapping[str, Any]]" = {}
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and isinstance(row.get("label"), str):
+            out.setdefault(row["label"], row)
+    return out
+
+
+def _forecast_windows(row: "Optional[Mapping[str, Any]]") -> "List[Tuple[str, Any]]":
+    """(name, trajectory window) of each window of a trajectory row: fiveHour, sevenDay, then
+    each extra window (a model's own limit, credits) under its name."""
+    if row is None:
+        return []
+    found: "List[Tuple[str, Any]]" = [(field, row.get(field)) for field in FORECAST_FIELDS]
+    extras = row.get("extraWindows")
+    for window in extras if isinstance(extras, list) else []:
+        if isinstance(window, dict):
+            name, seconds = window.get("name"), window.get("seconds")
+            found.append((name if isinstance(name, str) and name else
+                          "%ss window" % seconds if is_int(seconds) else "extra", window))
+    return found
+
+
+def _forecast_misses(row: "Optional[Mapping[str, Any]]", limit: float) -> "Tuple[List[Tuple[str, Optional[int]]], Optional[str]]":
+    """([(window, its reset)] whose forecast reaches `limit` before its reset, the earliest wallAt)."""
+    misses: "List[Tuple[str, Optional[int]]]" = []
+    walls: "List[str]" = []
+    for name, window in _forecast_windows(row):
+        forecast = window.get("forecast") if isinstance(window, dict) else None
+        if not isinstance(forecast, dict):
+            continue
+        wall = forecast.get("wallAt")
+        if iso_ms(wall) is not None:
+            walls.append(wall)
+        at_reset = finite_number(forecast.get("pctAtReset"))
+        if at_reset is not None and at_reset >= limit:
+            misses.append((name, iso_ms(window.get("resetsAt"))))
+    return misses, (min(walls) if walls else None)
+
+
+def judge(view: "Mapping[str, Any]", row: "Optional[Mapping[str, Any]]", limit: float) -> "Dict[str, Any]":
+    """What the rules need of one account: its windows, whether it is below `limit`
+    on every one, its headroom on the fuller one, its forecast and what holds it."""
+    windows, doubt = windows_of(view)
+    error = bool(view.get("error"))
+    rejected = view.get("bindingStatus") == "rejected" or any(
+        status == "rejected" or pct >= 100 for _n, pct, _r, status in windows)
+    used = max((pct for _n, pct, _r, _s in windows), default=None)
+    below = bool(windows) and not doubt and not error and not rejected and used is not None and used < limit
+    misses, wall = _forecast_misses(row, limit)
+    over = [(name, pct, resets) for name, pct, resets, status in windows if pct >= limit or status == "rejected"]
+    if not over and view.get("bindingStatus") == "rejected":
+        claim = view.get("bindingWindow")
+        field = BINDING_FIELD.get(claim) if isinstance(claim, str) else None
+        over = [(n, p, r) for n, p, r, _s in windows if n == field]
+    return {"windows": windows, "below": below, "error": error, "rejected": rejected,
+            "headroom": (limit - used) if used is not None and not doubt and not error else None,
+            "reaches": below and not misses, "wallAt": wall, "over": over, "misses": misses}
+
+
+def _ident(view: "Mapping[str, Any]") -> "Dict[str, Any]":
+    email = view.get("email")
+    return {"label": view.get("label"), "email": email if isinstance(email, str) else None}
+
+
+# ---------------------------------------------------------------- the advice
+
+def candidates(posture: "Mapping[str, Any]", trajectory: "Any", limit: float) -> "List[Dict[str, Any]]":
+    """The siblings worth switching to, best first (`ranked` of the advice)."""
+    accounts = posture.get("accounts") if isinstance(posture.get("accounts"), list) else []
+    active = posture.get("active") if isinstance(posture.get("active"), dict) else None
+    rows = _trajectory_rows(trajectory)
+    floor = None
+    if active is not None:
+        mine = judge(active, rows.get(active.get("label")), limit)
+        floor = mine["headroom"] if mine["headroom"] is not None else None
+    found = []
+    for view in accounts:
+        if not isinstance(view, dict) or not isinstance(view.get("label"), str) or view.get("active") is True:
+            continue
+        if active is not None and view["label"] == active.get("label"):
+            continue
+        seen = judge(view, rows.get(view["label"]), limit)
+        if not seen["below"] or (floor is not None and not seen["headroom"] > floor):
+            continue
+        found.append(dict(_ident(view), headroomPct=round(seen["headroom"], 1), wallAt=seen["wallAt"],
+                          reachesReset=seen["reaches"], _room=seen["headroom"]))
+    found.sort(key=lambda c: (not c["reachesReset"], -c["_room"], c["label"]))
+    for cand in found:
+        del cand["_room"]
+    return found
+
+
+def _holding(seen: "Mapping[str, Any]") -> "Tuple[Optional[str], Optional[int]]":
+    """(the window that holds the account back, its reset in ms): the one at or over
+    the limit that resets last, else the one whose forecast misses its reset."""
+    if seen["over"]:
+        name, _pct, resets = max(seen["over"], key=lambda o: (o[2] is None, o[2] or 0))
+        return name, resets
+    if seen["misses"]:
+        name, resets = max(seen["misses"], key=lambda m: (m[1] is None, m[1] or 0))
+        return SHORT.get(name, name), resets
+    return None, None
+
+
+def _wait_s(resets: "Optional[int]", now_ms: int) -> "Optional[int]":
+    return None if resets is None else max(0, -(-(resets - now_ms) // 1000))
+
+
+def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = "claude", reserve: int = 0,
+           wait_s: int = DEFAULT_WAIT_S, now_ms: int = 0, ceiling: "Optional[float]" = None) -> "Dict[str, Any]":
+    """The advice for one vendor's accounts (see the module's rules). `ceiling`
+    lowers the limit (the automatic switch's threshold)."""
+    limit = float(100 - reserve)
+    if ceiling is not None and ceiling < limit:
+        limit = float(ceiling)
+    out: "Dict[str, Any]" = {"provider": provider, "active": None, "advice": NONE, "to": None, "waitS": None,
+                             "reason": "", "ranked": []}
+    if not isinstance(posture, dict) or posture.get("available") is not True or "error" in posture:
+        out["reason"] = "the posture is unavailable"
+        return out
+    ranked = candidates(posture, trajectory, limit)
+    out["ranked"] = ranked
+    active = posture.get("active") if isinstance(posture.get("active"), dict) else None
+    first = ranked[0] if ranked else None
+    if active is None:
+        return _decided(out, SWITCH if first else NONE, first, None,
+                        "no account is active" + (_why_first(first) if first else "; no account has headroom"))
+    out["active"] = _ident(active)
+    label = str(active.get("label"))
+    seen = judge(active, _trajectory_rows(trajectory).get(label), limit)
+    if seen["reaches"]:
+        return _decided(out, STAY, None, None, "%s is below %s%% on every window and its forecast reaches its "
+                        "reset" % (label, _fmt(limit)))
+    name, resets = _holding(seen)
+    wait = _wait_s(resets, now_ms)
+    problem = _problem(label, seen, name, wait, limit)
+    if wait is not None and wait <= wait_s and wait_s > 0:
+        return _decided(out, WAIT, None, wait, "%s; waiting is cheaper than switching" % problem)
+    if first is not None:
+        return _decided(out, SWITCH, first, None, problem + _why_first(first))
+    if seen["below"]:
+        return _decided(out, STAY, None, None, "%s; no other account has more headroom below %s%%, so stay"
+                        % (problem, _fmt(limit)))
+    return _decided(out, NONE, None, wait, "%s; no other account has headroom below %s%%" % (problem, _fmt(limit)))
+
+
+def _decided(out: "Dict[str, Any]", word: str, to: "Optional[Mapping[str, Any]]", wait: "Optional[int]",
+             reason: str) -> "Dict[str, Any]":
+    out.update(advice=word, to={"label": to["label"], "email": to["email"]} if to else None, waitS=wait,
+               reason=reason)
+    return out
+
+
+def _why_first(first: "Mapping[str, Any]") -> str:
+    return "; switch to %s: %s points of headroom%s" % (
+        first["label"], _fmt(first["headroomPct"]),
+        ", its forecast reaches its reset" if first["reachesReset"] else ", though its forecast does not reach "
+        "its reset")
+
+
+def _problem(label: str, seen: "Mapping[str, Any]", name: "Optional[str]", wait: "Optional[int]",
+             limit: float) -> str:
+    when = "" if wait is None else ", resets in %s" % _span(wait)
+    if seen["error"]:
+        return "%s has no usable reading (its probe failed)" % label
+    if not seen["windows"]:
+        return "%s reports no readable window" % label
+    if seen["over"] or seen["rejected"]:
+        pct = max((p for n, p, _r in seen["over"] if n == name), default=None)
+        what = "%s at %s%%" % (SHORT.get(str(name), name), _fmt(pct)) if pct is not None else "rejected"
+        return "%s %s%s" % (label, what, when)
+    if not seen["below"]:
+        return "%s has a window that cannot be read" % label
+    return "%s is forecast to reach %s%% on its %s before it resets%s" % (label, _fmt(limit), name, when)
+
+
+def _fmt(pct: "Any") -> str:
+    return ("%.1f" % pct).rstrip("0").rstrip(".") if isinstance(pct, (int, float)) else "?"
+
+
+def _span(seconds: int) -> str:
+    if seconds < 120:
+        return "%d s" % seconds
+    if seconds < 7200:
+        return "%d min" % (seconds // 60)
+    if seconds < 2 * 86400:
+        return "%d h" % (seconds // 3600)
+    return "%d d" % (seconds // 86400)
+
+
+def first_candidate(advice: "Mapping[str, Any]") -> "Optional[Dict[str, Any]]":
+    """`{label, email}` of the first candidate, else None (siblingWithHeadroom's choice)."""
+    ranked = advice.get("ranked") or []
+    return {"label": ranked[0]["label"], "email": ranked[0]["email"]} if ranked else None
