@@ -93,6 +93,7 @@ class Vendor(Protocol):
     """One vendor package's face. The members, grouped by what they own:
 
     - `name`: the `provider` value everywhere (`?provider=`, `--provider`, metrics' label);
+      `display_name`: how pages and terminals write it for a person ("Claude", "Codex");
     - `lines`: its env-file lines (pattern, label form, active variable, export line);
     - `sweep(text, environ)`: the child probe, what the token-scoped child runs for it;
       `request_timeout_s(environ)` bounds one request, `exchange_deadline_s(environ)` the
@@ -102,9 +103,18 @@ class Vendor(Protocol):
     - `clean_block(value)` and `summarize(block, node, probed_at, memory)`: the
       monitor's side, the whitelisted block and the posture body for `?provider=<name>`;
     - `poll_memory()`: what the monitor keeps between runs for it, or None.
+
+    Optional members (read through `optional_member`, absent on a vendor that has none of it):
+
+    - `child_commands`: {subcommand: function(environ)} the token-scoped child runs besides the
+      sweep (Claude: `usage` and `login`, the interactive login's usage and email);
+    - `login_sampler(...)`: the service polling the interactive login's usage, and its view
+      (GET /api/login);
+    - `setup_help`: what `svc-monitor init` and the docs say about getting this vendor's credential.
     """
 
     name: str
+    display_name: str
     lines: EnvLines
     error_kinds: Tuple[str, ...]
 
@@ -141,7 +151,7 @@ def optional_member(vendor: Any, name: str) -> Any:
 
 def check_vendor(vendor: Any) -> None:
     """Raise InvalidVendor unless `vendor` has every member the protocol names, with sane values."""
-    missing = [m for m in ("name", "lines", "error_kinds", "sweep", "request_timeout_s", "exchange_deadline_s",
+    missing = [m for m in ("name", "display_name", "lines", "error_kinds", "sweep", "request_timeout_s", "exchange_deadline_s",
                            "parse_reply", "error", "clean_block", "summarize", "poll_memory")
                if not hasattr(vendor, m)]
     if missing:

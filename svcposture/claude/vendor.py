@@ -56,6 +56,7 @@ class ClaudeVendor:
     """The `Vendor` protocol over Claude's modules."""
 
     name = NAME
+    display_name = "Claude"
     lines = LINES
     error_kinds = ERROR_KINDS
 

@@ -22,6 +22,7 @@ class CodexVendor:
     """The `Vendor` protocol over the codex package's modules."""
 
     name = NAME
+    display_name = "Codex"
     lines = LINES
     error_kinds = CODEX_ERROR_KINDS
 

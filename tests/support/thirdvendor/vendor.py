@@ -115,6 +115,7 @@ def _exchange(entry: Mapping[str, Any], environ: Mapping[str, str], timeout_s: f
 
 class AcmeVendor:
     name = NAME
+    display_name = "Acme"
     lines = EnvLines("ACME_KEY_", "ACME_KEY", "acme-", (PLACEHOLDER,))
     error_kinds = KINDS
 
