@@ -56,7 +56,7 @@ class _Copy:
     """ACME's members under another name and lines, to be refused for what it takes."""
 
     def __init__(self, name: str, lines: EnvLines) -> None:
-        for member in ("error_kinds", "sweep", "request_timeout_s", "exchange_deadline_s", "parse_reply", "error",
+        for member in ("display_name", "error_kinds", "sweep", "request_timeout_s", "exchange_deadline_s", "parse_reply", "error",
                        "clean_block", "summarize", "poll_memory"):
             setattr(self, member, getattr(ACME, member))
         self.name = name
