@@ -1,10 +1,12 @@
-"""The package's error base and the fixed vocabulary of probe errors.
+"""The package's error base, and how a fixed vocabulary of probe errors is built.
 
 Every exception the package raises derives from SvcpostureError, so a script
 can catch them all with one clause. Probe errors are not exceptions but data:
 they travel from the token-scoped child to the API as
-`{"kind", "message", "httpStatus"}`, and may only ever carry one of the
-sentences below, never raw stderr or any text the child did not build itself.
+`{"kind", "message", "httpStatus"}`, and may only ever carry one of their
+vocabulary's sentences, never raw stderr or any text the child did not build
+itself. Each vendor has its vocabulary (a `Vocabulary` in its package); the
+one here is a probe run's own: the accounts env file, the child, the deadline.
 """
 from __future__ import annotations
 
@@ -29,8 +31,6 @@ class SvcpostureError(Exception):
     __module__ = FACE
 
 
-ERROR_KINDS = ("transport", "timeout", "auth", "http", "no_headers", "parse", "config", "internal")
-
 class Sentences(tuple):
     """The sentences of one error kind, in order, each also by name: callers
     write `MESSAGES["config"].symlink`, not an index. The first is the default.
@@ -46,26 +46,16 @@ class Sentences(tuple):
         return self[0]
 
 
-# The only sentences an error may carry.
+
+# The sentences of a probe run's own errors, whatever its vendor: the accounts env file the
+# parent refused or the shell could not source, a child that failed, a sweep past its deadline.
 MESSAGES: Dict[str, Sentences] = {
-    "transport": Sentences(unreachable="The provider could not be reached."),
-    "timeout": Sentences(no_answer="The provider did not answer in time.",
-                         sweep_deadline="The probe did not finish before the sweep deadline."),
-    "auth": Sentences(refused="The provider refused the token.",
-                      no_access_token="The login credentials hold no access token."),
-    "http": Sentences(unexpected_status="The provider answered with an unexpected HTTP status.",
-                      usage_rate_limited="The provider is rate limiting the usage probe."),
-    "no_headers": Sentences(missing="The provider's reply carried no rate-limit headers."),
-    "parse": Sentences(headers="The provider's rate-limit headers could not be parsed.",
-                       usage_reply="The provider's usage reply could not be parsed."),
+    "timeout": Sentences(sweep_deadline="The probe did not finish before the sweep deadline."),
     "config": Sentences(
         group_writable="The accounts env file is writable by group or others; it is not sourced.",
         unreadable="The accounts env file cannot be read.",
         not_regular_file="The accounts env file is not a regular file.",
         too_large="The accounts env file is too large.",
-        credentials_shape="The login credentials file is not valid JSON of the expected shape.",
-        credentials_unreadable="The login credentials file cannot be read.",
-        no_credentials="No login credentials file was found.",
         foreign_owner="The accounts env file is owned by another user; it is not sourced.",
         open_directory="The accounts env file's directory is not private (another user could swap the file); "
                        "it is not sourced.",
@@ -76,7 +66,6 @@ MESSAGES: Dict[str, Sentences] = {
                           not_started="The probe child could not be started.",
                           stopping="The probe was stopped because the monitor is stopping."),
 }
-KNOWN_MESSAGES = frozenset(m for msgs in MESSAGES.values() for m in msgs)
 
 
 class Vocabulary:
@@ -121,12 +110,12 @@ class Vocabulary:
         return out
 
 
-# The probe's vocabulary: Claude's accounts, and the node-level errors of every probe run.
+# A probe run's node-level errors (a vendor's account errors are its own vocabulary).
 PROBE_ERRORS = Vocabulary(MESSAGES)
 
 
 def error(kind: str, message: Optional[str] = None, http_status: Optional[int] = None) -> Dict[str, Any]:
-    """An error in the fixed vocabulary; a message outside it falls back to the default."""
+    """A probe run's error; a message outside the vocabulary falls back to the kind's default."""
     return PROBE_ERRORS.error(kind, message, http_status)
 
 

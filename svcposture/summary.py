@@ -1,45 +1,25 @@
-"""The posture summary (docs/posture.md) as pure functions of the probe child's report.
+"""The posture body (docs/posture.md), every vendor's: pure functions over account views.
 
-The summary is derived by copying whitelisted fields only, at every depth, so
-nothing the child (or a hostile env file) printed can ride along into a
-response. No I/O here: the posture service (posture.py) runs the probes and
-caches what these functions build.
+A vendor's package whitelists its child's block into account views (every
+field copied by name, at every depth, so nothing a hostile env file or reply
+put there rides along); the functions here build the body from those views:
+the binding window, the node status, the sibling with headroom, the node-level
+error body, and one reply's fields. No I/O here: the posture service
+(svcposture.posture.service) runs the probes and caches what these build.
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from . import _time
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
-from ._text import EMAIL, account_label, finite_number, word
-from .errors import MESSAGES, clean_error
+from .errors import clean_error
 
-# Anchored with `^...$` and used with match(), as it always was: the address
-# must be the whole field (`$` also lets one trailing newline through).
-_EMAIL_RE = re.compile("^%s$" % EMAIL)
-_ISO_Z_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
 def disabled_body(node: str) -> Dict[str, Any]:
     return {"available": False, "node": node}
-
-
-def _pct(value: Any) -> Optional[float]:
-    number = finite_number(value)
-    return float(number) if number is not None and number >= 0 else None
-
-
-def _window(value: Any) -> Optional[Dict[str, Any]]:
-    if not isinstance(value, Mapping):
-        return None
-    resets = value.get("resetsAt")
-    return {
-        "pct": _pct(value.get("pct")),
-        "resetsAt": resets if isinstance(resets, str) and _ISO_Z_RE.match(resets) else None,
-        "status": word(value.get("status")),
-    }
 
 
 def binding_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
@@ -80,29 +60,6 @@ def _worst_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]
     return CLAIM_OF_FIELD[chosen], status if status is not None else view.get("overallStatus")
 
 
-def account_view(raw: Any) -> Optional[Dict[str, Any]]:
-    if not isinstance(raw, Mapping):
-        return None
-    label = account_label(raw.get("label"))
-    if label is None:
-        return None
-    email = raw.get("email")
-    view: Dict[str, Any] = {
-        "label": label,
-        "email": email if isinstance(email, str) and len(email) <= 254 and _EMAIL_RE.match(email) else None,
-        "active": raw.get("active") is True,
-        "overallStatus": word(raw.get("overallStatus")),
-        "representativeClaim": word(raw.get("representativeClaim")),
-        "bindingWindow": None,
-        "bindingStatus": None,
-        "fiveHour": _window(raw.get("fiveHour")),
-        "sevenDay": _window(raw.get("sevenDay")),
-        "error": clean_error(raw.get("error")),
-    }
-    view["bindingWindow"], view["bindingStatus"] = binding_window(view)
-    return view
-
-
 def node_status(active: Optional[Mapping[str, Any]]) -> str:
     """The node status of docs/posture.md from the active account's view (None: no active account)."""
     if active is None:
@@ -131,24 +88,6 @@ def error_summary(node: str, probed_at: int, err: Any) -> Dict[str, Any]:
     """The node-level error body (without the per-reply generatedAt/cached)."""
     return {"available": True, "node": node, "probedAt": probed_at, "status": ERROR, "active": None,
             "accounts": [], "siblingWithHeadroom": None, "error": clean_error(err, with_status=False)}
-
-
-def derive_summary(report: Any, node: str, probed_at: int, reserve_pct: int = 0) -> Dict[str, Any]:
-    """The posture summary from a probe report; pure and whitelist-only.
-
-    Returns the disabled body, a node-level error body, or the full summary.
-    The per-reply fields generatedAt and cached are added by `reply`.
-    """
-    if not isinstance(report, Mapping):
-        return error_summary(node, probed_at, {"kind": "internal"})
-    if report.get("error") is not None:
-        return error_summary(node, probed_at, report.get("error"))
-    if report.get("available") is not True:
-        return disabled_body(node)
-    raw_accounts = report.get("accounts")
-    if not isinstance(raw_accounts, list):
-        return error_summary(node, probed_at, {"kind": "internal", "message": MESSAGES["internal"].bad_result})
-    return posture_body(node, probed_at, (account_view(raw) for raw in raw_accounts), reserve_pct)
 
 
 def posture_body(node: str, probed_at: int, views: Iterable[Optional[Dict[str, Any]]],

@@ -77,7 +77,7 @@ def _node(root: Path, provider_url: str, **extra: str) -> Node:
 @pytest.fixture(scope="module")
 def node(tmp_path_factory, provider):
     node = _node(tmp_path_factory.mktemp("app"), provider.url)
-    node.service.read()  # one probe, through the real child: the posture is fresh from here on
+    node.postures["claude"].read()  # one probe, through the real child: the posture is fresh from here on
     yield node
     node.close_streams()
     node.stop()
@@ -215,12 +215,11 @@ def test_read_guard_refuses_every_route_and_the_fast_lane(tmp_path, provider):
 
 def test_a_route_is_one_table_entry_and_one_method(node):
     class WithHello(MonitorApp):
-        ROUTES = MonitorApp.ROUTES + (Route("GET", "/api/hello", "get_hello"),)
-
         def get_hello(self, request: Request) -> Response:
             return json_response(200, {"hello": self.node})
 
-    app = WithHello(node.service, node="n1", settings=node.settings)
+    WithHello.ROUTES = MonitorApp.ROUTES + (Route("GET", "/api/hello", WithHello.get_hello),)
+    app = WithHello(node.app.services._replace(node="n1"))
     app.listening("127.0.0.1", PORT)
     assert get_json(app, "/api/hello")[2] == {"hello": "n1"}
     assert respond(app, "/api/hello", method="HEAD").body == b'{"hello":"n1"}'  # the server drops it

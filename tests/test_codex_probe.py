@@ -56,7 +56,7 @@ def test_every_corpus_reply_in_one_sweep(home, env, server):
     write_codex_accounts(accounts_path(home), entries, active="C0")
     report = probe.run_headers(paths, env)
     assert_no_canary([json.dumps(report)], secrets)
-    assert report["available"] is False and "accounts" not in report  # no Claude line: Claude is disabled
+    assert report["available"] is True and "claude" not in report  # no Claude line: nothing of Claude
     rows = _rows(report)
     assert list(rows) == ["codex-c%d" % i for i in range(len(CORPUS))]
     assert rows["codex-c0"]["active"] is True and sum(r["active"] for r in rows.values()) == 1
@@ -182,7 +182,7 @@ def test_bad_logins_are_one_line_errors_and_send_nothing(home, env, server):
     assert "Traceback" not in json.dumps(report)
 
 
-def test_file_with_claude_and_codex_lines_keeps_claude_report_shape(home, env, server, tmp_path):
+def test_file_with_claude_and_codex_lines_reports_each_under_its_name(home, env, server, tmp_path):
     from tests.support.provider import ProviderServer
 
     directory, token, refresh = _login(home, server, "work")
@@ -198,8 +198,8 @@ def test_file_with_claude_and_codex_lines_keeps_claude_report_shape(home, env, s
         os.close(fd)
         report = probe.run_headers(paths, env)
     assert_no_canary([json.dumps(report)], [token, refresh, claude])
-    assert set(report) == {"available", "probedAt", "active", "duplicateActive", "accounts", "codex"}
-    assert report["active"] == "acct1" and [a["label"] for a in report["accounts"]] == ["acct1"]
+    assert set(report) == {"available", "claude", "codex"}
+    assert report["claude"]["active"] == "acct1" and [a["label"] for a in report["claude"]["accounts"]] == ["acct1"]
     block = report["codex"]
     assert block["available"] is True and block["active"] == "codex-work"
     assert block["accounts"][0]["email"] == "w@example.com" and block["accounts"][0]["source"] == "api"
@@ -324,12 +324,12 @@ def test_human_output_lists_codex_logins_with_their_fix(home, env, server):
         assert "Traceback" not in out.stderr
         outputs[sub] = out.stdout.splitlines()
     assert outputs["headers"] == [
-        "no usable account (probe disabled)",
+        "Codex:",
         "*codex-good g@example.com: 5h 12.5% allowed 7d 95.0% allowed_warning [api]",
         " codex-bad -: error unauthorized: %s; fix: run `codex login` with CODEX_HOME=%s"
         % (CODEX_MESSAGES["unauthorized"].refused, bad)]
-    assert outputs["check"][-3:] == ["codex usable: codex-good, codex-bad", "codex unusable: -",
-                                     "codex active: codex-good"]
+    assert outputs["check"][-4:] == ["Codex usable: codex-good, codex-bad", "Codex unusable: -",
+                                     "Codex active: codex-good", "Codex duplicate active: -"]
 
 
 def test_poll_memory_between_sweeps_keeps_the_floor(home, env, server):

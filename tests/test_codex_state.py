@@ -115,12 +115,12 @@ def test_poll_memory_floor_backoff_and_newest_sample():
     assert CodexPollState(floor_s=5).floor_s == CODEX_USAGE_FLOOR_S
 
 
-def test_codex_candidates_lone_host_and_fleet(tmp_path):
+def test_poll_candidates_lone_host_and_fleet(tmp_path):
     alone = make_node(tmp_path, "a", ["a"], anchor="OPS-1")
     env = node_env(alone)
-    assert UsageOwner(Paths(alone, environ=env), "a", Settings.from_environ(env)).codex_candidates() is None
+    assert UsageOwner(Paths(alone, environ=env), "a", Settings.from_environ(env)).candidates() is None
     outside = make_node(tmp_path, "z", ["a", "b"], anchor="OPS-1", name="z")
-    assert UsageOwner(Paths(outside, environ=env), "z", Settings.from_environ(env)).codex_candidates() is None
+    assert UsageOwner(Paths(outside, environ=env), "z", Settings.from_environ(env)).candidates() is None
     with TrackerServer(tokens=[BEARER]) as srv:
         srv.add_issue("OPS-1")
         from svcposture._time import iso_from_ms
@@ -130,6 +130,6 @@ def test_codex_candidates_lone_host_and_fleet(tmp_path):
                            metadata={"host": "b", "publishedAt": published, "publishIntervalMs": 60000})
         home = make_node(tmp_path, "a", ["a", "b", "c"], anchor="OPS-1", name="fleet")
         env = node_env(home, tracker_url=srv.url)
-        assert UsageOwner(Paths(home, environ=env), "a", Settings.from_environ(env)).codex_candidates() == (["a", "b", "c"], ["b"])
+        assert UsageOwner(Paths(home, environ=env), "a", Settings.from_environ(env)).candidates() == (["a", "b", "c"], ["b"])
     env = node_env(home, tracker_url="http://127.0.0.1:9/graphql")
-    assert UsageOwner(Paths(home, environ=env), "a", Settings.from_environ(env)).codex_candidates() == (["a", "b", "c"], None)
+    assert UsageOwner(Paths(home, environ=env), "a", Settings.from_environ(env)).candidates() == (["a", "b", "c"], None)

@@ -164,7 +164,7 @@ def test_accounts_env_checks(tmp_path, anchor_tracker, monkeypatch, capsys):
     assert check["status"] == "PASS" and "active acct2" in check["detail"] and "2 usable" in check["detail"]
     write_accounts(env_file, [("ACCT1", tok1, None), ("ACCT2", tok1, None)], active="ACCT1")
     check = doctor(monkeypatch, capsys, env)[1]["accounts-env"]
-    assert check["status"] == "WARN" and "several entries" in check["detail"]
+    assert check["status"] == "WARN" and "several Claude lines are the active one" in check["detail"]
     write_accounts(env_file, [("ACCT1", "PASTE_TOKEN_HERE", None)])
     check = doctor(monkeypatch, capsys, env)[1]["accounts-env"]
     assert check["status"] == "INFO" and "disabled" in check["detail"]
@@ -181,8 +181,9 @@ def test_accounts_env_report_mapping():
     f = cluster_doctor._accounts_check_from_report
     assert f(path, {"error": {"kind": "config", "message": "unsafe"}}, 1)["status"] == "FAIL"
     assert f(path, {"error": {"kind": "internal", "message": "boom"}}, 1)["status"] == "WARN"
-    assert f(path, {"usable": ["acct1"], "active": None, "duplicateActive": []}, 0)["status"] == "WARN"
-    assert f(path, {"usable": "junk", "active": 5}, 0)["status"] == "INFO"
+    assert f(path, {"claude": {"usable": ["acct1"], "active": None, "duplicateActive": []}}, 0)["status"] == "WARN"
+    assert f(path, {"claude": {"usable": "junk", "active": 5}}, 0)["status"] == "INFO"
+    assert f(path, {"usable": ["acct1"], "active": "acct1"}, 0)["status"] == "INFO"  # no vendor's block: no account
 
 
 def test_event_log_and_latch(tmp_path, anchor_tracker, monkeypatch, capsys):

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 from svcposture.trajectory import cycle as _cycle, alerts, history, notify, service as trajectory
-from svcposture import _spawn, _text, summary
+from svcposture import _spawn, _text
+from svcposture.claude import summary
 from svcposture.probe import runner as probe
 from svcposture.cluster import liveness, tracker
 from tests.support.waiting import wait_until
@@ -114,7 +115,8 @@ def test_posture_and_history_drop_a_word_or_label_with_a_trailing_newline():
 
 
 def test_error_sentences_are_addressed_by_name_and_stay_in_order():
-    from svcposture.errors import KNOWN_MESSAGES, MESSAGES, Sentences, error
+    from svcposture.claude.errors import KNOWN_MESSAGES, MESSAGES, error
+    from svcposture.errors import Sentences
 
     config = MESSAGES["config"]
     assert isinstance(config, Sentences) and isinstance(config, tuple)

@@ -107,7 +107,7 @@ def test_500_publishers_all_live(tmp_path, anchor_tracker):
     paths = Paths(home, env)
     for i, name in enumerate(names):
         block = {"label": "acct%d" % (i % 3), "status": "ok", "five_hour_pct": float(i % 100)}
-        publisher = liveness.Publisher(paths, Settings.from_environ(env), name, lambda: "ok", None, account=lambda b=block: b)
+        publisher = liveness.Publisher(paths, Settings.from_environ(env), name, lambda: "ok", None, blocks=[("account", lambda b=block: b)])
         publisher.arm()
         assert publisher.tick() == "publishing", publisher.detail
     assert len(anchor_tracker.attachments("OPS-1")) == 500

@@ -79,7 +79,7 @@ def test_the_publisher_sends_what_the_builders_build(tmp_path):
     log = EventLog.for_paths(paths)
     log.append(ratelimit_sampled("a", None, {"ratelimit.five_hour_pct": 12.5, "rate_limit.tier": "t"}))
     publisher = liveness.Publisher(paths, Settings(), "a", lambda: "ok", log,
-                                   account=heartbeat.account_source(_summary, _trajectory, 300))
+                                   blocks=[("account", heartbeat.account_source(_summary, _trajectory, 300))])
     meta = publisher._metadata("2027-01-15T08:00:00.000Z")  # noqa: SLF001 (the builder under test)
     assert meta == heartbeat.metadata(
         host="a", published_at="2027-01-15T08:00:00.000Z", publish_interval_ms=publisher.interval_ms,

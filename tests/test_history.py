@@ -18,7 +18,7 @@ from svcposture.trajectory.history import (
     rows_from_summary,
 )
 from svcposture.paths import Paths
-from svcposture.posture.service import derive_summary
+from svcposture.claude.summary import derive_summary
 
 NOW = parse_iso_ms("2026-01-10T12:00:00Z")
 HOUR = 3_600_000

@@ -226,7 +226,7 @@ def test_read_latch_missing_and_corrupt(home: Path) -> None:
 _CRASH_CHILD = r"""
 import os, signal, sys
 from svcposture.events import EventLog
-from svcposture.latch import Latch
+from svcposture.posture.latch import Latch
 from svcposture.paths import Paths
 handle, status = sys.argv[1], sys.argv[2]
 paths = Paths()

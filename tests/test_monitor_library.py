@@ -53,7 +53,7 @@ def test_start_server_serves_a_home_without_accounts_and_stops_cleanly(tmp_path:
 
     thread.join(10)
     assert not thread.is_alive()
-    assert server.service.broadcast.closed  # the posture service stopped with the server
+    assert server.node.postures["claude"].broadcast.closed  # the posture service stopped with the server
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     probe.settimeout(5)
     try:

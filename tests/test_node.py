@@ -35,8 +35,8 @@ def test_start_server_gives_the_probe_child_the_nodes_home(tmp_path: Path, monke
         monkeypatch.chdir(tmp_path)
         server, thread = start_server(os.path.join("node", "home"), environ=env)  # relative: made absolute
         try:
-            assert server.service.environ["HOME"] == str(node_home)
-            assert server.service.paths.home == node_home
+            assert server.node.postures["claude"].environ["HOME"] == str(node_home)
+            assert server.node.paths.home == node_home
             assert env["HOME"] == str(caller_home)  # the caller's mapping is left alone
             body = wait_until(lambda: (lambda b: b if b.get("available") else None)(
                 _get(server.url + "/api/accounts")), timeout=60)

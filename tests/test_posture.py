@@ -13,11 +13,13 @@ from tests.support.home import assert_no_canary, canary, files_text, write_accou
 from tests.support.waiting import wait_until
 from svcposture import _time
 from svcposture.posture import service as posture
-from svcposture.errors import MESSAGES
+from svcposture.claude.errors import MESSAGES
 from svcposture.events import STATUS_CHANGED, EventLog, event_name
 from svcposture.posture.latch import Latch
 from svcposture.paths import Paths
-from svcposture.posture.service import Broadcast, PostureService, derive_summary
+from svcposture.broadcast import Broadcast
+from svcposture.claude.summary import derive_summary
+from tests.support.posture import posture_service
 
 NODE = "node-a"
 BODY_KEYS = ["available", "node", "generatedAt", "probedAt", "cached", "status", "active", "accounts",
@@ -168,7 +170,7 @@ class Node:
     def new_service(self, **kw):
         latch = Latch(self.paths.latch, self.log, NODE)
         latch.load()
-        svc = PostureService(self.paths, node=NODE, log=self.log, latch=latch, environ=self.env, **kw)
+        svc = posture_service(self.paths, node=NODE, latch=latch, environ=self.env, **kw)
         self.services.append(svc)
         return svc
 
@@ -427,14 +429,17 @@ def hook(event, args):
         opened.append([args[1], args[2]])
 sys.addaudithook(hook)
 from svcposture.events import EventLog
-from svcposture.latch import Latch
+from svcposture.posture.latch import Latch
 from svcposture.paths import Paths
 from svcposture.posture.service import PostureService
+from svcposture.settings import Settings
+from svcposture.vendors import default_vendor
 paths = Paths(environ=os.environ)
 log = EventLog.for_paths(paths)
 latch = Latch(paths.latch, log, "n")
 latch.load()
-svc = PostureService(paths, node="n", log=log, latch=latch, environ=os.environ)
+svc = PostureService(default_vendor(), paths, node="n", settings=Settings.from_environ(os.environ), latch=latch,
+                     environ=os.environ, speaks_for_node=True)
 svc.start()
 body = svc.read(refresh=True)
 svc.stop()

@@ -14,6 +14,7 @@ from tests.support.home import REPO, assert_no_canary, canary, write_accounts
 from tests.support.provider import ProviderServer
 from svcposture.probe import runner as probe
 from svcposture.paths import Paths
+from svcposture.claude.errors import MESSAGES as CLAUDE_MESSAGES, error as claude_error
 
 
 def _setup(home: Path, env: dict, provider: ProviderServer, **extra: str) -> Paths:
@@ -32,7 +33,7 @@ def _free_port() -> int:
 
 
 def _by_label(report):
-    return {a["label"]: a for a in report["accounts"]}
+    return {a["label"]: a for a in report["claude"]["accounts"]}
 
 
 def test_every_provider_scenario_in_one_sweep(home, env, provider):
@@ -57,7 +58,7 @@ def test_every_provider_scenario_in_one_sweep(home, env, provider):
     report = probe.run_headers(paths, env)
     text = json.dumps(report)
     assert_no_canary([text], tokens.values())
-    assert report["available"] is True and report["active"] == "rej"
+    assert report["available"] is True and report["claude"]["active"] == "rej"
     accts = _by_label(report)
     assert list(accts) == list(tokens)  # file order
     assert accts["ok"]["error"] is None
@@ -69,14 +70,14 @@ def test_every_provider_scenario_in_one_sweep(home, env, provider):
     # 429 still parsed: the account is rejected, not an error.
     assert accts["rej"]["error"] is None and accts["rej"]["active"] is True
     assert accts["rej"]["fiveHour"]["pct"] == 104.5 and accts["rej"]["overallStatus"] == "rejected"
-    assert accts["auth"]["error"] == {"kind": "auth", "message": probe.MESSAGES["auth"].refused, "httpStatus": 401}
+    assert accts["auth"]["error"] == {"kind": "auth", "message": CLAUDE_MESSAGES["auth"].refused, "httpStatus": 401}
     assert accts["nohdr"]["error"]["kind"] == "no_headers" and accts["nohdr"]["error"]["httpStatus"] == 200
     assert accts["garb"]["error"]["kind"] == "parse"
     assert accts["garb"]["fiveHour"] is None
     assert accts["slow"]["error"]["kind"] == "timeout"
     assert accts["drop"]["error"]["kind"] == "transport"
     # A redirect is never followed: it would carry the token elsewhere.
-    assert accts["redir"]["error"] == {"kind": "http", "message": probe.MESSAGES["http"].unexpected_status,
+    assert accts["redir"]["error"] == {"kind": "http", "message": CLAUDE_MESSAGES["http"].unexpected_status,
                                        "httpStatus": 307}
 
     # The exact request of docs/posture.md, one per usable account.
@@ -98,7 +99,7 @@ def test_at_most_four_in_flight(home, env, provider):
     paths = _setup(home, env, provider)
     write_accounts(paths.accounts_env, [("A%d" % i, t, None) for i, t in enumerate(tokens)])
     report = probe.run_headers(paths, env)
-    assert all(a["error"] is None for a in report["accounts"])
+    assert all(a["error"] is None for a in report["claude"]["accounts"])
     assert provider.max_concurrent() == 4
     starts = sorted(r["at"] for r in provider.requests)
     # The 5th request cannot start before one of the first four has been answered.
@@ -111,8 +112,8 @@ def test_connection_refused_is_transport_for_each_account(home, env):
     paths = Paths(home, environ=env)
     write_accounts(paths.accounts_env, [("A", canary("a"), None), ("B", canary("b"), None)], active="B")
     report = probe.run_headers(paths, env)
-    assert [a["error"]["kind"] for a in report["accounts"]] == ["transport", "transport"]
-    assert report["active"] == "b"
+    assert [a["error"]["kind"] for a in report["claude"]["accounts"]] == ["transport", "transport"]
+    assert report["claude"]["active"] == "b"
 
 
 def test_inherited_tokens_are_stripped_so_only_the_file_decides(home, env, provider):
@@ -125,9 +126,9 @@ def test_inherited_tokens_are_stripped_so_only_the_file_decides(home, env, provi
     env["MODEL_CODE_OAUTH_TOKEN"] = file_token
     env["MODEL_TOKEN_SNEAKY"] = inherited
     report = probe.run_headers(paths, env)
-    assert [a["label"] for a in report["accounts"]] == ["one"]
+    assert [a["label"] for a in report["claude"]["accounts"]] == ["one"]
     # The active token came from the monitor's env, not the file: nobody is active.
-    assert report["active"] is None
+    assert report["claude"]["active"] is None
     assert provider.message_calls(inherited) == 0
 
 
@@ -172,8 +173,8 @@ def test_bad_env_files(home, env, provider):
     # Lines that are not assignments (shell runs them and moves on): the good entry still works.
     r = run(b"no_such_command_svc_test\nKEY WITHOUT EQUALS\n=oops\nMODEL_TOKEN_\n"
             b"MODEL_TOKEN_GOOD=%s # g@x.io\n" % good.encode())
-    assert [a["label"] for a in r["accounts"]] == ["good"] and r["accounts"][0]["email"] == "g@x.io"
-    assert r["accounts"][0]["error"] is None
+    assert [a["label"] for a in r["claude"]["accounts"]] == ["good"] and r["claude"]["accounts"][0]["email"] == "g@x.io"
+    assert r["claude"]["accounts"][0]["error"] is None
     # A syntax error stops the shell before the child starts: a node-level config error
     # naming the line the shell named, no traceback.
     r = run(b"MODEL_TOKEN_GOOD=%s\nif then fi (\n" % good.encode())
@@ -203,7 +204,7 @@ def test_hostile_env_file_output_never_reaches_the_result(home, env, provider):
     write_accounts(paths.accounts_env, [("H", token, "h@example.com")], active="H", extra=hostile)
     report = probe.run_headers(paths, env)
     assert_no_canary([json.dumps(report)], [token])
-    assert report["accounts"][0]["label"] == "h" and "leak" not in report["accounts"][0]
+    assert report["claude"]["accounts"][0]["label"] == "h" and "leak" not in report["claude"]["accounts"][0]
 
 
 def test_env_file_flooding_stdout_does_not_hide_the_result(home, env, provider):
@@ -213,7 +214,7 @@ def test_env_file_flooding_stdout_does_not_hide_the_result(home, env, provider):
     flood = "head -c %d /dev/zero | tr '\\0' x\necho\n" % (probe.MAX_CHILD_OUTPUT + 2 * 1024 * 1024)
     write_accounts(paths.accounts_env, [("F", token, None)], active="F", extra=flood)
     report = probe.run_headers(paths, env)
-    assert report["active"] == "f" and report["accounts"][0]["error"] is None
+    assert report["claude"]["active"] == "f" and report["claude"]["accounts"][0]["error"] is None
 
 
 def test_sweep_deadline_kills_child_and_its_background_jobs(home, env, provider, tmp_path):
@@ -227,7 +228,7 @@ def test_sweep_deadline_kills_child_and_its_background_jobs(home, env, provider,
     report = probe.run_headers(paths, env, deadline_s=2.5)
     elapsed = time.monotonic() - t0
     # The child answers before the kill with the unfinished account as a timeout.
-    assert report["accounts"][0]["error"]["kind"] == "timeout"
+    assert report["claude"]["accounts"][0]["error"]["kind"] == "timeout"
     assert elapsed < 8
     pid = int(pidfile.read_text())
     deadline = time.monotonic() + 5
@@ -258,8 +259,9 @@ def test_cli_check_and_headers_are_token_free(home, env, provider):
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     check = json.loads(out.stdout)
-    assert check == {"available": True, "usable": ["a", "b", "c"], "unusable": ["d"], "active": "b",
-                     "duplicateActive": ["b", "c"], "placeholders": [{"label": "d", "line": 5}], "lineProblems": []}
+    assert check == {"available": True, "lineProblems": [], "claude": {
+        "usable": ["a", "b", "c"], "unusable": ["d"], "active": "b", "duplicateActive": ["b", "c"],
+        "placeholders": [{"label": "d", "line": 5}]}}
     assert provider.message_calls() == 0
     out2 = subprocess.run([sys.executable, "-m", "svcposture.probe", "headers", "--json"], env=env,
                           capture_output=True, text=True, timeout=30)
@@ -270,7 +272,7 @@ def test_cli_check_and_headers_are_token_free(home, env, provider):
     assert out2.returncode == 0 and human.returncode == 0 and "token-free" in helptext.stdout
     assert "*b" in human.stdout
     assert_no_canary([out.stdout, out.stderr, out2.stdout, out2.stderr, human.stdout, human.stderr], [a, b])
-    assert json.loads(out2.stdout)["active"] == "b"
+    assert json.loads(out2.stdout)["claude"]["active"] == "b"
 
 
 def test_cli_config_error_exit_code_and_no_traceback(home, env, provider):
@@ -305,7 +307,7 @@ def test_vendored_copy_runs_its_own_child(home, env, provider, tmp_path):
                          text=True, timeout=30)
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
-    assert report["active"] == "v" and report["accounts"][0]["error"] is None
+    assert report["claude"]["active"] == "v" and report["claude"]["accounts"][0]["error"] is None
     assert provider.message_calls(token) == 1
 
 
@@ -331,11 +333,11 @@ def test_provider_server_subprocess_script_mode(home, env, tmp_path):
         env["SVC_ACCOUNTS_ENV"] = str(home / "acc.env")
         write_accounts(home / "acc.env", [("S", token, None)], active="S")
         first = probe.run_headers(paths, env)
-        assert first["accounts"][0]["sevenDay"]["status"] == "allowed"
+        assert first["claude"]["accounts"][0]["sevenDay"]["status"] == "allowed"
         write_script("rejected")
         second = probe.run_headers(paths, env)
-        assert second["accounts"][0]["overallStatus"] == "rejected"
-        assert second["accounts"][0]["sevenDay"]["pct"] == 100.0
+        assert second["claude"]["accounts"][0]["overallStatus"] == "rejected"
+        assert second["claude"]["accounts"][0]["sevenDay"]["pct"] == 100.0
     finally:
         server.terminate()
         server.wait(10)

@@ -12,6 +12,7 @@ from svcposture.claude import accounts as accounts_text
 from svcposture.claude import provider as wire
 from svcposture.envfile.entries import parse_entries
 from svcposture.probe.providerhttp import retry_after_s
+from svcposture.claude.errors import MESSAGES as CLAUDE_MESSAGES, error as claude_error
 
 
 @pytest.mark.parametrize("raw,pct", [
@@ -157,10 +158,10 @@ def test_env_file_unreadable_is_config_error(tmp_path):
 
 
 def test_error_vocabulary_replaces_foreign_text():
-    assert probe.error("auth", "Bearer sk-secret refused", 401) == {
-        "kind": "auth", "message": probe.MESSAGES["auth"].refused, "httpStatus": 401}
-    assert probe.error("weird")["kind"] == "internal"
-    assert probe.error("http", http_status=True)["httpStatus"] is None
+    assert claude_error("auth", "Bearer sk-secret refused", 401) == {
+        "kind": "auth", "message": CLAUDE_MESSAGES["auth"].refused, "httpStatus": 401}
+    assert claude_error("weird")["kind"] == "internal"
+    assert claude_error("http", http_status=True)["httpStatus"] is None
 
 
 def test_usage_values_mapping_and_truncation():

@@ -17,11 +17,12 @@ from svcposture import _time
 from svcposture.events import EventLog
 from svcposture.posture.latch import Latch
 from svcposture.paths import Paths
-from svcposture.posture.service import PostureService, derive_summary
+from svcposture.claude.summary import derive_summary
 from svcposture.posture.resetschedule import ResetSchedule, reset_instants_ms
 from tests.support.home import accounts_path, canary, monitor_env, status_events, write_accounts
 from tests.support.monitor import SSEClient
 from tests.support.waiting import wait_until
+from tests.support.posture import posture_service
 
 R1 = "2026-01-01T05:00:00.000Z"
 R2 = "2026-01-07T00:00:00.000Z"
@@ -86,7 +87,7 @@ def service_for(home, env, provider, floor_s="0.2", **kw):
     log = EventLog.for_paths(paths)
     latch = Latch(paths.latch, log, "node-r")
     latch.load()
-    return PostureService(paths, node="node-r", log=log, latch=latch, environ=env, **kw)
+    return posture_service(paths, node="node-r", latch=latch, environ=env, **kw)
 
 
 def test_service_probes_at_the_reset_and_clears_rejected(home, env, provider):

@@ -31,6 +31,7 @@ from tests.support.home import accounts_path, canary, monitor_env, write_account
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
+from tests.support.posture import posture_service
 
 DEFAULTS = {
     "monitor_bind": "127.0.0.1", "monitor_port": 7400, "prometheus_url": "", "auto_switch_at": None,
@@ -229,8 +230,7 @@ def test_services_take_their_knobs_from_the_settings_given_not_the_environment(n
                         quota_sampler=False, alert_cmd="")
     log = EventLog.for_paths(node_paths)
     with caplog.at_level(logging.WARNING):
-        service = PostureService(node_paths, node="n", log=log, latch=Latch(node_paths.latch, log, "n"),
-                                 settings=settings)
+        service = posture_service(node_paths, node="n", latch=Latch(node_paths.latch, log, "n"), settings=settings)
         trajectory = TrajectoryService(node_paths, node="n", event_log=log, settings=settings)
         sampler = QuotaSampler(node_paths, node="n", log=log, settings=settings)
     assert (service.ttl_s, service.floor_s, service.interval_s, service.deadline_s) == (7.0, 1.0, 9.0, 3.0)
@@ -267,7 +267,7 @@ def test_the_node_hands_its_one_settings_object_to_every_service(node_paths):
     node = Node(node_paths, settings)
     try:
         assert node.app.settings is settings and node.settings is settings
-        assert node.service.ttl_s == 4.0 and node.service.probe_enabled is False
+        assert all(p.ttl_s == 4.0 and p.probe_enabled is False for p in node.postures.values())
         assert node.trajectory.days == 6 and node.trajectory.thresholds == (55,)
         assert node.trajectory.notifier is None  # SVC_ALERT_CMD of the environment is not read
     finally:

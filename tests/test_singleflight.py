@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import List
 
-from svcposture.monitor.singleflight import SingleFlight
+from svcposture.posture.singleflight import SingleFlight
 
 
 def test_callers_during_a_run_join_it_and_a_later_caller_starts_another():

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from .._text import EMAIL_RE, loads_bounded
 from ..envfile.entries import usable
-from ..errors import MESSAGES, error
+from .errors import MESSAGES, error
 from .jsonscan import top_level_member
 from ..paths import Paths
 from ..probe.providerhttp import request_timeout_s

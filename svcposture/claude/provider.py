@@ -18,7 +18,7 @@ from .. import _time
 from .._names import WINDOW_STATUSES
 from .._text import loads_bounded, word
 from .._version import __version__
-from ..errors import MESSAGES, error
+from .errors import MESSAGES, error
 from ..probe.providerhttp import classify_transport, open_any_status, retry_after_s
 from .usage import usage_extras, usage_values
 

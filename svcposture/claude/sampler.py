@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from ..events import EventLog, EventLogError, ratelimit_sampled
 from ..paths import Paths
 from .._text import finite_number, printable
-from ..errors import clean_error
+from .errors import clean_error
 from ..probe.backoff import backoff_delay
 from .loginview import LoginSample, login_body
 from .usage import clean_usage_extras, has_window
@@ -99,6 +99,10 @@ class QuotaSampler:
     def login_body(self) -> Dict[str, Any]:
         """The GET /api/login body from the newest sample (loginview.login_body)."""
         return login_body(self.node, self.latest, self.reason)
+
+    def login_key(self) -> Any:
+        """What login_body() depends on: it changes when the body does."""
+        return (self.latest, self.reason)
 
     def start(self) -> None:
         if not self.enabled:

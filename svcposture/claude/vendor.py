@@ -1,15 +1,15 @@
 """Claude as a vendor (docs/vendors.md): the contract's accounts, behind the `Vendor` protocol.
 
-Claude is the node's first vendor: its rows are the child report's top level
-and its posture is the contract's `/api/accounts` body, byte for byte. The
+Its posture is the contract's `/api/accounts` body, byte for byte, served
+where no `provider` is asked for (the registry's default vendor). The
 members delegate to the modules that own each part (accounts, provider,
-child); nothing is decided here.
+child, summary, errors, sampler, loginview); nothing is decided here.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import ERROR_KINDS, error
+from .errors import ERROR_KINDS, error
 from .accounts import LINES
 
 NAME = "claude"
@@ -30,11 +30,14 @@ class ClaudeSweep:
         self.futures: List[Any] = []
 
     def check(self) -> Optional[Dict[str, Any]]:
+        """What `probe check` shows of the Claude lines (no network); None when the file has none."""
         from .accounts import placeholder_lines
 
-        return {"available": bool(self.entries), "usable": [e["label"] for e in self.entries],
-                "unusable": self.unusable, "active": self.active, "duplicateActive": self.duplicates,
-                "placeholders": placeholder_lines(self.text, self.environ)}
+        placeholders = placeholder_lines(self.text, self.environ)
+        if not self.entries and not self.unusable and not placeholders:
+            return None
+        return {"usable": [e["label"] for e in self.entries], "unusable": self.unusable, "active": self.active,
+                "duplicateActive": self.duplicates, "placeholders": placeholders}
 
     def submit(self, pool: Any, timeout_s: float, secrets: List[str]) -> List[Any]:
         from .provider import probe_account
@@ -81,16 +84,22 @@ class ClaudeVendor:
         return error(kind, message, http_status)
 
     def clean_block(self, value: Any) -> Optional[Dict[str, Any]]:
-        # Claude's block is the report itself; summary.derive_summary whitelists it at every depth.
+        # The block is whitelisted at every depth by summary.derive_summary, which reads it.
         return dict(value) if isinstance(value, Mapping) else None
 
     def summarize(self, block: Optional[Mapping[str, Any]], node: str, probed_at: int,
                   memory: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        from ..summary import derive_summary
+        from .summary import derive_summary
         return derive_summary(block if block is not None else {"available": False}, node, probed_at), {}
 
     def poll_memory(self) -> None:
         return None
+
+    def login_sampler(self, paths: Any, *, node: str, log: Any, settings: Any, usage_owner: Any) -> Any:
+        """The quota sampler: it polls this machine's Claude Code login (GET /api/login shows it)."""
+        from .sampler import QuotaSampler
+        return QuotaSampler(paths, node=node, log=log, environ=paths.environ, settings=settings,
+                            usage_owner=usage_owner)
 
     @property
     def child_commands(self) -> Dict[str, Any]:

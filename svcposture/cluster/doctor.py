@@ -25,7 +25,8 @@ from ..config import TEAM_KEY, ConfigError, flatten, get_dotted, layer1_get, loa
 from ..events import EventLog, EventLogError
 from ..posture.latch import read_latch
 from ..paths import Paths
-from ..probe.text import accounts_notes, codex_check_summary, line_problem_notes, valid_line_problems
+from ..vendors import registered
+from ..probe.text import accounts_notes, check_summary, line_problem_notes, valid_line_problems
 from ..settings import Settings
 from . import tracker
 from ._common import print_json
@@ -361,34 +362,32 @@ def _accounts_verdict(path: Path, report: Dict[str, Any], returncode: int, expla
         message = error.get("message") if isinstance(error, dict) else None
         detail = "%s: %s (%s)" % (path, str(message or "check failed")[:200], kind or "error")
         return _check_result(name, FAIL if kind == "config" else WARN, detail + notes)
-    def labels(key: str) -> List[str]:
-        value = report.get(key)
-        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
-
-    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
-    unusable = [u for u in unusable if u not in explained]  # their line problem says why
-    active = report.get("active")
-    detail = "%s: %d usable entr%s%s" % (path, len(usable), "y" if len(usable) == 1 else "ies",
-                                        " (%s)" % ", ".join(usable) if usable else "")
-    if unusable:
-        detail += "; unusable (empty or placeholder): %s" % ", ".join(unusable)
-    codex_detail, codex_usable, codex_warning = codex_check_summary(report.get("codex"))
-    detail += codex_detail
+    details, warnings, usable, inactive = [], [], False, []
+    for vendor in registered():
+        block = report.get(vendor.name)
+        if isinstance(block, dict) and explained:
+            # A line the shell takes wrongly says itself why its account is unusable.
+            block = dict(block, unusable=[u for u in block.get("unusable") or [] if u not in explained])
+        detail, any_usable, warning = check_summary(vendor, block)
+        if detail:
+            details.append(detail)
+        if warning:
+            warnings.append(warning)
+        usable = usable or any_usable
+        if any_usable and not isinstance(block.get("active"), str):
+            inactive.append(vendor)
+    detail = "%s: %s" % (path, "; ".join(details) or "no account line")
     if returncode != 0:
         return _check_result(name, WARN, detail + "; the check exited %d" % returncode)
-    if codex_warning:
-        return _check_result(name, WARN, detail + codex_warning)
-    if not usable and codex_usable:
-        return _check_result(name, PASS, detail + "; Claude's posture is disabled (no Claude entry)")
+    if warnings:
+        return _check_result(name, WARN, detail + "; " + "; ".join(warnings))
     if not usable:
         return _check_result(name, INFO, detail + "; the posture surface is disabled" + notes)
-    if duplicates:
-        return _check_result(name, WARN, detail + "; several entries carry the active token (%s), the first is used"
-                      % ", ".join(duplicates))
-    if not isinstance(active, str):
-        return _check_result(name, WARN, detail + "; no entry equals MODEL_CODE_OAUTH_TOKEN, so the node status "
-                                                  "is unknown")
-    return _check_result(name, PASS, detail + "; active %s" % active)
+    if inactive:
+        return _check_result(name, WARN, detail + "; " + "; ".join(
+            "no %s line equals %s, so that vendor's node status is unknown" % (v.display_name, v.lines.active_var)
+            for v in inactive))
+    return _check_result(name, PASS, detail)
 
 
 def _check_event_log(paths: Paths) -> Dict[str, str]:

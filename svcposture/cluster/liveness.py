@@ -33,6 +33,8 @@ from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, LOKI_URL_ENV, MAX_INT
                         READ_SOURCE_ENV, Settings, publish_interval_ms, read_source, reads_from_loki)
 
 LOGGER_NAME = "svcposture.liveness"
+# A vendor's active-account block for the heartbeat, None when the node has none of it.
+BlockSource = Callable[[], Optional[Dict[str, Any]]]
 
 
 # ---------------------------------------------------------------- publisher
@@ -43,9 +45,8 @@ class Publisher:
     def __init__(self, paths: Paths, settings: Settings, node: str,
                  account_status: Callable[[], str], log: Optional[EventLog],
                  logger: Optional[logging.Logger] = None,
-                 account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                 blocks: Sequence[Tuple[str, BlockSource]] = (),
                  polls_usage: Optional[Callable[[], bool]] = None,
-                 codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                  accounts: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> None:
         self.paths = paths
         self.settings = settings
@@ -61,9 +62,9 @@ class Publisher:
         self.armed = False
         self._arm_error: Optional[str] = None
         self._account_status = account_status
-        self._account = account
-        # The active Codex account's block (docs/codex.md); None: the node shows nothing of Codex.
-        self._codex = codex
+        # (metadata key, source) of each vendor's active-account block (docs/fleet.md): `account` for
+        # the default vendor's, the vendor's name for every other's; a source answering None adds nothing.
+        self._blocks = tuple(blocks)
         # Every account of the host, active or not (hostaccounts.py): the fleet read by account.
         self._accounts = accounts
         self._log = log
@@ -245,35 +246,34 @@ class Publisher:
             quota = heartbeat.newest_quota(self._log) if owned else None
         except OSError:
             quota = None
-        try:
-            account = self._account() if self._account is not None else None
-        except Exception:  # a broken account read must not cost the beat
-            account = None
+        blocks = {}
+        for key, source in self._blocks:
+            try:
+                blocks[key] = source()
+            except Exception:  # a broken account read must not cost the beat
+                blocks[key] = None
         try:
             accounts = self._accounts() if self._accounts is not None else []
-        except Exception:  # as for `account`: never costs the beat
+        except Exception:  # as for the blocks: never costs the beat
             accounts = []
         metadata = heartbeat.metadata(host=self.node, published_at=published_at,
                                       publish_interval_ms=self.interval_ms, version=__version__,
-                                      account_status=status, quota=quota, account=account, accounts=accounts)
-        try:
-            codex = self._codex() if self._codex is not None else None
-        except Exception:  # as for `account`: never costs the beat
-            codex = None
-        if isinstance(codex, dict):
-            metadata["codex"] = codex
+                                      account_status=status, quota=quota, account=blocks.pop("account", None),
+                                      accounts=accounts)
+        for key, block in blocks.items():
+            if isinstance(block, dict):
+                metadata[key] = block
         return metadata
 
 
 def start_publisher(paths: Paths, settings: Settings, node: str,
                     account_status: Callable[[], str], log: Optional[EventLog],
-                    account: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
+                    blocks: Sequence[Tuple[str, BlockSource]] = (),
                     polls_usage: Optional[Callable[[], bool]] = None,
-                    codex: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
                     accounts: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> Publisher:
     """Arm (read the anchor once) and start publishing; the first heartbeat goes out at once."""
-    publisher = Publisher(paths, settings, node, account_status, log, account=account, polls_usage=polls_usage,
-                          codex=codex, accounts=accounts)
+    publisher = Publisher(paths, settings, node, account_status, log, blocks=blocks, polls_usage=polls_usage,
+                          accounts=accounts)
     publisher.start()
     return publisher
 

@@ -58,9 +58,9 @@ class UsageOwner:
             return None
         return list(hosts)
 
-    def codex_candidates(self) -> Optional[Tuple[List[str], Optional[List[str]]]]:
-        """(roster, live hosts or None when unknown) for the Codex child, which scores
-        `usage:codex:<account_id>` itself (the id stays in the child); None: a lone host."""
+    def candidates(self) -> Optional[Tuple[List[str], Optional[List[str]]]]:
+        """(roster, live hosts or None when unknown) for a vendor's child, which scores its logins'
+        tickets itself (an account id stays in the child); None: a lone host."""
         hosts = self._fleet()
         if hosts is None:
             return None

@@ -2,7 +2,7 @@
 
 Pure derivation from the child's whitelisted `codex` block (the Codex
 vendor's `summarize`); the service that schedules the Codex child and serves
-the result is the vendor-neutral `vendorposture.VendorPosture`. The body has
+the result is the vendor-neutral `posture.service.PostureService`. The body has
 the posture shape: `active` is the `CODEX_HOME` account, window objects carry
 `derived: true` (the vendor sends no status words), and each account adds
 what the vendor reports beyond the contract's fields (`extraWindows`,

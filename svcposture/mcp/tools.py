@@ -14,7 +14,7 @@ import os
 import time
 
 from .._text import loads_bounded, printable
-from ..errors import SvcpostureError, clean_error
+from ..errors import SvcpostureError
 from . import schema
 from .session import ToolError
 from ..vendors import provider_names
@@ -257,14 +257,22 @@ def without_error_internals(body: "Any") -> "Any":
     if isinstance(out.get("accounts"), list):
         out["accounts"] = [_clean_view(view) for view in out["accounts"]]
     if out.get("error") is not None:
-        out["error"] = clean_error(out["error"], with_status=False)
+        out["error"] = _kind_and_sentence(out["error"])
     return out
 
 
 def _clean_view(view: "Any") -> "Any":
     if isinstance(view, dict) and view.get("error") is not None:
-        return dict(view, error=clean_error(view["error"], with_status=False))
+        return dict(view, error=_kind_and_sentence(view["error"]))
     return view
+
+
+def _kind_and_sentence(err: "Any") -> "Dict[str, Any]":
+    """An error as the agent sees it: its kind and its vendor's fixed sentence, nothing else."""
+    err = err if isinstance(err, dict) else {}
+    kind, message = err.get("kind"), err.get("message")
+    return {"kind": printable(kind)[:40] if isinstance(kind, str) else "internal",
+            "message": printable(message)[:300] if isinstance(message, str) else None}
 
 
 def _with_provider(path: str, args: "Mapping[str, Any]") -> str:

@@ -1,51 +1,42 @@
-"""GET /api/advice[?provider=codex] (docs/steering.md): the advice beside the posture, read-only.
+"""GET /api/advice[?provider=NAME] (docs/steering.md): the advice beside the posture, read-only.
 
 The body is the posture's node and probedAt, the reserve, then the advice
-(svcposture.advice): computed once per probe by the node's Advisor, so a read
-inside the posture's TTL spends nothing but the serialisation, and its
-Response is kept per summary and millisecond, as /api/accounts's. Same query
-and trust rules as /api/accounts: a bad `provider` is a 400, the read guard
-applies before every route; there is no forced refresh here.
+(svcposture.steering.advice): computed once per probe by the node's advisor,
+so a read inside the posture's TTL spends nothing but the serialisation, and
+its Response is kept per summary and millisecond, as /api/accounts's. Same
+query and trust rules as /api/accounts: a bad `provider` is a 400, the read
+guard applies before every route; there is no forced refresh here.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from .._time import now_ms
-from ..steering.advice import DEFAULT_WAIT_S
-from ..steering.advisor import Advisor, advice_body
+from ..steering.advisor import advice_body
 from ..summary import disabled_body
-from ..vendors import DEFAULT_PROVIDER, provider_from_query
+from ..vendors import provider_from_query
 from .memo import Memo
 from .response import JSON_HEADERS, JSON_TYPE, Response, dumps, error_response, json_response
+from .services import AdviceSource, PostureSource
 
 log = logging.getLogger("svcposture.monitor")
-
 
 
 class AdviceRoute:
     """The Responses of /api/advice for each vendor, over the node's posture services and advisor."""
 
-    def __init__(self, service: Any, trajectory: Any) -> None:
-        self.service = service
-        advisor = getattr(service, "advisor", None)
-        home = getattr(getattr(service, "paths", None), "home", None)
-        settings = getattr(service, "settings", None)
-        self.advisor = advisor if advisor is not None else Advisor(
-            trajectory, getattr(settings, "advice_wait_s", DEFAULT_WAIT_S), str(home) if home is not None else None)
+    def __init__(self, postures: Mapping[str, PostureSource], advisor: AdviceSource, node: str) -> None:
+        self.postures = postures
+        self.advisor = advisor
+        self.node = node
         self._reads: Memo[Response] = Memo()
-
-    def _posture(self, provider: str) -> Any:
-        if provider == DEFAULT_PROVIDER:
-            return self.service
-        return (getattr(self.service, "vendor_postures", None) or {}).get(provider)
 
     def read(self, provider: str) -> Response:
         """The Response of a plain read for `provider` now (a cached summary, else a plain posture read)."""
-        posture = self._posture(provider)
+        posture = self.postures.get(provider)
         if posture is None:
-            return json_response(200, disabled_body(getattr(self.service, "node", "")))
+            return json_response(200, disabled_body(self.node))
         summary = posture.fresh_summary()
         if summary is None:
             summary = posture.read()
@@ -68,7 +59,7 @@ class AdviceRoute:
 
     def fast(self, provider: str) -> Optional[Response]:
         """A cached read for the fast lane; None (hand it over) when the posture has no fresh summary."""
-        posture = self._posture(provider)
+        posture = self.postures.get(provider)
         if posture is None or posture.fresh_summary() is None:
             return None
         return self.read(provider)

@@ -18,9 +18,12 @@ Methods for the caller (the server side, typed as protocols.Application):
                              the server is bound: trust this address, count these streams
     wake_streams()           let every stream waiting for a frame see a hang-up
 
-Adding a route is one line in ROUTES and one endpoint method:
+The services come in one `services.Services` value, built by the node; every
+vendor is served the same way, through its posture service and its
+`PostureReads` (posture_reads.py). Adding a route is one line in ROUTES and
+one endpoint function:
 
-    ROUTES = (..., Route("GET", "/api/hello", "get_hello"))
+    ROUTES = (..., Route("GET", "/api/hello", MonitorApp.get_hello))
 
     def get_hello(self, request: Request) -> Reply:
         return json_response(200, {"hello": self.node})
@@ -28,8 +31,7 @@ Adding a route is one line in ROUTES and one endpoint method:
 An endpoint takes the Request and returns a Response built with
 response.Response, json_response or error_response, or for a stream
 sse.Stream(source, self.settings.keepalive_s) over a per-subscriber source
-(see sse.py, streams.py). HEAD, 404 and 405 need nothing from it. A cached
-read the fast lane may answer is one more entry in FAST_READS.
+(see sse.py, streams.py). HEAD, 404 and 405 need nothing from it.
 
 The forced-refresh guard decision is refresh_refusal(headers); the read guard
 (SVC_MONITOR_READ_GUARD=1) is host_origin_refusal(headers) before every route.
@@ -43,94 +45,63 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from urllib.parse import unquote
 
-from .._time import iso_now, now_ms
+from .._time import iso_now
 from .._version import __version__
-from ..trajectory.history import DEFAULT_HOURS, MAX_HOURS
-from ..claude.loginview import login_body, no_sampler_reason
-from ..summary import reply
 from ..cluster.fleetaccounts import accounts_view
 from ..settings import Settings
+from ..summary import disabled_body
+from ..trajectory.history import DEFAULT_HOURS, MAX_HOURS
+from ..vendors import DEFAULT_PROVIDER, provider_from_query, registered
 from .advice_route import AdviceRoute
 from .assets import PAGE_HEADERS, load_static
 from .exposition import METRICS_TYPE, account_keys, render_metrics, render_trajectory_metrics
 from .fleet import FleetCache, collect_report
 from .memo import Memo
 from .openapi import openapi_document
+from .posture_reads import PostureReads
 from .protocols import FastRead, Reply
 from .request import Request, RequestHeaders
 from .response import JSON_HEADERS, JSON_TYPE, Response, dumps, error_response, json_response
 from .routes import NOT_FOUND, Route, RouteTable, refusal
-from .sse import FrameCache, Stream, StreamSlots
-from .streams import ACCOUNT, PostureFrames, TrajectoryFrames
+from .services import Services
+from .sse import Stream, StreamSlots
+from .streams import TrajectoryFrames
 from .trust import GUARD_MESSAGES, TrustPolicy
-from .vendor_routes import cached_reply_bytes, vendor_accounts_reply, vendor_service, vendor_target
-from ..vendors import DEFAULT_PROVIDER
 
 log = logging.getLogger("svcposture.monitor")
 
 __all__ = ["MonitorApp", "Request", "Reply", "ROUTES", "Route", "parse_hours", "refresh_requested"]
 
-# The routes: (method, path, the name of the method answering it). The
-# dashboard's files (assets.STATIC_FILES) are GET routes too, answered by get_static.
-ROUTES: Tuple[Route, ...] = (
-    Route("GET", "/api/accounts", "get_accounts"),
-    Route("GET", "/api/accounts/stream", "get_accounts_stream"),
-    Route("GET", "/api/trajectory", "get_trajectory"),
-    Route("GET", "/api/history", "get_history"),
-    Route("GET", "/api/trajectory/stream", "get_trajectory_stream"),
-    Route("GET", "/healthz", "get_healthz"),
-    Route("GET", "/metrics", "get_metrics"),
-    Route("GET", "/api/fleet", "get_fleet"),
-    Route("GET", "/api/fleet/accounts", "get_fleet_accounts"),
-    Route("GET", "/api/login", "get_login"),
-    Route("GET", "/api/openapi.json", "get_openapi"),
-    Route("GET", "/api/advice", "get_advice"),
-)
-# Request target -> the name of the cached read the fast lane answers it with.
-# Each other vendor's plain read is one more, added per app (fast_reads).
-FAST_READS = {b"/api/accounts": "cached_accounts", b"/api/trajectory": "cached_trajectory",
-              b"/api/advice": "cached_advice"}
+NO_LOGIN_REASON = "this process samples no interactive login (only the svc-monitor command starts the samplers)"
 
 
 class MonitorApp:
-    """Every route of the monitor over a posture service (and its trajectory service)."""
+    """Every route of the monitor over a node's services."""
 
-    ROUTES: Tuple[Route, ...] = ROUTES
-    FAST_READS: Mapping[bytes, str] = FAST_READS
-
-    def __init__(self, service: Any, *, node: str, settings: Settings) -> None:
-        self.service = service
-        self.node = node
-        self.settings = settings
-        self.trajectory = getattr(service, "trajectory", None)
-        # Every other vendor's posture by name (docs/vendors.md), on the same probe schedule.
-        self.vendor_postures: Dict[str, Any] = dict(getattr(service, "vendor_postures", None) or {})
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.node = services.node
+        self.settings: Settings = services.settings
+        self.trajectory = services.trajectory
+        # Every vendor's posture, each read the same way, by vendor name.
+        self.postures: Dict[str, PostureReads] = {
+            name: PostureReads(posture, services.settings.keepalive_s) for name, posture in services.postures.items()}
+        self.advice = AdviceRoute(services.postures, services.advisor, services.node)
         self.started_at = iso_now()
-        self.streams = StreamSlots(settings.max_streams)  # the server lends its own in listening()
+        self.streams = StreamSlots(services.settings.max_streams)  # the server lends its own in listening()
         self.trust: Optional[TrustPolicy] = None
         self.static = load_static()
         self.openapi = Response(200, JSON_TYPE, dumps(openapi_document()), JSON_HEADERS)
-        # Where /api/fleet reads from: the cluster's status report unless a
-        # source (a callable returning such a report, as the demo's simulated fleet) is given.
-        self.fleet_source: Optional[Callable[[], Dict[str, Any]]] = None
-        self.fleet = FleetCache(self._fleet_report, settings.fleet_ttl_s)
-        # The quota sampler (its latest, reason and login_body()), when this process runs one.
-        self.login_source: Any = None
-        self._frames = FrameCache(ACCOUNT)
-        self._vendor_frames = {name: FrameCache(ACCOUNT) for name in self.vendor_postures}
-        self._posture_parts: Memo[Optional[Tuple[bytes, bytes]]] = Memo()
-        self._accounts_read: Memo[Response] = Memo()
-        self._vendor_reads: Dict[str, Memo[Response]] = {name: Memo() for name in self.vendor_postures}
-        self._vendor_bodies: Memo[bytes] = Memo()
+        self.fleet = FleetCache(self._fleet_report, services.settings.fleet_ttl_s)
         self._trajectory_read: Memo[Response] = Memo()
         self._login_read: Memo[Response] = Memo()
-        self._fresh_summary: Callable[[], Optional[Dict[str, Any]]] = getattr(service, "fresh_summary", _none)
         self._lock = threading.Lock()
         self._history_index: Any = None
-        self.advice = AdviceRoute(service, self.trajectory)
-        self._index_page(getattr(service, "interval_s", None))
-        self.routes = RouteTable(tuple(Route("GET", path, "get_static") for path in self.static) + self.ROUTES,
-                                 self)
+        default = services.postures.get(DEFAULT_PROVIDER)
+        self._index_page(default.interval_s if default is not None else None)
+        self.routes = RouteTable(tuple(Route("GET", path, MonitorApp.get_static) for path in self.static)
+                                 + self.ROUTES, self)
+        self._fast = self._fast_table()
 
     # -- methods for the caller --
 
@@ -158,21 +129,25 @@ class MonitorApp:
     def fast_reads(self) -> Mapping[bytes, FastRead]:
         """The cached reads the fast lane may answer itself (none under the read guard,
         which every request must pass through respond())."""
-        if self.settings.read_guard:
-            return {}
-        reads = {target: getattr(self, name) for target, name in self.FAST_READS.items()}
-        for vendor in self.vendor_postures:
-            reads[vendor_target(vendor)] = (lambda name=vendor: self.cached_vendor_accounts(name))
-            reads[b"/api/advice?provider=" + vendor.encode("ascii")] = (lambda name=vendor: self.advice.fast(name))
+        return {} if self.settings.read_guard else self._fast
+
+    def _fast_table(self) -> Dict[bytes, FastRead]:
+        reads: Dict[bytes, FastRead] = {b"/api/trajectory": self.cached_trajectory}
+        for name, posture in self.postures.items():
+            query = b"?provider=" + name.encode("ascii")
+            reads[b"/api/accounts" + query] = posture.cached
+            reads[b"/api/advice" + query] = (lambda provider=name: self.advice.fast(provider))
+        default = self.postures.get(DEFAULT_PROVIDER)
+        if default is not None:
+            reads[b"/api/accounts"] = default.cached
+            reads[b"/api/advice"] = (lambda: self.advice.fast(DEFAULT_PROVIDER))
         return reads
 
     def wake_streams(self) -> None:
         """Wake every stream waiting for a frame, so that those whose client hung up end."""
-        self.service.broadcast.wake()
-        for posture in self.vendor_postures.values():
+        for posture in self.services.postures.values():
             posture.broadcast.wake()
-        if self.trajectory is not None:
-            self.trajectory.broadcast.wake()
+        self.trajectory.broadcast.wake()
 
     # -- the guard --
 
@@ -201,59 +176,41 @@ class MonitorApp:
     # -- the endpoints --
 
     def get_accounts(self, request: Request) -> Reply:
-        service, bad = vendor_service(self.service, request.query)
-        if bad is not None:
+        provider, bad = provider_from_query(request.query)
+        if bad is not None or provider is None:
             return json_response(400, bad)
-        if service is not self.service:
-            return self.vendor_accounts(service, request)
         refresh = refresh_requested(request.query)
         if refresh:
             reason = self.refresh_refusal(request.headers)
             if reason:
                 return self.forbidden(reason)
-        else:
-            cached = self.cached_accounts()
-            if cached is not None:
-                return cached
-        try:
-            body = self.service.read(refresh=refresh)
-        except Exception as exc:  # the posture layer failed: say so, keep serving
-            log.warning("posture read failed: %s: %s", type(exc).__name__, exc)
-            return error_response(500, "The posture could not be read.")
-        return Response(200, JSON_TYPE, self.posture_bytes(body), JSON_HEADERS)
-
-    def vendor_accounts(self, service: Any, request: Request) -> Response:
-        """/api/accounts?provider=<name>: the same guard and caching rules, another vendor's body."""
-        refresh = refresh_requested(request.query)
-        reason = self.refresh_refusal(request.headers) if refresh else None
-        if reason:
-            return self.forbidden(reason)
-        name = getattr(service, "provider", None)
-        if not refresh and self.vendor_postures.get(name) is service:
-            cached = self.cached_vendor_accounts(name)
-            if cached is not None:
-                return cached
-        status, body = vendor_accounts_reply(service, refresh, self._vendor_bodies)
-        return Response(status, JSON_TYPE, body, JSON_HEADERS)
+        posture = self.postures.get(provider)
+        if posture is None:  # a vendor registered after this node was built
+            return json_response(200, disabled_body(self.node))
+        return posture.respond(refresh)
 
     def get_accounts_stream(self, request: Request) -> Reply:
-        service, bad = vendor_service(self.service, request.query)
-        if bad is not None:
+        provider, bad = provider_from_query(request.query)
+        if bad is not None or provider is None:
             return json_response(400, bad)
-        if service is not self.service:
-            frames = self._vendor_frames.get(getattr(service, "provider", None)) or FrameCache(ACCOUNT)
-            return Stream(PostureFrames(service, dumps, frames), self.settings.keepalive_s)
-        return Stream(PostureFrames(self.service, self.posture_bytes, self._frames), self.settings.keepalive_s)
+        posture = self.postures.get(provider)
+        if posture is None:
+            return json_response(200, disabled_body(self.node))
+        return posture.stream()
+
+    def get_vendors(self, request: Request) -> Reply:
+        """The registered vendors, as pages and clients name them, and which this node shows."""
+        shown = {name for name, posture in self.services.postures.items() if posture.shows()}
+        return json_response(200, {"node": self.node, "default": DEFAULT_PROVIDER, "vendors": [
+            {"name": v.name, "displayName": v.display_name, "shown": v.name in shown} for v in registered()]})
 
     def get_advice(self, request: Request) -> Reply:
         return self.advice.respond(request.query)
 
     def get_trajectory(self, request: Request) -> Reply:
-        return self.cached_trajectory() or _NO_TRAJECTORY
+        return self.cached_trajectory()
 
     def get_history(self, request: Request) -> Reply:
-        if self.trajectory is None:
-            return _NO_TRAJECTORY
         hours = parse_hours(request.query)
         if hours is None:
             return json_response(400, {"error": "bad_request",
@@ -266,28 +223,24 @@ class MonitorApp:
         return Response(200, JSON_TYPE, dumps(body), JSON_HEADERS)
 
     def get_trajectory_stream(self, request: Request) -> Reply:
-        if self.trajectory is None:
-            return _NO_TRAJECTORY
         return Stream(TrajectoryFrames(self.trajectory), self.settings.keepalive_s)
 
     def get_healthz(self, request: Request) -> Reply:
         # probeIntervalS: a posture older than twice it is stale (docs/posture.md).
         return json_response(200, {"ok": True, "node": self.node, "version": __version__,
-                                   "startedAt": self.started_at, "probeIntervalS": self.service.interval_s})
+                                   "startedAt": self.started_at, "probeIntervalS": self.settings.probe_interval_s})
 
     def get_metrics(self, request: Request) -> Reply:
-        try:
-            figures = self.service.metrics()
-        except Exception as exc:
-            log.warning("posture metrics failed: %s: %s", type(exc).__name__, exc)
-            figures = {}
-        others = [(name, posture.metrics()) for name, posture in self.vendor_postures.items()]
-        text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit,
-                              vendors=others)
-        if self.trajectory is not None:
-            keys = account_keys((DEFAULT_PROVIDER, figures.get("last")),
-                                *[(name, (other or {}).get("last")) for name, other in others])
-            text += render_trajectory_metrics(self.trajectory.metrics(), keys)
+        figures = []
+        for name, posture in self.services.postures.items():
+            try:
+                figures.append((name, posture.metrics()))
+            except Exception as exc:
+                log.warning("%s posture metrics failed: %s: %s", name, type(exc).__name__, exc)
+                figures.append((name, {}))
+        text = render_metrics(figures, subscribers=self.streams.count, subscribers_max=self.streams.limit)
+        keys = account_keys(*[(name, (fig or {}).get("last")) for name, fig in figures])
+        text += render_trajectory_metrics(self.trajectory.metrics(), keys)
         return Response(200, METRICS_TYPE, text.encode("utf-8"), b"Cache-Control: no-store\r\n")
 
     def get_fleet(self, request: Request) -> Reply:
@@ -298,10 +251,10 @@ class MonitorApp:
         return Response(200, JSON_TYPE, self.fleet.view(accounts_view), JSON_HEADERS)
 
     def get_login(self, request: Request) -> Reply:
-        """This machine's Claude Code login from the sampler's newest sample (docs/first-look.md)."""
-        source = self.login_source
-        key = (source, getattr(source, "latest", None), getattr(source, "reason", None))
-        return self._login_read.get(key, self._login_response, source)
+        """This machine's interactive login from its sampler's newest sample (docs/first-look.md)."""
+        logins = self.services.logins
+        key = tuple(login.login_key() for login in logins)
+        return self._login_read.get(key, self._login_response)
 
     def get_openapi(self, request: Request) -> Reply:
         return self.openapi
@@ -310,53 +263,10 @@ class MonitorApp:
         body, ctype = self.static[request.path]
         return Response(200, ctype, body, PAGE_HEADERS)
 
-    # -- the cached reads and the bytes caches (memo.Memo: the value of the newest key) --
+    # -- the cached reads --
 
-    def posture_bytes(self, body: Mapping[str, Any]) -> bytes:
-        """The JSON of a posture body. Bodies of one probe differ only in
-        generatedAt, so the rest is serialised once per probe and spliced."""
-        generated = body.get("generatedAt")
-        if not isinstance(generated, str) or body.get("probedAt") is None:
-            return dumps(body)
-        key = (body.get("available"), body.get("node"), body.get("probedAt"), body.get("cached"),
-               body.get("status"), body.get("accounts"))
-        parts = self._posture_parts.get(key, _posture_parts, body)
-        if parts is None:
-            return dumps(body)
-        return parts[0] + dumps(generated) + parts[1]
-
-    def cached_accounts(self) -> Optional[Response]:
-        """The Response to a cached plain read of /api/accounts, or None when the
-        posture service has no fresh summary.
-
-        Replies within one millisecond are byte-identical (generatedAt has ms
-        resolution), so under load most reads reuse the previous Response (and
-        its encoding) instead of building a body and a head again.
-        """
-        summary = self._fresh_summary()
-        if summary is None:
-            return None
-        ms = now_ms()
-        return self._accounts_read.get((ms, summary), self._accounts_response, summary, ms)
-
-    def cached_vendor_accounts(self, name: str) -> Optional[Response]:
-        """The Response to a cached plain read of /api/accounts?provider=<name>, or None
-        (no fresh summary); built once per summary and millisecond, as Claude's."""
-        posture = self.vendor_postures.get(name)
-        summary = posture.fresh_summary() if posture is not None else None
-        if summary is None:
-            return None
-        ms = now_ms()
-        return self._vendor_reads[name].get((ms, summary), self._vendor_response, summary, ms)
-
-    def cached_advice(self) -> Optional[Response]:
-        """The Response to a cached plain read of /api/advice (docs/steering.md), or None."""
-        return self.advice.fast(DEFAULT_PROVIDER)
-
-    def cached_trajectory(self) -> Optional[Response]:
-        """The Response to GET /api/trajectory from the body of the last probe (None: no trajectory)."""
-        if self.trajectory is None:
-            return None
+    def cached_trajectory(self) -> Response:
+        """The Response to GET /api/trajectory from the body of the last probe."""
         body = self.trajectory.body()
         return self._trajectory_read.get((body,), _json_ok, body)
 
@@ -364,25 +274,23 @@ class MonitorApp:
         with self._lock:
             if self._history_index is None:
                 from ..trajectory.historyindex import HistoryIndex
-                self._history_index = HistoryIndex(self.service.paths)
+                self._history_index = HistoryIndex(self.services.paths)
             index = self._history_index
         return index.body(node=self.node, hours=hours)
 
-    def _accounts_response(self, summary: Dict[str, Any], ms: int) -> Response:
-        return Response(200, JSON_TYPE, self.posture_bytes(reply(summary, cached=True, generated_ms=ms)),
-                        JSON_HEADERS)
-
-    def _vendor_response(self, summary: Dict[str, Any], ms: int) -> Response:
-        return Response(200, JSON_TYPE, cached_reply_bytes(summary, ms, self._vendor_bodies), JSON_HEADERS)
-
-    def _login_response(self, source: Any) -> Response:
-        return _json_ok(source.login_body() if source is not None
-                        else login_body(self.node, None, no_sampler_reason()))
+    def _login_response(self) -> Response:
+        for login in self.services.logins:
+            body = login.login_body()
+            if body.get("available") is True:
+                return _json_ok(body)
+        if self.services.logins:
+            return _json_ok(self.services.logins[0].login_body())
+        return _json_ok({"available": False, "node": self.node, "reason": NO_LOGIN_REASON})
 
     def _fleet_report(self) -> Dict[str, Any]:
-        if self.fleet_source is not None:
-            return self.fleet_source()
-        return collect_report(self.service.paths, self.settings)
+        if self.services.fleet_source is not None:
+            return self.services.fleet_source()
+        return collect_report(self.services.paths, self.settings)
 
     def _index_page(self, interval_s: Any) -> None:
         # The page greys out a value older than twice the probe interval; it
@@ -392,32 +300,37 @@ class MonitorApp:
             page = (page[0].replace(b'content="300" data-svc="probe-interval"',
                                     b'content="%g" data-svc="probe-interval"' % interval_s), page[1])
         # A node without accounts is told which file to fill in, by its path.
-        env_file = getattr(getattr(self.service, "paths", None), "accounts_env", None)
-        if page is not None and env_file is not None:
-            page = (page[0].replace(b'data-svc="accounts-file">its accounts env file<',
-                                    b'data-svc="accounts-file">%s<' % html.escape(str(env_file)).encode(
-                                        "utf-8", "replace")), page[1])
         if page is not None:
+            page = (page[0].replace(b'data-svc="accounts-file">its accounts env file<',
+                                    b'data-svc="accounts-file">%s<' % html.escape(
+                                        str(self.services.paths.accounts_env)).encode("utf-8", "replace")), page[1])
             self.static["/"] = page
 
+    # The routes: (method, path, the function answering it). The dashboard's
+    # files (assets.STATIC_FILES) are GET routes too, answered by get_static.
+    ROUTES: Tuple[Route, ...] = ()
 
-_NO_TRAJECTORY = error_response(404, "No trajectory on this server.")
-_GENERATED_MARKER = "\u0000svc-generated-at\u0000"
 
-
-def _none() -> None:
-    return None
+MonitorApp.ROUTES = (
+    Route("GET", "/api/accounts", MonitorApp.get_accounts),
+    Route("GET", "/api/accounts/stream", MonitorApp.get_accounts_stream),
+    Route("GET", "/api/vendors", MonitorApp.get_vendors),
+    Route("GET", "/api/trajectory", MonitorApp.get_trajectory),
+    Route("GET", "/api/history", MonitorApp.get_history),
+    Route("GET", "/api/trajectory/stream", MonitorApp.get_trajectory_stream),
+    Route("GET", "/healthz", MonitorApp.get_healthz),
+    Route("GET", "/metrics", MonitorApp.get_metrics),
+    Route("GET", "/api/fleet", MonitorApp.get_fleet),
+    Route("GET", "/api/fleet/accounts", MonitorApp.get_fleet_accounts),
+    Route("GET", "/api/login", MonitorApp.get_login),
+    Route("GET", "/api/openapi.json", MonitorApp.get_openapi),
+    Route("GET", "/api/advice", MonitorApp.get_advice),
+)
+ROUTES = MonitorApp.ROUTES
 
 
 def _json_ok(body: Any) -> Response:
     return Response(200, JSON_TYPE, dumps(body), JSON_HEADERS)
-
-
-def _posture_parts(body: Mapping[str, Any]) -> Optional[Tuple[bytes, bytes]]:
-    """A posture body's JSON split around its generatedAt value (None when it cannot be)."""
-    whole = dumps(dict(body, generatedAt=_GENERATED_MARKER))
-    prefix, found, suffix = whole.partition(dumps(_GENERATED_MARKER))
-    return (prefix, suffix) if found else None
 
 
 def refresh_requested(query: str) -> bool:

@@ -122,7 +122,7 @@ def _node_active_account_family(lines: List[str], bodies: Sequence[Tuple[str, An
 
 
 def _node_samples(figures: Mapping[str, Any], vendor: str) -> Dict[str, Samples]:
-    """One vendor's node-level samples by family; `vendor` is the label set ("" for Claude's)."""
+    """One vendor's node-level samples by family; `vendor` is the label set ("" for the default vendor's)."""
     last = figures.get("last") if isinstance(figures.get("last"), dict) else None
     status = last.get("status") if last else None
     sep = "," if vendor else ""
@@ -137,31 +137,35 @@ def _node_samples(figures: Mapping[str, Any], vendor: str) -> Dict[str, Samples]
     }
 
 
-def render_metrics(figures: Mapping[str, Any], *, subscribers: int, subscribers_max: int,
-                   vendors: Sequence[Tuple[str, Mapping[str, Any]]] = ()) -> str:
-    """Prometheus text format 0.0.4 of the posture service's figures.
+def render_metrics(vendors: Sequence[Tuple[str, Mapping[str, Any]]], *, subscribers: int,
+                   subscribers_max: int) -> str:
+    """Prometheus text format 0.0.4 of every vendor's posture figures.
 
-    `figures` is PostureService.metrics() ({} when it failed); `subscribers` and
-    `subscribers_max` are the open /api/accounts/stream connections and their cap.
-    `vendors` are (name, metrics()) of every other vendor's posture, each shown
-    only while that posture is available (a node without a vendor's accounts
-    says nothing of it). Every account series carries `provider`; Claude's
-    node-level series keep the labels they always had, another vendor's add
-    `provider="<name>"`.
+    `vendors` are (name, PostureService.metrics()) of each vendor ({} when it
+    failed); `subscribers` and `subscribers_max` are the open
+    /api/accounts/stream connections and their cap. Every account series
+    carries `provider`. The default vendor's node-level series (the contract's
+    posture) carry no `provider` label, as the shipped rules read them, and
+    are always there; another vendor's add `provider="<name>"` and are there
+    only while its posture is available (a node without a vendor's accounts
+    says nothing of it).
     """
-    last = figures.get("last") if isinstance(figures.get("last"), dict) else None
-    nodes = _node_samples(figures, "")
-    pct, resets, active, statuses, probed = _account_samples(last.get("accounts") if last else None,
-                                                             DEFAULT_PROVIDER, last.get("probedAt") if last else None)
-    bodies: List[Tuple[str, Any]] = [(DEFAULT_PROVIDER, last)]
-    for provider, other in vendors:
-        other_last = other.get("last") if other and isinstance(other.get("last"), dict) else None
-        bodies.append((provider, other_last))
-        if other_last is None or other_last.get("available") is not True:
+    nodes: Dict[str, Samples] = {"available": [], "status": [], "runs": [], "errors": [], "success": []}
+    pct: Samples = []
+    resets: Samples = []
+    active: Samples = []
+    statuses: Samples = []
+    probed: Samples = []
+    bodies: List[Tuple[str, Any]] = []
+    for provider, figures in vendors:
+        last = figures.get("last") if figures and isinstance(figures.get("last"), dict) else None
+        bodies.append((provider, last))
+        default = provider == DEFAULT_PROVIDER
+        if not default and (last is None or last.get("available") is not True):
             continue
-        for family, samples in _node_samples(other, 'provider="%s"' % _label(provider)).items():
+        for family, samples in _node_samples(figures, "" if default else 'provider="%s"' % _label(provider)).items():
             nodes[family].extend(samples)
-        more = _account_samples(other_last.get("accounts"), provider, other_last.get("probedAt"))
+        more = _account_samples(last.get("accounts") if last else None, provider, last.get("probedAt") if last else None)
         for mine, theirs in zip((pct, resets, active, statuses, probed), more):
             mine.extend(theirs)
     lines: List[str] = []

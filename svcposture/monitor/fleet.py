@@ -19,7 +19,7 @@ from ..paths import Paths
 from ..settings import Settings
 from .memo import Memo
 from .response import dumps
-from .singleflight import SingleFlight
+from ..posture.singleflight import SingleFlight
 
 log = logging.getLogger("svcposture.monitor")
 

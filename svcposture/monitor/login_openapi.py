@@ -73,6 +73,23 @@ def extend(document: Dict[str, Any]) -> Dict[str, Any]:
                             **_COMMON)}
     document["paths"]["/api/login"] = {"get": op, "head": dict(op, operationId="getLoginHead",
                                                                summary=op["summary"] + " (headers only)")}
+    document["components"]["schemas"]["Vendors"] = {
+        "type": "object", "additionalProperties": False, "required": ["node", "default", "vendors"],
+        "properties": {"node": {"type": "string"},
+                       "default": {"type": "string", "description": "The vendor /api/accounts serves without "
+                                                                    "a provider parameter."},
+                       "vendors": {"type": "array", "items": {
+                           "type": "object", "additionalProperties": False,
+                           "required": ["name", "displayName", "shown"],
+                           "properties": {"name": {"type": "string", "description": "The provider parameter."},
+                                          "displayName": {"type": "string"},
+                                          "shown": {"type": "boolean",
+                                                    "description": "Whether this node has the vendor's accounts."}}}}}}
+    vendors = {"operationId": "getVendors", "summary": "The registered vendors, as pages and clients name them.",
+               "responses": dict({"200": {"description": "Every registered vendor, in registration order.",
+                                          "content": {_JSON: {"schema": {"$ref": "#/components/schemas/Vendors"}}}}},
+                                 **_COMMON)}
+    document["paths"]["/api/vendors"] = {"get": vendors, "head": dict(vendors, operationId="getVendorsHead")}
     icon = {"operationId": "favicon", "summary": "The pages' icon.",
             "responses": dict({"200": {"description": "SVG.", "content": {"image/svg+xml": {"schema": {"type": "string"}}}}},
                               **_COMMON)}

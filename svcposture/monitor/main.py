@@ -153,8 +153,7 @@ def _run_claimed(paths: Paths, settings: Settings, *, bind: str, port: int, prob
                  stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]],
                  liveness: bool, fleet_source: Optional[Callable[[], Any]] = None) -> int:
     _remove_crash_leftovers(paths)
-    node = Node(paths, settings, probe=probe_enabled)
-    node.app.fleet_source = fleet_source
+    node = Node(paths, settings, probe=probe_enabled, background=True, liveness=liveness, fleet_source=fleet_source)
     try:
         server = MonitorServer((bind, port), node.app, settings)
     except OSError as exc:
@@ -163,7 +162,7 @@ def _run_claimed(paths: Paths, settings: Settings, *, bind: str, port: int, prob
         return 1
     serving = False
     try:
-        node.start(liveness=liveness)
+        node.start()
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
                                   name="svc-monitor-http", daemon=True)
         thread.start()

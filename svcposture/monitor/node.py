@@ -1,20 +1,21 @@
 """A node's services: built, started and stopped in one place for both faces.
 
 The `svc-monitor` command (main.py) and the library's start_server(home)
-build the same node: its name, event log and latch, the posture service and
-the trajectory service fed by it (history, forecasts, alerts, the notify
-hook), and the MonitorApp over them. The command also starts the background
-services (quota sampler, cloud-env projector, liveness publisher); the
+build the same node: its name, event log and latch, one posture service per
+registered vendor, the trajectory service and the advisor they feed, and the
+MonitorApp over them, handed one `services.Services` value. The command also
+builds and starts the background services (each vendor's login sampler, the
+cloud-env projector, the steering watcher, the liveness publisher); the
 library does not.
 
 Methods for the caller:
 
-    Node(paths, settings, probe=...)   build everything; nothing runs yet
+    Node(paths, settings, probe=..., background=..., liveness=..., fleet_source=...)
+                                       build everything; nothing runs yet
     node.app                           the MonitorApp a MonitorServer serves
-    node.start(background=..., liveness=...)
-                                       the posture service (its first probe is
-                                       under way at once), then the background
-                                       services when asked for
+    node.postures                      the posture services, by vendor name
+    node.start()                       every posture service (each first probe is
+                                       under way at once), then the background services
     node.close_streams()               end every open stream (before the server closes)
     node.stop()                        stop all start() started, newest first
 """
@@ -23,13 +24,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from ..paths import Paths
 from ..settings import DEFAULT_BIND, Settings
-from ..vendors import DEFAULT_PROVIDER
+from ..vendor import optional_member
+from ..vendors import DEFAULT_PROVIDER, provider_names, registered
 from .app import MonitorApp
 from .server import MonitorServer
+from .services import Services
 
 log = logging.getLogger("svcposture.monitor")
 
@@ -69,15 +72,18 @@ class CloudEnvProjector:
 
 class Node:
     """A node's services over `paths` (whose environ its children get), built from `settings`:
-    every service takes its knobs from that one object, never from the environment."""
+    every service takes its knobs from that one object, never from the environment.
 
-    def __init__(self, paths: Paths, settings: Settings, *, probe: Optional[bool] = None) -> None:
+    `background` (the command) also builds what runs beside the posture: each
+    vendor's login sampler, the cloud-env projector, the steering watcher and
+    (with `liveness`; the demo node is no cluster member) the liveness publisher.
+    `fleet_source` replaces the cluster's read behind /api/fleet (the demo's fleet).
+    """
+
+    def __init__(self, paths: Paths, settings: Settings, *, probe: Optional[bool] = None, background: bool = False,
+                 liveness: bool = True, fleet_source: Optional[Callable[[], Dict[str, Any]]] = None) -> None:
         from ..config import node_name
         from ..events import EventLog
-        from ..posture.latch import Latch, LatchError
-        from ..posture.service import PostureService
-        from ..posture.vendorservice import VendorPosture
-        from ..vendors import others
 
         self.paths = paths
         self.environ: Mapping[str, str] = paths.environ
@@ -85,22 +91,17 @@ class Node:
         self.probe = settings.probe if probe is None else probe
         self.name = node_name(paths)
         self.event_log = EventLog.for_paths(paths)
-        latch = Latch(paths.latch, self.event_log, self.name)
-        try:
-            latch.load()
-        except (LatchError, OSError) as exc:
-            log.warning("latch could not be loaded: %s", one_line(exc))
-        self.service = PostureService(paths, node=self.name, log=self.event_log, latch=latch,
-                                      environ=self.environ, probe_enabled=self.probe, settings=settings)
-        # Every other vendor's accounts follow the same schedule, each in a child of its own
-        # (docs/vendors.md); a node without a vendor's lines shows nothing of it.
-        self.vendor_postures = {vendor.name: VendorPosture(vendor, self.service, node=self.name, latch=latch)
-                                for vendor in others()}
-        self.service.vendor_postures = self.vendor_postures
-        self.trajectory = self._trajectory_service()
-        self.service.trajectory = self.trajectory
-        self.app = MonitorApp(self.service, node=self.name, settings=settings)
+        self.background = background
+        self.liveness = background and liveness
         self._started: List[Any] = []
+        self.trajectory = self._trajectory_service()
+        self.advisor = self._advisor()
+        self.steering = self._steering() if background else None
+        self.postures = self._postures()
+        self.logins = self._login_samplers() if background else []
+        self.app = MonitorApp(Services(node=self.name, paths=paths, settings=settings, postures=self.postures,
+                                       trajectory=self.trajectory, advisor=self.advisor, logins=self.logins,
+                                       fleet_source=fleet_source))
 
     def _trajectory_service(self) -> Any:
         """History, forecasts, alerts and the notify hook, fed by every fresh probe result."""
@@ -116,76 +117,116 @@ class Node:
             trajectory.load()
         except OSError as exc:
             log.warning("history could not be loaded: %s", one_line(exc))
-        if not self.service.probe_enabled:
+        if not self.probe:
             trajectory.observe({"available": False, "node": self.name})
-        self.service.observers.append(trajectory.observe)
-        for name, posture in self.vendor_postures.items():
-            posture.observers.append(trajectory.observer(name))
-        # The advice after the forecasts of the same probe, before the result is cached or pushed.
-        from ..steering.advisor import Advisor
-        advisor = Advisor(trajectory, self.settings.advice_wait_s, str(self.paths.home))
-        self.service.advisor = advisor
-        self.service.observers.append(advisor.observer(DEFAULT_PROVIDER))
-        for name, posture in self.vendor_postures.items():
-            posture.observers.append(advisor.observer(name))
         return trajectory
 
-    def start(self, *, background: bool = True, liveness: bool = True) -> None:
-        """Start the posture service, then (with `background`) the quota sampler,
-        the cloud-env projector and (with `liveness`: the demo node is no cluster
-        member) the liveness publisher, each remembered as soon as it runs. With
-        `background`, the steering watcher (svcposture.steering) starts first, so
-        that the automatic switch judges every result."""
-        if background:
-            from ..steering.watcher import start as start_steering
-            self._started.append(start_steering(self.paths, self.settings, self.name, self.service))
-        self.service.start()  # the first probe is under way before /healthz can answer
-        self._started.append(self.service)
-        if background:
-            self._start_background(liveness)
+    def _advisor(self) -> Any:
+        from ..steering.advisor import Advisor
+        return Advisor(self.trajectory, self.settings.advice_wait_s, str(self.paths.home))
 
-    def _start_background(self, liveness_on: bool) -> None:
-        from ..cluster import liveness
+    def _steering(self) -> Any:
+        from ..steering.watcher import Steering
+        return Steering(self.paths, self.settings, self.name, trajectory=self.trajectory,
+                        notifier=self.trajectory.notifier, providers=provider_names(), reprobe=self._reprobe_all,
+                        probing=self.probe)
+
+    def _reprobe_all(self) -> None:
+        for posture in self.postures.values():
+            posture.reprobe()
+
+    def _postures(self) -> Dict[str, Any]:
+        """One posture service per registered vendor, on a schedule of its own (docs/vendors.md). Each
+        result goes to the latch, then the forecasts, the advice (which names siblingWithHeadroom)
+        and the automatic switch, before it is cached or pushed."""
+        from ..posture.latch import Latch, LatchError
+        from ..posture.service import PostureService
+
+        latch = Latch(self.paths.latch, self.event_log, self.name)
+        try:
+            latch.load()
+        except (LatchError, OSError) as exc:
+            log.warning("latch could not be loaded: %s", one_line(exc))
+        candidates = self._candidates()
+        postures: Dict[str, Any] = {}
+        for vendor in registered():
+            observers = [self.trajectory.observer(vendor.name), self.advisor.observer(vendor.name)]
+            auto = self.steering.observer(vendor.name) if self.steering is not None else None
+            if auto is not None:
+                observers.append(auto)
+            postures[vendor.name] = PostureService(
+                vendor, self.paths, node=self.name, settings=self.settings, latch=latch, environ=self.environ,
+                probe_enabled=self.probe, observers=observers, candidates=candidates,
+                speaks_for_node=vendor.name == DEFAULT_PROVIDER)
+        return postures
+
+    def _candidates(self) -> Optional[Callable[[], Any]]:
+        """The roster and live hosts, for one poller per login across the fleet (None: a lone host)."""
+        if not self.liveness:
+            return None
         from ..cluster.usageowner import UsageOwner
-        from ..claude.sampler import QuotaSampler
+        return UsageOwner(self.paths, self.name, self.settings).candidates
 
-        paths, environ, node, settings = self.paths, self.environ, self.name, self.settings
-        sampler = QuotaSampler(paths, node=node, log=self.event_log, environ=environ, settings=settings,
-                               usage_owner=UsageOwner(paths, node, settings))
-        sampler.start()
-        self._started.append(sampler)
-        self.app.login_source = sampler
-        projector = CloudEnvProjector(paths)
+    def _login_samplers(self) -> List[Any]:
+        """Each vendor's sampler of this machine's interactive login, when the vendor has one."""
+        from ..cluster.usageowner import UsageOwner
+        owner = UsageOwner(self.paths, self.name, self.settings) if self.liveness else None
+        samplers = []
+        for vendor in registered():
+            factory = optional_member(vendor, "login_sampler")
+            if factory is not None:
+                samplers.append(factory(self.paths, node=self.name, log=self.event_log, settings=self.settings,
+                                        usage_owner=owner))
+        return samplers
+
+    def start(self) -> None:
+        """Start the steering watcher (so that the automatic switch judges every result), every
+        posture service (each first probe is under way when this returns), then the rest."""
+        if self.steering is not None:
+            self.steering.start()
+            self._started.append(self.steering)
+        for posture in self.postures.values():
+            posture.start()  # the first probe is under way before /healthz can answer
+            self._started.append(posture)
+        if not self.background:
+            return
+        for sampler in self.logins:
+            sampler.start()
+            self._started.append(sampler)
+        projector = CloudEnvProjector(self.paths)
         projector.start()
         self._started.append(projector)
-        if not liveness_on:
-            return
-        # One poller per login across the fleet: each vendor's child is told the roster and live hosts.
-        candidates = UsageOwner(paths, node, settings).codex_candidates
-        for posture in self.vendor_postures.values():
-            posture.candidates_source = candidates
+        if self.liveness:
+            self._start_publisher()
+
+    def _start_publisher(self) -> None:
+        from ..cluster import liveness
+        from ..cluster.heartbeat import account_source
+        from ..cluster.hostaccounts import accounts_source
+
         try:
-            from ..cluster.heartbeat import account_source
-            from ..cluster.hostaccounts import accounts_source
-            account = account_source(self.service.current, self.trajectory.body, self.service.interval_s)
-            # The heartbeat carries a `codex` block; another vendor has none, but every vendor's
-            # accounts ride in its accounts list.
-            codex_posture = self.vendor_postures.get("codex")
-            codex = account_source(codex_posture.current, self.trajectory.body, self.service.interval_s, "codex") \
-                if codex_posture is not None else None
-            accounts = accounts_source([(DEFAULT_PROVIDER, self.service.current)]
-                                       + [(name, posture.current) for name, posture in self.vendor_postures.items()],
+            interval = self.settings.probe_interval_s
+            # The default vendor's active account is the heartbeat's `account`; every other vendor's
+            # is a block under its name, there only while the node has that vendor's accounts.
+            blocks = [("account" if name == DEFAULT_PROVIDER else name,
+                       account_source(posture.current, self.trajectory.body, interval, name))
+                      for name, posture in self.postures.items()]
+            accounts = accounts_source([(name, posture.current) for name, posture in self.postures.items()],
                                        self.trajectory.body)
+            default = self.postures[DEFAULT_PROVIDER]
             self._started.append(liveness.start_publisher(
-                paths, settings, node, self.service.account_status, self.event_log,
-                account=account, polls_usage=lambda: sampler.polls_here, codex=codex, accounts=accounts))
+                self.paths, self.settings, self.name, default.account_status, self.event_log, blocks=blocks,
+                polls_usage=self._polls_usage, accounts=accounts))
         except Exception as exc:
             log.warning("liveness publisher not started: %s", one_line(exc))
 
+    def _polls_usage(self) -> bool:
+        """False while another host of the cluster polls this machine's login: the heartbeat's quota is null."""
+        return all(sampler.polls_here for sampler in self.logins)
+
     def close_streams(self) -> None:
         """Close the broadcasts, which wakes every stream so it can end."""
-        self.service.broadcast.close()
-        for posture in self.vendor_postures.values():
+        for posture in self.postures.values():
             posture.broadcast.close()
         self.trajectory.broadcast.close()
 
@@ -207,7 +248,6 @@ class OwningServer(MonitorServer):
 
     def __init__(self, address: Tuple[str, int], node: Node) -> None:
         self.node = node
-        self.service = node.service
         super().__init__(address, node.app, node.settings)
 
     def server_close(self) -> None:
@@ -245,7 +285,7 @@ def start_server(home: Union[str, "os.PathLike[str]", None] = None, *, bind: str
     node = Node(paths, Settings.from_environ(paths.environ))
     server = OwningServer((bind, port), node)
     try:
-        node.start(background=False)
+        node.start()
     except BaseException:
         server.server_close()
         raise

@@ -2,8 +2,8 @@
 
 One job per module, nothing imported here:
 
-- service:       cache, single flight, the periodic probe and its subscribers
-- vendorservice: another vendor's posture on the same schedule
+- service:       one vendor's posture: cache, single flight, the periodic probe, its subscribers
+- singleflight:  at most one run of a slow read at a time (the probe, the fleet read)
 - resetschedule: the probe at a window's reset
 - latch:         the durable edge latch: one account.status.changed per edge
 """

@@ -1,7 +1,13 @@
-"""The posture service (docs/posture.md): cache, single-flight probes, periodic refresh.
+"""The posture service (docs/posture.md): one per registered vendor, the same for every vendor.
 
-The summary itself is derived from the probe child's report by the pure
-functions of summary.py, which copy whitelisted fields only, at every depth.
+Each service owns one vendor's accounts on this node: the cache of its
+posture body, one probe at a time (single flight), the periodic probe, the
+probe at each reset, and the subscribers of its stream. A probe is one run
+of the token-scoped child for this vendor's accounts only, so no vendor's
+rows wait for another's endpoint, and each child keeps its own deadline.
+The child's block goes through the vendor's `clean_block` and `summarize`
+(pure, in the vendor's package); the result feeds the latch, then the
+observers (the forecasts, the advice), then the cache and the stream.
 
 Importing this module starts nothing and loads no process or network module:
 the probe (and subprocess) come with the first PostureService or read_posture.
@@ -13,20 +19,29 @@ import math
 import os
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from .. import _time
 from .._text import is_number
 from ..broadcast import Broadcast
-from ..events import EventLog, EventLogError
-from .latch import Latch
+from ..events import EventLogError
 from ..paths import Paths
-from .resetschedule import ResetSchedule, reset_instants_ms
 from ..settings import Settings, probing_on
-from ..summary import derive_summary, disabled_body, error_summary, is_node_error, reply
-from ..vendors import DEFAULT_PROVIDER
+from ..summary import disabled_body, error_summary, is_node_error, reply
+from .resetschedule import ResetSchedule, reset_instants_ms
+from .singleflight import SingleFlight
 
 log = logging.getLogger("svcposture.posture")
+
+# Called as observer(summary, status_edge_or_None) with every fresh result, after the
+# latch and before any waiter or subscriber sees it.
+Observer = Callable[[Dict[str, Any], Optional[Dict[str, Any]]], None]
+# The roster and the live hosts, for one poller per login across the fleet (None: a lone host).
+Candidates = Callable[[], Optional[Tuple[Any, Any]]]
+# How often those candidates are re-read for the child.
+CANDIDATES_EVERY_S = 600.0
+FileKey = Tuple[int, int, int, int]
+
 
 def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
                  environ: Optional[Mapping[str, str]] = None,
@@ -43,31 +58,51 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
     and needs no running monitor. Raises ConfigError for a corrupt node.json,
     InvalidSetting for a deadline that is not a positive number.
     """
-    from ..probe import runner as probe
     from .._env import InvalidSetting
     from ..config import node_name
+    from ..probe import runner
+    from ..vendors import default_vendor
 
-    if deadline_s is not None and (not is_number(deadline_s)
-                                   or not 0 < deadline_s < math.inf):
+    if deadline_s is not None and (not is_number(deadline_s) or not 0 < deadline_s < math.inf):
         raise InvalidSetting("deadline_s must be a positive number of seconds, not %r" % (deadline_s,))
     paths = Paths.for_home(home, environ)
     node = node_name(paths)
     if not probing_on(paths.environ):
         return disabled_body(node)
-    report = probe.run_headers(paths, paths.environ, deadline_s=deadline_s)
-    return reply(derive_summary(report, node, _time.now_ms()), cached=False)
+    vendor = default_vendor()
+    report = runner.run_headers(paths, paths.environ, deadline_s=deadline_s, vendor=vendor.name)
+    summary = summary_of(vendor, report, node, _time.now_ms(), {}, True)[0]
+    return reply(summary, cached=False)
 
 
-# ---------------------------------------------------------------- service
+def summary_of(vendor: Any, report: Any, node: str, probed_at: int, memory: Mapping[str, Any],
+               speaks_for_node: bool) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[Dict[str, Any]]]:
+    """(the posture summary, the vendor's memory after it, the block read) of one child report (pure).
 
-class _Flight:
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.summary: Optional[Dict[str, Any]] = None
+    A node-level error (the env file unsafe, the child crashed) is this vendor's
+    error body when it `speaks_for_node` (the default vendor, or one whose lines
+    the node has shown); otherwise the vendor shows nothing (the disabled body).
+    """
+    if not isinstance(report, Mapping):
+        report = {"error": {"kind": "internal"}}
+    if report.get("error") is not None:
+        body = error_summary(node, probed_at, report.get("error")) if speaks_for_node else disabled_body(node)
+        return body, dict(memory), None
+    block = vendor.clean_block(report.get(vendor.name))
+    summary, memory = vendor.summarize(block, node, probed_at, memory)
+    return summary, memory, block
+
+
+def _file_key(path: Any) -> Optional[FileKey]:
+    try:
+        st = os.stat(str(path))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class PostureService:
-    """Owns the probe schedule and the cached summary of one node.
+    """One vendor's posture: cache, single-flight probes, the periodic and reset probes.
 
     - TTL ($SVC_POSTURE_TTL_S, 300) counts from the end of the probe.
     - One probe at a time: every caller that needs a fresh result while one
@@ -75,80 +110,88 @@ class PostureService:
     - The refresh floor ($SVC_REFRESH_FLOOR_S, 30, at most the TTL) gates probe
       starts; an error result is only trusted for the floor, so an outage is
       re-probed soon but cannot become a probe storm.
-    - A result is handed to the latch and published before any waiter wakes.
-    - Besides the periodic probe, one probe at each reset of the active account's
-      binding window and of every rejected account's, plus a margin (resetprobe).
+    - A result is handed to the latch, then the observers, and published
+      before any waiter wakes.
+    - Besides the periodic probe, one probe at each reset of the active
+      account's binding window and of every rejected account's, plus a margin.
+    - While the accounts env file is unchanged since a probe found no line of
+      this vendor, no child is started for it.
     """
 
-    derive = staticmethod(derive_summary)
-
-    def __init__(self, paths: Paths, *, node: str, log: EventLog, latch: Latch,
+    def __init__(self, vendor: Any, paths: Paths, *, node: str, settings: Settings, latch: Any = None,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
-                 reset_margin_s: Optional[float] = None, settings: Optional[Settings] = None) -> None:
+                 observers: Sequence[Observer] = (), candidates: Optional[Candidates] = None,
+                 speaks_for_node: bool = False) -> None:
         # The probe module (and subprocess with it) loads with the first
         # service, not with this module: the summary functions stay pure.
-        from ..probe import runner as probe
+        from ..probe import runner
 
+        self.vendor = vendor
+        self.provider: str = vendor.name
         self.paths = paths
         self.node = node
-        self.log = log
         self.latch = latch
         # The environment goes whole to the probe child (token-free); the knobs come from settings.
         self.environ: Mapping[str, str] = paths.environ if environ is None else environ
-        settings = Settings.from_environ(self.environ) if settings is None else settings
         self.probe_enabled = probe_enabled and settings.probe
         self.ttl_s = settings.posture_ttl_s
         self.floor_s = settings.refresh_floor_s
         self.interval_s = settings.probe_interval_s
         self.deadline_s = settings.probe_deadline_s
-        self._run_headers = probe.run_headers
-        # Called with no argument as each probe starts: every other vendor's posture
-        # (vendorposture.VendorPosture) starts its own child then, beside this one.
-        self.flight_listeners: List[Any] = []
-        self.resets = ResetSchedule(settings.reset_margin_s if reset_margin_s is None else reset_margin_s)
-        self._wake = threading.Event()
-        self._reprobe = threading.Event()
-        self.reset_probes = 0
         self.broadcast = Broadcast()
+        self.resets = ResetSchedule(settings.reset_margin_s)
+        self._observers: Tuple[Observer, ...] = tuple(observers)
+        self._speaks_for_node = speaks_for_node
+        self._run_headers = runner.run_headers
+        self._flight = SingleFlight(self._fly, "posture-%s" % self.provider)
+        self._poll = vendor.poll_memory()
+        self._candidates = _CandidateCache(candidates, self.provider)
         self._lock = threading.Lock()
         self._summary: Optional[Dict[str, Any]] = None
+        self._result: Optional[Dict[str, Any]] = None
+        self._memory: Dict[str, Any] = {}
+        self._seen = speaks_for_node
+        self._absent_in: Optional[FileKey] = None
         self._probed_mono = 0.0
         self._started_mono: Optional[float] = None
-        self._flight: Optional[_Flight] = None
-        self._flight_thread: Optional[threading.Thread] = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._reprobe = threading.Event()
         self._loop: Optional[threading.Thread] = None
         self.probe_runs = 0
         self.probe_errors = 0
+        self.reset_probes = 0
         self.last_success_ms: Optional[int] = None
-        # Called as observer(summary, status_edge_or_None) with every fresh result,
-        # after the latch and before any waiter or subscriber sees it.
-        self.observers: List[Any] = []
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        """The first probe (under way when this returns), then the schedule's thread."""
         if self._loop is not None:
             return
         if not self.probe_enabled:
             self.broadcast.publish(disabled_body(self.node))
             return
         with self._lock:
-            if self._flight is None:
-                self._begin_locked()
-        self._loop = threading.Thread(target=self._run_loop, name="posture-probe-loop", daemon=True)
+            self._begin_locked()
+        self._loop = threading.Thread(target=self._run_loop, name="posture-%s-loop" % self.provider, daemon=True)
         self._loop.start()
 
     def stop(self) -> None:
-        """Stop the loop (a scheduled reset probe with it); a probe still running is killed."""
+        """Stop the schedule (a scheduled reset probe with it); a probe still running is killed."""
         self._stop.set()
         self._wake.set()
         if self._loop is not None:
             self._loop.join(self.deadline_s + 5)
-        thread = self._flight_thread
-        if thread is not None:
-            thread.join(self.deadline_s + 5)
+        if self._flight.in_flight:
+            self._flight.join().wait(self.deadline_s + 5)
         self.broadcast.close()
+
+    def reprobe(self) -> None:
+        """Probe again now, past the TTL and the refresh floor: the accounts env file
+        changed, so the cached result may name an account that is no longer active."""
+        self._reprobe.set()
+        self._wake.set()
 
     def _run_loop(self) -> None:
         # A tick that finds a probe in flight (the first one, a slow one) joins it.
@@ -169,26 +212,18 @@ class PostureService:
             try:
                 self._refresh(periodic=True)
             except Exception:  # noqa: BLE001 - the loop must survive anything
-                log.exception("periodic probe failed")
+                log.exception("periodic %s probe failed", self.provider)
             if periodic:
                 next_periodic = time.monotonic() + self.interval_s
 
-    def reprobe(self) -> None:
-        """Probe again now, past the TTL and the refresh floor: the accounts env file
-        changed, so the cached result may name an account that is no longer active."""
-        self._reprobe.set()
-        self._wake.set()
-
     def _probe_after_change(self) -> None:
         self._reprobe.clear()
-        with self._lock:
-            running = self._flight
-        if running is not None:
+        if self._flight.in_flight:
             # It may have sourced the file before the change: wait, then probe again.
-            running.done.wait(self.deadline_s + 10)
+            self._flight.join().wait(self.deadline_s + 10)
         with self._lock:
-            flight = self._flight or self._begin_locked()
-        flight.done.wait(self.deadline_s + 10)
+            done = self._begin_locked()
+        done.wait(self.deadline_s + 10)
 
     def _reset_due_mono(self) -> Optional[float]:
         """The monotonic time of the next reset probe, no earlier than the refresh floor allows."""
@@ -223,77 +258,50 @@ class PostureService:
             summary = self._summary
             if summary is None:
                 return None
-            limit = self.floor_s if is_node_error(summary) else self.ttl_s
-            return summary if now - self._probed_mono < limit else None
+            return summary if now - self._probed_mono < self._trusted_for(summary) else None
+
+    def _trusted_for(self, summary: Mapping[str, Any]) -> float:
+        return self.floor_s if is_node_error(summary) else self.ttl_s
 
     def _refresh(self, periodic: bool, forced: bool = False) -> Dict[str, Any]:
         now = time.monotonic()
         with self._lock:
             summary = self._summary
-            flight = self._flight
-            if flight is None:
-                if summary is not None and not periodic and not forced:
-                    limit = self.floor_s if is_node_error(summary) else self.ttl_s
-                    if now - self._probed_mono < limit:
-                        return reply(summary, cached=True)
-                if summary is not None and (forced or periodic) and self._started_mono is not None \
-                        and now - self._started_mono < self.floor_s:
-                    return reply(summary, cached=True)
-                flight = self._begin_locked()
-            elif summary is not None and not periodic and not forced:
-                limit = self.floor_s if is_node_error(summary) else self.ttl_s
-                if now - self._probed_mono < limit:
-                    return reply(summary, cached=True)
-        flight.done.wait(self.deadline_s + 10)
-        result = flight.summary
+            if summary is not None and not periodic and not forced \
+                    and now - self._probed_mono < self._trusted_for(summary):
+                return reply(summary, cached=True)
+            if not self._flight.in_flight and summary is not None and (forced or periodic) \
+                    and self._started_mono is not None and now - self._started_mono < self.floor_s:
+                return reply(summary, cached=True)
+            done = self._begin_locked()
+        done.wait(self.deadline_s + 10)
+        result = self._result
         if result is None:
             # The probe thread died without a result; say so instead of hanging.
             return reply(error_summary(self.node, _time.now_ms(), {"kind": "internal"}), cached=False)
         return reply(result, cached=False)
 
-    def _begin_locked(self) -> _Flight:
-        flight = _Flight()
-        self._flight = flight
-        self._started_mono = time.monotonic()
-        thread = threading.Thread(target=self._fly, args=(flight,), name="posture-probe", daemon=True)
-        self._flight_thread = thread
-        thread.start()
-        for listener in list(self.flight_listeners):
-            try:
-                listener()
-            except Exception:  # noqa: BLE001 - another vendor's trouble never costs this probe
-                log.exception("a probe listener failed")
-        return flight
+    def _begin_locked(self) -> threading.Event:
+        """Join the probe in flight, or start one (its start is what the refresh floor counts from)."""
+        if not self._flight.in_flight:
+            self._started_mono = time.monotonic()
+        return self._flight.join()
 
-    def run_child(self, environ: Mapping[str, str], vendor: str) -> Dict[str, Any]:
-        """One run of the token-scoped child for `vendor`'s accounts only, on this service's deadline."""
-        return self._run_headers(self.paths, environ, deadline_s=self.deadline_s, cancel=self._stop, vendor=vendor)
+    # ------------------------------------------------------------ one probe
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
-    def _fly(self, flight: _Flight) -> None:
+    def _fly(self) -> None:
         summary: Optional[Dict[str, Any]] = None
         try:
-            try:
-                report = self.run_child(self.environ, DEFAULT_PROVIDER)
-            except Exception:  # noqa: BLE001 - a probe failure is an error posture
-                log.error("probe raised; reporting an internal error posture")
-                report = {"error": {"kind": "internal"}}
-            summary = self.derive(report, self.node, _time.now_ms())
-            edge = None
-            try:
-                edge = self._handle(summary)
-            except Exception:  # noqa: BLE001 - the result is still served and published
-                log.exception("handling the probe result failed")
-            for observer in list(self.observers):
+            summary = self._derive(self._run_child())
+            edge = self._handle(summary)
+            for observer in self._observers:
                 try:
                     observer(summary, edge)
                 except Exception:  # noqa: BLE001 - an observer never costs the result
-                    log.exception("a probe-result observer failed")
+                    log.exception("a %s posture observer failed", self.provider)
         finally:
             with self._lock:
+                self._result = summary
                 # A probe cut short by stop() answers its waiters but is neither
                 # cached nor pushed: subscribers must not see a shutdown as an error.
                 if summary is not None and not self._stop.is_set():
@@ -303,12 +311,47 @@ class PostureService:
                     self._wake.set()
                     # Published under the lock, so frames leave in probe order.
                     self.broadcast.publish(reply(summary, cached=False))
-                self._flight = None
-            flight.summary = summary
-            flight.done.set()
+
+    def _run_child(self) -> Any:
+        """This vendor's run of the token-scoped child (none while the file still has no line of it)."""
+        key = _file_key(self.paths.accounts_env)
+        with self._lock:
+            if key is not None and key == self._absent_in:
+                return {"available": False}
+        try:
+            report = self._run_headers(self.paths, self._child_environ(), deadline_s=self.deadline_s,
+                                       cancel=self._stop, vendor=self.provider)
+        except Exception:  # noqa: BLE001 - a probe failure is an error posture
+            log.error("the %s probe raised; reporting an internal error", self.provider)
+            return {"error": {"kind": "internal"}}
+        absent = isinstance(report, Mapping) and report.get("error") is None and report.get(self.provider) is None
+        with self._lock:
+            self._absent_in = key if absent else None
+        return report
+
+    def _child_environ(self) -> Mapping[str, str]:
+        """The service's environment plus what the vendor's memory tells its child (no token)."""
+        if self._poll is None:
+            return self.environ
+        hosts, live = self._candidates.current()
+        return self._poll.child_environ(self.environ, self.node, hosts, live)
+
+    def _derive(self, report: Any) -> Dict[str, Any]:
+        probed_at = _time.now_ms()
+        with self._lock:
+            memory, seen = self._memory, self._seen
+        summary, memory, block = summary_of(self.vendor, report, self.node, probed_at, memory, seen)
+        if block is not None and self._poll is not None:
+            self._poll.absorb(block, probed_at)
+            self._candidates.refresh()
+        with self._lock:
+            self._memory = memory
+            if isinstance(report, Mapping) and report.get("error") is None:
+                self._seen = self._speaks_for_node or block is not None
+        return summary
 
     def _handle(self, summary: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        """Count the probe and feed the latch; returns the status edge emitted, if any."""
+        """Count the probe and feed the latch with the active account; returns the status edge emitted."""
         self.probe_runs += 1
         if summary.get("available") is not True:
             return None
@@ -317,45 +360,85 @@ class PostureService:
             self.probe_errors += 1
         else:
             self.last_success_ms = summary["probedAt"]
-        if is_node_error(summary):
-            return None
         active = summary.get("active")
-        if active is None:
+        if self.latch is None or is_node_error(summary) or not isinstance(active, Mapping):
             return None
         try:
-            return self.latch.observe(active["label"], active["email"], summary["status"], active["bindingWindow"])
+            return self.latch.observe(active["label"], active["email"], summary["status"], active["bindingWindow"],
+                                      provider=self.provider)
         except EventLogError:
-            log.error("could not append account.status.changed; the edge is retried on the next probe")
+            log.error("could not append account.status.changed for %s; retried on the next probe", active["label"])
         except OSError:
             log.error("could not advance the account status latch; retried on the next probe")
         return None
 
     # ------------------------------------------------------------ views
 
+    def summary(self) -> Optional[Dict[str, Any]]:
+        """The newest result, None before the first."""
+        with self._lock:
+            return self._summary
+
+    def shows(self) -> bool:
+        """True while the node has this vendor's accounts to show (an available or error posture)."""
+        summary = self.summary()
+        return summary is not None and summary.get("available") is True
+
     def current(self) -> Optional[Dict[str, Any]]:
         """The newest result as a cached reply, without probing; None before the first result."""
         if not self.probe_enabled:
             return disabled_body(self.node)
-        with self._lock:
-            summary = self._summary
+        summary = self.summary()
         return reply(summary, cached=True) if summary is not None else None
 
     def account_status(self) -> str:
-        if not self.probe_enabled:
-            return "unavailable"
-        with self._lock:
-            summary = self._summary
-        if summary is None or summary.get("available") is not True:
+        summary = self.summary()
+        if not self.probe_enabled or summary is None or summary.get("available") is not True:
             return "unavailable"
         return str(summary["status"])
 
     def metrics(self) -> Dict[str, Any]:
-        with self._lock:
-            summary = self._summary
-        last: Optional[Dict[str, Any]]
-        if not self.probe_enabled:
-            last = disabled_body(self.node)
-        else:
-            last = reply(summary, cached=True) if summary is not None else None
         return {"probeRuns": self.probe_runs, "probeErrors": self.probe_errors,
-                "lastSuccessMs": self.last_success_ms, "last": last}
+                "lastSuccessMs": self.last_success_ms, "last": self.current()}
+
+
+class _CandidateCache:
+    """The HRW candidates (roster, live hosts) for one poller per login, re-read in the background.
+
+    They come from the roster and the liveness anchor (a tracker read), which
+    must not delay a probe; a run uses what the last read found.
+    """
+
+    def __init__(self, source: Optional[Candidates], provider: str) -> None:
+        self._source = source
+        self._provider = provider
+        self._lock = threading.Lock()
+        self._found: Optional[Tuple[Any, Any]] = None
+        self._read_mono: Optional[float] = None
+        self._busy = False
+
+    def current(self) -> Tuple[Any, Any]:
+        with self._lock:
+            found = self._found
+        return found if found is not None else (None, None)
+
+    def refresh(self) -> None:
+        """Re-read in a thread of its own, at most every CANDIDATES_EVERY_S."""
+        now = time.monotonic()
+        with self._lock:
+            if self._source is None or self._busy or (
+                    self._read_mono is not None and now - self._read_mono < CANDIDATES_EVERY_S):
+                return
+            self._busy, self._read_mono = True, now
+        threading.Thread(target=self._read, name="%s-candidates" % self._provider, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._source is not None
+        try:
+            found = self._source()
+        except Exception as exc:  # noqa: BLE001 - a lone host is the safe answer
+            log.warning("%s poll candidates could not be read (%s); polling as a lone host",
+                        self._provider, type(exc).__name__)
+            found = None
+        with self._lock:
+            self._found, self._busy = found, False

@@ -2,9 +2,9 @@
 
 `python -m svcposture.probe headers|usage|check --json --child` lands here
 (docs/posture.md). The child takes tokens from its own environment only, probes the
-provider and returns token-free data; `probe.main` prints it. The sweep
-loops over the registered vendors (docs/vendors.md): the first one's rows are
-the report's top level, each other's a block under its name. Every error it
+provider and returns token-free data; the runner's `main` prints it. The sweep
+loops over the registered vendors (docs/vendors.md): each vendor's block is
+under its name in the report. Every error it
 reports comes from the fixed vocabulary, and anything unexpected becomes
 `internal`, never a traceback, which could quote a token.
 """
@@ -78,7 +78,7 @@ def _env_text(env_fd: Optional[int]) -> str:
 
 
 def _sweeps(text: str, environ: Mapping[str, str], only: Optional[str]) -> List[Tuple[Any, Any]]:
-    """(vendor, its sweep) of every registered vendor (or only the one named), the default first."""
+    """(vendor, its sweep) of every registered vendor (or only the one named), in registration order."""
     from ..vendors import registered
 
     return [(v, v.sweep(text, environ)) for v in registered() if only is None or v.name == only]
@@ -108,23 +108,22 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
             only: Optional[str] = None) -> Dict[str, Any]:
     """Probe every usable entry of the accounts env file (or only list them, `check_only`).
 
-    Each vendor's exchanges run on their own pool and are waited for until that
-    vendor's own deadline (at most the sweep's), so one vendor's slow endpoint
-    never holds another's rows."""
-    from ..vendors import DEFAULT_PROVIDER
-
+    The report holds each vendor's block under its name, there only when the
+    file has a line of that vendor, and `available`: whether any vendor has
+    an account to probe. Each vendor's exchanges run on their own pool and are
+    waited for until that vendor's own deadline (at most the sweep's), so one
+    vendor's slow endpoint never holds another's rows."""
     started = time.monotonic()
     try:
         text = _env_text(env_fd)
     except OSError:
         return {"error": error("config", MESSAGES["config"].unreadable)}
     sweeps = _sweeps(text, environ, only)
-    first = [s for v, s in sweeps if v.name == DEFAULT_PROVIDER]
-    others = [(v, s) for v, s in sweeps if v.name != DEFAULT_PROVIDER]
     if check_only:
-        listed = first[0].check() if first else {"available": False}
-        listed["lineProblems"] = line_problems_of(text)
-        return _with_blocks(listed, [(v, s.check()) for v, s in others])
+        listed = [(v, s.check()) for v, s in sweeps]
+        report: Dict[str, Any] = {"available": any(s.present for _v, s in sweeps),
+                                  "lineProblems": line_problems_of(text)}
+        return _with_blocks(report, listed)
     if not any(s.present for _v, s in sweeps):
         return {"available": False}
     secrets = [secret for _v, s in sweeps for secret in s.secrets]
@@ -138,12 +137,10 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
                for (v, s), pool in zip(sweeps, pools)]
     cuts = [_wait_for(fs, min(budget, v.exchange_deadline_s(environ)), budget, begun)
             for (v, _s), fs in zip(sweeps, futures)]
-    # Probes still running are abandoned: probe.py exits with os._exit.
+    # Probes still running are abandoned: the probe's entry point exits with os._exit.
     for pool in pools:
         pool.shutdown(wait=False)
-    blocks = {v.name: s.block(cut) for (v, s), cut in zip(sweeps, cuts)}
-    report = blocks.get(DEFAULT_PROVIDER) or {"available": False}
-    return _with_blocks(report, [(v, blocks[v.name]) for v, _s in others])
+    return _with_blocks({"available": True}, [(v, s.block(cut)) for (v, s), cut in zip(sweeps, cuts)])
 
 
 def _wait_for(futures: List[Any], limit_s: float, budget_s: float, begun: float) -> str:
@@ -156,7 +153,7 @@ def _wait_for(futures: List[Any], limit_s: float, budget_s: float, begun: float)
 
 
 def _with_blocks(report: Dict[str, Any], blocks: List[Tuple[Any, Optional[Dict[str, Any]]]]) -> Dict[str, Any]:
-    """The report with each other vendor's block under its name, there only when the file has its lines."""
+    """The report with each vendor's block under its name, there only when the file has its lines."""
     for vendor, block in blocks:
         if block is not None:
             report[vendor.name] = block

@@ -342,7 +342,8 @@ def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
     in a child of its own, so that no vendor waits for another's endpoint (docs/vendors.md).
 
     Returns `{"available": False}` (disabled), `{"error": {...}}` (node-level
-    error) or the child's report `{"available": True, "accounts": [...], ...}`.
+    error) or the child's report `{"available": True, "<vendor>": {...}, ...}`,
+    each vendor's block under its name.
     """
     environ = paths.environ if environ is None else environ
     state, result = _sweep("headers", paths, environ, deadline_s, cancel, vendor)
@@ -351,13 +352,13 @@ def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
 
 def run_check(paths: Paths, environ: Optional[Mapping[str, str]] = None,
               deadline_s: Optional[float] = None) -> Dict[str, Any]:
-    """The doctor's view, no network: usable entries, active label, duplicate active tokens."""
+    """The doctor's view, no network: per vendor, its usable entries, active label, duplicate active
+    tokens; and the lines the shell takes wrongly."""
     environ = paths.environ if environ is None else environ
     state, result = _sweep("check", paths, environ, deadline_s, None)
     if state in ("ready", "error"):
         return result
-    return {"available": False, "file": state, "usable": [], "unusable": [], "active": None,
-            "duplicateActive": []}
+    return {"available": False, "file": state}
 
 
 def run_lines(paths: Paths, environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:

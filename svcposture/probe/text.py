@@ -13,53 +13,58 @@ from ..envfile.entries import PLACEHOLDER
 from ..envfile.lint import PROBLEMS, UNCLOSED, sentence
 
 
-def _human_codex(block: Any) -> List[str]:
-    """One line per Codex login of a headers report; nothing without a Codex line."""
-    if not isinstance(block, dict):
-        return []
-    lines = []
-    for row in block.get("accounts") or []:
-        mark = "*" if row.get("active") else " "
-        head = "%s%s %s:" % (mark, row.get("label"), row.get("email") or "-")
-        err = row.get("error")
-        if err:
-            fix = "; fix: %s" % err["fix"] if err.get("fix") else ""
-            lines.append("%s error %s: %s%s" % (head, err.get("kind"), err.get("message"), fix))
-            continue
-        parts = ["%s %s%% %s" % (name, row[field]["pct"], row[field]["status"])
-                 for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")) if row.get(field)]
-        how = row.get("source") or "no new sample (%s)" % (row.get("skipped") or "-")
-        lines.append("%s %s [%s]" % (head, " ".join(parts) or "-", how))
-    return lines or ["no usable Codex login"]
+def _vendors() -> Tuple[Any, ...]:
+    from ..vendors import registered
+    return registered()
+
+
+def _row_line(row: Mapping[str, Any]) -> str:
+    """One account of a headers report: label, email, then its error or its windows."""
+    mark = "*" if row.get("active") else " "
+    head = "%s%s %s:" % (mark, printable(row.get("label")), printable(row.get("email") or "-"))
+    err = row.get("error")
+    if isinstance(err, dict):
+        fix = "; fix: %s" % printable(err["fix"]) if err.get("fix") else ""
+        return "%s error %s: %s%s" % (head, printable(err.get("kind")), printable(err.get("message")), fix)
+    parts = ["%s %s%% %s" % (name, row[field].get("pct"), row[field].get("status"))
+             for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")) if isinstance(row.get(field), dict)]
+    status = " %s" % printable(row["overallStatus"]) if row.get("overallStatus") else ""
+    how = ""
+    if row.get("source") or row.get("skipped"):
+        how = " [%s]" % printable(row.get("source") or "no new sample (%s)" % row.get("skipped"))
+    return "%s%s %s%s" % (head, status, " ".join(parts) or "-", how)
 
 
 def _human_accounts(result: Dict[str, Any]) -> str:
-    codex = _human_codex(result.get("codex"))
-    if not result.get("available"):
-        return "\n".join(["no usable account (probe disabled)"] + codex)
-    lines = []
-    for acct in result.get("accounts", []):
-        mark = "*" if acct.get("active") else " "
-        err = acct.get("error")
-        if err:
-            lines.append("%s%s %s: error %s" % (mark, acct.get("label"), acct.get("email") or "-", err.get("kind")))
+    """Every vendor's accounts of a headers report, a line each, under the vendor's name."""
+    lines: List[str] = []
+    for vendor in _vendors():
+        block = result.get(vendor.name)
+        if not isinstance(block, dict):
             continue
-        parts = []
-        for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")):
-            window = acct.get(field)
-            if window:
-                parts.append("%s %s%% %s" % (name, window.get("pct"), window.get("status")))
-        lines.append("%s%s %s: %s %s" % (mark, acct.get("label"), acct.get("email") or "-",
-                                         acct.get("overallStatus"), " ".join(parts)))
-    return "\n".join(lines + codex)
+        rows = [row for row in block.get("accounts") or [] if isinstance(row, dict)]
+        lines.append("%s:" % vendor.display_name)
+        lines += [_row_line(row) for row in rows] or ["  no usable %s account" % vendor.display_name]
+    return "\n".join(lines) if lines else "no usable account (probe disabled)"
 
 
-def _human_codex_check(block: Any) -> List[str]:
-    if not isinstance(block, dict):
-        return []
-    return ["codex usable: %s" % (", ".join(block.get("usable") or []) or "-"),
-            "codex unusable: %s" % (", ".join(block.get("unusable") or []) or "-"),
-            "codex active: %s" % (block.get("active") or "-")]
+def _labels(block: Mapping[str, Any], key: str) -> List[str]:
+    value = block.get(key)
+    return [printable(u)[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
+
+
+def _human_check(result: Dict[str, Any]) -> str:
+    lines: List[str] = []
+    for vendor in _vendors():
+        block = result.get(vendor.name)
+        if not isinstance(block, dict):
+            continue
+        lines += ["%s usable: %s" % (vendor.display_name, ", ".join(_labels(block, "usable")) or "-"),
+                  "%s unusable: %s" % (vendor.display_name, ", ".join(_labels(block, "unusable")) or "-"),
+                  "%s active: %s" % (vendor.display_name, printable(block.get("active") or "-")),
+                  "%s duplicate active: %s" % (vendor.display_name,
+                                               ", ".join(_labels(block, "duplicateActive")) or "-")]
+    return "\n".join(lines) if lines else "no account line in the accounts env file"
 
 
 def human(subcommand: str, result: Dict[str, Any]) -> str:
@@ -74,12 +79,7 @@ def human(subcommand: str, result: Dict[str, Any]) -> str:
         lines += ["%s: %s" % (k, v) for k, v in sorted(result.get("values", {}).items())]
         return "\n".join(lines)
     if subcommand == "check":
-        return "\n".join([
-            "usable: %s" % (", ".join(result.get("usable") or []) or "-"),
-            "unusable: %s" % (", ".join(result.get("unusable") or []) or "-"),
-            "active: %s" % (result.get("active") or "-"),
-            "duplicate active: %s" % (", ".join(result.get("duplicateActive") or []) or "-"),
-        ] + _human_codex_check(result.get("codex")))
+        return _human_check(result)
     return _human_accounts(result)
 
 
@@ -116,8 +116,9 @@ def accounts_notes(result: Mapping[str, Any], path: "os.PathLike[str] | str") ->
                          "and no account was probed; fix the line" % (printable(path), line))
     notes += [note for p, note in zip(valid_line_problems(result), line_problem_notes(result, path))
               if not (result.get("unclosedQuote") is True and p["line"] == line and p["problem"] == UNCLOSED)]
-    found = result.get("placeholders")
-    if isinstance(found, list) and found:
+    found = [p for vendor in _vendors() if isinstance(result.get(vendor.name), dict)
+             for p in (result[vendor.name].get("placeholders") or []) if isinstance(p, dict)]
+    if found:
         where = ", ".join("line %d (%s)" % (p["line"], printable(p["label"])) for p in found[:20]
                           if isinstance(p, dict) and isinstance(p.get("line"), int) and isinstance(p.get("label"), str))
         notes.append("%s: the placeholder %s is still there on %s: paste each account's token over it"
@@ -125,22 +126,20 @@ def accounts_notes(result: Mapping[str, Any], path: "os.PathLike[str] | str") ->
     return notes
 
 
-def codex_check_summary(block: Any) -> Tuple[str, bool, str]:
-    """(detail, any usable login, warning) of a check report's Codex lines, for the doctor; empty without any."""
+def check_summary(vendor: Any, block: Any) -> Tuple[str, bool, str]:
+    """(detail, any usable account, warning) of one vendor's lines in a check report, for the doctor;
+    empty when the file has no line of it."""
     if not isinstance(block, dict):
         return "", False, ""
-    def labels(key: str) -> List[str]:
-        value = block.get(key)
-        return [u[:64] for u in value if isinstance(u, str)] if isinstance(value, list) else []
-
-    usable, unusable, duplicates = labels("usable"), labels("unusable"), labels("duplicateActive")
+    usable, unusable, duplicates = _labels(block, "usable"), _labels(block, "unusable"), _labels(block, "duplicateActive")
     active = block.get("active") if isinstance(block.get("active"), str) else None
-    detail = "; Codex: %d usable login%s%s" % (len(usable), "" if len(usable) == 1 else "s",
-                                                " (%s)" % ", ".join(usable) if usable else "")
+    detail = "%s: %d usable account%s%s" % (vendor.display_name, len(usable), "" if len(usable) == 1 else "s",
+                                           " (%s)" % ", ".join(usable) if usable else "")
     if unusable:
         detail += ", unusable (empty or placeholder): %s" % ", ".join(unusable)
     if usable:
-        detail += ", active %s" % active[:64] if active else ", none is CODEX_HOME"
-    warning = ("; several Codex lines name CODEX_HOME (%s), the first is used" % ", ".join(duplicates)
-               if duplicates else "")
+        detail += ", active %s" % printable(active)[:64] if active else \
+            ", none is the active one (%s names none of them)" % vendor.lines.active_var
+    warning = ("several %s lines are the active one (%s), the first is used"
+               % (vendor.display_name, ", ".join(duplicates)) if duplicates else "")
     return detail, bool(usable), warning

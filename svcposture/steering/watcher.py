@@ -18,7 +18,8 @@ notify hook, and switches by itself when the operator opts in.
   svcposture.headroom); the monitor only spares itself a child when that
   choice would come out empty.
 
-`start(paths, settings, node, service)` is the one call the monitor makes.
+The node builds one `Steering` before its posture services (each is built with
+its vendor's `observer()`), then `start()`s it.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _time
 from .._reserve import reserve_or_zero
@@ -99,19 +100,20 @@ class AutoSwitcher:
     """Runs `switch --best --reason auto` in a child when the active account reaches the threshold."""
 
     def __init__(self, paths: Paths, environ: Mapping[str, str], node: str, at_pct: float,
-                 provider: str = DEFAULT_PROVIDER) -> None:
+                 provider: str = DEFAULT_PROVIDER, trajectory: Any = None, wait_s: int = DEFAULT_WAIT_S) -> None:
         self.paths = paths
         self.environ = environ
         self.node = node
         self.at_pct = at_pct
         # One switcher per vendor's posture service: each observes its own results.
         self.provider = provider
+        # The forecasts the advice reads (the node's trajectory service), and SVC_ADVICE_WAIT_S.
+        self.trajectory = trajectory
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         self._running = False
         self._said: Optional[str] = None
         self.runs = 0
-        self.trajectory: Any = None  # the forecasts the advice reads (the node's trajectory service)
-        self.wait_s = DEFAULT_WAIT_S  # the node's SVC_ADVICE_WAIT_S (Settings.advice_wait_s)
 
     def _say(self, text: str, about: Optional[str] = None) -> None:
         """One log line per change of what the automatic switch has to say: `about` (else the
@@ -208,23 +210,46 @@ class AutoSwitcher:
 
 
 class Steering:
-    """The watcher thread: env file changes, switch notices, and the automatic switch's child."""
+    """The watcher thread: env file changes, switch notices, and each vendor's automatic switch.
 
-    def __init__(self, paths: Paths, service: Any, notices: Optional[SwitchNotices],
-                 auto: Optional[AutoSwitcher]) -> None:
+    Built before the posture services, so that each service is built with its
+    vendor's `observer()`; `reprobe` asks every posture service to probe again.
+    """
+
+    def __init__(self, paths: Paths, settings: Settings, node: str, *, trajectory: Any, notifier: Any,
+                 providers: Sequence[str], reprobe: Callable[[], None], probing: bool = True) -> None:
         self.paths = paths
-        self.service = service
-        self.notices = notices
-        self.auto = auto
+        self.notices = SwitchNotices(paths, notifier.submit) if notifier is not None else None
+        self._reprobe = reprobe
+        for note in settings.notes_on(AUTO_SWITCH_ENV):
+            log.warning("%s", note)
+        at_pct = settings.auto_switch_at
+        # The children (switch --reconcile, switch --best) get the node's token-free environment.
+        self.reconciler = AutoSwitcher(paths, paths.environ, node, at_pct if at_pct is not None else 100.0)
+        self.auto: Dict[str, AutoSwitcher] = {}
+        if at_pct is not None and probing:
+            self.auto = {provider: AutoSwitcher(paths, paths.environ, node, at_pct, provider, trajectory,
+                                                settings.advice_wait_s) for provider in providers}
+            log.info("auto switch on: at %g%% of the active account's binding window", at_pct)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="svc-steering", daemon=True)
 
+    def observer(self, provider: str) -> Optional[Callable[..., None]]:
+        """The posture observer of `provider`'s automatic switch, None while it is off."""
+        auto = self.auto.get(provider)
+        return auto.observe if auto is not None else None
+
     def start(self) -> None:
+        from .switching import has_pending
+        if has_pending(self.paths):
+            # A switch was killed half-way: record it before anything switches again.
+            self.reconciler.spawn(["switch", "--reconcile"])
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.is_alive():
+            self._thread.join(5)
 
     def _run(self) -> None:
         env_path = str(self.paths.accounts_env)
@@ -238,33 +263,8 @@ class Steering:
                     key, changed_at = now_key, time.monotonic()
                 if changed_at is not None and time.monotonic() - last_reprobe >= MIN_REPROBE_S:
                     changed_at, last_reprobe = None, time.monotonic()
-                    self.service.reprobe()
+                    self._reprobe()
                 if self.notices is not None:
                     self.notices.poll()
             except Exception:  # noqa: BLE001 - the watcher must survive anything
                 log.exception("steering tick failed")
-
-
-def start(paths: Paths, settings: Settings, node: str, service: Any) -> Steering:
-    """Watch the env file, notify switches, and (opt-in) switch automatically; returns the running part."""
-    notifier = getattr(getattr(service, "trajectory", None), "notifier", None)
-    notices = SwitchNotices(paths, notifier.submit) if notifier is not None else None
-    auto: Optional[AutoSwitcher] = None
-    for note in settings.notes_on(AUTO_SWITCH_ENV):
-        log.warning("%s", note)
-    at_pct = settings.auto_switch_at
-    # The children (switch --reconcile, switch --best) get the node's token-free environment.
-    runner = AutoSwitcher(paths, paths.environ, node, at_pct if at_pct is not None else 100.0)
-    runner.trajectory = getattr(service, "trajectory", None)
-    runner.wait_s = settings.advice_wait_s
-    from .switching import has_pending
-    if has_pending(paths):
-        # A switch was killed half-way: record it before anything switches again.
-        runner.spawn(["switch", "--reconcile"])
-    if at_pct is not None and service.probe_enabled:
-        auto = runner
-        service.observers.append(auto.observe)
-        log.info("auto switch on: at %g%% of the active account's binding window", at_pct)
-    steering = Steering(paths, service, notices, auto)
-    steering.start()
-    return steering

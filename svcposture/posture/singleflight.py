@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Callable, Optional
 
-log = logging.getLogger("svcposture.monitor")
+log = logging.getLogger("svcposture.posture")
 
 
 class SingleFlight:
