@@ -39,7 +39,7 @@ def test_init_writes_a_commented_codex_example_that_works_uncommented(home: Path
     check = _check(env)
     assert check["codex"] == {"usable": ["codex-work"], "unusable": [], "active": "codex-work",
                               "duplicateActive": []}
-    assert check["unusable"] == ["acct1", "acct2"]
+    assert check["claude"]["unusable"] == ["acct1", "acct2"]
     # Only the Codex lines left: still a usable file, Claude's side disabled.
     only = "\n".join(l for l in uncommented.splitlines() if "MODEL_" not in l) + "\n"
     path.write_text(only)
@@ -47,7 +47,7 @@ def test_init_writes_a_commented_codex_example_that_works_uncommented(home: Path
         server.set_reply(token, usage_reply(55, 66))
         env = dict(env, SVC_CODEX_URL=server.url)
         report = probe.run_headers(Paths(home, environ=env), env)
-    assert report["available"] is False
+    assert report["available"] is True and "claude" not in report
     row = report["codex"]["accounts"][0]
     assert row["label"] == "codex-work" and row["active"] is True and row["email"] == "you@example.com"
     assert row["fiveHour"]["pct"] == 55.0 and row["sevenDay"]["pct"] == 66.0
@@ -71,7 +71,7 @@ def test_doctor_names_the_codex_logins(home: Path, env: dict) -> None:
 
     found = accounts_check()
     # Both lines name the same directory, so both match CODEX_HOME: the doctor warns.
-    assert found["status"] == "WARN" and "several Codex lines name CODEX_HOME (codex-work, codex-side)" \
+    assert found["status"] == "WARN" and "several Codex lines are the active one (codex-work, codex-side)" \
         in found["detail"]
     other = home / ".codex-side"
     make_login(other, canary("doctor2"))
@@ -79,5 +79,5 @@ def test_doctor_names_the_codex_logins(home: Path, env: dict) -> None:
                          active="WORK", extra="CODEX_HOME_NONE=\n")
     found = accounts_check()
     assert found["status"] == "PASS", found
-    assert "Codex: 2 usable logins (codex-work, codex-side), unusable (empty or placeholder): codex-none, " \
+    assert "Codex: 2 usable accounts (codex-work, codex-side), unusable (empty or placeholder): codex-none, " \
            "active codex-work" in found["detail"]

@@ -69,7 +69,7 @@ def test_placeholders_still_there_are_named_with_their_lines(tmp_path):
     assert "%s: the placeholder PASTE_TOKEN_HERE is still there on %s" % (path, where) in check.stdout
     report = json.loads(subprocess.run([sys.executable, "-m", "svcposture.probe", "check", "--json"], env=env,
                                        capture_output=True, text=True, timeout=60).stdout)
-    assert report["placeholders"] == [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}]
+    assert report["claude"]["placeholders"] == [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}]
 
     doctor = cli(env, "cluster", "doctor", "--json")
     accounts = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "accounts-env")

@@ -24,7 +24,7 @@ from tests.support.home import clean_env
 from tests.support.provider import ANY, ProviderServer
 from svcposture.envfile import entries as envfile
 from svcposture.claude import accounts as accounts_text
-from svcposture import errors
+from svcposture.claude import errors
 from svcposture.claude import provider as wire
 
 PURE = settings(max_examples=150, deadline=None, database=None,
@@ -204,9 +204,12 @@ def test_check_child_on_random_env_files(text: bytes) -> None:
     try:
         result = run_probe(home, "check", text, {})
         if not result.get("error"):
-            assert set(result) >= {"available", "usable", "unusable", "active", "duplicateActive"}
-            assert result["active"] is None or result["active"] in result["usable"]
-            assert all(re.match(r"^[a-z0-9_]+$", label) for label in result["usable"] + result["unusable"])
+            assert isinstance(result["available"], bool)
+            block = result.get("claude")
+            if block is not None:  # only a file with a Claude line has Claude's block
+                assert set(block) >= {"usable", "unusable", "active", "duplicateActive"}
+                assert block["active"] is None or block["active"] in block["usable"]
+                assert all(re.match(r"^[a-z0-9_]+$", label) for label in block["usable"] + block["unusable"])
     finally:
         shutil.rmtree(str(home), ignore_errors=True)
 
@@ -225,9 +228,9 @@ def test_headers_child_on_random_env_files(text: bytes) -> None:
         if not result.get("available"):
             assert result == {"available": False}
             return
-        labels = [a["label"] for a in result["accounts"]]
+        labels = [a["label"] for a in result["claude"]["accounts"]]
         assert len(labels) == len(set(labels)) and labels
-        for account in result["accounts"]:
+        for account in result["claude"]["accounts"]:
             if account["error"]:
                 _check_error(account["error"])
             else:
@@ -252,7 +255,7 @@ def test_header_probe_on_random_provider_values(headers: Dict[str, str], status:
     try:
         result = run_probe(home, "headers", text, {"SVC_PROVIDER_URL": server.url})
         assert result["available"] is True
-        accounts = {a["label"]: a for a in result["accounts"]}
+        accounts = {a["label"]: a for a in result["claude"]["accounts"]}
         assert accounts["good"]["error"] is None and accounts["good"]["fiveHour"]["pct"] == 25.0
         fuzzed = accounts["bad"]
         assert fuzzed["active"] is True

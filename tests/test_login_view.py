@@ -109,7 +109,7 @@ def test_sampler_off_and_library_reasons(tmp_path):
     server, _ = start_server(tmp_path, port=0, environ=dict(env, SVC_ACCOUNTS_PROBE="0"))
     try:
         body = get_json(server.url + "/api/login")
-        assert body["available"] is False and "quota sampler does not run" in body["reason"]
+        assert body["available"] is False and "samples no interactive login" in body["reason"]
     finally:
         server.shutdown()
         server.server_close()

@@ -192,7 +192,7 @@ def test_openapi_document_is_structurally_valid(mon):
                 "/static/dashboard.css", "/static/dashboard.js",
                 "/fleet", "/static/fleet.css", "/static/fleet.js", "/api/fleet", "/api/fleet/accounts",
                 "/api/trajectory", "/api/history", "/api/trajectory/stream",
-                "/api/login", "/static/favicon.svg", "/api/advice"}
+                "/api/login", "/static/favicon.svg", "/api/advice", "/api/vendors"}
     assert set(doc["paths"]) == expected
     op_ids = set()
     for path, item in doc["paths"].items():

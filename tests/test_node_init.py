@@ -66,14 +66,13 @@ def test_bare_home_gets_config_dir_accounts_file_and_host_name(home: Path, env: 
     assert "`claude setup-token`" in text and "CODEX_HOME=~/.codex-work codex login" in text
     assert "svc-monitor" in out and "http://127.0.0.1:7400/" in out and STATUSLINE in out
     # placeholders are no usable account until a token is pasted in
-    assert probe_check(env) == {"available": False, "usable": [], "unusable": ["acct1", "acct2"],
-                                "active": None, "duplicateActive": [],
-                                "placeholders": [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}],
-                                "lineProblems": []}
+    assert probe_check(env) == {"available": False, "lineProblems": [], "claude": {
+        "usable": [], "unusable": ["acct1", "acct2"], "active": None, "duplicateActive": [],
+        "placeholders": [{"label": "acct1", "line": 7}, {"label": "acct2", "line": 8}]}}
     text = accounts.read_text().replace("PASTE_TOKEN_HERE", "tok-one", 1).replace("PASTE_TOKEN_HERE", "tok-two")
     accounts.write_text(text.replace("you@example.com", "ada@example.com", 1))
     check = probe_check(env)
-    assert check["usable"] == ["acct1", "acct2"] and check["active"] == "acct1"
+    assert check["claude"]["usable"] == ["acct1", "acct2"] and check["claude"]["active"] == "acct1"
 
 
 def test_default_host_name_is_the_os_short_name(home: Path, env: dict) -> None:

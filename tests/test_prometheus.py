@@ -63,7 +63,7 @@ def test_example_config_is_valid():
 
 def test_rules_use_only_metrics_the_monitor_exposes():
     from svcposture.monitor.exposition import render_metrics
-    exposed = set(re.findall(r"^# TYPE (\w+) ", render_metrics({}, subscribers=0, subscribers_max=1), re.M))
+    exposed = set(re.findall(r"^# TYPE (\w+) ", render_metrics([("claude", {})], subscribers=0, subscribers_max=1), re.M))
     # The trajectory's wall forecast (docs/trajectory.md) and Prometheus' own `up`.
     exposed |= {"svc_account_forecast_wall_timestamp_seconds", "up"}
     expressions = "\n".join(line for line in RULES.read_text().splitlines()

@@ -289,11 +289,11 @@ def test_publisher_is_off_and_owner_uses_prometheus(tmp_path):
 def test_monitor_exports_its_active_account_for_the_fleet():
     last = {"available": True, "node": 'no"de\\x', "status": "ok", "accounts": [],
             "active": {"label": "acct-1", "fiveHour": None, "sevenDay": None}}
-    text = render_metrics({"last": last}, subscribers=0, subscribers_max=1)
+    text = render_metrics([("claude", {"last": last})], subscribers=0, subscribers_max=1)
     assert '# TYPE svc_node_active_account gauge' in text
     assert 'svc_node_active_account{node="no\\"de\\\\x",account="acct-1",provider="claude"} 1' in text
     for last in (None, {"available": False, "node": "n"}, dict(last, active=None)):
-        text = render_metrics({"last": last}, subscribers=0, subscribers_max=1)
+        text = render_metrics([("claude", {"last": last})], subscribers=0, subscribers_max=1)
         assert "svc_node_active_account{" not in text
 
 

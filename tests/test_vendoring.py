@@ -28,19 +28,8 @@ POISON = ('raise ImportError("top-level svcposture imported from a vendored copy
 IN_PROCESS = r'''
 import json, sys, time, urllib.request
 import hostpkg._vendor.svcposture as pkg
-from hostpkg._vendor.svcposture.posture import service as posture
-from hostpkg._vendor.svcposture.monitor import server
-from hostpkg._vendor.svcposture.events import EventLog
-from hostpkg._vendor.svcposture.posture.latch import Latch
-from hostpkg._vendor.svcposture.paths import Paths
 
-paths = Paths()
-log = EventLog.for_paths(paths)
-latch = Latch(paths.latch, log, "vendor-node")
-latch.load()
-service = posture.PostureService(paths, node="vendor-node", log=log, latch=latch)
-service.start()
-httpd, thread = server.start_server(service, "127.0.0.1", 0, node="vendor-node")
+httpd, thread = pkg.start_server(bind="127.0.0.1", port=0)
 url = "http://127.0.0.1:%d" % httpd.server_address[1]
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 deadline = time.monotonic() + 30
@@ -52,7 +41,6 @@ while True:
 health = opener.open(url + "/healthz", timeout=10).status
 httpd.shutdown()
 httpd.server_close()
-service.stop()
 print(json.dumps({"body": body, "health": health, "version": pkg.__version__,
                   "top_level_imported": "svcposture" in sys.modules,
                   "modules": sorted(m for m in sys.modules if m.startswith("hostpkg"))}))
@@ -122,7 +110,8 @@ def test_vendored_monitor_and_probe_commands(vendored: Path, home: Path, tmp_pat
         assert "Traceback" not in probe.stderr, probe.stderr
         result = json.loads(probe.stdout.strip().splitlines()[-1])
         assert result["available"] is True, result
-        assert result["accounts"][0]["label"] == "acct2" and result["accounts"][0]["error"] is None, result
+        rows = result["claude"]["accounts"]
+        assert rows[0]["label"] == "acct2" and rows[0]["error"] is None, result
         doctor = subprocess.run([sys.executable, "-m", "hostpkg._vendor.svcposture", "cluster", "doctor", "--json"],
                                 cwd=str(vendored), env=env, capture_output=True, text=True, timeout=60)
         assert "Traceback" not in doctor.stderr and doctor.returncode in (0, 1), doctor.stdout + doctor.stderr

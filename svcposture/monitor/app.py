@@ -41,7 +41,7 @@ from __future__ import annotations
 import html
 import logging
 import threading
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from urllib.parse import unquote
 

@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import socket
 import socketserver
 import sys
 import threading
 from http.server import ThreadingHTTPServer
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from ..settings import DEFAULT_BIND, DEFAULT_PORT, Settings
-from .app import MonitorApp
 from .connection import Connection
 from .fastlane import FastLane
 from .handler import MonitorHandler
@@ -43,7 +41,7 @@ from .sse import StreamSlots
 
 log = logging.getLogger("svcposture.monitor")
 
-__all__ = ["DEFAULT_BIND", "DEFAULT_PORT", "MonitorServer", "descriptor_limit", "start_server"]
+__all__ = ["DEFAULT_BIND", "DEFAULT_PORT", "MonitorServer", "descriptor_limit"]
 
 # Descriptors kept free of client connections: the listening socket, the
 # selector, log and state files, probe-child pipes, the stdlib's own.
@@ -198,17 +196,3 @@ class MonitorServer(ThreadingHTTPServer):
             return  # a client hung up or stalled: routine, never a traceback
         log.warning("request from %s failed: %s: %s", client_address[0] if client_address else "?",
                     type(exc).__name__, exc)
-
-
-def start_server(service: Any, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT, *, node: str,
-                 environ: Optional[Mapping[str, str]] = None) -> Tuple[MonitorServer, threading.Thread]:
-    """Serve the monitor's routes over `service`, a posture service the caller
-    owns and stops, in a daemon thread; returns (server, thread).
-
-    The library's svcposture.start_server(home) builds and owns a whole node
-    instead (node.py)."""
-    settings = Settings.from_environ(os.environ if environ is None else environ)
-    server = MonitorServer((bind, port), MonitorApp(service, node=node, settings=settings), settings)
-    thread = threading.Thread(target=server.serve_forever, name="svc-monitor-http", daemon=True)
-    thread.start()
-    return server, thread

@@ -31,7 +31,6 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _time
-from .._reserve import reserve_or_zero
 from ..events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
 from .advice import DEFAULT_WAIT_S, advise, windows_of
 from .advisor import reserve_of

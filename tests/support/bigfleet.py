@@ -76,7 +76,7 @@ class BigFleet:
 
     def metrics_text(self, i: int) -> str:
         last = self.posture(i)
-        text = render_metrics({"probeRuns": 3, "probeErrors": 0, "lastSuccessMs": self.probed_ms(i), "last": last},
+        text = render_metrics([("claude", {"probeRuns": 3, "probeErrors": 0, "lastSuccessMs": self.probed_ms(i), "last": last})],
                               subscribers=0, subscribers_max=16)
         five = last["accounts"][0]["fiveHour"]["pct"]
         wall = iso_from_ms(self.now_ms + 1800000 + i * 1000) if five >= 80 else None

@@ -72,8 +72,8 @@ class FleetMetrics:
         wall = iso_from_ms(int(time.time() * 1000) + 1800000) if 80 <= five_pct < 100 else None
         forecast = {"ratePctPerHour": 5.0, "pctAtReset": five_pct + 10, "wallAt": wall}
         windows = [(active, "five_hour", forecast, "claude")]
-        text = render_metrics({"probeRuns": 3, "probeErrors": 0, "lastSuccessMs": int(time.time() * 1000),
-                               "last": body}, subscribers=0, subscribers_max=16)
+        text = render_metrics([("claude", {"probeRuns": 3, "probeErrors": 0, "lastSuccessMs": int(time.time() * 1000),
+                               "last": body})], subscribers=0, subscribers_max=16)
         text += render_trajectory_metrics({"windows": windows, "alerts": {}})
         with self._lock:
             self._bodies[host] = text.encode("utf-8")
