@@ -44,7 +44,7 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
     InvalidSetting for a deadline that is not a positive number.
     """
     from ..probe import runner as probe
-    from .._env import InvalidSetting
+    from ..settings import InvalidSetting
     from ..config import node_name
 
     if deadline_s is not None and (not is_number(deadline_s)
