@@ -30,6 +30,7 @@ from pathlib import Path
 
 from svcposture.probe import runner as probe
 from svcposture.claude import provider as wire
+from svcposture.claude.knobs import DEFAULT_PROBE_MODEL
 from svcposture.paths import Paths
 from tests.support.provider import ProviderServer
 
@@ -40,7 +41,7 @@ TARGET_RATIO = 0.3
 
 
 def sequential_sweep(url: str, tokens) -> None:
-    body = json.dumps({"model": wire.DEFAULT_PROBE_MODEL, "max_tokens": 1,
+    body = json.dumps({"model": DEFAULT_PROBE_MODEL, "max_tokens": 1,
                        "messages": [{"role": "user", "content": "hi"}]}).encode()
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     for i, token in enumerate(tokens):

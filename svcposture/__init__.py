@@ -56,7 +56,7 @@ _LAZY = {
     "EventLogError": ".events",
     "LatchError": ".posture.latch",
     "HistoryError": ".trajectory.history",
-    "InvalidSetting": "._env",
+    "InvalidSetting": ".settings",
 }
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def _run(prog: str, func: Callable[[], int], argv: Optional[Sequence[str]] = None) -> int:
     from ._files import CorruptFileError
     from .config import ConfigError
-    from ._home import HomeError, home_of
+    from .paths import HomeError, home_of
     try:
         # Before anything runs: with an empty, relative or missing HOME every node
         # path would land outside any home (`~/svc` as `/svc`). Help needs no home.
@@ -56,12 +56,14 @@ def _run(prog: str, func: Callable[[], int], argv: Optional[Sequence[str]] = Non
 
 def _vendors_loaded(prog: str) -> bool:
     """Register the vendors $SVC_VENDORS names (docs/vendors.md); False (said on stderr) when one cannot be."""
-    from .vendors import load_configured, vendor_modules
-    if not vendor_modules(os.environ):
+    from .settings import VENDORS_ENV, vendor_modules
+    names = vendor_modules(os.environ)
+    if not names:
         return True
     from .vendor import InvalidVendor
+    from .vendors import load_vendor_modules
     try:
-        load_configured(os.environ)
+        load_vendor_modules(names, VENDORS_ENV)
     except InvalidVendor as exc:
         print("%s: error: %s" % (prog, exc), file=sys.stderr)
         return False
@@ -71,7 +73,7 @@ def _vendors_loaded(prog: str) -> bool:
 def _home_usable() -> bool:
     """Whether $HOME gives node paths inside a home; if not, says so on stderr. The commands
     that skip _run's imports (guard, mcp, statusline) refuse such a HOME like every other."""
-    from ._home import HomeError, home_of
+    from .paths import HomeError, home_of
     try:
         home_of(os.environ)
     except HomeError as exc:

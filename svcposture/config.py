@@ -19,6 +19,7 @@ from ._files import CorruptFileError, exclusive_lock, read_json, write_json_atom
 from ._reserve import RESERVE_KEY
 from .errors import FACE, SvcpostureError
 from .paths import Paths
+from .settings import repo_root
 
 SHARED = "SHARED"
 PER_NODE = "PER-NODE"
@@ -312,7 +313,7 @@ def roster(paths: Paths) -> List[str]:
 
 def layer1_root(paths: Paths) -> Optional[Path]:
     """The project repo: $SVC_REPO_ROOT, else registry.json repoRoot, else None."""
-    override = paths.environ.get("SVC_REPO_ROOT")
+    override = repo_root(paths.environ)
     if override:
         return Path(override)
     registry = load_layer(paths.registry_json)

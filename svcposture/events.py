@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from ._env import InvalidSetting
+from .settings import InvalidSetting
 from ._dirs import ensure_dir
 from ._files import append_line, iter_lines_reverse
 from ._names import EDGE_STATUSES

@@ -1,13 +1,61 @@
-"""Every on-disk location, derived from $HOME so that tests can relocate a node."""
+"""Every on-disk location of a node, derived from $HOME so that tests can relocate a node.
+
+`home_of(environ)` is the node's home, refused when it names none; every
+command checks it first, the status line included, which runs on every
+render of the agent's prompt. So this module imports neither pathlib nor
+typing at load (they cost more than the whole check): `Paths` loads pathlib
+when one is built.
+"""
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Mapping, Optional
 
-from ._home import HomeError, home_of
+from ._text import printable
+from .errors import SvcpostureError
+from .settings import accounts_env_path, login_credentials_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Mapping, Optional
 
 __all__ = ["HomeError", "Paths", "home_of"]
+
+
+class HomeError(SvcpostureError, ValueError):
+    """$HOME is set but empty, relative or not an existing directory: every node path would land somewhere else."""
+
+
+def home_of(environ: Mapping[str, str]) -> str:
+    """The node's home from `environ`: $HOME, else the account's home directory.
+
+    A HOME that is set but empty or relative is refused: `~/svc` would become
+    `/svc` (expanduser of an empty HOME) or a directory below whatever the
+    current directory happens to be, and the node's state would be written
+    outside any home. So is one that does not exist or is not a directory:
+    the package never creates a home.
+    """
+    value = environ.get("HOME")
+    if value is None:
+        return os.path.expanduser("~")  # HOME unset: the password database's entry
+    if not value:
+        raise HomeError("HOME is set but empty; set it to the absolute path of your home directory")
+    if not os.path.isabs(value):
+        raise HomeError("HOME is relative (%r); set it to the absolute path of your home directory"
+                        % printable(value))
+    if not os.path.isdir(value):
+        # Creating it would put the node's state, and its accounts file, in a
+        # directory nobody chose: a mistyped or stale HOME, or a service
+        # account's placeholder home such as /nonexistent.
+        raise HomeError("HOME is %r, which %s; set it to the absolute path of your home directory"
+                        % (printable(value), "is not a directory" if os.path.lexists(value) else "does not exist"))
+    return value
+
+
+def _path(text: "os.PathLike[str] | str") -> Path:
+    from pathlib import Path
+
+    return Path(text)
 
 
 class Paths:
@@ -18,7 +66,7 @@ class Paths:
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         if home is None:
             home = home_of(self.environ)
-        self.home = Path(home)
+        self.home = _path(home)
 
     @classmethod
     def for_home(cls, home: "Optional[os.PathLike[str] | str]" = None,
@@ -67,8 +115,8 @@ class Paths:
 
     @property
     def accounts_env(self) -> Path:
-        override = self.environ.get("SVC_ACCOUNTS_ENV")
-        return Path(override) if override else self.config_dir / "model-accounts.env"
+        override = accounts_env_path(self.environ)
+        return _path(override) if override else self.config_dir / "model-accounts.env"
 
     # ~/svc/
     @property
@@ -126,8 +174,8 @@ class Paths:
     # The provider CLI's interactive login.
     @property
     def login_credentials(self) -> Path:
-        override = self.environ.get("SVC_LOGIN_CREDENTIALS")
-        return Path(override) if override else self.home / ".claude" / ".credentials.json"
+        override = login_credentials_path(self.environ)
+        return _path(override) if override else self.home / ".claude" / ".credentials.json"
 
     @property
     def login_profile(self) -> Path:

@@ -1,34 +1,45 @@
-"""The node's settings, read from the environment once.
+"""Every environment variable the package reads, read here: the knobs, their defaults and rules.
 
 Settings.from_environ(environ) is a pure function of the mapping it is given:
 it reads every knob the monitor process uses (its HTTP side: SVC_MONITOR_*,
 SVC_SSE_KEEPALIVE_S, SVC_FLEET_TTL_S; its services: the probe schedule,
 history, alerts, the notify hook, the quota sampler, liveness and the
-tracker), checks each with the helper it always had, and returns a frozen
-object. The services receive that object, so a test builds a node from a dict
-and a change to os.environ after start-up changes nothing. The environment is
-still handed to what needs it whole: the probe child and the notify hook get
-its token-free copy.
+tracker; and each registered vendor's own knobs, which the vendor's package
+declares as `knobs` and which are read through the registry), checks each
+and returns a frozen object. The services receive that object, so a test
+builds a node from a dict and a change to os.environ after start-up changes
+nothing. The environment is still handed to what needs it whole: the probe
+child and the notify hook get its token-free copy.
 
-A bad value is handled as it always was. A setting that decides what the
-monitor serves (SVC_MONITOR_*, SVC_SSE_KEEPALIVE_S) raises InvalidSetting; a
-knob that only tunes timing falls back to its default. What a service used to
-log about a value it corrected is kept in `notes` as (variable, message), and
-the service that owns the knob logs it when built, as before: parsing logs
-nothing.
+What runs outside the monitor reads its knobs through the small functions
+beside Settings, each a function of the mapping it is given: the terminal
+clients (monitor_url, the budgets, probe_interval_s), the probe child
+(sweep_deadline_s, sweep_deadline_at, probe_timeout_s, and knob_value for a
+vendor's knob), the node's file locations (accounts_env_path,
+login_credentials_path, repo_root), the registry (vendor_modules) and the
+cluster commands (decrypt_cmd, git_timeout_s, the svc-stack timeouts).
+No other module of the package reads an environment variable of the
+package; a test in the repository keeps it so (tests/test_settings.py).
 
-The module imports nothing at load time: the terminal clients take
-DEFAULT_PORT from here and their start-up time is counted. The home modules of
-a knob's helper (alerts, history, resetprobe) are loaded when settings are
-built; the knobs of modules that themselves take Settings or import it
-(posture, sampler, the cluster's liveness, tracker, budget and Loki reader, the
-probe child) live here, so no import goes in a circle.
+A bad value is handled by one of two rules (env_number). A setting that
+decides what the monitor serves (SVC_MONITOR_*, SVC_SSE_KEEPALIVE_S) raises
+InvalidSetting; a knob that only tunes timing falls back to its default. A
+value corrected with a log line is kept in `notes` as (variable, message),
+and the service that owns the knob logs it when built: parsing logs nothing.
+
+The module imports only the package's error base at load time: the terminal
+clients and the token-scoped child read their knobs here, and their start-up
+time is counted. The registry is imported when Settings are built.
 """
 from __future__ import annotations
 
+from .errors import FACE, SvcpostureError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Optional, Tuple
+    from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+    Number = Union[int, float]
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 7400
@@ -47,9 +58,6 @@ MAX_FLEET_TTL_S = 3600.0
 DEFAULT_TTL_S = 300.0
 # The probe at a reset waits this long past the reset instant (docs/posture.md).
 DEFAULT_RESET_MARGIN_S = 60.0
-# Test-only: a shorter margin for a monitor run as a subprocess by the test
-# suite. Underscore-prefixed, read only when set, not documented.
-TEST_MARGIN_ENV = "_SVC_TEST_RESET_MARGIN_S"
 # History day files kept (docs/trajectory.md).
 DEFAULT_HISTORY_DAYS = 8
 # Alert thresholds, in percent (docs/trajectory.md).
@@ -58,18 +66,21 @@ DEFAULT_FLOOR_S = 30.0
 DEFAULT_INTERVAL_S = 300.0
 
 # The sweep deadline ($SVC_PROBE_DEADLINE_S): the parent kills the child then,
-# and the child answers a little before it.
+# and the child answers a little before it. The parent also gives the child the
+# kill instant itself ($SVC_PROBE_DEADLINE_AT, epoch seconds), so the child's
+# own start-up is counted against it.
+DEADLINE_ENV = "SVC_PROBE_DEADLINE_S"
+DEADLINE_AT_ENV = "SVC_PROBE_DEADLINE_AT"
 DEFAULT_DEADLINE_S = 30.0
 MIN_DEADLINE_S = 0.1
+# One request's socket timeout in the probe child, whatever the vendor.
+DEFAULT_PROBE_TIMEOUT_S = 10.0
 
 # The quota sampler (docs/posture.md).
 DEFAULT_QUOTA_INTERVAL_S = 300.0
 # 3 polls an hour per host: up to ten hosts of one login (before the one-poller
 # rule) stay within the endpoint's ~30 requests an hour.
 MIN_QUOTA_INTERVAL_S = 180.0
-# Test-only: a shorter poll interval for a monitor run as a subprocess by the
-# test suite. Underscore-prefixed, read only when set, not documented.
-TEST_QUOTA_INTERVAL_ENV = "_SVC_TEST_QUOTA_POLL_S"
 
 # Cluster liveness (docs/liveness.md).
 INTERVAL_ENV = "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS"
@@ -94,6 +105,72 @@ DEFAULT_TRACKER_URL = "https://api.linear.app/graphql"
 WINDOW_ENV = "SVC_TRACKER_RATE_WINDOW_MS"
 DEFAULT_WINDOW_MS = 3600 * 1000
 
+# The file locations a variable may move (docs/settings.md): the accounts env
+# file, the interactive login's credentials, the project repository.
+ACCOUNTS_ENV_ENV = "SVC_ACCOUNTS_ENV"
+LOGIN_CREDENTIALS_ENV = "SVC_LOGIN_CREDENTIALS"
+REPO_ROOT_ENV = "SVC_REPO_ROOT"
+
+# The vendors registered beside the built-in ones: importable modules, comma-separated,
+# each with a `VENDOR` (docs/vendors.md).
+VENDORS_ENV = "SVC_VENDORS"
+
+# The cluster commands: how `svc-cluster sync` decrypts the cluster's secrets, how long a
+# git command may take, how long `svc-stack` waits for the monitor to start and to stop.
+DECRYPT_CMD_ENV = "SVC_DECRYPT_CMD"
+DEFAULT_DECRYPT_CMD = "sops --decrypt"
+DEFAULT_GIT_TIMEOUT_S = 120.0
+DEFAULT_STACK_START_TIMEOUT_S = 20.0
+DEFAULT_STACK_STOP_TIMEOUT_S = 10.0
+
+
+class InvalidSetting(SvcpostureError, ValueError):
+    """An environment variable or argument that does not hold a usable value."""
+
+    __module__ = FACE
+
+
+def env_number(environ: Mapping[str, str], name: str, default: Number, *, low: Number,
+               high: Optional[Number] = None, kind: type = float, strict: bool = False) -> Number:
+    """The value of `name` as `kind`, within [low, high]: the two rules for a bad value.
+
+    Unset or blank gives `default`. Anything unparseable, non-finite or out of
+    range gives `default` (a knob that only tunes timing: a typo must not stop
+    a node), or raises InvalidSetting naming the variable when `strict` is true
+    (a setting that decides what the monitor serves).
+    """
+    import math
+
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip()
+    try:
+        value = kind(text)
+    except ValueError:
+        if strict:
+            noun = "an integer" if kind is int else "a number"
+            raise InvalidSetting("%s=%r is not %s" % (name, text, noun)) from None
+        return default
+    # NaN fails every comparison, so it lands here as out of range too.
+    if not (value >= low and (high is None or value <= high)) or not math.isfinite(value):
+        if strict:
+            shown = "%d" % value if kind is int else text
+            raise InvalidSetting("%s=%s is outside %s..%s" % (name, shown, low, high))
+        return default
+    return value
+
+
+def parse_port(raw: str, source: str) -> int:
+    """A TCP port 0..65535 from text; InvalidSetting names `source` otherwise."""
+    try:
+        port = int(raw.strip())
+    except ValueError:
+        raise InvalidSetting("%s: %r is not a port number" % (source, raw)) from None
+    if not 0 <= port <= 65535:
+        raise InvalidSetting("%s: %d is not in 0..65535" % (source, port))
+    return port
+
 
 def probing_on(environ: Mapping[str, str]) -> bool:
     """Whether the node probes its provider: yes unless SVC_ACCOUNTS_PROBE=0."""
@@ -106,8 +183,6 @@ def monitor_address(environ: Mapping[str, str], strict: bool = True) -> Tuple[st
     strict: a bad port raises InvalidSetting (the monitor must not start on a
     port nobody asked for); otherwise it counts as unset.
     """
-    from ._env import InvalidSetting, parse_port
-
     bind = (environ.get("SVC_MONITOR_BIND") or "").strip() or DEFAULT_BIND
     raw = (environ.get("SVC_MONITOR_PORT") or "").strip()
     port = DEFAULT_PORT
@@ -221,8 +296,6 @@ def advice_wait_s(environ: Mapping[str, str]) -> int:
 
 def publish_interval_ms(environ: Mapping[str, str]) -> int:
     """The liveness publish interval (120000 ms; 100 ms to a day, else the default)."""
-    from ._env import env_number
-
     return int(env_number(environ, INTERVAL_ENV, DEFAULT_INTERVAL_MS, low=MIN_INTERVAL_MS, high=MAX_INTERVAL_MS,
                           kind=int))
 
@@ -243,21 +316,129 @@ def tracker_url(environ: Mapping[str, str]) -> str:
 
 def window_ms(environ: Mapping[str, str]) -> int:
     """The length of the tracker's rate-limit window (an hour; tests scale it down)."""
-    from ._env import env_number
-
     return int(env_number(environ, WINDOW_ENV, DEFAULT_WINDOW_MS, low=1000, high=7 * 86400 * 1000, kind=int))
 
 
 def sweep_deadline_s(environ: Mapping[str, str]) -> float:
     """$SVC_PROBE_DEADLINE_S (30 s, at least 0.1 s; a bad value gives the default)."""
-    from ._env import env_number
+    return env_number(environ, DEADLINE_ENV, DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
 
-    return env_number(environ, "SVC_PROBE_DEADLINE_S", DEFAULT_DEADLINE_S, low=MIN_DEADLINE_S)
+
+def sweep_deadline_at(environ: Mapping[str, str]) -> float:
+    """$SVC_PROBE_DEADLINE_AT, the parent's kill instant in epoch seconds; 0 when unset or junk."""
+    return env_number(environ, DEADLINE_AT_ENV, 0.0, low=0.0)
+
+
+def probe_timeout_s(environ: Mapping[str, str]) -> float:
+    """$SVC_PROBE_TIMEOUT_S: one provider request's timeout in the probe child (10 s, at least 0.01 s)."""
+    return env_number(environ, "SVC_PROBE_TIMEOUT_S", DEFAULT_PROBE_TIMEOUT_S, low=0.01)
+
+
+def probe_interval_s(environ: Mapping[str, str]) -> float:
+    """$SVC_PROBE_INTERVAL_S (300 s, at least 0.01 s; a bad value gives the default).
+
+    The monitor's schedule, and what a terminal client counts a reading stale
+    by: a client cannot ask the monitor for its interval, so it reads the same
+    variable by the same rule; both normally come from the node's service
+    environment."""
+    return env_number(environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01)
+
+
+# ---------------------------------------------------------------- file locations
+
+def accounts_env_path(environ: Mapping[str, str]) -> Optional[str]:
+    """$SVC_ACCOUNTS_ENV, the accounts env file's path when it is not the default; None when unset or empty."""
+    return environ.get(ACCOUNTS_ENV_ENV) or None
+
+
+def login_credentials_path(environ: Mapping[str, str]) -> Optional[str]:
+    """$SVC_LOGIN_CREDENTIALS, the interactive login's credentials file when it is not the default, or None."""
+    return environ.get(LOGIN_CREDENTIALS_ENV) or None
+
+
+def repo_root(environ: Mapping[str, str]) -> Optional[str]:
+    """$SVC_REPO_ROOT, the project repository (before registry.json's repoRoot), or None."""
+    return environ.get(REPO_ROOT_ENV) or None
+
+
+# ---------------------------------------------------------------- the registry and the cluster commands
+
+def vendor_modules(environ: Mapping[str, str]) -> List[str]:
+    """The module names $SVC_VENDORS lists (comma-separated, blanks ignored)."""
+    raw = environ.get(VENDORS_ENV) or ""
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def decrypt_cmd(environ: Mapping[str, str]) -> str:
+    """$SVC_DECRYPT_CMD, the command line that decrypts a cluster file (the path is appended),
+    else `sops --decrypt`; `svc-cluster sync` splits it as the shell would."""
+    return environ.get(DECRYPT_CMD_ENV) or DEFAULT_DECRYPT_CMD
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from $name; unset, junk, zero, negative or infinite gives `default`."""
+    import math
+
+    # math.ulp(0.0) is the smallest positive float: `low` is inclusive, zero must not pass.
+    return float(env_number(environ, name, default, low=math.ulp(0.0)))
+
+
+def git_timeout_s(environ: Mapping[str, str]) -> float:
+    """$SVC_GIT_TIMEOUT_S: how long one git command on the cluster repo may take (120 s)."""
+    return _seconds(environ, "SVC_GIT_TIMEOUT_S", DEFAULT_GIT_TIMEOUT_S)
+
+
+def stack_start_timeout_s(environ: Mapping[str, str]) -> float:
+    """$SVC_STACK_START_TIMEOUT_S: how long `svc-stack start` waits for the monitor to serve (20 s)."""
+    return _seconds(environ, "SVC_STACK_START_TIMEOUT_S", DEFAULT_STACK_START_TIMEOUT_S)
+
+
+def stack_stop_timeout_s(environ: Mapping[str, str]) -> float:
+    """$SVC_STACK_STOP_TIMEOUT_S: how long `svc-stack stop` waits before SIGKILL (10 s)."""
+    return _seconds(environ, "SVC_STACK_STOP_TIMEOUT_S", DEFAULT_STACK_STOP_TIMEOUT_S)
+
+
+# ---------------------------------------------------------------- a vendor's own knobs
+
+def knob_value(environ: Mapping[str, str], knob: Any) -> Any:
+    """The value of a vendor's knob (a `vendor.Knob`) in `environ`: the one way a vendor's
+    code reads its variables, in the monitor (through Settings) and in the probe child.
+
+    Unset or blank gives the knob's default; otherwise its `parse` gets the text,
+    stripped, and a ValueError from it gives the default too."""
+    raw = environ.get(knob.name)
+    if raw is None or not raw.strip():
+        return knob.default
+    try:
+        return knob.parse(raw.strip())
+    except ValueError:
+        return knob.default
+
+
+def as_text(text: str) -> str:
+    """A knob's parser: the text as given (stripped)."""
+    return text
+
+
+def as_base_url(text: str) -> str:
+    """A knob's parser: a base URL, without the trailing slashes a path is appended after."""
+    return text.rstrip("/")
+
+
+def vendor_knobs(environ: Mapping[str, str]) -> Tuple[Tuple[str, str, Any], ...]:
+    """(vendor, variable, value) of every registered vendor's knobs, in registration order.
+
+    A knob marked `internal` (the monitor's message to its own child) is no
+    setting of the node and is left out."""
+    from .vendor import optional_member
+    from .vendors import registered
+
+    return tuple((vendor.name, knob.name, knob_value(environ, knob))
+                 for vendor in registered() for knob in (optional_member(vendor, "knobs") or ())
+                 if not knob.internal)
 
 
 def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
-    from ._env import env_number
-
     # The monitor's command refuses a bad SVC_MONITOR_PORT itself (monitor_address, strict);
     # a library node is given its port, so the variable is no error there.
     bind, port = monitor_address(environ, strict=False)
@@ -281,34 +462,25 @@ def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
 
 def _probe_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
     """The posture service's schedule: TTL, refresh floor (at most the TTL), interval, deadline, reset margin."""
-    from ._env import env_number
-
     ttl_s = env_number(environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
-    margin_s = DEFAULT_RESET_MARGIN_S
-    if environ.get(TEST_MARGIN_ENV):
-        margin_s = env_number(environ, TEST_MARGIN_ENV, DEFAULT_RESET_MARGIN_S, low=0.0)
     return dict(
         posture_ttl_s=ttl_s,
         refresh_floor_s=min(env_number(environ, "SVC_REFRESH_FLOOR_S", DEFAULT_FLOOR_S, low=0.0), ttl_s),
-        probe_interval_s=env_number(environ, "SVC_PROBE_INTERVAL_S", DEFAULT_INTERVAL_S, low=0.01),
+        probe_interval_s=probe_interval_s(environ),
         probe_deadline_s=sweep_deadline_s(environ),
-        reset_margin_s=margin_s)
+        # A rule of the provider's clock and roll-over (docs/posture.md), not a knob.
+        reset_margin_s=DEFAULT_RESET_MARGIN_S)
 
 
 def _quota_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
     """The quota sampler: on unless SVC_QUOTA_SAMPLER=0; its interval never below the
-    usage endpoint's budget (a note says so), except for the test-only knob."""
-    from ._env import env_number
-
-    if environ.get(TEST_QUOTA_INTERVAL_ENV):
-        interval_s = env_number(environ, TEST_QUOTA_INTERVAL_ENV, DEFAULT_QUOTA_INTERVAL_S, low=0.01)
-    else:
-        interval_s = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
-        if interval_s < MIN_QUOTA_INTERVAL_S:
-            notes.append(("SVC_QUOTA_POLL_INTERVAL_S",
-                          "SVC_QUOTA_POLL_INTERVAL_S=%g is below the usage endpoint's budget; polling every %g s"
-                          % (interval_s, MIN_QUOTA_INTERVAL_S)))
-            interval_s = MIN_QUOTA_INTERVAL_S
+    usage endpoint's budget (a note says so)."""
+    interval_s = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
+    if interval_s < MIN_QUOTA_INTERVAL_S:
+        notes.append(("SVC_QUOTA_POLL_INTERVAL_S",
+                      "SVC_QUOTA_POLL_INTERVAL_S=%g is below the usage endpoint's budget; polling every %g s"
+                      % (interval_s, MIN_QUOTA_INTERVAL_S)))
+        interval_s = MIN_QUOTA_INTERVAL_S
     return dict(quota_sampler=environ.get("SVC_QUOTA_SAMPLER", "1").strip() != "0",
                 quota_poll_interval_s=float(interval_s))
 
@@ -316,8 +488,6 @@ def _quota_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Di
 def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
     """History retention, alert thresholds (their problems become notes) and the notify hook
     (in a cgroup of its own unless SVC_ALERT_HOOK_CGROUP=0)."""
-    from ._env import env_number
-
     thresholds, problems = parse_thresholds(environ.get("SVC_ALERT_THRESHOLDS"))
     notes.extend(("SVC_ALERT_THRESHOLDS", problem) for problem in problems)
     return dict(history_days=int(env_number(environ, "SVC_HISTORY_DAYS", DEFAULT_HISTORY_DAYS, low=1, high=3650, kind=int)),
@@ -388,6 +558,7 @@ def _parse(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
     values.update(_trajectory_knobs(environ, notes))
     values.update(_cluster_knobs(environ))
     values.update(_steering_knobs(environ, notes))
+    values["vendor_knobs"] = vendor_knobs(environ)
     values["notes"] = tuple(notes)
     return values
 
@@ -406,7 +577,7 @@ class Settings:
                  "quota_sampler", "quota_poll_interval_s",
                  "history_days", "alert_thresholds", "alert_cmd", "alert_hook_cgroup",
                  "liveness_interval_ms", "liveness_read_source", "loki_url", "tracker_url", "tracker_window_ms",
-                 "prometheus_url", "auto_switch_at", "guard_budget_ms", "advice_wait_s", "notes")
+                 "prometheus_url", "auto_switch_at", "guard_budget_ms", "advice_wait_s", "vendor_knobs", "notes")
 
     def __init__(self, **values: Any) -> None:
         unknown = sorted(set(values) - set(self.__slots__))
@@ -423,6 +594,13 @@ class Settings:
         nothing, such as `svc-cluster status`) lets a bad SVC_MONITOR_* value
         fall back to its default instead of raising InvalidSetting."""
         return cls(**_parse(environ, strict))
+
+    def vendor_knob(self, name: str) -> Any:
+        """The value of the registered vendors' knob `name` (KeyError when no vendor declares it)."""
+        for _vendor, variable, value in self.vendor_knobs:
+            if variable == name:
+                return value
+        raise KeyError(name)
 
     def notes_on(self, name: str) -> List[str]:
         """What parsing `name` corrected, for the service that owns it to log."""

@@ -13,12 +13,14 @@ import it. The registry, which imports the built-in vendors, is `vendors`.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple
 
 from .errors import SvcpostureError
 
 # A vendor's name and its label prefix: lower case letters, digits and underscores.
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# A vendor's knob is one of the package's variables: SVC_ and upper-case letters, digits and _.
+_KNOB_RE = re.compile(r"^SVC_[A-Z0-9_]{1,64}$")
 
 
 class InvalidVendor(SvcpostureError, ValueError):
@@ -53,6 +55,26 @@ class EnvLines(NamedTuple):
     def owns_var(self, var: str) -> bool:
         """Whether `var` is one of this vendor's account variables, which only the file may set for a child."""
         return var == self.active_var or var.startswith(self.entry_prefix)
+
+
+class Knob(NamedTuple):
+    """One environment variable a vendor package reads (docs/settings.md): its base URL, its probe model.
+
+    Declared in the vendor's package, listed in its `knobs`, and read only
+    through `settings.knob_value(environ, knob)`: the monitor's Settings read
+    every registered vendor's knobs through the registry, the vendor's code in
+    the probe child (which has only an environment) reads each the same way.
+    `parse` gets the stripped text of a set, non-blank variable and returns the
+    value; a ValueError from it gives `default`, as unset does. `internal`
+    marks a variable the monitor sets for its own child (never an operator's
+    setting): it is read the same way but is no part of Settings.
+    """
+
+    name: str
+    default: Any
+    doc: str
+    parse: Callable[[str], Any]
+    internal: bool = False
 
 
 class VendorSweep(Protocol):
@@ -110,7 +132,9 @@ class Vendor(Protocol):
       sweep (Claude: `usage` and `login`, the interactive login's usage and email);
     - `login_sampler(...)`: the service polling the interactive login's usage, and its view
       (GET /api/login);
-    - `setup_help`: what `svc-monitor init` and the docs say about getting this vendor's credential.
+    - `setup_help`: what `svc-monitor init` and the docs say about getting this vendor's credential;
+    - `knobs`: a tuple of `Knob`, the environment variables the vendor's own code reads
+      (base URL, probe model), each read through `settings.knob_value`.
     """
 
     name: str
@@ -165,3 +189,14 @@ def check_vendor(vendor: Any) -> None:
                             % vendor.name)
     if lines.label_prefix and not re.match(r"^[a-z][a-z0-9_]*-$", lines.label_prefix):
         raise InvalidVendor("vendor %s: a label prefix is lower case and ends in -" % vendor.name)
+    knobs = optional_member(vendor, "knobs")
+    if knobs is not None and (not isinstance(knobs, tuple) or not all(
+            isinstance(k, Knob) and _KNOB_RE.match(k.name) and callable(k.parse) for k in knobs)):
+        raise InvalidVendor("vendor %s: its knobs are a tuple of Knob, each named SVC_<NAME>" % vendor.name)
+    if knobs and len({k.name for k in knobs}) != len(knobs):
+        raise InvalidVendor("vendor %s: it declares a knob twice" % vendor.name)
+
+
+def knob_names(vendor: Any) -> Tuple[str, ...]:
+    """The variables a vendor's knobs name (none for a vendor without `knobs`)."""
+    return tuple(k.name for k in optional_member(vendor, "knobs") or ())

@@ -4,7 +4,8 @@ A node's accounts belong to vendors, each a package implementing the `Vendor`
 protocol (`vendor.py`): Claude (the contract's accounts, `MODEL_TOKEN_*`
 lines) and Codex (`CODEX_HOME_*` lines) are built in; another is registered
 with `register_vendor(vendor)` or named in `$SVC_VENDORS` (importable modules,
-comma-separated, each with a `VENDOR`). Every vendor-neutral part of the
+comma-separated, each with a `VENDOR`; `settings.vendor_modules` reads it and
+`load_vendor_modules` registers them). Every vendor-neutral part of the
 package loops over `registered()`, in registration order, Claude first.
 
 A label tells its vendor: every vendor but the first has a label prefix
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 
 DEFAULT_PROVIDER = "claude"
 PROVIDER_PARAM = "provider"
-# Importable modules, comma-separated, each with a `VENDOR` to register beside the built-in ones.
-VENDORS_ENV = "SVC_VENDORS"
 # The built-in vendors' modules, relative to this package; the first is the default vendor.
 _BUILT_IN = (".claude.vendor", ".codex.vendor")
 
@@ -45,7 +44,7 @@ def _load_built_in() -> None:
 
 
 def _add(vendor: Any) -> None:
-    from .vendor import InvalidVendor, check_vendor
+    from .vendor import InvalidVendor, check_vendor, knob_names
 
     check_vendor(vendor)
     if _vendors and not vendor.lines.label_prefix and vendor not in _vendors:
@@ -61,6 +60,8 @@ def _add(vendor: Any) -> None:
             raise InvalidVendor("vendor %s: its env lines overlap %s's" % (vendor.name, known.name))
         if known.lines.label_prefix == vendor.lines.label_prefix:
             raise InvalidVendor("vendor %s: its label prefix is %s's" % (vendor.name, known.name))
+        if set(knob_names(known)) & set(knob_names(vendor)):
+            raise InvalidVendor("vendor %s: its knobs overlap %s's" % (vendor.name, known.name))
     _vendors.append(vendor)
 
 
@@ -83,8 +84,11 @@ def register_vendor(vendor: Any) -> None:
         _add(vendor)
 
 
-def load_vendor_modules(names: Iterable[str]) -> None:
-    """Import each named module and register its `VENDOR` (InvalidVendor when one cannot be)."""
+def load_vendor_modules(names: Iterable[str], source: str = "") -> None:
+    """Import each named module and register its `VENDOR` (InvalidVendor when one cannot be).
+
+    `source` names where the names came from (the variable), for the error:
+    every command's entry point passes `settings.vendor_modules(environ)`."""
     import importlib
 
     from .vendor import InvalidVendor
@@ -93,20 +97,8 @@ def load_vendor_modules(names: Iterable[str]) -> None:
         try:
             vendor = importlib.import_module(name).VENDOR
         except (ImportError, AttributeError) as exc:
-            raise InvalidVendor("%s=%s: %s" % (VENDORS_ENV, name, exc)) from None
+            raise InvalidVendor("%s%s: %s" % (source + "=" if source else "", name, exc)) from None
         register_vendor(vendor)
-
-
-def vendor_modules(environ: Any) -> List[str]:
-    """The module names $SVC_VENDORS lists (comma-separated, blanks ignored). Read here, not by
-    Settings: the registry sits below the settings (which reach history, which asks the registry)."""
-    raw = environ.get(VENDORS_ENV) or ""
-    return [part.strip() for part in raw.split(",") if part.strip()]
-
-
-def load_configured(environ: Any) -> None:
-    """Register the vendors $SVC_VENDORS names; every command's entry point calls this once."""
-    load_vendor_modules(vendor_modules(environ))
 
 
 def provider_names() -> Tuple[str, ...]:

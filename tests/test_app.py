@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from svcposture._env import InvalidSetting
+from svcposture.settings import InvalidSetting
 from svcposture.monitor import sse
 from svcposture.monitor.app import ROUTES, MonitorApp, Request, Route, parse_hours, refresh_requested
 from svcposture.monitor.protocols import Application

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from tests.support.home import accounts_path, canary, monitor_env, set_host_name, write_accounts
+from tests.support.hooks import hooked
 from tests.support.monitor import Monitor, start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
@@ -34,7 +35,6 @@ from svcposture.envfile.exportline import active_label
 
 TA, TB, TC = canary("autoa"), canary("autob"), canary("autoc")
 ACCOUNTS = [("A", TA, "a@example.com"), ("B", TB, "b@example.com"), ("C", TC, "c@example.com")]
-GAP_KNOB = "_SVC_TEST_AUTO_SWITCH_GAP_S"
 
 
 def switched(home: Path) -> List[Dict[str, Any]]:
@@ -66,12 +66,16 @@ def probes(mon: Monitor, count: int) -> None:
     wait_until(more, 30, interval=0.05, message="%d more probes" % count)
 
 
-def node(tmp_path: Path, provider: ProviderServer, **extra: str) -> Dict[str, Any]:
+def node(tmp_path: Path, provider: ProviderServer, gap_s: Optional[float] = None, **extra: str) -> Dict[str, Any]:
+    """A node that switches automatically at 90 %; `gap_s` shortens the 10 min between two
+    automatic switches (the test hook, tests/support/hooks.py)."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700, exist_ok=True)
     set_host_name(home, "auto-node")
     write_accounts(accounts_path(home), ACCOUNTS, active="A")
     env = monitor_env(home, provider.url, **dict({"SVC_AUTO_SWITCH_AT": "90"}, **extra))
+    if gap_s is not None:
+        env = hooked(env, auto_switch_gap_s=gap_s)
     return {"home": home, "env": env}
 
 
@@ -109,7 +113,7 @@ def test_never_back_before_the_window_resets_also_after_a_restart(tmp_path: Path
                              reset_5h=reset_a)
         provider.set_account(TB, five_hour=(0.10, "allowed"), seven_day=(0.10, "allowed"))
         provider.set_account(TC, five_hour=(0.60, "allowed"), seven_day=(0.10, "allowed"))
-        n = node(tmp_path, provider, **{GAP_KNOB: "0"})
+        n = node(tmp_path, provider, gap_s=0)
         mon = start_monitor(n["env"])
         try:
             wait_until(lambda: file_active(n["home"]) == "b", 30, message="a -> b")
@@ -139,7 +143,7 @@ def test_back_to_an_account_once_its_window_has_reset(tmp_path: Path) -> None:
         provider.set_account(TB, five_hour=(0.10, "allowed"), seven_day=(0.10, "allowed"))
         provider.set_account(TC, status="rejected", five_hour=(1.0, "rejected"), seven_day=(0.1, "allowed"))
         # A window that resets within SVC_ADVICE_WAIT_S is waited for rather than left: 0 here, so a leaves.
-        n = node(tmp_path, provider, **{GAP_KNOB: "0", "SVC_ADVICE_WAIT_S": "0"})
+        n = node(tmp_path, provider, gap_s=0, SVC_ADVICE_WAIT_S="0")
         mon = start_monitor(n["env"])
         try:
             wait_until(lambda: file_active(n["home"]) == "b", 30, message="a -> b")
@@ -156,7 +160,7 @@ def test_never_onto_a_fuller_account_and_says_so_once(tmp_path: Path) -> None:
     with ProviderServer() as provider:
         provider.set_account(TA, five_hour=(0.85, "allowed"), seven_day=(0.30, "allowed"))
         provider.set_account(TB, five_hour=(0.95, "allowed_warning"), seven_day=(0.30, "allowed"))
-        n = node(tmp_path, provider, SVC_AUTO_SWITCH_AT="80", **{GAP_KNOB: "0"})
+        n = node(tmp_path, provider, gap_s=0, SVC_AUTO_SWITCH_AT="80")
         write_accounts(accounts_path(n["home"]), ACCOUNTS[:2], active="A")
         mon = start_monitor(n["env"])
         try:
@@ -256,7 +260,7 @@ def test_kill9_anywhere_keeps_one_event_per_switch(tmp_path: Path) -> None:
     rounds: List[Any] = []  # (step, active before, active after the kill, events after the kill)
     with ProviderServer() as provider:
         # Each exhausted window resets in half a second: leave it rather than wait (SVC_ADVICE_WAIT_S=0).
-        n = node(tmp_path, provider, **{GAP_KNOB: "0", "SVC_ADVICE_WAIT_S": "0"})
+        n = node(tmp_path, provider, gap_s=0, SVC_ADVICE_WAIT_S="0")
         write_accounts(accounts_path(n["home"]), ACCOUNTS[:2], active="A")
         state_path = n["home"] / "svc" / "switch-state.json"
         for index in range(kills + 1):
@@ -273,7 +277,7 @@ def test_kill9_anywhere_keeps_one_event_per_switch(tmp_path: Path) -> None:
             step = ("random", "intent", "rename", "append")[index % 4] if index < kills else "clean"
             if step not in ("random", "clean"):
                 # The switch child holds still right after this step: the kill lands exactly there.
-                env["_SVC_TEST_SWITCH_PAUSE"] = step + ":5"
+                env = hooked(env, switch_pause=step + ":5")
             events_before = len(switched(n["home"]))
             mon = Monitor(env).start(tmp_path / ("monitor-%02d.log" % index), wait=False)
             if step == "clean":

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from svcposture.settings import Settings
 from svcposture.term import line
 
 NOW = 1_800_000_000_000            # 2027-01-15T08:00:00Z
@@ -225,12 +226,13 @@ def test_hud_line_stale_is_grey_with_its_age(utc: None):
     assert line.hud_line(body(probed_at=NOW - 25 * M), now=NOW, stale_ms=30 * M, colour=True).startswith("\x1b[32m")
 
 
-def test_probe_interval_from_the_environment():
-    assert line.probe_interval_s({}) == 300
-    assert line.probe_interval_s({"SVC_PROBE_INTERVAL_S": "60"}) == 60
-    for junk in ("", "x", "-5", "0", "nan", "inf", "1e400"):
-        assert line.probe_interval_s({"SVC_PROBE_INTERVAL_S": junk}) == 300, junk
+def test_stale_after_two_probe_intervals_read_by_the_monitors_rule():
+    assert line.stale_after_ms({}) == 600_000
     assert line.stale_after_ms({"SVC_PROBE_INTERVAL_S": "60"}) == 120_000
+    for junk in ("", "x", "-5", "0", "nan", "inf", "1e400"):
+        assert line.stale_after_ms({"SVC_PROBE_INTERVAL_S": junk}) == 600_000, junk
+        # The monitor's own schedule takes the same default for the same junk.
+        assert Settings.from_environ({"SVC_PROBE_INTERVAL_S": junk}).probe_interval_s == 300, junk
 
 
 def test_durations():

@@ -11,6 +11,7 @@ import svcposture
 from svcposture.cluster.usageowner import usage_ticket
 from svcposture.paths import Paths
 from tests.support.home import canary, make_node, node_env
+from tests.support.hooks import hooked
 from tests.support.monitor import start_monitor
 from tests.support.provider import ANY, ProviderServer
 from tests.support.waiting import wait_until
@@ -47,8 +48,8 @@ def cluster_node(tmp_path: Path, provider: ProviderServer, profile: bytes):
     paths.login_credentials.parent.mkdir(parents=True, exist_ok=True)
     paths.login_credentials.write_text(json.dumps({"claudeAiOauth": {"accessToken": canary("profile")}}))
     paths.login_profile.write_bytes(profile)
-    env = node_env(home, provider.url, tracker_url="http://127.0.0.1:9/graphql", SVC_QUOTA_SAMPLER="1",
-                   _SVC_TEST_QUOTA_POLL_S="0.5", SVC_ACCOUNTS_PROBE="0")
+    env = hooked(node_env(home, provider.url, tracker_url="http://127.0.0.1:9/graphql", SVC_QUOTA_SAMPLER="1",
+                          SVC_ACCOUNTS_PROBE="0"), quota_poll_s=0.5)
     return start_monitor(env, ["--no-probe"])
 
 

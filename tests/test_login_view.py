@@ -11,6 +11,7 @@ import pytest
 from svcposture.claude.loginview import LoginSample, login_body
 from tests.support.firstlook import get_json, login_only_node, login_usage, start_login_monitor
 from tests.support.home import canary, clean_env
+from tests.support.hooks import hooked
 from tests.support.monitor import get_request, raw_http, start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
@@ -80,7 +81,7 @@ def test_hud_and_statusline_show_the_login(login_node):
 def test_without_credentials_the_reason_names_the_file(tmp_path):
     env = clean_env(tmp_path)
     env["SVC_PROVIDER_URL"] = "http://127.0.0.1:9"
-    env["_SVC_TEST_QUOTA_POLL_S"] = "1"
+    env = hooked(env, quota_poll_s=1)
     mon = start_monitor(env)
     try:
         expected = str(tmp_path / ".claude" / ".credentials.json")

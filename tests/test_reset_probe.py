@@ -2,8 +2,8 @@
 minute of its window's reset, not up to a probe interval later.
 
 The 60 s margin is shortened for tests: by the service's `reset_margin_s`
-argument in-process, and by the test-only `_SVC_TEST_RESET_MARGIN_S` for a
-monitor subprocess.
+argument in-process, and by the test hook `reset_margin_s` (tests/support/hooks.py)
+for a monitor subprocess.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from svcposture.paths import Paths
 from svcposture.claude.summary import derive_summary
 from svcposture.posture.resetschedule import ResetSchedule, reset_instants_ms
 from tests.support.home import accounts_path, canary, monitor_env, status_events, write_accounts
+from tests.support.hooks import hooked
 from tests.support.monitor import SSEClient
 from tests.support.waiting import wait_until
 from tests.support.posture import posture_service
@@ -147,8 +148,8 @@ def test_stop_cancels_a_scheduled_reset_probe(home, env, provider):
 
 def test_monitor_pushes_the_ok_edge_at_the_reset_without_a_forced_refresh(home, provider, monitors):
     token = canary("a")
-    env = monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S="300", SVC_POSTURE_TTL_S="300",
-                      SVC_REFRESH_FLOOR_S="1", SVC_PROBE_DEADLINE_S="10", _SVC_TEST_RESET_MARGIN_S="1")
+    env = hooked(monitor_env(home, provider.url, SVC_PROBE_INTERVAL_S="300", SVC_POSTURE_TTL_S="300",
+                             SVC_REFRESH_FLOOR_S="1", SVC_PROBE_DEADLINE_S="10"), reset_margin_s=1)
     write_accounts(accounts_path(home), [("A", token, "a@example.com")], active="A")
     reset = time.time() + 12
     provider.set_account(token, status="rejected", five_hour=(1.0, "rejected"), seven_day=(0.3, "allowed"),

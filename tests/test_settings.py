@@ -5,19 +5,27 @@ reads os.environ and logs nothing), every knob keeps the default and the
 handling of bad values it had when each service read its own variable, and
 the services take their knobs from the object they are given. A real monitor
 started with a knob set shows its effect.
+
+Every environment variable of the package is read in settings.py, a vendor's
+own through the knobs its package declares, and no module reads a test-only
+switch: the repository test below fails on a read anywhere else, by literal
+or by a constant's name.
 """
 from __future__ import annotations
 
+import ast
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
+from typing import Dict, List, Optional, Tuple
 from types import MappingProxyType
 
 import pytest
 
-from svcposture._env import InvalidSetting
+from svcposture.settings import InvalidSetting
 from svcposture.events import EventLog
 from svcposture.posture.latch import Latch
 from svcposture.monitor.node import Node
@@ -27,7 +35,8 @@ from svcposture.posture.service import PostureService
 from svcposture.claude.sampler import QuotaSampler
 from svcposture.settings import Settings
 from svcposture.trajectory.service import TrajectoryService
-from tests.support.home import accounts_path, canary, monitor_env, write_accounts
+from tests.support.home import REPO, accounts_path, canary, clean_env, monitor_env, write_accounts
+from tests.support.hooks import hooked
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
@@ -44,6 +53,9 @@ DEFAULTS = {
     "history_days": 8, "alert_thresholds": (80, 90), "alert_cmd": "", "alert_hook_cgroup": True,
     "liveness_interval_ms": 120000, "liveness_read_source": "tracker", "loki_url": "",
     "tracker_url": "https://api.linear.app/graphql", "tracker_window_ms": 3600000, "notes": (),
+    "vendor_knobs": (("claude", "SVC_PROVIDER_URL", "https://api.anthropic.com"),
+                     ("claude", "SVC_PROBE_MODEL", "claude-haiku-4-5-20251001"),
+                     ("codex", "SVC_CODEX_URL", "https://chatgpt.com")),
 }
 
 # Knob -> (attribute, its default): the timing knobs that fall back to their default on a bad value.
@@ -53,9 +65,7 @@ LENIENT = {
     "SVC_REFRESH_FLOOR_S": ("refresh_floor_s", 30.0),
     "SVC_PROBE_INTERVAL_S": ("probe_interval_s", 300.0),
     "SVC_PROBE_DEADLINE_S": ("probe_deadline_s", 30.0),
-    "_SVC_TEST_RESET_MARGIN_S": ("reset_margin_s", 60.0),
     "SVC_QUOTA_POLL_INTERVAL_S": ("quota_poll_interval_s", 300.0),
-    "_SVC_TEST_QUOTA_POLL_S": ("quota_poll_interval_s", 300.0),
     "SVC_HISTORY_DAYS": ("history_days", 8),
     "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": ("liveness_interval_ms", 120000),
     "SVC_TRACKER_RATE_WINDOW_MS": ("tracker_window_ms", 3600000),
@@ -127,12 +137,10 @@ def test_a_bad_timing_knob_gives_its_default(name, raw):
 
 def test_timing_knobs_take_good_values_within_their_bounds():
     env = {"SVC_POSTURE_TTL_S": " 0.5 ", "SVC_PROBE_INTERVAL_S": "0.01", "SVC_PROBE_DEADLINE_S": "0.1",
-           "SVC_HISTORY_DAYS": "3650", "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": "100", "SVC_FLEET_TTL_S": "0",
-           "_SVC_TEST_RESET_MARGIN_S": "0"}
+           "SVC_HISTORY_DAYS": "3650", "EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS": "100", "SVC_FLEET_TTL_S": "0"}
     settings = Settings.from_environ(env)
     assert (settings.posture_ttl_s, settings.probe_interval_s, settings.probe_deadline_s) == (0.5, 0.01, 0.1)
     assert (settings.history_days, settings.liveness_interval_ms, settings.fleet_ttl_s) == (3650, 100, 0.0)
-    assert settings.reset_margin_s == 0.0
     # Out of range, as each service always had it: below the floor or above the ceiling is the default.
     out = Settings.from_environ({"SVC_PROBE_INTERVAL_S": "0.001", "SVC_PROBE_DEADLINE_S": "0.05",
                                  "SVC_HISTORY_DAYS": "3651", "SVC_FLEET_TTL_S": "3601",
@@ -158,9 +166,9 @@ def test_the_quota_interval_is_raised_to_the_endpoint_budget_with_a_note():
         "SVC_QUOTA_POLL_INTERVAL_S=10 is below the usage endpoint's budget; polling every 180 s"]
     assert Settings.from_environ({"SVC_QUOTA_POLL_INTERVAL_S": "0"}).quota_poll_interval_s == 180.0
     assert Settings.from_environ({"SVC_QUOTA_POLL_INTERVAL_S": "181"}).quota_poll_interval_s == 181.0
-    # The test-only knob bypasses the floor, and then the public one is not read at all.
-    test_knob = Settings.from_environ({"_SVC_TEST_QUOTA_POLL_S": "0.5", "SVC_QUOTA_POLL_INTERVAL_S": "10"})
-    assert test_knob.quota_poll_interval_s == 0.5 and test_knob.notes == ()
+    # No variable goes below the floor, nor moves the reset probe's margin: those are rules.
+    for name in ("_SVC_TEST_QUOTA_POLL_S", "SVCTEST_QUOTA_POLL_S", "_SVC_TEST_RESET_MARGIN_S", "SVCTEST_RESET_MARGIN_S"):
+        assert Settings.from_environ({name: "0.5"}) == Settings(), name
 
 
 @pytest.mark.parametrize("name", sorted(STRICT))
@@ -334,9 +342,228 @@ def test_the_steering_and_fleet_knobs_are_settings():
 
 
 def test_the_monitor_command_refuses_a_bad_port_variable_that_a_library_node_ignores():
-    from svcposture._env import InvalidSetting
+    from svcposture.settings import InvalidSetting
     from svcposture.settings import monitor_address
 
     with pytest.raises(InvalidSetting, match="SVC_MONITOR_PORT"):
         monitor_address({"SVC_MONITOR_PORT": "70000"})
     assert Settings.from_environ({"SVC_MONITOR_PORT": "70000"}).monitor_port == 7400
+
+
+
+# ---------------------------------------------------------------- a vendor's own knobs
+
+def test_each_vendor_knob_is_read_through_the_registry_into_settings():
+    from svcposture.claude.knobs import PROBE_MODEL, PROVIDER_URL
+    from svcposture.codex.knobs import CODEX_URL, STATE
+    from svcposture.settings import knob_value
+
+    given = Settings.from_environ({"SVC_PROVIDER_URL": " http://127.0.0.1:7/ ", "SVC_PROBE_MODEL": "m",
+                                   "SVC_CODEX_URL": "http://127.0.0.1:8//", "SVC_CODEX_STATE": "{}"})
+    assert given.vendor_knobs == (("claude", "SVC_PROVIDER_URL", "http://127.0.0.1:7"),
+                                  ("claude", "SVC_PROBE_MODEL", "m"), ("codex", "SVC_CODEX_URL", "http://127.0.0.1:8"))
+    assert given.vendor_knob("SVC_CODEX_URL") == "http://127.0.0.1:8" and given != Settings()
+    with pytest.raises(KeyError):
+        given.vendor_knob("SVC_CODEX_STATE")  # the monitor's message to its child is no setting
+    # The child reads the same knobs the same way, from the environment it is given.
+    assert knob_value({"SVC_PROVIDER_URL": "http://x/"}, PROVIDER_URL) == "http://x"
+    for blank in ({}, {"SVC_PROBE_MODEL": ""}, {"SVC_PROBE_MODEL": "   "}):
+        assert knob_value(blank, PROBE_MODEL) == "claude-haiku-4-5-20251001"
+    assert knob_value({}, CODEX_URL) == "https://chatgpt.com" and knob_value({}, STATE) == ""
+    assert knob_value({"SVC_CODEX_STATE": " {} "}, STATE) == "{}"
+
+
+def test_a_knob_whose_text_does_not_parse_gives_its_default():
+    from svcposture.settings import knob_value
+    from svcposture.vendor import Knob
+
+    port = Knob("SVC_SOME_PORT", 8080, "a port", int)
+    assert [knob_value({"SVC_SOME_PORT": raw}, port) for raw in ("81", " 82 ", "x", "", "8.5")] == [81, 82, 8080,
+                                                                                                  8080, 8080]
+
+
+def test_a_new_vendors_knob_needs_nothing_outside_its_package():
+    """The stand-in third vendor declares SVC_ACME_URL in its own package; registered, its knob is
+    in the node's Settings, and its child reads it (tests/test_third_vendor.py probes through it)."""
+    script = (
+        "from svcposture.settings import Settings\n"
+        "from svcposture.vendors import register_vendor\n"
+        "from tests.support.thirdvendor import VENDOR\n"
+        "register_vendor(VENDOR)\n"
+        "s = Settings.from_environ({'SVC_ACME_URL': 'http://127.0.0.1:5/'})\n"
+        "print(s.vendor_knob('SVC_ACME_URL'), Settings().vendor_knob('SVC_ACME_URL'))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=str(REPO), capture_output=True, timeout=60)
+    assert done.stdout.split() == [b"http://127.0.0.1:5", b"http://127.0.0.1:9"], done.stderr.decode()
+
+
+# ---------------------------------------------------------------- one home for every variable
+
+PACKAGE = REPO / "svcposture"
+# The package's variables: SVC_*, the contract's EXECUTION_CORE_*, and anything test-only spelled _SVC_*.
+VARIABLE = re.compile(r"^_?(?:SVC|EXECUTION_CORE)_[A-Z0-9_]+$")
+# Where a read's value lands in an environment-like argument: `environ`, `env`, `os.environ`, `paths.environ`.
+ENV_NAMES = ("environ", "env")
+
+
+def _module_constants(trees: Dict[str, ast.Module]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """The package's module-level names for a variable: NAME = "SVC_X", and NAME = Knob("SVC_X", ...)."""
+    names: Dict[str, str] = {}
+    knobs: Dict[str, str] = {}
+    for tree in trees.values():
+        for node in tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            value = node.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str) and VARIABLE.match(value.value):
+                names[node.targets[0].id] = value.value
+            elif isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Constant) \
+                    and isinstance(value.args[0].value, str) and VARIABLE.match(value.args[0].value):
+                knobs[node.targets[0].id] = value.args[0].value
+    return names, knobs
+
+
+def _variable(node: ast.AST, names: Dict[str, str], knobs: Dict[str, str]) -> Optional[str]:
+    """The variable `node` names: a literal, a constant (bare or as module.NAME), or a knob's `.name`."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and VARIABLE.match(node.value):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Attribute):
+        if node.attr == "name" and isinstance(node.value, ast.Name) and node.value.id in knobs:
+            return knobs[node.value.id]
+        return names.get(node.attr)
+    return None
+
+
+def _callee(func: ast.AST) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _environment_like(node: ast.AST) -> bool:
+    return _callee(node) in ENV_NAMES or (isinstance(node, ast.Attribute) and node.attr.endswith("environ"))
+
+
+def env_reads(tree: ast.Module, names: Dict[str, str], knobs: Dict[str, str]) -> List[Tuple[int, str]]:
+    """(line, variable) of each read of a package variable in `tree`.
+
+    A read is `x.get(V)` or `getenv(V)`, `x[V]` loaded, `V in x`, or a call that
+    hands V on together with an environment (`env_number(environ, V, ...)`) or
+    to a function whose name says it reads one (`env_seconds(V, 10)`). Writing
+    V into a child's environment, or naming it in a message, is no read.
+    """
+    found = []
+    for node in ast.walk(tree):
+        var = None
+        if isinstance(node, ast.Call) and node.args:
+            callee = _callee(node.func)
+            if callee in ("get", "getenv"):
+                var = _variable(node.args[0], names, knobs)
+            if var is None and ("env" in callee.lower() or any(_environment_like(a) for a in node.args)):
+                var = next(filter(None, (_variable(a, names, knobs) for a in node.args)), None)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            var = _variable(node.slice, names, knobs)
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            var = _variable(node.left, names, knobs)
+        if var is not None:
+            found.append((node.lineno, var))
+    return found
+
+
+def _package_trees() -> Dict[str, ast.Module]:
+    return {str(path.relative_to(REPO)): ast.parse(path.read_text(encoding="utf-8"))
+            for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_no_module_but_settings_reads_a_variable_of_the_package():
+    trees = _package_trees()
+    names, knobs = _module_constants(trees)
+    assert {"VENDORS_ENV", "AUTO_SWITCH_ENV", "LOKI_URL_ENV", "STATE_ENV"} - set(names) == {"STATE_ENV"}
+    assert knobs == {"PROVIDER_URL": "SVC_PROVIDER_URL", "PROBE_MODEL": "SVC_PROBE_MODEL",
+                     "CODEX_URL": "SVC_CODEX_URL", "STATE": "SVC_CODEX_STATE"}
+    outside = {path: reads for path, tree in trees.items() if path != "svcposture/settings.py"
+               for reads in [env_reads(tree, names, knobs)] if reads}
+    assert outside == {}, "read these through svcposture/settings.py (docs/settings.md)"
+    assert len(env_reads(trees["svcposture/settings.py"], names, knobs)) >= 30  # the check sees reads where they are
+
+
+def test_the_read_check_can_fail():
+    source = (
+        "import os\n"
+        "from ..settings import LOKI_URL_ENV\n"
+        "from . import knobs\n"
+        "OWN = 'SVC_OWN'\n"
+        "a = os.environ.get('SVC_A')\n"
+        "b = environ.get(OWN, '')\n"
+        "c = os.environ[LOKI_URL_ENV]\n"
+        "d = 'SVC_D' in paths.environ\n"
+        "e = env_number(environ, 'SVC_E', 1.0, low=0)\n"
+        "f = env_seconds('SVC_F', 10.0)\n"
+        "g = os.getenv('_SVC_TEST_G')\n"
+        "h = environ.get(CODEX_URL.name)\n"
+        "i = environ.get(settings.AUTO_SWITCH_ENV)\n"
+        "env['SVC_WRITTEN'] = '1'\n"
+        "settings.notes_on('SVC_NOTED')\n"
+        "raise ValueError('%s is junk' % OWN)\n")
+    tree = ast.parse(source)
+    names, knobs = _module_constants(dict(_package_trees(), probe=tree))
+    assert [v for _line, v in env_reads(tree, names, knobs)] == [
+        "SVC_A", "SVC_OWN", "SVC_LOKI_URL", "SVC_D", "SVC_E", "SVC_F", "_SVC_TEST_G", "SVC_CODEX_URL",
+        "SVC_AUTO_SWITCH_AT"]
+
+
+def test_no_test_only_switch_is_left_in_the_package():
+    for path in PACKAGE.rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".js", ".html", ".json"):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "_SVC_TEST" not in text and "SVCTEST" not in text, path
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n#", start + len(heading))
+    return text[start:end if end != -1 else len(text)]
+
+
+def test_docs_settings_lists_every_variable_and_each_vendor_knob_under_its_vendor():
+    from svcposture.vendor import optional_member
+    from svcposture.vendors import registered
+
+    text = (REPO / "docs" / "settings.md").read_text()
+    tree = ast.parse((PACKAGE / "settings.py").read_text())
+    variables = {n.value for n in ast.walk(tree)
+                 if isinstance(n, ast.Constant) and isinstance(n.value, str) and VARIABLE.match(n.value)}
+    assert len(variables) > 40
+    assert sorted(v for v in variables if "`%s`" % v not in text) == []
+    for vendor in registered():
+        section = _section(text, "### %s" % vendor.display_name)
+        for knob in optional_member(vendor, "knobs") or ():
+            assert "`%s`" % knob.name in section, (vendor.name, knob.name)
+
+
+# ---------------------------------------------------------------- the tests' hooks reach the package's children
+
+def test_the_test_hooks_reach_a_child_the_package_starts(tmp_path):
+    """tests/support/sitehooks patches the package in each process whose environment names a hook;
+    the package starts its children with PYTHONPATH kept and without -I, -E or -S, so they get it too."""
+    from svcposture._spawn import ISOLATED_MAIN, child_env, module_command
+
+    assert module_command("probe")[1:3] == ["-c", ISOLATED_MAIN]  # no flag that skips PYTHONPATH or site
+    (tmp_path / "hookprobe.py").write_text(
+        "import sys\n"
+        "from svcposture.settings import Settings\n"
+        "from svcposture.steering import switching\n"
+        "s = Settings.from_environ({})\n"
+        "print(s.reset_margin_s, s.quota_poll_interval_s, switching.auto_gap_ms(), "
+        "'sitecustomize' in sys.modules)\n")
+
+    def child(env: Dict[str, str]) -> str:
+        env = child_env(env)
+        env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+        done = subprocess.run([sys.executable, "-c", ISOLATED_MAIN, "-m", "hookprobe"], env=env, cwd="/",
+                              capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr.decode()
+        return done.stdout.decode().strip()
+
+    env = clean_env(tmp_path)
+    assert child(env) == "60.0 300.0 600000 False"
+    assert child(hooked(env, reset_margin_s=1, quota_poll_s=0.5, auto_switch_gap_s=2)) == "1.0 0.5 2000 True"

@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from tests.support.home import canary, monitor_env, set_host_name, write_accounts, write_json
+from tests.support.hooks import hooked
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
@@ -172,7 +173,7 @@ def test_a_symlinked_env_file_is_refused_and_its_target_untouched(home: Path, tm
 def test_a_change_between_read_and_rename_is_refused(home: Path, tmp_path: Path) -> None:
     path = env_file(home)
     gate = tmp_path / "gate"
-    env = dict(offline_env(home), _SVC_TEST_SWITCH_GATE=str(gate))
+    env = hooked(offline_env(home), switch_gate=gate)
     proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "switch", "--to", "acct2"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

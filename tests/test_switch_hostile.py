@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from tests.support.home import canary, monitor_env, set_host_name
+from tests.support.hooks import hooked
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.rawserver import RawServer, http_reply
@@ -363,7 +364,7 @@ def test_a_temporary_copy_left_by_a_killed_switch_is_swept_beside_the_env_file(h
 
     def killed_mid_write() -> Path:
         proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "switch", "--to", "acct2"],
-                                env=dict(env, _SVC_TEST_SWITCH_GATE=str(gate)), stdin=subprocess.DEVNULL,
+                                env=hooked(env, switch_gate=gate), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             left = wait_until(temps, 30, message="the switch's temporary file")

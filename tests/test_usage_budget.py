@@ -5,8 +5,8 @@ The HRW owner of `usage:<email>` among the live hosts polls; the others skip
 with one log line and publish a null heartbeat quota. When the owner's
 heartbeat goes stale, another host takes over within two heartbeat intervals.
 
-The poll interval is shortened with the test-only `_SVC_TEST_QUOTA_POLL_S`
-(the public floor is 180 s).
+The poll interval is shortened with the test hook `quota_poll_s`
+(tests/support/hooks.py; the public floor is 180 s).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from svcposture.cluster.usageowner import usage_ticket
 from svcposture.events import RATELIMIT_SAMPLED, EventLog, event_name
 from svcposture.paths import Paths
 from tests.support.home import BEARER, canary, make_node, node_env
+from tests.support.hooks import hooked
 from tests.support.monitor import Monitor
 from tests.support.provider import ANY, ProviderServer
 from tests.support.tracker import TrackerServer
@@ -67,8 +68,8 @@ def test_one_host_polls_a_shared_login_and_another_takes_over(tmp_path, monitors
             for host in HOSTS:
                 homes[host] = make_node(tmp_path, host, HOSTS, anchor="OPS-1")
                 give_login(homes[host], token)
-                env = node_env(homes[host], provider.url, tracker_url=srv.url, interval_ms=HEARTBEAT_MS,
-                               SVC_QUOTA_SAMPLER="1", _SVC_TEST_QUOTA_POLL_S="0.5", SVC_ACCOUNTS_PROBE="0")
+                env = hooked(node_env(homes[host], provider.url, tracker_url=srv.url, interval_ms=HEARTBEAT_MS,
+                                      SVC_QUOTA_SAMPLER="1", SVC_ACCOUNTS_PROBE="0"), quota_poll_s=0.5)
                 by_host[host] = monitors.start(env, args=("--no-probe",))
 
             # Once every heartbeat is on the anchor, the two others skip, each with one line.

@@ -13,7 +13,8 @@ import pytest
 from tests.support.home import REPO
 from tests.support.thirdvendor import VENDOR as ACME
 
-from svcposture.vendor import EnvLines, InvalidVendor, check_vendor
+from svcposture.settings import as_text
+from svcposture.vendor import EnvLines, InvalidVendor, Knob, check_vendor
 from svcposture.vendors import (bad_provider_message, is_account_label, names_text, provider_from_query,
                                 provider_names, provider_of_label, register_vendor, registered, vendor_named)
 
@@ -77,6 +78,25 @@ def test_a_vendor_that_lacks_a_member_or_takes_anothers_is_refused(vendor, says:
     with pytest.raises(InvalidVendor, match=says):
         register_vendor(vendor)
     assert provider_names() == ("claude", "codex")
+
+
+@pytest.mark.parametrize("knobs, says", [
+    (["SVC_OTHER_URL"], "tuple of Knob"),
+    (("SVC_OTHER_URL",), "tuple of Knob"),
+    ((Knob("OTHER_URL", "", "its URL", as_text),), "named SVC_"),
+    ((Knob("SVC_other", "", "its URL", as_text),), "named SVC_"),
+    ((Knob("SVC_OTHER_URL", "", "its URL", "not callable"),), "tuple of Knob"),
+    ((Knob("SVC_OTHER_URL", "", "its URL", as_text),) * 2, "twice"),
+    ((Knob("SVC_PROVIDER_URL", "", "its URL", as_text),), "knobs overlap claude's"),
+])
+def test_a_vendor_whose_knobs_are_malformed_or_taken_is_refused(knobs, says: str) -> None:
+    vendor = _Copy("other", EnvLines("OTHER_", "OTHER", "other-", ()))
+    vendor.knobs = knobs
+    with pytest.raises(InvalidVendor, match=says):
+        register_vendor(vendor)
+    assert provider_names() == ("claude", "codex")
+    vendor.knobs = (Knob("SVC_OTHER_URL", "", "its URL", as_text),)
+    check_vendor(vendor)  # the same vendor with a knob of its own is a vendor
 
 
 def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:

@@ -14,7 +14,7 @@ from ..envfile.entries import usable
 from .errors import MESSAGES, error
 from .jsonscan import top_level_member
 from ..paths import Paths
-from ..probe.providerhttp import request_timeout_s
+from ..settings import probe_timeout_s
 from .provider import MAX_USAGE_BODY, fetch_usage, unanswered
 
 # ~/.claude.json keeps every project's history and passes a megabyte on a busy machine; it is
@@ -82,7 +82,7 @@ def usage(environ: Mapping[str, str]) -> Dict[str, Any]:
     subscription = _optional_str(oauth.get("subscriptionType"))
     tier = _optional_str(oauth.get("rateLimitTier"))
     email = _login_email(paths)
-    result = fetch_usage(token.strip(), environ, request_timeout_s(environ), subscription, tier)
+    result = fetch_usage(token.strip(), environ, probe_timeout_s(environ), subscription, tier)
     if result.get("ok") is not True:
         return result
     return {"ok": True, "email": email, "values": result["values"], "extraWindows": result.get("extraWindows"),

@@ -20,11 +20,10 @@ from .._text import loads_bounded, word
 from .._version import __version__
 from .errors import MESSAGES, error
 from ..probe.providerhttp import classify_transport, open_any_status, retry_after_s
+from ..settings import knob_value
+from .knobs import PROBE_MODEL, PROVIDER_URL
 from .usage import usage_extras, usage_values
 
-DEFAULT_PROVIDER_URL = "https://api.anthropic.com"
-DEFAULT_PROBE_MODEL = "claude-haiku-4-5-20251001"
-DEFAULT_REQUEST_TIMEOUT_S = 10.0
 UNIFIED = "anthropic-ratelimit-unified-"
 MAX_USAGE_BODY = 1024 * 1024
 
@@ -126,7 +125,7 @@ def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]
 # ---------------------------------------------------------------- transport
 
 def provider_url(environ: Mapping[str, str]) -> str:
-    return (environ.get("SVC_PROVIDER_URL") or DEFAULT_PROVIDER_URL).rstrip("/")
+    return knob_value(environ, PROVIDER_URL)
 
 
 # ---------------------------------------------------------------- header probe
@@ -137,7 +136,7 @@ def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> D
     import urllib.request
 
     body = json.dumps({
-        "model": environ.get("SVC_PROBE_MODEL") or DEFAULT_PROBE_MODEL,
+        "model": knob_value(environ, PROBE_MODEL),
         "max_tokens": 1,
         "messages": [{"role": "user", "content": "hi"}],
     }).encode("utf-8")

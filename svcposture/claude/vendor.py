@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .errors import ERROR_KINDS, error
 from .accounts import LINES
+from .knobs import KNOBS
 
 NAME = "claude"
 
@@ -62,13 +63,14 @@ class ClaudeVendor:
     display_name = "Claude"
     lines = LINES
     error_kinds = ERROR_KINDS
+    knobs = KNOBS
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> ClaudeSweep:
         return ClaudeSweep(text, environ)
 
     def request_timeout_s(self, environ: Mapping[str, str]) -> float:
-        from ..probe.providerhttp import request_timeout_s
-        return request_timeout_s(environ)
+        from ..settings import probe_timeout_s
+        return probe_timeout_s(environ)
 
     def exchange_deadline_s(self, environ: Mapping[str, str]) -> float:
         # The contract bounds a Claude probe by its request timeout and the sweep

@@ -1,18 +1,14 @@
 """What the cluster commands share: the ticket and host-name shapes, what may
-be shown of a config value, timeouts from the environment, JSON output, and
-the one-line error report.
+be shown of a config value, JSON output, and the one-line error report.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import re
 import sys
 from typing import Any, Callable
 
-from .._env import env_number
 from .._text import printable
 from ..config import BOT_ORCHESTRATOR_PREFIX, BOT_WORKER_PREFIX
 from ..errors import SvcpostureError
@@ -35,12 +31,6 @@ class ClusterError(SvcpostureError):
 def valid_ticket(ticket: str) -> bool:
     # fullmatch: `$` alone would accept a trailing newline.
     return isinstance(ticket, str) and TICKET_RE.fullmatch(ticket) is not None
-
-
-def env_seconds(name: str, default: float) -> float:
-    """A positive number of seconds from $name; unset, junk, zero, negative or infinite gives `default`."""
-    # math.ulp(0.0) is the smallest positive float: `low` is inclusive, zero must not pass.
-    return float(env_number(os.environ, name, default, low=math.ulp(0.0)))
 
 
 # ---------------------------------------------------------------- display

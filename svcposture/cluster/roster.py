@@ -17,7 +17,8 @@ from .._files import write_bytes_atomic, write_json_atomic
 from .._text import printable
 from ..config import ConfigError, cluster_repo_path, load_layer
 from ..paths import Paths
-from ._common import HOST_RE, ClusterError, env_seconds, guarded, print_json, redact_url, usage_command
+from ..settings import git_timeout_s
+from ._common import HOST_RE, ClusterError, guarded, print_json, redact_url, usage_command
 
 
 ROSTER_FILE = "cluster.json"
@@ -30,7 +31,7 @@ class ClusterRepoError(ClusterError, RuntimeError):
 # ---------------------------------------------------------------- git
 
 def git_timeout() -> float:
-    return env_seconds("SVC_GIT_TIMEOUT_S", 120.0)
+    return git_timeout_s(os.environ)
 
 
 def git(repo: Path, *args: str, check: bool = True, identity: bool = False) -> subprocess.CompletedProcess:

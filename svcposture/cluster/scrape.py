@@ -13,12 +13,11 @@ import json
 import sys
 from typing import Any, Dict, List, Tuple
 
-from .._env import InvalidSetting, parse_port
 from .._files import write_text_atomic
 from .._text import printable
 from ..config import ConfigError, roster
 from ..paths import Paths
-from ..settings import DEFAULT_PORT
+from ..settings import DEFAULT_PORT, InvalidSetting, parse_port
 from ._common import HOST_RE
 
 # Prometheus reads the file: it need not be private, and holds no secret.

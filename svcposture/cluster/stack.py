@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from .._env import InvalidSetting, parse_port
 from .._dirs import ensure_dir
 from .._files import lock_file, open_nofollow, write_bytes_atomic, write_json_atomic
 from .._spawn import PACKAGE, child_env, module_command
@@ -26,7 +25,7 @@ from .._time import iso_now
 from ..config import ConfigError, load_layer
 from ..errors import SvcpostureError
 from ..paths import Paths
-from ._common import env_seconds
+from ..settings import InvalidSetting, parse_port, stack_start_timeout_s, stack_stop_timeout_s
 from .cloudenv import project_cloud_env
 
 MAX_LOG_BYTES = 10 * 1024 * 1024
@@ -314,8 +313,8 @@ def _start(ns: argparse.Namespace, restart: bool) -> int:
         if restart:
             if args is None:
                 args = _previous_args(paths)
-            stopped = stop(paths, env_seconds("SVC_STACK_STOP_TIMEOUT_S", 10.0))
-        result = start(paths, args or [], env_seconds("SVC_STACK_START_TIMEOUT_S", 20.0))
+            stopped = stop(paths, stack_stop_timeout_s(os.environ))
+        result = start(paths, args or [], stack_start_timeout_s(os.environ))
         if restart:
             result["previous"] = stopped
         if result["alreadyRunning"]:
@@ -340,7 +339,7 @@ def cmd_restart(ns: argparse.Namespace) -> int:
 def cmd_stop(ns: argparse.Namespace) -> int:
     paths = Paths()
     with lock_file(paths.run_dir / "monitor.lock"):
-        result = stop(paths, ns.timeout if ns.timeout else env_seconds("SVC_STACK_STOP_TIMEOUT_S", 10.0))
+        result = stop(paths, ns.timeout if ns.timeout else stack_stop_timeout_s(os.environ))
     if result["stopped"]:
         text = "svc-stack: monitor stopped (pid %d%s)" % (result["pid"], ", after SIGKILL" if result["killed"] else "")
     elif result["stalePidfileRemoved"]:

@@ -17,6 +17,7 @@ from .._files import exclusive_lock, write_json_atomic
 from .._text import loads_bounded
 from ..config import CLOUD_TOKEN_KEY, ConfigError, flatten, get_dotted, load_layer, split_key
 from ..paths import Paths
+from ..settings import DECRYPT_CMD_ENV, decrypt_cmd
 from ._common import ClusterError, guarded, is_secret_key, print_json
 from .cloudenv import project_cloud_env
 from .mirror import valid_value
@@ -35,13 +36,12 @@ class DecryptError(ClusterError, RuntimeError):
 
 
 def decrypt_command(path: Path) -> List[str]:
-    spec = os.environ.get("SVC_DECRYPT_CMD") or "sops --decrypt"
     try:
-        argv = shlex.split(spec)
+        argv = shlex.split(decrypt_cmd(os.environ))
     except ValueError as exc:
-        raise DecryptError("SVC_DECRYPT_CMD cannot be parsed: %s" % exc) from None
+        raise DecryptError("%s cannot be parsed: %s" % (DECRYPT_CMD_ENV, exc)) from None
     if not argv:
-        raise DecryptError("SVC_DECRYPT_CMD is empty")
+        raise DecryptError("%s is empty" % DECRYPT_CMD_ENV)
     return argv + [str(path)]
 
 

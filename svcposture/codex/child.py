@@ -20,14 +20,15 @@ from .._text import loads_bounded
 from .._version import __version__
 from .. import hrw
 from ..probe.providerhttp import classify_transport, open_any_status, retry_after_s
+from ..settings import knob_value
 from .accounts import codex_entries_from_env, has_codex_lines, resolve_codex_active
 from .authfile import read_credentials
 from .errors import CODEX_MESSAGES, codex_error, fix_text
+from .knobs import CODEX_URL
 from .session import newest_session_sample
 from .state import read_state
 from .usage import has_window, parse_usage_reply
 
-DEFAULT_CODEX_URL = "https://chatgpt.com"
 USAGE_PATH = "/backend-api/wham/usage"
 MAX_REPLY_BYTES = 1024 * 1024
 TICKET_PREFIX = "usage:codex:"
@@ -38,7 +39,7 @@ _SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType"
 
 
 def codex_url(environ: Mapping[str, str]) -> str:
-    return (environ.get("SVC_CODEX_URL") or DEFAULT_CODEX_URL).strip().rstrip("/")
+    return knob_value(environ, CODEX_URL)
 
 
 def account_key(account_id: Optional[str]) -> Optional[str]:

@@ -11,7 +11,11 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
-STATE_ENV = "SVC_CODEX_STATE"
+from ..settings import knob_value
+from .knobs import STATE
+
+# The variable the monitor sets for its child (pollstate) and the child reads (read_state, through settings).
+STATE_ENV = STATE.name
 MAX_STATE_BYTES = 64 * 1024
 MAX_HOSTS = 4096
 # Epoch milliseconds beyond this (year 5138) are not an instant.
@@ -75,7 +79,7 @@ def decode_state(raw: Optional[str]) -> Dict[str, Any]:
 
 
 def read_state(environ: Mapping[str, str]) -> Dict[str, Any]:
-    return decode_state(environ.get(STATE_ENV))
+    return decode_state(knob_value(environ, STATE))
 
 
 def encode_state(node: Optional[str], hosts: Optional[List[str]], live: Optional[List[str]],

@@ -10,6 +10,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .accounts import LINES, VENDOR_NAME
 from .errors import CODEX_ERROR_KINDS
+from .knobs import KNOBS
 
 NAME = VENDOR_NAME
 # One login's whole exchange (auth.json, session logs, the usage request and its
@@ -25,14 +26,15 @@ class CodexVendor:
     display_name = "Codex"
     lines = LINES
     error_kinds = CODEX_ERROR_KINDS
+    knobs = KNOBS
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> Any:
         from .child import CodexSweep
         return CodexSweep(text, environ)
 
     def request_timeout_s(self, environ: Mapping[str, str]) -> float:
-        from ..probe.providerhttp import request_timeout_s
-        return request_timeout_s(environ)
+        from ..settings import probe_timeout_s
+        return probe_timeout_s(environ)
 
     def exchange_deadline_s(self, environ: Mapping[str, str]) -> float:
         return EXCHANGE_TIMEOUTS * self.request_timeout_s(environ)

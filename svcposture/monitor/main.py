@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
-from .._env import InvalidSetting, parse_port
+from ..settings import InvalidSetting, parse_port
 from .._dirs import ensure_dir
 from .._files import open_nofollow, read_json, remove_stale_temps, write_json_atomic
 from .._spawn import child_env, is_token_var, module_command

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .._env import InvalidSetting
+from ..settings import InvalidSetting
 
 GUARD_MESSAGES = {
     "refresh_header_missing": "A forced refresh needs the X-Svc-Refresh request header.",

@@ -58,7 +58,7 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
     and needs no running monitor. Raises ConfigError for a corrupt node.json,
     InvalidSetting for a deadline that is not a positive number.
     """
-    from .._env import InvalidSetting
+    from ..settings import InvalidSetting
     from ..config import node_name
     from ..probe import runner
     from ..vendors import default_vendor

@@ -14,13 +14,12 @@ import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .._env import env_number
 from ..envfile.lint import line_problems, opened_quote_line
 from ..envfile.entries import MAX_ENV_FILE_BYTES
 from ..errors import MESSAGES, error
 # The sweep deadline is a knob of the monitor (which kills the child then) as of the child (which answers
 # a little before it): its reader lives with the monitor's settings.
-from ..settings import sweep_deadline_s
+from ..settings import sweep_deadline_at, sweep_deadline_s
 
 # Header probes in flight at once (docs/posture.md).
 MAX_IN_FLIGHT = 4
@@ -63,7 +62,7 @@ def _sweep_budget(environ: Mapping[str, str], started: float) -> float:
     # Answer a little before the parent's kill so that the accounts that did
     # finish are not lost with the ones that did not.
     margin = min(2.0, deadline * 0.2)
-    deadline_at = env_number(environ, "SVC_PROBE_DEADLINE_AT", 0.0, low=0.0)
+    deadline_at = sweep_deadline_at(environ)
     if deadline_at > 0:
         return deadline_at - margin - time.time()
     return deadline - margin - (time.monotonic() - started)

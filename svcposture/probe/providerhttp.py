@@ -10,16 +10,7 @@ urllib is imported inside the functions that send, so importing this costs nothi
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional
-
-from .._env import env_number
-
-# One request's socket timeout, whatever the vendor ($SVC_PROBE_TIMEOUT_S).
-DEFAULT_PROBE_TIMEOUT_S = 10.0
-
-
-def request_timeout_s(environ: Mapping[str, str]) -> float:
-    return env_number(environ, "SVC_PROBE_TIMEOUT_S", DEFAULT_PROBE_TIMEOUT_S, low=0.01)
+from typing import Any, Optional
 
 
 def classify_transport(exc: BaseException) -> str:

@@ -33,7 +33,7 @@ from ..paths import HomeError, Paths, home_of
 from .._text import is_int
 from .text import accounts_notes, human
 from ..envfile.shellword import syntax_error_line
-from ..settings import sweep_deadline_s
+from ..settings import ACCOUNTS_ENV_ENV, DEADLINE_AT_ENV, DEADLINE_ENV, sweep_deadline_s
 
 # What the parent keeps of the child's stdout; a runaway file cannot fill memory.
 MAX_CHILD_OUTPUT = 4 * 1024 * 1024
@@ -215,11 +215,11 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     if deadline_s is None:
         deadline_s = sweep_deadline_s(environ)
     extra = {"PYTHON": sys.executable or "python3",
-             "SVC_PROBE_DEADLINE_S": repr(float(deadline_s)),
+             DEADLINE_ENV: repr(float(deadline_s)),
              # Wall-clock instant of the kill, so that the child's budget includes its own start-up.
-             "SVC_PROBE_DEADLINE_AT": repr(time.time() + float(deadline_s))}
+             DEADLINE_AT_ENV: repr(time.time() + float(deadline_s))}
     if accounts_env is not None:
-        extra["SVC_ACCOUNTS_ENV"] = str(accounts_env)
+        extra[ACCOUNTS_ENV_ENV] = str(accounts_env)
     try:
         proc = popen(child_command(subcommand, env_fd, vendor), env=child_env(environ, **extra),
                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -422,13 +422,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     import json
 
     from ..vendor import InvalidVendor
-    from ..vendors import load_configured, vendor_named
+    from ..settings import VENDORS_ENV, vendor_modules
+    from ..vendors import load_vendor_modules, vendor_named
 
     args = _parser().parse_args(argv)
     environ = os.environ
     try:
         home_of(environ)
-        load_configured(environ)
+        load_vendor_modules(vendor_modules(environ), VENDORS_ENV)
     except (HomeError, InvalidVendor) as exc:
         print("svcposture.probe: error: %s" % exc, file=sys.stderr)
         return 2

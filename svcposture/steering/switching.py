@@ -46,9 +46,8 @@ from ..envfile.exportline import (
 )
 
 STATE_VERSION = 1
+# At most one automatic switch per host in this long (docs/steering.md).
 MIN_AUTO_GAP_MS = 10 * 60 * 1000
-# Tests shorten the gap between automatic switches with this (seconds); nothing else reads it.
-TEST_GAP_ENV = "_SVC_TEST_AUTO_SWITCH_GAP_S"
 # How long an account left without a known reset time is not gone back to.
 AVOID_WITHOUT_RESET_MS = 60 * 60 * 1000
 # A switch takes milliseconds under its lock; one that waits this long is stuck behind something else.
@@ -56,12 +55,6 @@ LOCK_WAIT_S = 10.0
 # Under the lock no other switch is writing, so a temporary copy of the env file this old was
 # left by a killed one (it holds the tokens); a younger one may be another writer's (svc-monitor init).
 STALE_ENV_TEMP_S = 60.0
-# Test hook: a path; after the temporary file is written the switch waits (up to
-# 30 s) until it exists, so a test can change the env file in between.
-TEST_GATE_ENV = "_SVC_TEST_SWITCH_GATE"
-# Test hook: `STEP:SECONDS` holds the switch that long after STEP (intent, rename or
-# append), so the crash test can kill -9 it exactly there.
-TEST_PAUSE_ENV = "_SVC_TEST_SWITCH_PAUSE"
 
 
 def state_path(paths: Paths) -> Path:
@@ -72,12 +65,12 @@ def lock_path(paths: Paths) -> Path:
     return paths.run_dir / "switch.lock"
 
 
-def auto_gap_ms(environ: Any) -> int:
-    raw = environ.get(TEST_GAP_ENV, "") if environ is not None else ""
-    try:
-        return max(0, int(float(raw) * 1000)) if raw else MIN_AUTO_GAP_MS
-    except ValueError:
-        return MIN_AUTO_GAP_MS
+def auto_gap_ms() -> int:
+    """The least time between two automatic switches of one vendor on this host, in ms.
+
+    Looked up when asked, not bound where it is used: the watcher and the
+    switch command both ask here, so they never disagree."""
+    return MIN_AUTO_GAP_MS
 
 
 # ---------------------------------------------------------------- the state file
@@ -193,15 +186,12 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
                    "atMs": _time.now_ms(), "avoidUntilMs": avoid_until_ms}
         vendor_state(state, provider)["pending"] = pending
         write_json_atomic(state_path(paths), state)
-        _test_pause("intent")
         try:
-            replace_env_file(env_path, snap, data, before_rename=_test_gate(),
-                             verify=lambda tmp: _still_shell(snap.data, env_path, tmp=tmp))
+            replace_env_file(env_path, snap, data, verify=lambda tmp: _still_shell(snap.data, env_path, tmp=tmp))
         except BaseException:
             vendor_state(state, provider)["pending"] = None
             write_json_atomic(state_path(paths), state)
             raise
-        _test_pause("rename")
         result["switched"] = True
         try:
             event = _emit(paths, node, provider, pending)
@@ -212,7 +202,6 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
                                                      "the next switch or the monitor's start records it"
                                                      % (exc.strerror or exc))
             return result
-        _test_pause("append")
         _finish(paths, provider, pending)
         result["eventId"] = event["id"]
         return result
@@ -350,22 +339,3 @@ def _finish(paths: Paths, provider: str, pending: Optional[Dict[str, Any]]) -> N
     # intent, and reconciling it finds the event in the (fsynced) log and finishes.
     write_json_atomic(state_path(paths), state, fsync=False)
 
-
-def _test_gate() -> Optional[Callable[[], None]]:
-    gate = os.environ.get(TEST_GATE_ENV)
-    if not gate:
-        return None
-
-    def wait() -> None:
-        import time
-        deadline = time.monotonic() + 30
-        while not os.path.exists(gate) and time.monotonic() < deadline:
-            time.sleep(0.01)
-    return wait
-
-
-def _test_pause(step: str) -> None:
-    wanted, _, seconds = os.environ.get(TEST_PAUSE_ENV, "").partition(":")
-    if wanted == step:
-        import time
-        time.sleep(min(float(seconds or 0), 30.0))

@@ -153,9 +153,9 @@ class AutoSwitcher:
         limits = auto_limits(self.paths, self.provider)
         now = _time.now_ms()
         last = limits.get("lastAutoMs")
-        if isinstance(last, int) and now - last < auto_gap_ms(self.environ):
+        if isinstance(last, int) and now - last < auto_gap_ms():
             self._say("%s needs a switch; waiting, at most one switch per %d s per host"
-                      % (active["label"], auto_gap_ms(self.environ) // 1000))
+                      % (active["label"], auto_gap_ms() // 1000))
             return
         advice = self.advice(summary)
         if advice["advice"] != "switch":

@@ -17,12 +17,12 @@ import time
 
 from .._names import NODE_STATUSES
 from .._text import finite_number, printable
+from ..settings import DEFAULT_INTERVAL_S as DEFAULT_PROBE_INTERVAL_S, probe_interval_s
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-DEFAULT_PROBE_INTERVAL_S = 300.0
 # A value older than this many probe intervals is shown as stale (docs/posture.md).
 STALE_INTERVALS = 2
 MISSING = "--"
@@ -63,23 +63,9 @@ def local_clock(at_ms: int, now_ms: int) -> str:
     return time.strftime("%H:%M" if 0 <= at_ms - now_ms < 86_400_000 else "%a %H:%M", stamp)
 
 
-def probe_interval_s(environ: "Mapping[str, str]") -> float:
-    """$SVC_PROBE_INTERVAL_S as the monitor reads it, else 300; junk means the default.
-
-    The reader cannot ask the monitor for its interval, so it reads the same
-    variable from its own environment; both normally come from the node's
-    service environment, and the default is the monitor's default."""
-    raw = environ.get("SVC_PROBE_INTERVAL_S", "")
-    try:
-        value = float(raw)
-    except ValueError:
-        return DEFAULT_PROBE_INTERVAL_S
-    if not (0 < value < 1e9):  # also rejects NaN
-        return DEFAULT_PROBE_INTERVAL_S
-    return value
-
-
 def stale_after_ms(environ: "Mapping[str, str]") -> int:
+    """How old a reading is before it shows as stale: STALE_INTERVALS of the monitor's probe
+    interval, which a client reads from its own environment by the monitor's rule."""
     return int(STALE_INTERVALS * probe_interval_s(environ) * 1000)
 
 

@@ -179,7 +179,7 @@ def _roster() -> Optional[List[str]]:
         return None
 
 
-def auto_check(environ: Any, to_label: str, judged: Optional[str]) -> Any:
+def auto_check(to_label: str, judged: Optional[str]) -> Any:
     """The automatic switch's hysteresis, checked under the switch lock; `judged`
     is the active account of the posture the choice was made on."""
     def check(vendor: Dict[str, Any], current: Optional[str]) -> None:
@@ -188,7 +188,7 @@ def auto_check(environ: Any, to_label: str, judged: Optional[str]) -> Any:
                               % (judged, current))
         now = int(time.time() * 1000)
         last = vendor.get("lastAutoMs")
-        gap = auto_gap_ms(environ)
+        gap = auto_gap_ms()
         if isinstance(last, int) and now - last < gap:
             raise SwitchError("an automatic switch was made %d s ago; at most one per %d s per host"
                               % ((now - last) // 1000, gap // 1000))
@@ -257,7 +257,7 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
     auto = reason == "auto"
     return perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
                    email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,
-                   dry_run=ns.dry_run, check=auto_check(os.environ, to_label, _active_label(body)) if auto else None,
+                   dry_run=ns.dry_run, check=auto_check(to_label, _active_label(body)) if auto else None,
                    shell_active=_shell_active(body))
 
 

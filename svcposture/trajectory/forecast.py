@@ -68,7 +68,7 @@ def forecast(points: Iterable[Sequence[float]], *, now_ms: int, resets_at_ms: Op
     """
     claim = _WINDOW.get(window)  # type: ignore[arg-type]
     if claim is None:
-        from .._env import InvalidSetting
+        from ..settings import InvalidSetting
         raise InvalidSetting("window must be five_hour, seven_day, fiveHour or sevenDay, not %r" % (window,))
     used, times, pcts, mean_t = _in_lookback(points, now_ms - LOOKBACK_MS[claim], now_ms)
     n = len(used)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .cycle import same_cycle
-from .._env import InvalidSetting
+from ..settings import InvalidSetting
 from .._files import append_lines, iter_lines_reverse
 from .._names import WINDOW_FIELDS
 from .._text import finite_number, is_int, loads_bounded

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .home import REPO, clean_env
+from .hooks import hooked
 from .monitor import start_monitor
 from .provider import ProviderServer
 from .waiting import wait_until
@@ -89,8 +90,7 @@ def login_only_node(home: Path, provider: ProviderServer, token: str, plan: str 
     provider.set_usage(token, login_usage())
     env = clean_env(home)
     env["SVC_PROVIDER_URL"] = provider.url
-    env["_SVC_TEST_QUOTA_POLL_S"] = "1"
-    return env
+    return hooked(env, quota_poll_s=1)
 
 
 def start_login_monitor(env: Dict[str, str]) -> Any:

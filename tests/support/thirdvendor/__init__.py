@@ -7,7 +7,8 @@ register `VENDOR`), or a library user with `vendors.register_vendor(VENDOR)`.
 
 Its accounts are `ACME_KEY_<NAME>=<key>  # <email>` lines, the active one
 `export ACME_KEY="$ACME_KEY_<NAME>"`, labels `acme-<name>`. Its child probe
-sends `GET {SVC_ACME_URL}/v1/quota` with `Authorization: Bearer <key>`; the
+sends `GET {SVC_ACME_URL}/v1/quota` with `Authorization: Bearer <key>` (its
+one knob, declared in `vendor.py` and read through `settings.knob_value`); the
 reply is `{"windows": [{"seconds", "used", "resets"}]}` (`used` a fraction,
 `resets` epoch seconds), placed by length as Codex's are. The stand-in
 server is `tests/support/thirdvendor/server.py`.

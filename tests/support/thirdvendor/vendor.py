@@ -6,11 +6,13 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from svcposture.envfile.entries import PLACEHOLDER, parse_entries, usable
+from svcposture.settings import as_base_url, knob_value
 from svcposture.summary import binding_window, disabled_body, posture_body
-from svcposture.vendor import EnvLines
+from svcposture.vendor import EnvLines, Knob
 
 NAME = "acme"
-URL_ENV = "SVC_ACME_URL"
+# Its one knob, declared here like a built-in vendor's: the node's Settings read it through the registry.
+URL = Knob("SVC_ACME_URL", "http://127.0.0.1:9", "the acme quota endpoint's base URL", as_base_url)
 FIVE_HOUR_S, SEVEN_DAY_S = 18000, 604800
 KINDS = ("auth", "transport", "timeout", "http", "parse", "internal")
 MESSAGES = {
@@ -97,7 +99,7 @@ def _exchange(entry: Mapping[str, Any], environ: Mapping[str, str], timeout_s: f
     import urllib.error
     import urllib.request
 
-    request = urllib.request.Request((environ.get(URL_ENV) or "").rstrip("/") + "/v1/quota",
+    request = urllib.request.Request(knob_value(environ, URL) + "/v1/quota",
                                      headers={"Authorization": "Bearer " + entry["key"]})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -118,6 +120,7 @@ class AcmeVendor:
     display_name = "Acme"
     lines = EnvLines("ACME_KEY_", "ACME_KEY", "acme-", (PLACEHOLDER,))
     error_kinds = KINDS
+    knobs = (URL,)
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> AcmeSweep:
         return AcmeSweep(text, environ)
