@@ -99,6 +99,17 @@ def test_the_stream_serves_the_third_vendor(node) -> None:
     assert stream.status == 200 and frame["available"] is True and frame["accounts"][0]["provider"] == "acme"
 
 
+def test_the_advice_names_the_third_vendors_accounts(node) -> None:
+    _home, _env, mon = node
+    status, body = mon.get_json("/api/advice?provider=acme")
+    assert status == 200 and body["available"] is True and body["provider"] == "acme"
+    assert body["active"]["label"] == "acme-one" and body["advice"] == "stay"
+    assert body["ranked"] == [] and "acme-one" in body["reason"]  # acme-two has less headroom: no candidate
+    status, vendors = mon.get_json("/api/vendors")
+    assert status == 200 and {"name": "acme", "displayName": "Acme", "shown": True} in vendors["vendors"]
+    assert [v["name"] for v in vendors["vendors"]] == ["claude", "codex", "acme"]
+
+
 def test_history_and_metrics_carry_the_third_vendor(node) -> None:
     _home, _env, mon = node
 
