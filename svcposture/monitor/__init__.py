@@ -5,9 +5,10 @@ Layers, each importing only the ones below it:
 - server: MonitorServer, the sockets (bind, accept, descriptor pressure, the
   connection cap, hand-off to a thread, stream slots).
 - fastlane: cached plain reads answered from one selector thread with the
-  app's cached Responses; handler: request parsing and one-write replies;
-  connection: a client socket and what the fast lane left on it. protocols:
-  the typed seams between the server, the lane, the handler and the app.
+  app's cached Responses; handler: reading a request and its one-write reply;
+  requesthead: the one parser of request heads both use; connection: a client
+  socket and what the fast lane left on it. protocols: the typed seams (what
+  the server gives the lane and the handlers, and what they ask of the app).
 - app: MonitorApp, the route table and its endpoints, the guard's decisions
   and the cached reads; routes: Route(method, path, endpoint), 404 and 405.
   Adding a route is one Route line in app.ROUTES and one endpoint method
