@@ -18,9 +18,9 @@ Layers, each importing only the ones below it:
 - main: the `svc-monitor` process (lock, logging, signals, run_monitor).
 - sse: the one stream pump and its slots; streams: the posture and trajectory
   stream sources. fleet: the /api/fleet cache. trust: the Host/Origin policy.
-- exposition: the /metrics text; openapi: the OpenAPI document (pure functions);
-  vendor_openapi adds the second vendor to that document, vendor_routes
-  picks the posture `?provider=` names (docs/codex.md).
+- exposition: the /metrics text; openapi: the OpenAPI document's builder over
+  openapi_paths (every route) and openapi_schemas (every component), pure
+  functions; vendor_routes picks the posture `?provider=` names (docs/codex.md).
 - assets: the dashboard files in static/.
 - request: Request and the limits a request is read under; response:
   Response, and Response.encode, the one place a reply gets its Connection
