@@ -34,7 +34,8 @@ def both(data: bytes) -> Any:
 
 
 LINES = st.sampled_from([b"GET / HTTP/1.1", b"GET /api/accounts HTTP/1.0", b"HEAD //x HTTP/1.1", b"GET /",
-                         b"POST / HTTP/2.0", b"G\xc3\xa9T / HTTP/1.1", b"GET / HTTP/1.x", b"", b"  ", b"GET  /  HTTP/1.1"])
+                         b"POST / HTTP/2.0", b"G\xc3\xa9T / HTTP/1.1", b"GET / HTTP/1.x", b"", b"  ",
+                         b"GET  /  HTTP/1.1"])
 FIELDS = st.sampled_from([b"Host: x", b"Connection: close", b"connection: Keep-Alive", b"Content-Length: 0",
                           b"Content-Length: 5", b"Content-Length: 5, 0", b"Transfer-Encoding: chunked", b"Host : x",
                           b" folded", b"X:", b"X: a\rb", b"\xff: y", b"Content-Length: +1", b"Connection: upgrade"])

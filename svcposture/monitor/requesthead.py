@@ -19,7 +19,7 @@ stream. Parsing yields one of:
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Union
 
 from .framing import framing_error
 from .request import MAX_HEADERS, MAX_REQUEST_HEAD, MAX_REQUEST_LINE, TOKEN_BYTES_RE, TOKEN_RE
