@@ -8,10 +8,10 @@ handler threads, and what any of them may ask of the application.
                                                                       -> Response.encode or sse.pump
 
 The server builds the lane and each handler and gives them values at
-construction: the lane its cached reads, the count of connections held on
+construction: the lane its cached reads, a count of the connections held on
 threads and where to hand off a connection (FastLane's arguments), a handler
-a Serving. Neither holds the server nor calls a method of it: a request only
-travels down that path.
+a Serving. Neither imports the server nor is given it, only plain values and
+callables: a request only travels down that path.
 """
 from __future__ import annotations
 

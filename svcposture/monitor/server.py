@@ -18,7 +18,7 @@ Methods for the caller:
     connections_held()                      connections in the fast lane and on threads
 
 The fast lane and the handler threads get what they need when they are built
-(FastLane's arguments, protocols.Serving) and never call the server.
+(FastLane's arguments, protocols.Serving), never the server itself.
 """
 from __future__ import annotations
 
