@@ -54,7 +54,7 @@ class Responses:
             raise ConnectionError("closed")
         self.buf += chunk
 
-    def next(self):
+    def next(self, head_only=False):
         while b"\r\n\r\n" not in self.buf:
             self._fill()
         head, _, self.buf = self.buf.partition(b"\r\n\r\n")
@@ -63,7 +63,7 @@ class Responses:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
+        length = 0 if head_only else int(headers.get("content-length", "0"))
         while len(self.buf) < length:
             self._fill()
         body, self.buf = self.buf[:length], self.buf[length:]
@@ -173,3 +173,85 @@ def test_two_hundred_idle_connections_do_not_block_a_read(node):
         for sock in idle:
             sock.close()
     assert wait_until(lambda: node.proc.poll() is None, 1.0)
+
+
+# ---------------------------------------------------------------- one parser, one way
+
+# Heads for a cached read, well-formed but unusual or refused: the lane may answer only what
+# the handler answers, and refuses (through the handler) what the handler refuses, alike.
+SAME_HEADS = [
+    b"GET /api/accounts HTTP/1.1\nHost: 127.0.0.1\n\n",
+    b"GET /api/accounts HTTP/1.1\r\nHost: 127.0.0.1\n\r\n",
+    b"GET  /api/accounts  HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    b"GET //api/accounts HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    b"GET /api/accounts HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    b"GET /api/accounts HTTP/1.1\r\nConnection: upgrade\r\nConnection: close\r\n\r\n",
+    b"GET /api/accounts HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
+    b"GET /api/accounts HTTP/1.1\r\nHost : 127.0.0.1\r\n\r\n",
+    b"GET /api/accounts HTTP/1.1\r\nHost: 127.0.0.1\r\n folded\r\n\r\n",
+    b"GET /api/accounts HTTP/1.x\r\n\r\n",
+    b"GET /api/accounts HTTP/2.0\r\n\r\n",
+    b"GET /api/accounts HTTP/1.1 x\r\n\r\n",
+    b"GET /api/accounts HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+    b"GET /api/accounts HTTP/1.1\r\n" + b"X: y\r\n" * 101 + b"\r\n",
+    b"HEAD /api/accounts HTTP/1.1\r\nHost : 127.0.0.1\r\n\r\n",
+]
+
+
+def _comparable(answer):
+    status, headers, body = answer
+    if status == 200:
+        body = json.loads(body)
+        body.pop("generatedAt")
+    return status, {k: v for k, v in headers.items() if k not in ("date", "content-length")}, body
+
+
+@pytest.mark.parametrize("head", SAME_HEADS, ids=lambda head: repr(head)[2:40])
+def test_the_lane_and_the_handler_answer_the_same_heads_alike(node, head):
+    with connect(node) as s:  # a fresh connection: the lane reads the head first
+        s.sendall(head)
+        first = Responses(s).next(head.startswith(b"HEAD"))
+    with connect(node) as s:  # handed to a handler thread by /healthz, which then reads the head itself
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + head)
+        reader = Responses(s)
+        assert reader.next()[0] == 200
+        handled = reader.next(head.startswith(b"HEAD"))
+    assert _comparable(first) == _comparable(handled)
+
+
+def test_the_lane_imports_nothing_above_it():
+    import ast
+    import svcposture.monitor.fastlane as fastlane
+
+    tree = ast.parse(open(fastlane.__file__).read())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
+    assert imported == {"connection", "protocols", "request", "requesthead", "response"}
+
+
+def test_the_lane_needs_no_server():
+    import threading
+
+    from svcposture.monitor.connection import Connection
+    from svcposture.monitor.fastlane import FastLane
+    from svcposture.monitor.response import Response
+
+    handed = []
+    fast = Response(200, "text/plain", b"fast\n")
+    lane = FastLane({b"/fast": lambda: fast}, handed.append, lambda: 0, max_connections=16,
+                    request_timeout_s=5.0, stopping=threading.Event())
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname(), timeout=10)
+    try:
+        lane.adopt(Connection(*listener.accept()))
+        client.sendall(b"GET /fast HTTP/1.1\r\n\r\n")
+        status, _, body = read_response(client)
+        assert (status, body) == (200, b"fast\n")
+        client.sendall(b"GET /fast HTTP/1.1\r\n\r\nGET /slow HTTP/1.1\r\n\r\n")
+        wait_until(lambda: handed, 10, message="the hand-off")
+        assert handed[0].unsent.endswith(b"fast\n") and handed[0].inbox == b"GET /slow HTTP/1.1\r\n\r\n"
+    finally:
+        lane.close()
+        client.close()
+        listener.close()
+        for conn in handed:
+            conn.close()

@@ -1,4 +1,5 @@
-"""/metrics parsed line by line as Prometheus text; /api/openapi.json validated structurally."""
+"""/metrics parsed line by line as Prometheus text; /api/openapi.json, the builder's document, validated
+structurally."""
 from __future__ import annotations
 
 import hashlib
@@ -7,6 +8,7 @@ import re
 
 import pytest
 
+from svcposture.monitor.openapi import openapi_document
 from tests.support.home import canary, node_env
 from tests.support.monitor import SSEClient, start_monitor
 from tests.support.provider import ProviderServer
@@ -180,6 +182,11 @@ def _validate(doc, schema, value, where="$"):
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             _validate(doc, schema["items"], item, "%s[%d]" % (where, i))
+
+
+def test_the_served_document_is_the_builders(mon):
+    status, _, body = mon.get("/api/openapi.json")
+    assert status == 200 and json.loads(body) == json.loads(json.dumps(openapi_document()))
 
 
 def test_openapi_document_is_structurally_valid(mon):

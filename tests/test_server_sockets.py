@@ -18,7 +18,7 @@ import pytest
 
 from svcposture.broadcast import Broadcast
 from svcposture.monitor import sse
-from svcposture.monitor.protocols import Application, FastRead, HandlerServer, LaneServer, Reply
+from svcposture.monitor.protocols import Application, FastRead, Reply, Serving
 from svcposture.monitor.request import Request
 from svcposture.monitor.response import Response, dumps
 from svcposture.monitor.server import MonitorServer
@@ -124,11 +124,12 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return True
 
 
-def test_the_server_and_the_stand_in_are_what_the_seams_name(server):
+def test_the_stand_in_is_what_the_seams_name_and_the_handlers_get_a_serving_not_the_server(server):
     srv, app = server()
     assert isinstance(app, Application)
-    assert isinstance(srv, LaneServer) and isinstance(srv, HandlerServer)
     assert not isinstance(object(), Application)
+    assert isinstance(srv.serving, Serving) and srv.serving.app is app
+    assert all(value is not srv for value in srv.serving)
 
 
 def test_fast_lane_answers_and_hands_the_rest_to_a_thread(server):
@@ -155,7 +156,7 @@ def test_connection_cap_closes_the_oldest_idle_connections(server):
         socks.append(newest)
         assert get(newest, "/fast").endswith(b"fast\n")
         wait_until(lambda: sum(closed_by_peer(s) for s in socks[:9]) >= 9, timeout=15)
-        assert srv.connections_held(srv.fast_lane.held) <= 16
+        assert srv.connections_held() <= 16
     finally:
         for sock in socks:
             sock.close()

@@ -1,35 +1,39 @@
 """The fast lane: cached plain reads answered from one selector thread.
 
-Every accepted connection starts here. The lane parses request heads itself
-and answers a plain `GET <target> HTTP/1.1` whose target the application
-lists in fast_reads() with that read's Response. Whatever it does not answer
-itself goes on, as the Connection carrying the bytes already read and the
-answers not yet sent, to a handler thread of its own (the server's
-hand_off): the request moves one way, and the lane never sees it again.
+Every accepted connection starts here. The lane reads request heads with the
+one parser of request heads (requesthead.py) and answers a GET whose target
+is one of its cached reads with that read's Response. Whatever it does not
+answer itself goes on, as the Connection carrying the bytes already read and
+the answers not yet sent, to the hand-off it was given (a handler thread):
+the request moves one way, and the lane never sees it again.
+
+The lane knows no server: it is built with its cached reads, how many
+connections are held on threads, the connection cap, the request timeout, the
+stopping Event and where to hand off, and it imports only what lies below it.
 """
 from __future__ import annotations
 
-import re
 import selectors
 import socket
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from .connection import Connection
-from .protocols import LaneServer
-from .request import MAX_HEADER_LINE, MAX_HEADERS, MAX_REQUEST_HEAD
-from .response import CLOSE
+from .protocols import FastRead, HandOff
+from .request import MAX_REQUEST_HEAD
+from .requesthead import RequestHead, head_end, parse_head
+from .response import connection_line
 
-_LINE_START = b"GET "
-_LINE_END = b" HTTP/1.1"
-_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-# Header fields the lane answers without looking at each one: token names,
-# no folding, no bare CR or LF, and none of the three fields that change the
-# framing (those are looked at one by one: _framing_fields).
-_PLAIN_FIELDS = re.compile(rb"(?:\r\n(?!connection:|transfer-encoding:|content-length:)" + _TOKEN + rb":[^\r\n]*)*\Z",
-                           re.IGNORECASE)
-_FIELDS = re.compile(rb"(?:\r\n" + _TOKEN + rb":[^\r\n]*)*\Z")
+# What the lane does with one head: answer it with (a cached read, close after, the
+# request's version), or None: hand it off.
+_Decision = Optional[Tuple[FastRead, bool, str]]
+# Decisions kept by the head's bytes: a client sends the same head again and again
+# on a kept-alive connection, and parsing it anew would cost more than the answer.
+# Bounded (emptied when full, heads past _DECIDED_HEAD bytes never kept) so that
+# varied heads cost a parse each and no memory.
+_DECIDED_MAX = 256
+_DECIDED_HEAD = 2048
 
 
 class FastLane:
@@ -37,17 +41,27 @@ class FastLane:
 
     A thread per connection makes 32 busy connections fight over the GIL after
     every recv and send; one selector loop answering from prebuilt bytes does
-    not. Anything that is not a well-formed `GET <target> HTTP/1.1` the app
-    has a fresh cached read for (streams, forced refreshes, other routes, odd
-    or oversized requests, a slow reader) is handed, with the bytes already
-    read and any answers not yet sent, to the ordinary threaded handler, which
-    applies every rule of the surface. The fast lane therefore only ever
-    answers what that handler would have answered byte for byte.
+    not. Anything that is not a well-formed body-less GET the lane has a fresh
+    cached read for (streams, forced refreshes, other routes, refused heads,
+    oversized requests, a slow reader) is handed, with the bytes already read
+    and any answers not yet sent, to a handler thread, which applies every rule
+    of the surface. Both parse heads with the same parser and encode replies
+    with the same Connection line, so the lane only ever answers what the
+    handler would have answered, byte for byte.
     """
 
-    def __init__(self, server: LaneServer) -> None:
-        self.server = server
-        self.reads = server.app.fast_reads()
+    def __init__(self, reads: Mapping[bytes, FastRead], hand_off: HandOff, threads_held: Callable[[], int], *,
+                 max_connections: int, request_timeout_s: float, stopping: threading.Event) -> None:
+        """`reads`: request target -> its cached read; `hand_off(conn)`: serve `conn` on a
+        thread; `threads_held()`: connections served on threads now, which count against
+        `max_connections` with the lane's own; `stopping`: once set, nothing more is answered here."""
+        self.reads: Dict[str, FastRead] = {target.decode("iso-8859-1"): read for target, read in reads.items()}
+        self._hand_off_to = hand_off
+        self._threads_held = threads_held
+        self.max_connections = max_connections
+        self.request_timeout_s = request_timeout_s
+        self._stopping = stopping
+        self._decided: Dict[bytes, _Decision] = {}
         self.selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -98,7 +112,7 @@ class FastLane:
             pass
 
     def _loop(self) -> None:
-        server = self.server
+        timeout_s = self.request_timeout_s
         select = self.selector.select
         try:
             while True:
@@ -107,7 +121,7 @@ class FastLane:
                 if self._incoming or self._shed_requested or self._closed:
                     if self._take_incoming():
                         break
-                for key, _ in select(timeout=min(1.0, server.request_timeout_s / 4)):
+                for key, _ in select(timeout=min(1.0, timeout_s / 4)):
                     if key.data is None:
                         try:
                             self._wake_r.recv(4096)
@@ -118,8 +132,8 @@ class FastLane:
                 now = time.monotonic()
                 if now >= self._next_expiry:
                     # A sweep of every connection, a few times per timeout, not per wake-up.
-                    self._next_expiry = now + min(0.25, server.request_timeout_s / 8)
-                    self._expire(now - server.request_timeout_s)
+                    self._next_expiry = now + min(0.25, timeout_s / 8)
+                    self._expire(now - timeout_s)
         finally:
             for key in list(self.selector.get_map().values()):
                 if key.data is not None:
@@ -159,8 +173,8 @@ class FastLane:
 
     def _make_room(self, arriving: int, shed: int) -> None:
         """Close the oldest idle connections so that the connections held stay
-        within the server's cap once `arriving` more join (and `shed` at least)."""
-        over = self.server.connections_held(self.held + arriving) - self.server.max_connections
+        within the cap once `arriving` more join (and `shed` at least)."""
+        over = self.held + arriving + self._threads_held() - self.max_connections
         count = max(over, shed)
         if count <= 0:
             return
@@ -194,17 +208,16 @@ class FastLane:
         answers: List[bytes] = []
         close_after = False
         while inbox:
-            end = inbox.find(b"\r\n\r\n")
+            end = head_end(inbox)
             if end < 0:
-                if len(inbox) > MAX_REQUEST_HEAD or b"\n\n" in inbox:
-                    # Oversized (the handler answers 431 from what is here) or bare-LF framing.
-                    return self._hand_off(conn, inbox, answers)
+                if len(inbox) > MAX_REQUEST_HEAD:
+                    return self._hand_off(conn, inbox, answers)  # the handler refuses it from what is here
                 break
             answer, close_after = self._answer(inbox[:end])
             if answer is None:
                 return self._hand_off(conn, inbox, answers)
             answers.append(answer)
-            inbox = inbox[end + 4:]
+            inbox = inbox[end:]
             conn.since = now  # idle from now, or the next pipelined request's clock
             if close_after:
                 break
@@ -224,27 +237,35 @@ class FastLane:
             self._drop(conn)
 
     def _answer(self, head: bytes) -> Tuple[Optional[bytes], bool]:
-        """The response to one request head, or (None, _) to hand it off."""
-        line_end = head.find(b"\r\n")
-        if line_end < 0:
-            line_end = len(head)
-        if not head.startswith(_LINE_START) or not head.endswith(_LINE_END, 0, line_end):
+        """The response to one request head and whether the connection closes after
+        it, or (None, _) to hand it off."""
+        try:
+            decision = self._decided[head]
+        except KeyError:
+            decision = self._decide(head)
+            if len(head) <= _DECIDED_HEAD:
+                if len(self._decided) >= _DECIDED_MAX:
+                    self._decided.clear()
+                self._decided[head] = decision
+        if decision is None or self._stopping.is_set():
             return None, False
-        read = self.reads.get(head[len(_LINE_START):line_end - len(_LINE_END)])
-        if read is None or self.server.stopping.is_set() or head.count(b"\r\n") > MAX_HEADERS:
-            return None, False
-        close = False
-        if not _PLAIN_FIELDS.match(head, line_end):
-            fields = head[line_end:].lower()
-            if not _FIELDS.match(fields):
-                return None, False
-            close, plain = _framing_fields(fields)
-            if not plain:
-                return None, False
+        read, close, version = decision
         response = read()
         if response is None:
             return None, False
-        return response.encode(CLOSE if close else b""), close
+        close = close or response.ends_connection
+        return response.encode(connection_line(close, version)), close
+
+    def _decide(self, head: bytes) -> _Decision:
+        """Answer a head with a cached read only as the handler would: a GET of that
+        target, parsed and framed by the same rules, announcing no body."""
+        parsed = parse_head(head)
+        if not isinstance(parsed, RequestHead) or parsed.method != "GET" or parsed.body:
+            return None
+        read = self.reads.get(parsed.target)
+        if read is None:
+            return None
+        return read, parsed.close, parsed.version
 
     def _hand_off(self, conn: Connection, inbox: bytes, answers: List[bytes], close_after: bool = False) -> None:
         try:
@@ -258,26 +279,7 @@ class FastLane:
         conn.unsent = b"".join(answers)
         conn.inbox = b"" if close_after else inbox
         conn.closing = close_after
-        self.server.hand_off(conn)
-
-
-def _framing_fields(fields: bytes) -> Tuple[bool, bool]:
-    """(close after the answer, the fields leave the framing plain) for lower-cased
-    header fields that name Connection, Transfer-Encoding or Content-Length."""
-    close = False
-    for field in fields.split(b"\r\n")[1:]:
-        if len(field) > MAX_HEADER_LINE:
-            return close, False
-        name, _, value = field.partition(b":")
-        if name == b"connection":
-            option = value.strip(b" \t")
-            if option == b"close":
-                close = True
-            elif option != b"keep-alive":
-                return close, False
-        elif name == b"transfer-encoding" or (name == b"content-length" and value.strip(b" \t") != b"0"):
-            return close, False
-    return close, True
+        self._hand_off_to(conn)
 
 
 def _close(conn: Connection) -> None:

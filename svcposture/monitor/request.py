@@ -1,8 +1,9 @@
 """A parsed HTTP request and the limits every request is read under.
 
-Both request paths (the fast lane and the threaded handler) take their limits
-and the header-name grammar from here: the fast lane may only answer what the
-handler would, byte for byte, so the two must agree on what a request is.
+The limits and the grammar here are read by one parser of request heads
+(requesthead.py), which both request paths (the fast lane and the threaded
+handler) use: the fast lane may only answer what the handler would, byte for
+byte, so the two must agree on what a request is.
 """
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from ..settings import DEFAULT_REQUEST_TIMEOUT_S
 # arrive within this many seconds unless SVC_MONITOR_REQUEST_TIMEOUT_S says otherwise.
 REQUEST_READ_TIMEOUT_S = DEFAULT_REQUEST_TIMEOUT_S
 MAX_HEADERS = 100
-MAX_HEADER_LINE = 65536
-# All header fields of one request together. Bounds what a connection can
-# make the monitor hold (a hundred 64 KB lines would be 6.4 MB each); browsers
-# send a few KB, and a bigger block gets 431.
+# The request line, as the stdlib's http.server bounds it: past this, 414.
+MAX_REQUEST_LINE = 65536
+# The header field lines of one request together (the empty line after them
+# not counted); one line is bounded by what is left of it. Bounds what a
+# connection can make the monitor hold; browsers send a few KB, and a bigger
+# block gets 431.
 MAX_REQUEST_HEAD = 32 * 1024
 
 TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")

@@ -15,10 +15,10 @@ Methods for the caller:
     url                                     http://host:port actually bound
     stopping                                an Event: set it before closing
                                             the app's broadcasts, so streams end
+    connections_held()                      connections in the fast lane and on threads
 
-Methods the fast lane and the handler call (protocols.LaneServer and
-HandlerServer): hand_off(conn), connections_held(in_lane), watch_hangup(conn)
-and unwatch_hangup(conn); `streams` (the stream slots).
+The fast lane and the handler threads get what they need when they are built
+(FastLane's arguments, protocols.Serving), never the server itself.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from .connection import Connection
 from .fastlane import FastLane
 from .handler import MonitorHandler
 from .hangup import HangupWatch
-from .protocols import Application
+from .protocols import Application, Serving
 from .sse import StreamSlots
 
 log = logging.getLogger("svcposture.monitor")
@@ -94,8 +94,11 @@ class MonitorServer(ThreadingHTTPServer):
         self.fast_lane: Optional[FastLane] = None  # server_close may run inside a failed bind
         # A stream whose client hung up ends (and frees its slot) at once, not at its next write.
         self.hangups = HangupWatch(app.wake_streams)
+        self.serving = Serving(app, self.stopping, self.request_timeout_s, self.streams, self.hangups)
         super().__init__(address, MonitorHandler)
-        self.fast_lane = FastLane(self)
+        self.fast_lane = FastLane(app.fast_reads(), self.hand_off, self._threads_held,
+                                  max_connections=self.max_connections, request_timeout_s=self.request_timeout_s,
+                                  stopping=self.stopping)
         # After bind, so that `--port 0` trusts the port actually bound.
         try:
             app.listening(host, self.server_port, self.streams)
@@ -138,6 +141,10 @@ class MonitorServer(ThreadingHTTPServer):
             self._release()
             raise
 
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # A handler is given what it needs (Serving), never the server itself.
+        self.RequestHandlerClass(request, client_address, self.serving)  # type: ignore[arg-type]
+
     def shutdown_request(self, request: Any) -> None:
         if isinstance(request, Connection):
             self._release()
@@ -147,16 +154,13 @@ class MonitorServer(ThreadingHTTPServer):
         with self._threaded_lock:
             self._threaded -= 1
 
-    def connections_held(self, in_lane: int) -> int:
-        """Client connections held: `in_lane` waiting in the fast lane plus those on threads."""
-        return in_lane + self._threaded
+    def _threads_held(self) -> int:
+        return self._threaded
 
-    def watch_hangup(self, conn: Connection) -> threading.Event:
-        """An Event set once the client of a stream hangs up (unwatch before closing)."""
-        return self.hangups.watch(conn.sock)
-
-    def unwatch_hangup(self, conn: Connection) -> None:
-        self.hangups.unwatch(conn.sock)
+    def connections_held(self) -> int:
+        """Client connections held: waiting in the fast lane, or served on threads."""
+        lane = self.fast_lane
+        return (lane.held if lane is not None else 0) + self._threaded
 
     def get_request(self) -> Tuple[Any, Any]:
         try:
@@ -177,7 +181,7 @@ class MonitorServer(ThreadingHTTPServer):
             self._out_of_descriptors = True
             log.warning("out of file descriptors (%s) with %d connections held; closing the oldest idle "
                         "ones and pausing accepts", errno.errorcode.get(exc.errno or 0, exc.errno),
-                        self.connections_held(self.fast_lane.held if self.fast_lane else 0))
+                        self.connections_held())
         lane = self.fast_lane
         if lane is not None:
             lane.request_shed(16)
