@@ -27,6 +27,7 @@ Layers, each importing only the ones below it:
   line and loses its body for HEAD.
 - memo: Memo, the one bytes cache; singleflight: SingleFlight, the one
   single-flight read.
+
 The terminal clients (hud, statusline, line) live in svcposture.term, node
 set-up (`svc-monitor init`) in svcposture.firstrun; cli.MONITOR_COMMANDS says
 which module runs each `svc-monitor` subcommand.
