@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from . import _time
 from ._names import (ALLOWED, CLAIM_OF_FIELD, ERROR, FIELD_OF_CLAIM, NODE_STATUS_OF, STATUS_RANK, UNKNOWN,
                      WINDOW_FIELDS)
-from ._text import EMAIL, account_label, finite_number, word
+from ._text import EMAIL, account_label, read_pct, word
 from .errors import MESSAGES, clean_error
 
 # Anchored with `^...$` and used with match(), as it always was: the address
@@ -26,17 +26,12 @@ def disabled_body(node: str) -> Dict[str, Any]:
     return {"available": False, "node": node}
 
 
-def _pct(value: Any) -> Optional[float]:
-    number = finite_number(value)
-    return float(number) if number is not None and number >= 0 else None
-
-
 def _window(value: Any) -> Optional[Dict[str, Any]]:
     if not isinstance(value, Mapping):
         return None
     resets = value.get("resetsAt")
     return {
-        "pct": _pct(value.get("pct")),
+        "pct": read_pct(value.get("pct")),
         "resetsAt": resets if isinstance(resets, str) and _ISO_Z_RE.match(resets) else None,
         "status": word(value.get("status")),
     }

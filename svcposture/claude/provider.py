@@ -16,7 +16,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from .. import _time
 from .._names import WINDOW_STATUSES
-from .._text import loads_bounded, word
+from .._text import MAX_PCT, loads_bounded, word
 from .._version import __version__
 from ..errors import MESSAGES, error
 from ..probe.providerhttp import classify_transport, open_any_status, retry_after_s
@@ -45,9 +45,9 @@ def pct_from_fraction(raw: str) -> float:
         value = Decimal(raw.strip())
     except (InvalidOperation, AttributeError):
         raise ValueError("not a number") from None
-    # A fraction beyond 10^6 (10^8 %) is not a utilization; it also keeps the
-    # decimal arithmetic below from overflowing.
-    if not value.is_finite() or value < 0 or value > 1000000:
+    # A fraction beyond MAX_PCT / 100 is not a utilization (read_pct's line); it also
+    # keeps the decimal arithmetic below from overflowing.
+    if not value.is_finite() or value < 0 or value > Decimal(MAX_PCT) / 100:
         raise ValueError("not a usable fraction")
     try:
         return float((value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))

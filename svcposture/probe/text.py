@@ -8,7 +8,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Tuple
 
-from .._text import is_int, printable
+from .._text import is_int, pct_text, printable
 from ..envfile.entries import PLACEHOLDER
 from ..envfile.lint import PROBLEMS, UNCLOSED, sentence
 
@@ -26,7 +26,7 @@ def _human_codex(block: Any) -> List[str]:
             fix = "; fix: %s" % err["fix"] if err.get("fix") else ""
             lines.append("%s error %s: %s%s" % (head, err.get("kind"), err.get("message"), fix))
             continue
-        parts = ["%s %s%% %s" % (name, row[field]["pct"], row[field]["status"])
+        parts = ["%s %s %s" % (name, pct_text(row[field]["pct"]), row[field]["status"])
                  for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")) if row.get(field)]
         how = row.get("source") or "no new sample (%s)" % (row.get("skipped") or "-")
         lines.append("%s %s [%s]" % (head, " ".join(parts) or "-", how))
@@ -48,7 +48,7 @@ def _human_accounts(result: Dict[str, Any]) -> str:
         for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")):
             window = acct.get(field)
             if window:
-                parts.append("%s %s%% %s" % (name, window.get("pct"), window.get("status")))
+                parts.append("%s %s %s" % (name, pct_text(window.get("pct")), window.get("status")))
         lines.append("%s%s %s: %s %s" % (mark, acct.get("label"), acct.get("email") or "-",
                                          acct.get("overallStatus"), " ".join(parts)))
     return "\n".join(lines + codex)

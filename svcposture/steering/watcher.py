@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import _time
 from .._reserve import reserve_or_zero
+from .._text import pct_text
 from ..events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
 from .advice import DEFAULT_WAIT_S, advise, windows_of
 from .advisor import reserve_of
@@ -163,8 +164,8 @@ class AutoSwitcher:
             return
         avoid = limits.get("avoid") or {}
         if all(isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now for r in advice["ranked"]):
-            self._say("%s needs a switch, but no other account has headroom below %g%% that it may go back to yet"
-                      % (active["label"], self.at_pct))
+            self._say("%s needs a switch, but no other account has headroom below %s that it may go back to yet"
+                      % (active["label"], pct_text(self.at_pct)))
             return
         from ..summary import reply
         self.spawn(["switch", "--best", "--reason", "auto", "--provider", self.provider, "--posture-stdin",
@@ -264,7 +265,7 @@ def start(paths: Paths, settings: Settings, node: str, service: Any) -> Steering
     if at_pct is not None and service.probe_enabled:
         auto = runner
         service.observers.append(auto.observe)
-        log.info("auto switch on: at %g%% of the active account's binding window", at_pct)
+        log.info("auto switch on: at %s of the active account's binding window", pct_text(at_pct))
     steering = Steering(paths, service, notices, auto)
     steering.start()
     return steering
