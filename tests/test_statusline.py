@@ -430,14 +430,15 @@ def test_a_home_that_names_no_node_is_refused_like_every_command(tmp_path, home)
 
 
 def test_monitor_url_and_parse_url():
+    from svcposture import _http
     assert statusline.monitor_url({}) == statusline.DEFAULT_URL
-    t = statusline.parse_url("http://[::1]:7401/x/")
+    t = _http.parse_url("http://[::1]:7401/x/")
     assert (t.scheme, t.host, t.port, t.netloc, t.prefix) == ("http", "::1", 7401, "[::1]:7401", "/x")
-    t = statusline.parse_url("HTTPS://node-a")
+    t = _http.parse_url("HTTPS://node-a")
     assert (t.scheme, t.host, t.port, t.prefix) == ("https", "node-a", 443, "")
     for bad in (None, 5, "", "http://[::1", "http://[]:1", "http://h:0", "http://h:1:2",
                 "http://h:+1", "http://h#x", "javascript:alert(1)", "http://h\n:1"):
-        assert statusline.parse_url(bad) is None, bad
+        assert _http.parse_url(bad) is None, bad
 
 
 def test_monitor_url_reads_only_a_sane_record(tmp_path):
