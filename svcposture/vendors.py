@@ -127,10 +127,6 @@ def vendor_named(name: Any) -> Optional[Any]:
     return None
 
 
-def default_vendor() -> Any:
-    return registered()[0]
-
-
 def others() -> Tuple[Any, ...]:
     """Every vendor but the default one: those whose posture answers `?provider=<name>`."""
     return registered()[1:]

@@ -30,7 +30,6 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import _time
-from .._reserve import reserve_or_zero
 from .._text import pct_text
 from ..events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
 from .advice import DEFAULT_WAIT_S, advise, windows_of

@@ -37,11 +37,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-# The budget counts from the start of the process (interpreter start-up included,
-# where /proc says when that was): what the agent waits for is the whole command.
-# $SVC_STATUSLINE_BUDGET_MS changes it, e.g. for a monitor behind a remote proxy.
-DEFAULT_BUDGET_MS = 250
-# However slow the start on a loaded machine, a monitor that is up still gets
+# The budget (settings.statusline_budget_ms: 250 ms, or $SVC_STATUSLINE_BUDGET_MS, e.g. for
+# a monitor behind a remote proxy) counts from the start of the process, interpreter
+# start-up included where /proc says when that was: what the agent waits for is the
+# whole command. However slow the start on a loaded machine, a monitor that is up still gets
 # this long after the imports, and stdin this long after the monitor, before
 # the fallback is printed.
 MIN_MONITOR_S = 0.10

@@ -105,7 +105,6 @@ class TrajectoryService:
         self._vendors: Dict[str, Optional[Tuple[Optional[int], List[Dict[str, Any]]]]] = {}
         self._sampled: Dict[str, int] = {}  # label -> sampledAt of its newest history row (Codex)
         self.alert_counts = {"threshold": 0, "forecast": 0}
-        self.history_errors = 0
 
     # ------------------------------------------------------------ start
 
@@ -167,7 +166,6 @@ class TrajectoryService:
                 # no durability); a crash may lose the newest rows, never tear one.
                 append_rows(self.paths, rows, fsync=False)
             except (HistoryError, ValueError) as exc:
-                self.history_errors += 1
                 log.warning("history append failed: %s", exc)
         for row in rows:
             self._remember(row)
