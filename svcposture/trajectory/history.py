@@ -283,10 +283,9 @@ def bucket_max(points: Sequence[Tuple[int, float]], start_ms: int, end_ms: int,
 
 
 def _add_point(by_time: Dict[int, float], t: int, window: Any) -> None:
-    if isinstance(window, Mapping) and isinstance(window.get("pct"), (int, float)):
-        pct = float(window["pct"])
-        if by_time.get(t, -1.0) < pct:
-            by_time[t] = pct
+    pct = read_pct(window.get("pct")) if isinstance(window, Mapping) else None
+    if pct is not None and by_time.get(t, -1.0) < pct:
+        by_time[t] = pct
 
 
 def _extra_sort_key(ident: Tuple[Optional[str], Optional[int]]) -> Tuple[str, int]:
