@@ -2,6 +2,8 @@
 
 Each command family lives in its own module; this file only dispatches, and
 imports those modules lazily so that `--help` of one family stays fast.
+`svc-monitor`'s subcommands are one table here (MONITOR_COMMANDS), as
+`svc-cluster`'s are in cluster/commands.py.
 """
 from __future__ import annotations
 
