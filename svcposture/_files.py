@@ -10,7 +10,7 @@ import re
 import stat
 import time
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Collection, Iterable, Iterator, List, Optional, Union
 
 from ._dirs import UnsafePathError, check_private_dir, ensure_dir  # the directories these files live in
 from .errors import FACE, SvcpostureError
@@ -75,13 +75,16 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE, fsync: bool = True) -> None:
+def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE, fsync: bool = True,
+                       before_replace: Optional[Callable[[Path], None]] = None) -> None:
     """Temp file in the same directory, fsync, os.replace, fsync of the directory.
 
     The temp file is created with `mode` by os.open itself, so the secret is never
     readable by others, not even for an instant; fchmod then undoes any umask.
     `fsync=False` keeps the replace atomic but not durable, for a write whose loss
-    in a power cut the next start repairs anyway.
+    in a power cut the next start repairs anyway. `before_replace(temp path)`, when
+    given, runs once the data is written and may refuse the replace by raising: the
+    temp file is then removed and the target left as it was (a checked rewrite).
     """
     target = Path(path)
     directory = ensure_dir(target.parent)
@@ -101,6 +104,8 @@ def write_bytes_atomic(path: PathLike, data: bytes, mode: int = FILE_MODE, fsync
         raise
     os.close(fd)
     try:
+        if before_replace is not None:
+            before_replace(tmp)
         os.replace(str(tmp), str(target))
     except BaseException:
         _unlink_quietly(tmp)

@@ -1,5 +1,5 @@
 """Text that is safe to show, words that are safe to copy, and JSON that is safe to read
-(what counts as a number in it included).
+(what counts as a number in it included, and a percent read and written one way).
 
 Anything printed to a terminal or a log may have come from a hostile peer, a
 tracker or a monitor reply; an escape sequence in it could rewrite the
@@ -38,6 +38,8 @@ _PATTERNS = {
     "WORD_RE": r"^[a-z][a-z0-9_]{0,39}$",
     # An account label: the env file suffix in lower case.
     "LABEL_RE": r"^[a-z0-9_]{1,64}$",
+    # A decimal number written as text, as some vendors send their figures.
+    "NUMBER_RE": r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$",
 }
 
 
@@ -194,3 +196,61 @@ def finite_number(value: Any) -> Optional[Union[int, float]]:
         return value if math.isfinite(value) else None
     except OverflowError:
         return None
+
+
+def read_number(value: Any) -> Optional[float]:
+    """A JSON number or a string holding one (at most 40 characters, NUMBER_RE), finite,
+    as a float; None otherwise. Booleans are not numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > 40 or not _pattern("NUMBER_RE").match(text):
+            return None
+        value = text
+    elif not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+# ---------------------------------------------------------------- percents
+# A percent is how full a window is: what a vendor reports and what every body carries.
+# Each reader of one, and each writer of one for a person, goes through these two.
+
+# Past 10^8 % (a million times the limit) a figure is broken or hostile, not usage.
+MAX_PCT = 1e8
+
+
+def read_pct(value: Any, high: float = MAX_PCT, text: bool = False) -> Optional[float]:
+    """A percent as read from a reply or a body: a finite number from 0 to `high`, as a
+    float; None for anything else: a bool, NaN, an infinity, a negative or a larger
+    number, and a string unless `text` (then a string holding one number is read, as
+    read_number reads it: some vendors send their figures as text)."""
+    number = read_number(value) if text else finite_number(value)
+    if number is None or not 0 <= number <= high:
+        return None
+    return float(number)
+
+
+def pct_text(pct: Any, missing: str = "?") -> str:
+    """A percent written for a person, one way on every surface, the pages' included:
+    rounded to the nearest tenth with a trailing `.0` dropped (`68.7%`, `68%`), `100%+`
+    past 100 (past the limit the exact figure says nothing more, and `101%` reads as a
+    bug), and `missing` when there is no number."""
+    number = finite_number(pct)
+    if number is None:
+        return missing
+    if number > 100:
+        return "100%+"
+    return pct_figure(number) + "%"
+
+
+def pct_figure(value: float) -> str:
+    """A percent's figure without its sign: to the nearest tenth, halves up as the pages
+    round (`Math.round`), a trailing `.0` dropped; below 0 it is 0 (no reading is)."""
+    whole, tenth = divmod(math.floor(max(0.0, min(float(value), 1e15)) * 10 + 0.5), 10)
+    return "%d.%d" % (whole, tenth) if tenth else "%d" % whole

@@ -2,6 +2,8 @@
 
 Each command family lives in its own module; this file only dispatches, and
 imports those modules lazily so that `--help` of one family stays fast.
+`svc-monitor`'s subcommands are one table here (MONITOR_COMMANDS), as
+`svc-cluster`'s are in cluster/commands.py.
 """
 from __future__ import annotations
 
@@ -71,8 +73,8 @@ def _vendors_loaded(prog: str) -> bool:
 
 
 def _home_usable() -> bool:
-    """Whether $HOME gives node paths inside a home; if not, says so on stderr. The commands
-    that skip _run's imports (guard, mcp, statusline) refuse such a HOME like every other."""
+    """Whether $HOME gives node paths inside a home; if not, says so on stderr. The fast
+    commands, which skip _run's imports, refuse such a HOME like every other."""
     from .paths import HomeError, home_of
     try:
         home_of(os.environ)
@@ -82,34 +84,74 @@ def _home_usable() -> bool:
     return True
 
 
+class Command:
+    """One `svc-monitor` subcommand: its name, where its `main(argv) -> int` is (a module
+    under svcposture and a function in it), the arguments and the one line `--help` shows,
+    and whether it starts fast."""
+
+    __slots__ = ("name", "module", "function", "arguments", "summary", "fast")
+
+    def __init__(self, name: str, module: str, function: str, arguments: str, summary: str, fast: bool) -> None:
+        self.name, self.module, self.function = name, module, function
+        self.arguments, self.summary, self.fast = arguments, summary, fast
+
+
+# svc-monitor's subcommands, in `svc-monitor --help` order. `--help`, the dispatch and the
+# lazy import all read this table: a subcommand is one row, and running it imports its
+# module alone. A fast one goes straight there, past _run's imports: the agent renders its
+# status line, a dispatcher asks the guard and an agent starts the MCP server every time,
+# so they must cost little more than the interpreter's start; each handles its own errors,
+# but a HOME that would put node paths outside any home is refused as everywhere else. The
+# others run under _run, which turns the package's errors into one line and an exit code.
+MONITOR_COMMANDS = (
+    Command("init", "firstrun.init", "main", "[--host-name NAME] [--accounts N] [--json]",
+            "make this host a node", fast=False),
+    Command("hud", "term.hud", "main", "[--url URL] [--once]",
+            "one-line terminal HUD fed by the stream", fast=False),
+    Command("statusline", "term.statusline", "main", "[--url URL] [--no-color]",
+            "one status line for the coding agent", fast=True),
+    Command("guard", "term.guard", "main",
+            "[--provider P] [--account LABEL] [--reserve PCT] [--wait S] [--fail-open] [--json] [--url URL]",
+            "may automation start a run now? exit 0 go, 1 hold, 69 unavailable (svc-monitor guard && run-agent)",
+            fast=True),
+    Command("switch", "term.switch", "main", "(--to LABEL | --best) [--provider P] [--dry-run] [--json] [--url URL]",
+            "make another account the active one", fast=False),
+    Command("mcp", "mcp.main", "main", "[--url URL] [--allow-switch]",
+            "a Model Context Protocol server on stdio for coding agents (posture, advice, guard tools)", fast=True),
+    Command("demo", "monitor.main", "demo_main", "[--port PORT]",
+            "simulated provider + 3 demo accounts + a real monitor", fast=False),
+)
+
+
+def monitor_command(word: Optional[str]) -> Optional[Command]:
+    """The row of the subcommand `word` names, or None."""
+    for command in MONITOR_COMMANDS:
+        if command.name == word:
+            return command
+    return None
+
+
+def _call(command: Command, args: List[str]) -> int:
+    # __import__ rather than importlib: importlib is not loaded at the interpreter's start.
+    module = __import__("%s.%s" % (__package__, command.module), fromlist=(command.function,))
+    return int(getattr(module, command.function)(args))
+
+
 def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not _vendors_loaded("svc-monitor"):
         return 2
-    if args[:1] == ["guard"]:
-        # As fast as the status line: a dispatcher asks before every run.
+    command = monitor_command(args[0] if args else None)
+    if command is not None and command.fast:
         if not _home_usable():
             return 2
-        from .term import guard
-        return guard.main(args[1:])
-    if args[:1] == ["mcp"]:
-        # Past the monitor's imports too: an agent starts the server with each session.
-        if not _home_usable():
-            return 2
-        from .mcp import main as mcp
-        return mcp.main(args[1:])
-    if args[:1] == ["statusline"]:
-        # Straight there, past _run's imports: it handles every other error
-        # itself and exits 0, but a HOME that would put node paths outside any
-        # home is refused like everywhere else.
-        if not _home_usable():
-            return 2
-        from .term import statusline
-        return statusline.main(args[1:])
+        return _call(command, args[1:])
 
     def go() -> int:
+        if command is not None:
+            return _call(command, args[1:])
         from .monitor import main as monitor
-        return monitor.main(argv)
+        return monitor.main(args, MONITOR_COMMANDS)
     return _run("svc-monitor", go, argv)
 
 

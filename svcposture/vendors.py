@@ -120,7 +120,8 @@ def vendor_named(name: Any) -> Optional[Any]:
 
 
 def default_vendor() -> Any:
-    return registered()[0]
+    """The vendor whose posture /api/accounts serves without a `provider` parameter (the contract's)."""
+    return vendor_named(DEFAULT_PROVIDER) or registered()[0]
 
 
 def others() -> Tuple[Any, ...]:

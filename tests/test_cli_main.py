@@ -87,3 +87,37 @@ def test_a_command_runs_without_loading_the_others(env: dict) -> None:
     loaded = proc.stderr
     assert "'svcposture.cluster.status'" in loaded
     assert "'svcposture.cluster.doctor'" not in loaded and "'svcposture.cluster.mirror'" not in loaded
+
+
+def test_the_monitor_table_names_each_subcommand_once_and_help_lists_them_all(env: dict) -> None:
+    # One row per subcommand: its module and function exist, and `svc-monitor --help` lists
+    # every row in table order, with the arguments the row gives.
+    import importlib
+
+    from svcposture import cli
+    names = [c.name for c in cli.MONITOR_COMMANDS]
+    assert len(names) == len(set(names))
+    assert {"init", "hud", "statusline", "guard", "switch", "mcp", "demo"} <= set(names)
+    for command in cli.MONITOR_COMMANDS:
+        assert callable(getattr(importlib.import_module("svcposture." + command.module), command.function))
+        assert cli.monitor_command(command.name) is command
+    assert cli.monitor_command("serve") is None and cli.monitor_command(None) is None
+    proc = run(env, "monitor", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "{%s}" % ",".join(names) in proc.stdout
+    places = [proc.stdout.index("svc-monitor %s %s" % (c.name, c.arguments.split(" ")[0]))
+              for c in cli.MONITOR_COMMANDS]
+    assert places == sorted(places)
+
+
+@pytest.mark.parametrize("name", ["hud", "statusline", "guard", "switch", "init"])
+def test_a_monitor_subcommand_loads_its_module_and_not_the_monitor(env: dict, name: str) -> None:
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: sys.stderr.write(repr(sorted(sys.modules))))\n"
+            "from svcposture import cli\nsys.exit(cli.monitor_main([%r, '--help']))\n" % name)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and "svc-monitor %s" % name in proc.stdout, proc.stderr
+    from svcposture import cli
+    assert "'svcposture.%s'" % cli.monitor_command(name).module in proc.stderr
+    assert "'svcposture.monitor.main'" not in proc.stderr and "'svcposture.monitor.node'" not in proc.stderr

@@ -325,7 +325,7 @@ def test_human_output_lists_codex_logins_with_their_fix(home, env, server):
         outputs[sub] = out.stdout.splitlines()
     assert outputs["headers"] == [
         "Codex:",
-        "*codex-good g@example.com: 5h 12.5% allowed 7d 95.0% allowed_warning [api]",
+        "*codex-good g@example.com: 5h 12.5% allowed 7d 95% allowed_warning [api]",
         " codex-bad -: error unauthorized: %s; fix: run `codex login` with CODEX_HOME=%s"
         % (CODEX_MESSAGES["unauthorized"].refused, bad)]
     assert outputs["check"][-4:] == ["Codex usable: codex-good, codex-bad", "Codex unusable: -",

@@ -282,7 +282,7 @@ def test_hud_and_statusline_pick_the_vendor(nodes):
     assert "acct1" in run(["hud", "--once", "--url", mixed.url])
     statusline = ["statusline", "--url", mixed.url]
     assert run(statusline + ["--provider", "codex"]).startswith("codex-work 5h 92% ")
-    assert run(statusline + ["--provider=claude"]).startswith("acct1 5h 61% ")
+    assert run(statusline + ["--provider=claude"]).startswith("acct1 5h 61.4% ")
     assert run(statusline, b'{"model": {"id": "gpt-5-codex", "display_name": "GPT-5 Codex"}}').startswith("codex-work")
     assert run(statusline, b'{"model": {"id": "claude-opus-4-1", "display_name": "Opus"}}').startswith("acct1")
     assert run(statusline, b'{"rate_limits": {"primary": {"used_percent": 3}}}').startswith("codex-work")

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from svcposture._names import WINDOW_STATUSES
-from svcposture.codex.usage import derived_status, parse_session_limits, parse_usage_reply, read_number
+from svcposture._text import read_number
+from svcposture.codex.usage import derived_status, parse_session_limits, parse_usage_reply
 from tests.support.codex import CORPUS
 
 NOW_S = 1764000000.0

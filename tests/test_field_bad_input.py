@@ -8,9 +8,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from svcposture._text import MAX_PCT
 from svcposture.claude.usage import usage_extras, usage_values
 from svcposture.codex import session
-from svcposture.codex.usage import MAX_PCT, parse_session_limits, parse_usage_reply
+from svcposture.codex.usage import parse_session_limits, parse_usage_reply
 from svcposture.trajectory.history import MAX_ROW_LINE, history_body, parse_row
 from svcposture.windows import field_of_length
 

@@ -308,9 +308,12 @@ def test_hostile_and_broken_replies_are_unavailable_never_a_traceback(tmp_path: 
         with RawServer({"/api/accounts": reply}) as server:
             code, body, err = decision(env, "--url", server.url)
             assert code == 69 and body["decision"] == "unavailable", (reply if reply is HANG else reply[:80], body)
-    # Odd but well-formed: a window past 100 % holds; a pct that is not a number is a doubt (69).
-    for over, expected in ((dict(active=dict(_body()["active"], fiveHour={"pct": 1e308, "resetsAt": None,
+    # Odd but well-formed: a window past 100 % holds; a pct that is not a number, or past any
+    # reading (_text.MAX_PCT), is a doubt (69).
+    for over, expected in ((dict(active=dict(_body()["active"], fiveHour={"pct": 150.5, "resetsAt": None,
                                                                          "status": "allowed"})), 1),
+                           (dict(active=dict(_body()["active"], fiveHour={"pct": 1e308, "resetsAt": None,
+                                                                         "status": "allowed"})), 69),
                            (dict(active=dict(_body()["active"], fiveHour={"pct": "99", "resetsAt": 7,
                                                                          "status": "allowed"})), 69),
                            (dict(active=None), 1)):

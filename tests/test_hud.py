@@ -42,7 +42,7 @@ def utc(monkeypatch):
 
 def test_format_line_rejected_names_the_sibling(utc):
     line = hud.format_line(BODY, colour=False, now=NOW)
-    assert line == ("svc n1 | acct1 <a@x.io> | REJECTED | 5h 101.5% (2h 30m, 10:30) | 7d 40% (3d, Mon 08:00) | "
+    assert line == ("svc n1 | acct1 <a@x.io> | REJECTED | 5h 100%+ (2h 30m, 10:30) | 7d 40% (3d, Mon 08:00) | "
                     "EXHAUSTED -> switch to acct2 <b@x.io>")
     painted = hud.format_line(BODY, colour=True, now=NOW)
     assert painted.startswith("\x1b[1;31m") and painted.endswith("\x1b[0m")

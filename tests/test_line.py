@@ -71,7 +71,7 @@ def utc(monkeypatch: pytest.MonkeyPatch):
 # ---------------------------------------------------------------- the status line (docs/monitor.md)
 
 def test_status_line_ok():
-    assert line.status_line(body(), now=NOW) == "acct1 5h 61% 1h 2m | 7d 41% 3d 6h"
+    assert line.status_line(body(), now=NOW) == "acct1 5h 61.4% 1h 2m | 7d 41% 3d 6h"
 
 
 def test_status_line_degraded_with_forecast_and_sibling():
@@ -98,14 +98,16 @@ def test_status_line_forecast_only_when_it_beats_the_reset():
 
 def test_status_line_rejected_names_next_or_says_none():
     b = body("rejected", five=window(101.5, 2 * H + 30 * M, "rejected"), sibling={"label": "acct2", "email": "g@x.io"})
-    assert line.status_line(b, now=NOW) == "acct1 5h 101% 2h 30m | 7d 41% 3d 6h | rejected | next acct2"
+    assert line.status_line(b, now=NOW) == "acct1 5h 100%+ 2h 30m | 7d 41% 3d 6h | rejected | next acct2"
     assert line.status_line(dict(b, siblingWithHeadroom=None), now=NOW) == \
-        "acct1 5h 101% 2h 30m | 7d 41% 3d 6h | rejected | no sibling with headroom"
+        "acct1 5h 100%+ 2h 30m | 7d 41% 3d 6h | rejected | no sibling with headroom"
 
 
-def test_status_line_floors_the_percentage():
-    b = body(five=window(99.96, 5 * M), seven=window(0.4, None))
-    assert line.status_line(b, now=NOW) == "acct1 5h 99% 5m | 7d 0%"
+def test_status_line_writes_the_percentage_as_every_surface_does():
+    # To the nearest tenth, as the HUD and the pages write it (svcposture._text.pct_text).
+    b = body(five=window(99.6, 5 * M), seven=window(0.04, None))
+    assert line.status_line(b, now=NOW) == "acct1 5h 99.6% 5m | 7d 0%"
+    assert "| 5h 99.6% (5m" in line.hud_line(b, now=NOW)
 
 
 def test_status_line_other_states():
@@ -128,7 +130,7 @@ def test_status_line_other_states():
 
 def test_status_line_stale_with_age():
     old = body(probed_at=NOW - 23 * M)
-    assert line.status_line(old, now=NOW, stale_ms=10 * M) == "acct1 5h 61% 1h 2m | 7d 41% 3d 6h | stale 23m"
+    assert line.status_line(old, now=NOW, stale_ms=10 * M) == "acct1 5h 61.4% 1h 2m | 7d 41% 3d 6h | stale 23m"
     assert "stale" not in line.status_line(old, now=NOW, stale_ms=30 * M)
     # The default is twice the default probe interval: 10 min.
     assert line.status_line(body(probed_at=NOW - 11 * M), now=NOW).endswith("| stale 11m")
@@ -136,7 +138,7 @@ def test_status_line_stale_with_age():
 
 
 def test_status_line_colours_follow_the_status():
-    assert line.status_line(body(), now=NOW, colour=True) == "\x1b[32macct1 5h 61% 1h 2m | 7d 41% 3d 6h\x1b[0m"
+    assert line.status_line(body(), now=NOW, colour=True) == "\x1b[32macct1 5h 61.4% 1h 2m | 7d 41% 3d 6h\x1b[0m"
     assert line.status_line(body("degraded"), now=NOW, colour=True).startswith("\x1b[33m")
     assert line.status_line(body("rejected"), now=NOW, colour=True).startswith("\x1b[1;31m")
     assert line.status_line(body("error"), now=NOW, colour=True).startswith("\x1b[35m")
@@ -148,7 +150,7 @@ def test_status_line_hostile_text_is_neutered_and_short():
     out = line.status_line(b, now=NOW, colour=False)
     assert "\x1b" not in out and "\n" not in out and "\x07" not in out
     assert len(out) <= line.MAX_STATUS_CHARS
-    assert out.startswith("acct?[2J?1 5h 61%")
+    assert out.startswith("acct?[2J?1 5h 61.4%")
 
 
 # ---------------------------------------------------------------- the fallback from the agent's payload
@@ -163,8 +165,8 @@ def payload(five: Any = (61.4, 3720), seven: Any = (41, 3 * 86400 + 6 * 3600 + 3
 
 
 def test_local_line_from_rate_limits():
-    assert line.local_line(payload(), now=NOW) == "5h 61% 1h 2m | 7d 41% 3d 6h (local)"
-    assert line.local_line(payload(seven=None), now=NOW) == "5h 61% 1h 2m (local)"
+    assert line.local_line(payload(), now=NOW) == "5h 61.4% 1h 2m | 7d 41% 3d 6h (local)"
+    assert line.local_line(payload(seven=None), now=NOW) == "5h 61.4% 1h 2m (local)"
     assert line.local_line(payload(five=(100, 60)), now=NOW, colour=True).startswith("\x1b[1;31m")
     assert line.local_line(payload(five=(85, 60)), now=NOW, colour=True).startswith("\x1b[33m")
     iso_reset = {"rate_limits": {"five_hour": {"used_percentage": 5, "resets_at": iso(NOW + 90 * M)}}}
@@ -187,7 +189,7 @@ def test_local_line_ignores_what_it_cannot_read(junk: Any):
 def test_hud_line_rejected_with_local_reset_times(utc: None):
     b = body("rejected", five=window(101.5, 2 * H + 30 * M, "rejected"), sibling={"label": "acct2", "email": "b@x.io"})
     assert line.hud_line(b, now=NOW) == (
-        "svc node-a | acct1 <ada@example.com> | REJECTED | 5h 101.5% (2h 30m, 10:30) | "
+        "svc node-a | acct1 <ada@example.com> | REJECTED | 5h 100%+ (2h 30m, 10:30) | "
         "7d 41% (3d 6h, Mon 14:05) | EXHAUSTED -> switch to acct2 <b@x.io>")
 
 
@@ -349,6 +351,6 @@ def test_hud_always_carries_the_advice(utc):
     stale = dict(_advice("stay"), probedAt=NOW - 1)
     assert "advice" not in line.hud_line(body(), now=NOW, advice=stale)
     # The status line stays short: nothing to do, nothing said; the rest as the HUD says it.
-    assert line.status_line(body(), now=NOW, advice=_advice("stay")) == "acct1 5h 61% 1h 2m | 7d 41% 3d 6h"
+    assert line.status_line(body(), now=NOW, advice=_advice("stay")) == "acct1 5h 61.4% 1h 2m | 7d 41% 3d 6h"
     assert line.status_line(rejected, now=NOW, advice=_advice("none", wait=20 * 60)).endswith(
         "| no account has headroom until 08:20")

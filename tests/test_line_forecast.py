@@ -28,6 +28,7 @@ from typing import Any, Dict, Tuple
 
 import pytest
 
+from svcposture._text import pct_text
 from svcposture._time import parse_iso_ms
 from tests.support.history import HOUR_MS, climb_rows, write_rows
 from tests.support.home import canary, node_env
@@ -155,7 +156,7 @@ def test_statusline_shows_the_forecast_only_when_it_beats_the_reset(node, provid
     assert _calls(node, provider) == calls
     # ... and the monitor did not probe in between: the forecast rendered is the one read above.
     assert _probed(node["mon"])["probedAt"] == node["trajectory"]["probedAt"]
-    head = r"^acct1 5h %d%% \S+(?: \S+)? \| 7d 30%% \S+(?: \S+)?" % node["pct"]
+    head = r"^acct1 5h %s \S+(?: \S+)? \| 7d 30%% \S+(?: \S+)?" % re.escape(pct_text(_five_pct(node)))
     for before, out, after in renders:
         if node["kind"] == "climb":
             # The forecast misses the reset an hour away: the advice is to switch, to acct2.
@@ -174,7 +175,7 @@ def test_hud_once_shows_the_forecast_only_when_it_beats_the_reset(node):
     before = int(time.time() * 1000)
     out = _hud(node)
     after = int(time.time() * 1000)
-    assert "| acct1 <ada@example.com> | OK | 5h %g%% (" % _five_pct(node) in out, out
+    assert "| acct1 <ada@example.com> | OK | 5h %s (" % pct_text(_five_pct(node)) in out, out
     if node["kind"] == "climb":
         match = re.search(r"\| 5h [0-9.]+% \([^)]*\) -> 100% in (\d+)m( \d+s)? \| 7d 30% \(", out)
         assert match, out

@@ -74,7 +74,7 @@ def test_hud_and_statusline_show_the_login(login_node):
                           capture_output=True, timeout=30)
     assert line.returncode == 0, line.stderr
     text = line.stdout.decode()
-    assert text.startswith("this machine's Claude Code login (max): 5h 37% ") and "| 7d 62% " in text
+    assert text.startswith("this machine's Claude Code login (max): 5h 37.5% ") and "| 7d 62% " in text
     assert TOKEN not in text
 
 

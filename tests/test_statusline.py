@@ -80,7 +80,7 @@ def agent_payload(five_pct: float = 61.4, seven_pct: float = 41.0, **extra: Any)
 
 
 SLOW = {"SVC_STATUSLINE_BUDGET_MS": "5000"}
-LOCAL = re.compile(r"^5h 61% 3h \dm \| 7d 41% 4d \(local\)$")
+LOCAL = re.compile(r"^5h 61.4% 3h \dm \| 7d 41% 4d \(local\)$")
 
 
 # ---------------------------------------------------------------- a real monitor
@@ -116,7 +116,7 @@ def set_state(mon: Any, status: str, five: Any, seven: Any = (0.41, "allowed")) 
 def test_ok_line_from_the_real_monitor(mon):
     set_state(mon, "allowed", (0.614, "allowed"))
     out = run(mon.env, "--url", mon.url, stdin=agent_payload(five_pct=3, seven_pct=3))
-    assert re.match(r"^\x1b\[32macct1 5h 61% 1h [12]m \| 7d 41% 3d 6h\x1b\[0m$", out), out
+    assert re.match(r"^\x1b\[32macct1 5h 61.4% 1h [12]m \| 7d 41% 3d 6h\x1b\[0m$", out), out
     # The monitor wins over the agent's own numbers; its trajectory has no forecast yet, so none is shown.
     assert "(local)" not in out and "100%" not in out
     code, trajectory = mon.get_json("/api/trajectory")
@@ -142,14 +142,14 @@ def test_the_url_comes_from_monitor_json(mon):
     set_state(mon, "allowed", (0.614, "allowed"))
     assert (mon.home / "svc" / "run" / "monitor.json").is_file()
     out = run(mon.env, "--no-color")  # no --url: ~/svc/run/monitor.json names the monitor
-    assert re.match(r"^acct1 5h 61% 1h [12]m \| 7d 41% 3d 6h$", out), out
+    assert re.match(r"^acct1 5h 61.4% 1h [12]m \| 7d 41% 3d 6h$", out), out
 
 
 def test_no_color_and_flag(mon):
     set_state(mon, "allowed", (0.614, "allowed"))
     for env, args in ((dict(mon.env, NO_COLOR="1"), ()), (dict(mon.env, NO_COLOR=""), ()), (mon.env, ("--no-color",))):
         out = run(env, "--url", mon.url, *args)
-        assert "\x1b" not in out and out.startswith("acct1 5h 61% "), out
+        assert "\x1b" not in out and out.startswith("acct1 5h 61.4% "), out
     # Colour does not depend on a terminal: the agent renders it from a pipe.
     assert run(mon.env, "--url", mon.url).startswith("\x1b[32m")
 
@@ -159,7 +159,7 @@ def test_hundred_renders_cost_the_provider_nothing(mon):
     before = (mon.provider.message_calls(), mon.provider.usage_calls())
     with ThreadPoolExecutor(4) as pool:
         outs = list(pool.map(lambda _: run(mon.env, "--url", mon.url, stdin=agent_payload()), range(100)))
-    assert all(o.startswith("\x1b[32macct1 5h 61% ") for o in outs), set(outs)
+    assert all(o.startswith("\x1b[32macct1 5h 61.4% ") for o in outs), set(outs)
     assert (mon.provider.message_calls(), mon.provider.usage_calls()) == before
 
 
@@ -181,7 +181,7 @@ def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
             proc.stdin.close()
         return checked(proc.returncode, out, err)
 
-    assert never_closed(mon.url).startswith("\x1b[32macct1 5h 61% ")   # stdin is not even read
+    assert never_closed(mon.url).startswith("\x1b[32macct1 5h 61.4% ")   # stdin is not even read
     dead = dead_url()
     assert never_closed(dead) == "svc: monitor not running at " + dead     # read until the deadline, half a payload
     # A terminal on stdin (the command run by hand): not read at all.
@@ -191,7 +191,7 @@ def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
     finally:
         os.close(slave)
         os.close(master)
-    assert checked(done.returncode, done.stdout, done.stderr).startswith("\x1b[32macct1 5h 61% ")
+    assert checked(done.returncode, done.stdout, done.stderr).startswith("\x1b[32macct1 5h 61.4% ")
 
 
 @pytest.mark.parametrize("stdin", [
@@ -202,7 +202,7 @@ def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
 def test_any_payload_with_a_live_monitor_gives_the_monitor_line(mon, stdin):
     set_state(mon, "allowed", (0.614, "allowed"))
     out = run(mon.env, "--url", mon.url, "--no-color", stdin=stdin)
-    assert re.match(r"^acct1 5h 61% 1h [12]m \| 7d 41% 3d 6h$", out), out
+    assert re.match(r"^acct1 5h 61.4% 1h [12]m \| 7d 41% 3d 6h$", out), out
 
 
 def test_disabled_monitor_says_so_or_shows_the_agents_numbers(tmp_path, monitors):
@@ -227,7 +227,7 @@ def test_no_monitor_falls_back_to_the_agents_numbers(tmp_path):
     url = dead_url()
     assert LOCAL.match(run(env, "--url", url, "--no-color", stdin=agent_payload()))
     local = run(env, "--url", url, stdin=agent_payload())
-    assert local.startswith("\x1b[32m5h 61% ") and local.endswith("(local)\x1b[0m")
+    assert local.startswith("\x1b[32m5h 61.4% ") and local.endswith("(local)\x1b[0m")
     assert run(env, "--url", url, stdin=agent_payload(five_pct=100)).startswith("\x1b[1;31m5h 100% ")
     assert run(env, "--url", url) == "svc: monitor not running at " + url
     assert run(env, "--url", url, stdin=None) == "svc: monitor not running at " + url
@@ -430,14 +430,15 @@ def test_a_home_that_names_no_node_is_refused_like_every_command(tmp_path, home)
 
 
 def test_monitor_url_and_parse_url():
+    from svcposture import _http
     assert statusline.monitor_url({}) == statusline.DEFAULT_URL
-    t = statusline.parse_url("http://[::1]:7401/x/")
+    t = _http.parse_url("http://[::1]:7401/x/")
     assert (t.scheme, t.host, t.port, t.netloc, t.prefix) == ("http", "::1", 7401, "[::1]:7401", "/x")
-    t = statusline.parse_url("HTTPS://node-a")
+    t = _http.parse_url("HTTPS://node-a")
     assert (t.scheme, t.host, t.port, t.prefix) == ("https", "node-a", 443, "")
     for bad in (None, 5, "", "http://[::1", "http://[]:1", "http://h:0", "http://h:1:2",
                 "http://h:+1", "http://h#x", "javascript:alert(1)", "http://h\n:1"):
-        assert statusline.parse_url(bad) is None, bad
+        assert _http.parse_url(bad) is None, bad
 
 
 def test_monitor_url_reads_only_a_sane_record(tmp_path):

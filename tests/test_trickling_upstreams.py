@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -120,3 +121,32 @@ def test_hud_once_ends_against_a_trickling_monitor(tmp_path):
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "cannot reach the monitor at %s: no complete answer within 20 s" % upstream.url in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _provider_calls(url: str) -> Any:
+    from svcposture.claude.provider import fetch_usage, probe_account
+    from svcposture.codex.child import fetch_codex_usage
+    return {
+        "header probe": lambda: probe_account("tok-trickle", {"SVC_PROVIDER_URL": url}, 1.0)["error"],
+        "usage probe": lambda: fetch_usage("tok-trickle", {"SVC_PROVIDER_URL": url}, 1.0, None, None)["error"],
+        "codex usage": lambda: fetch_codex_usage("tok-trickle", None, "/nonexistent", {"SVC_CODEX_URL": url},
+                                                 1.0)["error"],
+    }
+
+
+@pytest.mark.parametrize("call", ["header probe", "usage probe", "codex usage"])
+def test_a_provider_trickling_its_reply_is_a_timeout_at_the_request_deadline(call: str) -> None:
+    """The probe child's requests go through _http's Exchange: a provider sending a byte every
+    0.3 s, inside any per-recv timeout, is cut at the request's total deadline (1 s here)."""
+    import threading
+
+    with SlowUpstream(byte_every_s=0.3) as upstream:
+        upstream.trickle = True
+        result: list = []
+        worker = threading.Thread(target=lambda: result.append(_provider_calls(upstream.url)[call]()), daemon=True)
+        started = time.monotonic()
+        worker.start()
+        worker.join(15.0)
+        elapsed = time.monotonic() - started
+    assert result, "%s still reading after %.1f s" % (call, elapsed)
+    assert result[0]["kind"] == "timeout" and elapsed < 10.0, (result, elapsed)

@@ -6,8 +6,9 @@ probe (`GET /api/oauth/usage`). Each returns token-free data or an error in
 the fixed vocabulary of `errors`: exception text and response bodies never
 reach the output, since any of them could quote the bearer token.
 
-urllib is imported inside the functions that send, so the parsers here cost
-nothing to import.
+Both go through svcposture._http's Exchange (a total deadline, no redirect, the
+reply whatever its status), which imports urllib only when one is sent: the
+parsers here cost nothing to import.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from typing import Any, Dict, Mapping, Optional
 
 from .. import _time
 from .._names import WINDOW_STATUSES
-from .._text import loads_bounded, word
+from .._text import MAX_PCT, loads_bounded, word
 from .._version import __version__
 from .errors import MESSAGES, error
-from ..probe.providerhttp import classify_transport, open_any_status, retry_after_s
+from .._http import Exchange
+from ..probe.providerhttp import classify_transport, retry_after_s
 from ..settings import knob_value
 from .knobs import PROBE_MODEL, PROVIDER_URL
 from .usage import usage_extras, usage_values
@@ -44,9 +46,9 @@ def pct_from_fraction(raw: str) -> float:
         value = Decimal(raw.strip())
     except (InvalidOperation, AttributeError):
         raise ValueError("not a number") from None
-    # A fraction beyond 10^6 (10^8 %) is not a utilization; it also keeps the
-    # decimal arithmetic below from overflowing.
-    if not value.is_finite() or value < 0 or value > 1000000:
+    # A fraction beyond MAX_PCT / 100 is not a utilization (read_pct's line); it also
+    # keeps the decimal arithmetic below from overflowing.
+    if not value.is_finite() or value < 0 or value > Decimal(MAX_PCT) / 100:
         raise ValueError("not a usable fraction")
     try:
         return float((value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
@@ -133,26 +135,26 @@ def provider_url(environ: Mapping[str, str]) -> str:
 def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> Dict[str, Any]:
     """One header probe; returns {overallStatus, representativeClaim, fiveHour, sevenDay, error}."""
     import json
-    import urllib.request
 
     body = json.dumps({
         "model": knob_value(environ, PROBE_MODEL),
         "max_tokens": 1,
         "messages": [{"role": "user", "content": "hi"}],
     }).encode("utf-8")
-    request = urllib.request.Request(provider_url(environ) + "/v1/messages", data=body, method="POST", headers={
+    headers = {
         "authorization": "Bearer " + token,
         "anthropic-version": "2023-06-01",
         "anthropic-beta": "oauth-2025-04-20",
         "content-type": "application/json",
         "user-agent": "svcposture/" + __version__,
-    })
+    }
     try:
-        with open_any_status(request, timeout_s) as response:
-            status = int(response.getcode() or 0)
-            headers = {k.lower(): v for k, v in response.headers.items()}
+        with Exchange(provider_url(environ) + "/v1/messages", timeout_s, headers, data=body,
+                      method="POST") as reply:
+            status = reply.status
+            headers = {k.lower(): v for k, v in reply.headers.items()}
             try:
-                response.read(65536)
+                reply.read(65536)
             except Exception:  # noqa: BLE001 - the body is never used
                 pass
     except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
@@ -181,18 +183,16 @@ def fetch_usage(token: str, environ: Mapping[str, str], timeout_s: float, subscr
                 tier: Optional[str]) -> Dict[str, Any]:
     """One usage probe: `{"ok": True, "values": {...}, "extraWindows", "extraUsage"}` or
     `{"ok": False, "error", ["retryAfterS"]}`."""
-    import urllib.request
-
-    request = urllib.request.Request(provider_url(environ) + "/api/oauth/usage", method="GET", headers={
+    headers = {
         "authorization": "Bearer " + token,
         "anthropic-beta": "oauth-2025-04-20",
         "user-agent": "svcposture/" + __version__,
-    })
+    }
     try:
-        with open_any_status(request, timeout_s) as response:
-            status = int(response.getcode() or 0)
-            retry_after = retry_after_s(response.headers.get("retry-after"))
-            raw = response.read(MAX_USAGE_BODY + 1)
+        with Exchange(provider_url(environ) + "/api/oauth/usage", timeout_s, headers) as reply:
+            status = reply.status
+            retry_after = retry_after_s(reply.headers.get("retry-after"))
+            raw = reply.read(MAX_USAGE_BODY + 1)
     except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
         return {"ok": False, "error": error(classify_transport(exc))}
     if status in (401, 403):

@@ -82,13 +82,11 @@ class QuotaSampler:
         self._usage_owner = usage_owner
         # False while another host of the cluster polls this login: its heartbeat quota is then null.
         self.polls_here = True
-        self.skips = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._failures = 0
         self._last_problem: Optional[str] = None
         self.polls = 0
-        self.samples = 0
         self.last_delay_s: Optional[float] = None
         # The newest sample (GET /api/login shows it), and why there is none when there is none.
         self.latest: Optional[LoginSample] = None
@@ -136,7 +134,6 @@ class QuotaSampler:
                        % self.paths.login_credentials)
             return self.interval_s
         if not self._ours():
-            self.skips += 1
             self.reason = "another host of the cluster polls this login's usage"
             return self.interval_s
         self.polls += 1
@@ -160,7 +157,6 @@ class QuotaSampler:
         except ValueError:
             self._note("parse", "quota sample had values outside the contract")
             return self.interval_s
-        self.samples += 1
         self.latest = LoginSample(event["attributes"], now_ms(), clean_usage_extras(result))
         self._note(None, "quota sampler recovered")
         return self.interval_s

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Mapping, Optional
 
-from .._text import EMAIL, account_label, finite_number, word
+from .._text import EMAIL, account_label, read_pct, word
 from ..summary import binding_window, disabled_body, error_summary, posture_body
 from .errors import MESSAGES, clean_error
 
@@ -20,17 +20,12 @@ _EMAIL_RE = re.compile("^%s$" % EMAIL)
 _ISO_Z_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
-def _pct(value: Any) -> Optional[float]:
-    number = finite_number(value)
-    return float(number) if number is not None and number >= 0 else None
-
-
 def _window(value: Any) -> Optional[Dict[str, Any]]:
     if not isinstance(value, Mapping):
         return None
     resets = value.get("resetsAt")
     return {
-        "pct": _pct(value.get("pct")),
+        "pct": read_pct(value.get("pct")),
         "resetsAt": resets if isinstance(resets, str) and _ISO_Z_RE.match(resets) else None,
         "status": word(value.get("status")),
     }

@@ -8,7 +8,7 @@ resets_at}`, a bare number (the utilization) or null; and, in newer replies,
 
 Every window is judged on its own: one that cannot be read is left out, and
 never spoils the others. A window is read when its percent is a finite number
-from 0 up to MAX_PCT; its reset is kept when it is an ISO-8601 instant or epoch
+from 0 up to _text.MAX_PCT (read_pct); its reset is kept when it is an ISO-8601 instant or epoch
 seconds, and left out (unknown) otherwise. Where a named bucket and a `limits[]`
 entry both give a window, the named bucket wins, whole.
 
@@ -26,11 +26,9 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import _time
-from .._text import is_number
+from .._text import is_number, read_pct
 from ..windows import FIVE_HOUR_S, SEVEN_DAY_S, derived_status
 
-# A percent beyond this is not a utilization (the header probe draws the same line).
-MAX_PCT = 1e8
 # Epoch seconds beyond this (year 5138) are not a reset instant.
 MAX_EPOCH_S = 1e11
 # A limits[] longer than this is not read past it: real replies carry a handful.
@@ -62,19 +60,6 @@ _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _EXTRA_BUCKET_PREFIX = "seven_day_"
 # Credits beyond this are not money.
 MAX_AMOUNT = 1e15
-
-
-def read_pct(value: Any) -> Optional[float]:
-    """A JSON number that is a percent (finite, 0..MAX_PCT), else None. Booleans are not numbers."""
-    if not is_number(value):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer with hundreds of digits
-        return None
-    if not math.isfinite(number) or number < 0 or number > MAX_PCT:
-        return None
-    return value if isinstance(value, int) else number
 
 
 def read_reset(value: Any) -> Optional[str]:

@@ -18,7 +18,7 @@ import functools
 import math
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from .._text import has_control
+from .._text import has_control, read_pct
 from .._time import iso_from_ms
 from ..accountkey import valid_key
 from ..errors import SvcpostureError
@@ -66,10 +66,6 @@ def _iso_s(seconds: float) -> Optional[str]:
         return iso_from_ms(int(seconds * 1000)) if math.isfinite(seconds) and seconds > 0 else None
     except (ValueError, OverflowError):
         return None
-
-
-def _pct(value: float) -> Optional[float]:
-    return value if math.isfinite(value) and 0 <= value <= MAX_PCT else None
 
 
 class FleetRead:
@@ -142,7 +138,7 @@ class FleetRead:
                 if value == 1 and status in _STATUSES:
                     figures["status"] = status
             elif name == "svc_account_utilization_percent" and window in _PCT:
-                figures[_PCT[window]] = _pct(value)
+                figures[_PCT[window]] = read_pct(value, MAX_PCT)
             elif name == "svc_account_window_resets_at_seconds" and window in _RESET:
                 figures[_RESET[window]] = _iso_s(value)
             elif name == "svc_account_forecast_wall_timestamp_seconds" and math.isfinite(value):

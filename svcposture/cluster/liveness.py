@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import config
 from .._time import iso_from_ms, now_ms
@@ -28,9 +28,10 @@ from .heartbeat import heartbeat_url, host_of_heartbeat_url, peer_account, unlis
 from .hostaccounts import peer_accounts
 from .loki import LokiError, loki_live_hosts
 
-# The liveness knobs live with the node's other settings; commands read them from here too.
-from ..settings import (DEFAULT_INTERVAL_MS, INTERVAL_ENV, LOKI_URL_ENV, MAX_INTERVAL_MS, MIN_INTERVAL_MS,  # noqa: F401
-                        READ_SOURCE_ENV, Settings, publish_interval_ms, read_source, reads_from_loki)
+# The liveness knobs live with the node's other settings; INTERVAL_ENV and publish_interval_ms
+# are read from here too.
+from ..settings import (INTERVAL_ENV, LOKI_URL_ENV, READ_SOURCE_ENV, Settings,  # noqa: F401
+                        publish_interval_ms)
 
 LOGGER_NAME = "svcposture.liveness"
 # A vendor's active-account block for the heartbeat, None when the node has none of it.

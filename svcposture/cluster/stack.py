@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from .._dirs import ensure_dir
-from .._files import lock_file, open_nofollow, write_bytes_atomic, write_json_atomic
+from .._files import append_line, lock_file, open_nofollow, write_bytes_atomic, write_json_atomic
 from .._spawn import PACKAGE, child_env, module_command
 from .._time import iso_now
 from ..config import ConfigError, load_layer
@@ -226,13 +226,16 @@ def start(paths: Paths, monitor_args: Sequence[str], timeout: float) -> Dict[str
     # it unset it), and the cloud token that login shells carry is not its business.
     env = child_env(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # The monitor's output is a stream into the log, which no write makes atomic; the
+    # header, the one line written here, is a locked append (on a line of its own even
+    # after a monitor that died mid-line).
     try:
         log_fd = open_nofollow(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as exc:
         raise StackError("cannot open %s: %s" % (log_path, exc.strerror or exc)) from None
     try:
         offset = os.fstat(log_fd).st_size
-        os.write(log_fd, ("--- svc-stack start %s ---\n" % iso_now()).encode("utf-8"))
+        append_line(log_path, "--- svc-stack start %s ---" % iso_now(), fsync=False)
         proc = subprocess.Popen(
             monitor_command(monitor_args), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
             cwd=str(paths.home) if paths.home.is_dir() else "/", env=env, start_new_session=True,

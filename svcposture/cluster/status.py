@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 
 from .._http import DeadlineExceeded
 from .._http import get as deadline_get
-from .._text import is_number, loads_bounded, printable
+from .._text import is_number, loads_bounded, pct_text, printable
 from .._version import __version__
 from ..paths import Paths
 from ..settings import Settings
@@ -23,7 +23,7 @@ def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
     for key, label in (("five_hour_pct", "5h"), ("seven_day_pct", "7d"), ("seven_day_large_pct", "7d-large")):
         value = quota.get(key)
         if is_number(value):
-            parts.append("%s %g%%" % (label, value))
+            parts.append("%s %s" % (label, pct_text(value)))
     return " ".join(parts) or "-"
 
 

@@ -14,7 +14,7 @@ import urllib.parse
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .. import config
-from .._http import Deadline
+from .._http import Exchange
 from .._text import loads_bounded
 from .._version import __version__
 from ..errors import SvcpostureError
@@ -226,29 +226,21 @@ class TrackerClient:
     def execute(self, document: str, variables: Mapping[str, Any]) -> Dict[str, Any]:
         """POST one GraphQL document; the `data` object, or one of the Tracker*Error classes."""
         import urllib.error
-        import urllib.request
         body = json.dumps({"query": document, "variables": dict(variables)}).encode("utf-8")
-        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+        sent = {
             "Content-Type": "application/json",
             "Accept": "application/json",
             "Authorization": self._auth.header,
             "User-Agent": "svcposture/%s" % __version__,
-        })
-        status = 0
-        headers: Any = None
+        }
+        status, headers = 0, None
         try:
-            # A total deadline, not a per-recv timeout: a tracker trickling its
-            # reply must not hold the caller (a fleet read, a publisher tick).
-            with Deadline(self.timeout) as deadline:
-                try:
-                    response = deadline.open(request)
-                except urllib.error.HTTPError as exc:
-                    # Linear answers GraphQL errors with 400 too: the body still matters.
-                    response = exc
-                with response:
-                    status = response.getcode() or 0
-                    headers = response.headers
-                    raw = deadline.read(response, MAX_REPLY_BYTES + 1)
+            # A total deadline, not a per-recv timeout: a tracker trickling its reply must not
+            # hold the caller (a fleet read, a publisher tick). Linear answers GraphQL errors
+            # with 400 too: the reply is read whatever its status.
+            with Exchange(self.url, self.timeout, sent, data=body, method="POST") as reply:
+                status, headers = reply.status, reply.headers
+                raw = reply.read(MAX_REPLY_BYTES + 1)
         except (socket.timeout, TimeoutError):
             raise TrackerUnreachableError("tracker did not answer within %g s" % self.timeout) from None
         except urllib.error.URLError as exc:

@@ -14,7 +14,7 @@ per poll, on the sampler's thread; the header probe never waits on it.
 from __future__ import annotations
 
 import logging
-from typing import Callable, List, Mapping, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from .. import config
 from ..paths import Paths

@@ -29,11 +29,6 @@ _ENTRY_RE = LINES.entry_re()
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 
 
-def is_codex_home_var(name: str) -> bool:
-    """CODEX_HOME and CODEX_HOME_*: only the accounts env file may set them for the child."""
-    return name == ACTIVE_HOME_VAR or name.startswith(CODEX_HOME_PREFIX)
-
-
 def codex_label(name: str) -> str:
     return CODEX_LABEL_PREFIX + name.lower()
 

@@ -19,7 +19,8 @@ from .. import _time
 from .._text import loads_bounded
 from .._version import __version__
 from .. import hrw
-from ..probe.providerhttp import classify_transport, open_any_status, retry_after_s
+from .._http import Exchange
+from ..probe.providerhttp import classify_transport, retry_after_s
 from ..settings import knob_value
 from .accounts import codex_entries_from_env, has_codex_lines, resolve_codex_active
 from .authfile import read_credentials
@@ -59,18 +60,15 @@ def empty_row(entry: Mapping[str, Any]) -> Dict[str, Any]:
 def fetch_codex_usage(token: str, account_id: Optional[str], directory: str, environ: Mapping[str, str],
                       timeout_s: float) -> Dict[str, Any]:
     """One usage request: `{"sample": {...}}` or `{"error": {...}, "retryAfterS"}`. No token is refreshed."""
-    import urllib.request
-
     headers = {"Authorization": "Bearer " + token, "Accept": "application/json",
                "User-Agent": "svcposture/" + __version__}
     if account_id:
         headers["ChatGPT-Account-Id"] = account_id
-    request = urllib.request.Request(codex_url(environ) + USAGE_PATH, method="GET", headers=headers)
     try:
-        with open_any_status(request, timeout_s) as response:
-            status = int(response.getcode() or 0)
-            retry_after = retry_after_s(response.headers.get("retry-after"))
-            raw = response.read(MAX_REPLY_BYTES + 1)
+        with Exchange(codex_url(environ) + USAGE_PATH, timeout_s, headers) as reply:
+            status = reply.status
+            retry_after = retry_after_s(reply.headers.get("retry-after"))
+            raw = reply.read(MAX_REPLY_BYTES + 1)
     except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
         return {"error": codex_error(classify_transport(exc))}
     if status in (401, 403):

@@ -12,10 +12,10 @@ import re
 from typing import Any, Dict, List, Optional
 
 from .._names import WINDOW_STATUSES
-from .._text import EMAIL_RE
+from .._text import EMAIL_RE, read_pct
 from .errors import clean_codex_error
 from .state import MAX_HOSTS, is_host, is_label, read_ms
-from .usage import MAX_NAME, MAX_PCT, MAX_WINDOW_S, credits_of, plan_type
+from .usage import MAX_NAME, MAX_WINDOW_S, credits_of, plan_type
 
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
@@ -39,7 +39,7 @@ def _number(value: Any, low: float, high: float) -> Optional[float]:
 def clean_window(value: Any) -> Optional[Dict[str, Any]]:
     if not isinstance(value, dict):
         return None
-    pct = _number(value.get("pct"), 0, MAX_PCT)
+    pct = read_pct(value.get("pct"))
     status = value.get("status")
     if pct is None or status not in WINDOW_STATUSES:
         return None

@@ -77,11 +77,6 @@ def day_dirs(sessions: str) -> List[str]:
     return found
 
 
-def recent_logs(sessions: str, newer_than_ms: Optional[int]) -> List[str]:
-    """Log files modified after `newer_than_ms`, newest modification first, at most MAX_FILES."""
-    return [path for _, path in _logs(sessions, newer_than_ms)]
-
-
 def _logs(sessions: str, newer_than_ms: Optional[int]) -> List[Tuple[int, str]]:
     """(modified ms, path) of the logs modified after `newer_than_ms`, newest first, at most MAX_FILES."""
     logs: List[Tuple[int, str]] = []

@@ -20,14 +20,13 @@ derived from the percent and says so (`derived: true`).
 """
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import _time
+from .._text import NUMBER_RE, read_number, read_pct
 from ..windows import derived_status, field_of_length
-# Beyond these a figure is not a percent, a window length, an epoch or a delay.
-MAX_PCT = 1e8
+# Beyond these a figure is not a window length, an epoch or a delay (nor a percent: _text.MAX_PCT).
 MAX_WINDOW_S = 10 * 366 * 86400
 MAX_EPOCH_S = 1e11
 MAX_DELAY_S = 10 * 366 * 86400
@@ -41,36 +40,10 @@ CREDITS_NAME = "credits"
 ACCOUNT_LIMIT_ID = "codex"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
 _PLAN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
-_NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 # How each source spells a window: percent, length (and its unit in seconds), absolute reset, relative reset.
 API_KEYS = ("used_percent", "limit_window_seconds", 1, "reset_at", "reset_after_seconds")
 SESSION_KEYS = ("used_percent", "window_minutes", 60, "resets_at", "resets_in_seconds")
-
-
-def read_number(value: Any) -> Optional[float]:
-    """A JSON number or a string holding one, finite; None otherwise. Booleans are not numbers."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        if len(text) > 40 or not _NUMBER_RE.match(text):
-            return None
-        value = text
-    elif not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except (OverflowError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _pct(value: Any) -> Optional[float]:
-    number = read_number(value)
-    if number is None or number < 0 or number > MAX_PCT:
-        return None
-    return round(number, 1)
 
 
 def _seconds(value: Any, unit: int) -> Optional[int]:
@@ -84,7 +57,7 @@ def _seconds(value: Any, unit: int) -> Optional[int]:
 
 
 def _absolute_reset(value: Any) -> Optional[str]:
-    if isinstance(value, str) and not _NUMBER_RE.match(value.strip()):
+    if isinstance(value, str) and not NUMBER_RE.match(value.strip()):
         try:
             return _time.normalize_iso(value)
         except ValueError:
@@ -114,10 +87,11 @@ def read_window(raw: Any, keys: Tuple[Any, ...], base_s: float) -> Optional[Tupl
     if not isinstance(raw, Mapping):
         return None
     pct_key, length_key, unit, absolute_key, relative_key = keys
-    pct = _pct(raw.get(pct_key))
+    pct = read_pct(raw.get(pct_key), text=True)
     seconds = _seconds(raw.get(length_key), unit)
     if pct is None or seconds is None:
         return None
+    pct = round(pct, 1)  # to a tenth, as the header probe's figures are
     resets_at = _absolute_reset(raw.get(absolute_key))
     if resets_at is None:
         resets_at = _relative_reset(raw.get(relative_key), base_s)
@@ -193,9 +167,10 @@ def credit_window(value: Any, now_s: float) -> Optional[Dict[str, Any]]:
         limit, used = _amount(value.get("limit")), _amount(value.get("used"))
         if limit and used is not None:
             pct = used / limit * 100.0
-    pct = _pct(pct)
+    pct = read_pct(pct)
     if pct is None:
         return None
+    pct = round(pct, 1)
     resets_at = _absolute_reset(value.get("resets_at")) or _absolute_reset(value.get("reset_at")) \
         or _relative_reset(value.get("reset_after_seconds"), now_s)
     return {"pct": pct, "resetsAt": resets_at, "status": derived_status(pct), "derived": True, "seconds": None,

@@ -14,9 +14,9 @@ ending with the account the switch writes, and `shell_problem` runs `sh -n`
 over the rewritten file before it is renamed into place.
 
 The functions over bytes are pure. `read_env_file` and `replace_env_file` are
-the edge: no symlink followed, a 0600 temporary file in the same directory,
-fsync, the file's own mode, and a refusal when the file changed between the
-read and the rename.
+the edge: no symlink followed, the atomic write of _files (a 0600 temporary
+file in the same directory, fsync, rename), the file's own mode, and a refusal
+when the file changed between the read and the rename.
 """
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ import os
 import re
 import stat
 import subprocess
+from pathlib import Path
 from typing import IO, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+from .._files import write_bytes_atomic
 from .entries import MAX_ENV_FILE_BYTES
 from .lint import UNQUOTED_BLANK, line_problems, sentence
 from ..errors import SvcpostureError
@@ -354,52 +356,23 @@ def replace_env_file(path: str, before: Snapshot, data: bytes,
                      verify: Optional[Callable[[str], None]] = None) -> None:
     """Atomically put `data` at `path`, unless the file is no longer `before`.
 
-    A temporary file created 0600 in the same directory is written, fsynced and
-    given the file's own mode; `verify(temporary path)`, when given, may refuse it
-    by raising. Then the file is read again, and only when its identity (device,
-    inode, size, mtime) and bytes are still those of `before` is the temporary
-    renamed over it (FileChangedError otherwise); a refused temporary is removed.
-    The switch command holds its lock throughout, so two switches never
-    interleave; the check catches an editor or a script.
+    Through _files.write_bytes_atomic: a temporary file created 0600 in the same
+    directory is written and fsynced. Before its rename it is given the file's own
+    mode, and `verify(temporary path)`, when given, may refuse it by raising. Then
+    the file is read again, and only when its identity (device, inode, size, mtime)
+    and bytes are still those of `before` is the temporary renamed over it
+    (FileChangedError otherwise); a refused temporary is removed. The switch command
+    holds its lock throughout, so two switches never interleave; the check catches
+    an editor or a script.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(path), os.urandom(6).hex()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-            os.fchmod(fd, before.mode)
-        finally:
-            os.close(fd)
+    def check(tmp: Path) -> None:
+        os.chmod(str(tmp), before.mode)
         if verify is not None:
-            verify(tmp)
+            verify(str(tmp))
         if before_rename is not None:
             before_rename()
         if not _unchanged(path, before):
             raise FileChangedError("%s changed while the switch was being written; nothing replaced, "
                                    "run it again" % path)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_directory(directory)
 
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable; a filesystem that refuses fsync on a directory still renamed atomically."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    write_bytes_atomic(os.path.abspath(path), data, 0o600, before_replace=check)

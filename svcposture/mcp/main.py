@@ -73,7 +73,7 @@ def parse_args(argv: "Sequence[str]") -> "Tuple[dict, Optional[str]]":
             from .._text import printable
             return opts, "unknown argument %r" % printable(arg[:40])
     if opts["url"] is not None:
-        from ..term.statusline import parse_url
+        from .._http import parse_url
         if parse_url(opts["url"]) is None:
             return opts, "--url must be http[s]://host[:port]"
     return opts, None

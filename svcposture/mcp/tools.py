@@ -89,7 +89,7 @@ class Toolbox:
     """The tools and resources over the monitor at `url` (guard.base_url's rule)."""
 
     def __init__(self, url: str, allow_switch: bool = False, environ: "Optional[Mapping[str, str]]" = None) -> None:
-        from ..term.statusline import parse_url
+        from .._http import parse_url
         self.url = url
         self.target = parse_url(url)
         self.allow_switch = allow_switch
@@ -196,7 +196,7 @@ class Toolbox:
 
     def get_json(self, path: str, timeout_s: float = READ_TIMEOUT_S) -> "Any":
         """The JSON body of a 200 to GET `path`; MonitorUnavailable with a sentence otherwise."""
-        from ..term.statusline import get_reply
+        from .._http import get_reply
         if self.target is None:
             raise MonitorUnavailable("the monitor URL %s is not http[s]://host[:port]" % printable(self.url))
         where = "the monitor at %s" % self.url

@@ -15,7 +15,8 @@ Layers, each importing only the ones below it:
   returning a Response (docs/architecture.md).
 - node: a node's services (posture, trajectory, sampler, cloud env, liveness)
   built, started and stopped for `svc-monitor` and the library's start_server.
-- main: the `svc-monitor` process (lock, logging, signals, run_monitor).
+- main: the `svc-monitor` process (lock, logging, signals, run_monitor), and
+  demo_main, which runs svcposture.demo on it.
 - sse: the one stream pump and its slots; streams: the posture and trajectory
   stream sources. fleet: the /api/fleet cache. trust: the Host/Origin policy.
 - exposition: the /metrics text; openapi: the OpenAPI document's builder over
@@ -27,8 +28,8 @@ Layers, each importing only the ones below it:
   line and loses its body for HEAD.
 - memo: Memo, the one bytes cache; singleflight: SingleFlight, the one
   single-flight read.
-- demo: `svc-monitor demo` dispatches to svcposture.demo.
 
 The terminal clients (hud, statusline, line) live in svcposture.term, node
-set-up (`svc-monitor init`) in svcposture.nodeinit.
+set-up (`svc-monitor init`) in svcposture.firstrun; cli.MONITOR_COMMANDS says
+which module runs each `svc-monitor` subcommand.
 """

@@ -1,8 +1,9 @@
 """The monitor process (`svc-monitor`), and the monitor as a library (start_server).
 
-main(argv) parses the command line (or dispatches `hud` and `demo`), drops
-any token from its own environment by re-executing itself, sets up logging and
-the stop signals, and calls run_monitor: one monitor per node HOME (an flock),
+main(argv) parses the monitor's own command line (cli.MONITOR_COMMANDS runs
+the subcommands; `demo` is demo_main here), drops any token from its own
+environment by re-executing itself, sets up logging and the stop signals, and
+calls run_monitor: one monitor per node HOME (an flock),
 the posture service, the quota sampler, the cloud-env projector, the liveness
 publisher and the HTTP server, then ~/svc/run/monitor.json until told to stop.
 """
@@ -220,31 +221,26 @@ def install_stop_signals(stop_event: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-SUBCOMMANDS = ("init", "hud", "statusline", "guard", "switch", "mcp", "demo")
+def _build_parser(commands: Sequence[Any]) -> argparse.ArgumentParser:
+    """The parser of the monitor itself; its usage and epilog list `commands`, the rows of
+    cli.MONITOR_COMMANDS."""
+    import textwrap
 
-
-def _build_parser() -> argparse.ArgumentParser:
+    rows = []
+    for command in commands:
+        rows.extend(textwrap.wrap("svc-monitor %s %s" % (command.name, command.arguments), 100,
+                                  initial_indent="  ", subsequent_indent="        ", break_on_hyphens=False))
+        rows.extend(textwrap.wrap(command.summary, 100, initial_indent="      ", subsequent_indent="      ",
+                                  break_on_hyphens=False))
     parser = argparse.ArgumentParser(
         prog="svc-monitor",
         usage=("svc-monitor [-h] [--bind BIND] [--port PORT] [--no-probe]\n"
-               "       svc-monitor {init,hud,statusline,guard,switch,mcp,demo} [-h] [ARGS...]"),
+               "       svc-monitor {%s} [-h] [ARGS...]" % ",".join(c.name for c in commands)),
         description=("Serve this node's model-provider account posture: the dashboard at /, "
                      "GET /api/accounts[?refresh=true], the SSE stream /api/accounts/stream, "
                      "/api/trajectory (forecasts and alerts), /api/trajectory/stream, /api/history?hours=H, "
                      "/metrics, /api/openapi.json and /healthz. Read-only and token-free."),
-        epilog=("subcommands:\n"
-                "  svc-monitor init [--host-name NAME] [--accounts N] [--json]   make this host a node\n"
-                "  svc-monitor hud [--url URL] [--once]   one-line terminal HUD fed by the stream\n"
-                "  svc-monitor statusline [--url URL] [--no-color]   one status line for the coding agent\n"
-                "  svc-monitor guard [--provider P] [--account LABEL] [--reserve PCT] [--wait S] [--fail-open]\n"
-                "                    [--json] [--url URL]   may automation start a run now? exit 0 go, 1 hold,\n"
-                "                                           69 unavailable (svc-monitor guard && run-agent)\n"
-                "  svc-monitor switch (--to LABEL | --best) [--provider P] [--dry-run] [--json] [--url URL]\n"
-                "                                           make another account the active one\n"
-                "  svc-monitor mcp [--url URL] [--allow-switch]   a Model Context Protocol server on stdio for\n"
-                "                                           coding agents (posture, advice, guard tools)\n"
-                "  svc-monitor demo [--port PORT]         simulated provider + 3 demo accounts + a real monitor\n"
-                "Each has its own --help.\n\n"
+        epilog=("subcommands:\n" + "\n".join(rows) + "\nEach has its own --help.\n\n"
                 "environment: SVC_MONITOR_BIND, SVC_MONITOR_PORT, SVC_MONITOR_READ_GUARD=1,\n"
                 "  SVC_MONITOR_TRUSTED_HOSTS (name, name:port, name:*), SVC_MONITOR_TRUSTED_ORIGINS,\n"
                 "  SVC_MONITOR_MAX_STREAMS (1024), SVC_SSE_KEEPALIVE_S (15), SVC_ACCOUNTS_PROBE=0,\n"
@@ -285,34 +281,25 @@ def _reexec_without_tokens(args: Sequence[str]) -> None:
             del os.environ[name]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def demo_main(argv: Sequence[str]) -> int:
+    """`svc-monitor demo ARGS`: the demo node, on this process's monitor, logging and signals."""
+    _reexec_without_tokens(["demo", *argv])
+    from ..demo import main as demo
+    return demo.main(list(argv), run_monitor=run_monitor, configure_logging=configure_logging,
+                     install_stop_signals=install_stop_signals)
+
+
+def main(argv: Optional[Sequence[str]] = None, commands: Sequence[Any] = ()) -> int:
+    """`svc-monitor [--bind B] [--port P] [--no-probe]`: the monitor until a stop signal.
+
+    cli.monitor_main runs the subcommands; `commands` are its table's rows, which the help
+    lists and which a word that is not an option is told apart from."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0] == "hud":
-        from ..term import hud
-        return hud.main(args_list[1:])
-    if args_list and args_list[0] == "init":
-        from ..firstrun import init as nodeinit
-        return nodeinit.main(args_list[1:])
-    if args_list and args_list[0] == "statusline":
-        from ..term import statusline
-        return statusline.main(args_list[1:])
-    if args_list and args_list[0] == "guard":
-        from ..term import guard
-        return guard.main(args_list[1:])
-    if args_list and args_list[0] == "switch":
-        from ..term import switch
-        return switch.main(args_list[1:])
-    if args_list and args_list[0] == "mcp":
-        from ..mcp import main as mcp
-        return mcp.main(args_list[1:])
-    if args_list and not args_list[0].startswith("-") and args_list[0] != "demo":
-        return firstrun.unknown_subcommand("svc-monitor", args_list[0], SUBCOMMANDS, _build_parser())
+    if args_list and not args_list[0].startswith("-"):
+        return firstrun.unknown_subcommand("svc-monitor", args_list[0], [c.name for c in commands],
+                                           _build_parser(commands))
     _reexec_without_tokens(args_list)
-    if args_list and args_list[0] == "demo":
-        from ..demo import main as demo
-        return demo.main(args_list[1:], run_monitor=run_monitor, configure_logging=configure_logging,
-                         install_stop_signals=install_stop_signals)
-    args = _build_parser().parse_args(args_list)
+    args = _build_parser(commands).parse_args(args_list)
     environ = os.environ
     try:
         bind, port = monitor_address(environ)

@@ -5,7 +5,8 @@ nothing imported here:
 
 - runner:       the parent: opens the accounts env file, starts the child, bounds it, reads its answer
 - child:        the child: sources nothing itself, runs each registered vendor's sweep
-- providerhttp: the child's HTTP to a provider: no redirect, any status, bounded reads
+- providerhttp: how the child reads a provider's reply (its request timeout, a timeout or
+                transport error, retry-after); the requests go through svcposture._http
 - backoff:      how long a usage poller waits after a 429
 - text:         a probe's result in words, for a person
 """

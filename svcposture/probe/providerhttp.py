@@ -1,16 +1,18 @@
-"""The probe child's HTTP to a provider, whatever the vendor: no redirect, any status, two readings.
+"""How the probe child reads a provider's reply, whatever the vendor: its request timeout, and two readings.
 
-A redirect would carry the bearer token to wherever it points, so none is
-followed; a reply is read whatever its status (the rate-limit headers ride on
-429s too); an exception is classified as a timeout or a transport error; a
-`retry-after` header is read as seconds from now.
-
-urllib is imported inside the functions that send, so importing this costs nothing.
+The requests themselves go through svcposture._http's Exchange, the package's
+one bounded client: what a provider request needs is what that client already
+does for every service beyond the node (no redirect, which would carry the
+bearer token to wherever it points; the reply whatever its status, since the
+rate-limit headers ride on 429s too; a total deadline, so a provider that
+trickles its reply cannot hold the child past SVC_PROBE_TIMEOUT_S). What is the
+probe's own is here: an exception classified as a timeout or a transport error,
+and a `retry-after` header read as seconds from now.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Optional
 
 
 def classify_transport(exc: BaseException) -> str:
@@ -25,31 +27,6 @@ def classify_transport(exc: BaseException) -> str:
         exc = reason if isinstance(reason, BaseException) else exc.__cause__ or exc.__context__
         seen += 1
     return "transport"
-
-
-def _opener(url: str) -> Any:
-    """A URL opener that never follows redirects; loopback never goes through a proxy."""
-    import urllib.parse
-    import urllib.request
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        # A redirect would carry the bearer token to wherever it points.
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    host = (urllib.parse.urlsplit(url).hostname or "").lower()
-    if host in ("localhost", "::1") or host.startswith("127."):
-        return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
-    return urllib.request.build_opener(NoRedirect())
-
-
-def open_any_status(request: Any, timeout_s: float) -> Any:
-    """The response whatever its status: the rate-limit headers ride on 429s too."""
-    import urllib.error
-    try:
-        return _opener(request.full_url).open(request, timeout=timeout_s)
-    except urllib.error.HTTPError as exc:
-        return exc
 
 
 def retry_after_s(raw: Optional[str]) -> Optional[float]:

@@ -8,7 +8,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Tuple
 
-from .._text import is_int, printable
+from .._text import is_int, pct_text, printable
 from ..envfile.entries import PLACEHOLDER
 from ..envfile.lint import PROBLEMS, UNCLOSED, sentence
 
@@ -26,7 +26,7 @@ def _row_line(row: Mapping[str, Any]) -> str:
     if isinstance(err, dict):
         fix = "; fix: %s" % printable(err["fix"]) if err.get("fix") else ""
         return "%s error %s: %s%s" % (head, printable(err.get("kind")), printable(err.get("message")), fix)
-    parts = ["%s %s%% %s" % (name, row[field].get("pct"), row[field].get("status"))
+    parts = ["%s %s %s" % (name, pct_text(row[field].get("pct")), row[field].get("status"))
              for field, name in (("fiveHour", "5h"), ("sevenDay", "7d")) if isinstance(row.get(field), dict)]
     status = " %s" % printable(row["overallStatus"]) if row.get("overallStatus") else ""
     how = ""

@@ -32,7 +32,7 @@ look better than it is.
 """
 from __future__ import annotations
 
-from .._text import finite_number, is_int
+from .._text import finite_number, is_int, pct_figure, pct_text, read_pct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,11 +47,6 @@ BINDING_FIELD = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
 
 
 # ---------------------------------------------------------------- reading one account
-
-def _pct(value: "Any") -> "Optional[float]":
-    number = finite_number(value)
-    return float(number) if number is not None and number >= 0 else None
-
 
 def iso_ms(text: "Any") -> "Optional[int]":
     """`YYYY-MM-DDTHH:MM:SS.mmmZ` (or epoch ms) as epoch ms, else None."""
@@ -92,7 +87,7 @@ def windows_of(view: "Mapping[str, Any]") -> "Tuple[List[Tuple[str, float, Optio
     for name, window in named:
         if window is None:
             continue
-        pct = _pct(window.get("pct")) if isinstance(window, dict) else None
+        pct = read_pct(window.get("pct")) if isinstance(window, dict) else None
         if pct is None:
             doubt = True
             continue
@@ -233,8 +228,8 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = "claude"
     label = str(active.get("label"))
     seen = judge(active, _trajectory_rows(trajectory).get(label), limit)
     if seen["reaches"]:
-        return _decided(out, STAY, None, None, "%s is below %s%% on every window and its forecast reaches its "
-                        "reset" % (label, _fmt(limit)))
+        return _decided(out, STAY, None, None, "%s is below %s on every window and its forecast reaches its "
+                        "reset" % (label, pct_text(limit)))
     name, resets = _holding(seen)
     wait = _wait_s(resets, now_ms)
     problem = _problem(label, seen, name, wait, limit)
@@ -243,9 +238,9 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = "claude"
     if first is not None:
         return _decided(out, SWITCH, first, None, problem + _why_first(first))
     if seen["below"]:
-        return _decided(out, STAY, None, None, "%s; no other account has more headroom below %s%%, so stay"
-                        % (problem, _fmt(limit)))
-    return _decided(out, NONE, None, wait, "%s; no other account has headroom below %s%%" % (problem, _fmt(limit)))
+        return _decided(out, STAY, None, None, "%s; no other account has more headroom below %s, so stay"
+                        % (problem, pct_text(limit)))
+    return _decided(out, NONE, None, wait, "%s; no other account has headroom below %s" % (problem, pct_text(limit)))
 
 
 def _decided(out: "Dict[str, Any]", word: str, to: "Optional[Mapping[str, Any]]", wait: "Optional[int]",
@@ -257,7 +252,7 @@ def _decided(out: "Dict[str, Any]", word: str, to: "Optional[Mapping[str, Any]]"
 
 def _why_first(first: "Mapping[str, Any]") -> str:
     return "; switch to %s: %s points of headroom%s" % (
-        first["label"], _fmt(first["headroomPct"]),
+        first["label"], pct_figure(first["headroomPct"]),
         ", its forecast reaches its reset" if first["reachesReset"] else ", though its forecast does not reach "
         "its reset")
 
@@ -271,15 +266,11 @@ def _problem(label: str, seen: "Mapping[str, Any]", name: "Optional[str]", wait:
         return "%s reports no readable window" % label
     if seen["over"] or seen["rejected"]:
         pct = max((p for n, p, _r in seen["over"] if n == name), default=None)
-        what = "%s at %s%%" % (SHORT.get(str(name), name), _fmt(pct)) if pct is not None else "rejected"
+        what = "%s at %s" % (SHORT.get(str(name), name), pct_text(pct)) if pct is not None else "rejected"
         return "%s %s%s" % (label, what, when)
     if not seen["below"]:
         return "%s has a window that cannot be read" % label
-    return "%s is forecast to reach %s%% on its %s before it resets%s" % (label, _fmt(limit), name, when)
-
-
-def _fmt(pct: "Any") -> str:
-    return ("%.1f" % pct).rstrip("0").rstrip(".") if isinstance(pct, (int, float)) else "?"
+    return "%s is forecast to reach %s on its %s before it resets%s" % (label, pct_text(limit), name, when)
 
 
 def _span(seconds: int) -> str:

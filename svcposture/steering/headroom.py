@@ -7,7 +7,7 @@ switch's HRW comes with its first fleet pick).
 """
 from __future__ import annotations
 
-from .._text import finite_number, is_int
+from .._text import is_int, pct_text, read_pct
 from .advice import iso_ms, windows_of
 
 TYPE_CHECKING = False
@@ -22,11 +22,6 @@ CLAIM_FIELD = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
 FIELD_CLAIM = {"fiveHour": "five_hour", "sevenDay": "seven_day"}
 # Fleet spread: hosts choose among the accounts within this many points of the best.
 SPREAD_POINTS = 10.0
-
-
-def _pct(window: "Any") -> "Optional[float]":
-    pct = finite_number(window.get("pct")) if isinstance(window, dict) else None
-    return None if pct is None else float(pct)
 
 
 def resets_ms(window: "Any") -> "Optional[int]":
@@ -152,7 +147,8 @@ def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", rese
     name, pct, resets, status = max(holding, key=lambda w: (w[2] is None, w[2] or 0))
     short = _short(name)
     if pct is not None and pct >= limit:
-        why = "%s %s at %s%%, at or above %d%% (reserve %d%%)" % (label, short, _fmt(pct), limit, reserve)
+        why = "%s %s at %s, at or above %s (reserve %s)" % (label, short, pct_text(pct), pct_text(limit),
+                                                          pct_text(reserve))
     else:
         why = "%s is rejected (%s)" % (label, short)
     window = view.get(name) if name in FIELD_CLAIM else _extra_window(view, name)
@@ -176,15 +172,16 @@ def _go(view: "Mapping[str, Any]", windows: "List[Any]", provider: str, reserve:
     name, pct, _resets, _status = max(windows, key=lambda w: w[1])
     label = view.get("label")
     window = view.get(name) if name in FIELD_CLAIM else _extra_window(view, name)
-    shown = ", ".join("%s %s%%" % (_short(n), _fmt(p)) for n, p, _r, _s in windows)
-    return _result(GO, "%s: %s, below %d%% (reserve %d%%)" % (label, shown, limit, reserve), provider, reserve,
-                   label, FIELD_CLAIM.get(name, name), pct, window.get("resetsAt") if isinstance(window, dict) else None)
+    shown = ", ".join("%s %s" % (_short(n), pct_text(p)) for n, p, _r, _s in windows)
+    return _result(GO, "%s: %s, below %s (reserve %s)" % (label, shown, pct_text(limit), pct_text(reserve)),
+                   provider, reserve, label, FIELD_CLAIM.get(name, name), pct,
+                   window.get("resetsAt") if isinstance(window, dict) else None)
 
 
-def _fmt(pct: "Optional[float]") -> str:
-    if pct is None:
-        return "?"
-    return ("%.1f" % pct).rstrip("0").rstrip(".")
+def _used(window: "Any") -> float:
+    """A window's pct; one that cannot be read counts as full."""
+    pct = read_pct(window.get("pct")) if isinstance(window, dict) else None
+    return 100.0 if pct is None else pct
 
 
 # ---------------------------------------------------------------- the switch's choice
@@ -194,8 +191,7 @@ def headroom(view: "Mapping[str, Any]", reserve: int) -> "Optional[float]":
     account has none (an error, rejected, a window at or past the limit, or unknown)."""
     if view.get("error") or view.get("bindingStatus") == "rejected":
         return None
-    used = max((_pct(view.get(field)) if _pct(view.get(field)) is not None else 100.0)
-               for field, _claim, _short in WINDOWS)
+    used = max(_used(view.get(field)) for field, _claim, _short in WINDOWS)
     room = (100 - reserve) - used  # type: ignore[operator]
     return room if room > 0 else None
 

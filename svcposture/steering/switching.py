@@ -175,36 +175,59 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         state = load_state(state_path(paths))
         if check is not None:
             check(vendor_state(state, provider), current)
-        data = rewrite_export(snap.data, provider, target.name)
-        if len(data) > MAX_ENV_BYTES:
-            raise SwitchError("the switch would make %s %d bytes, past the %d-byte limit of an accounts file; "
-                              "nothing written: remove what it does not need" % (env_path, len(data), MAX_ENV_BYTES))
+        data = _rewritten(snap.data, provider, target.name, env_path)
         if dry_run:
             _still_shell(snap.data, env_path, data=data)
             return result
         pending = {"from": current, "to": to_label, "reason": reason, "email": email,
                    "atMs": _time.now_ms(), "avoidUntilMs": avoid_until_ms}
-        vendor_state(state, provider)["pending"] = pending
-        write_json_atomic(state_path(paths), state)
-        try:
-            replace_env_file(env_path, snap, data, verify=lambda tmp: _still_shell(snap.data, env_path, tmp=tmp))
-        except BaseException:
-            vendor_state(state, provider)["pending"] = None
-            write_json_atomic(state_path(paths), state)
-            raise
+        _write_intent(paths, state, provider, pending)
+        _rename(paths, state, provider, snap, data)
         result["switched"] = True
-        try:
-            event = _emit(paths, node, provider, pending)
-        except EventLogError as exc:
-            # The file is switched: that is the fact to report. The intent stays, so the
-            # next switch or the monitor's start appends the event once the log takes it.
-            result.update(eventPending=True, warning="switched, but its account.switched event is pending (%s); "
-                                                     "the next switch or the monitor's start records it"
-                                                     % (exc.strerror or exc))
-            return result
-        _finish(paths, provider, pending)
-        result["eventId"] = event["id"]
+        return _record(paths, node, provider, pending, result)
+
+
+def _rewritten(data: bytes, provider: str, name: str, env_path: str) -> bytes:
+    """The env file with its export line naming `name`; SwitchError past the size limit."""
+    rewritten = rewrite_export(data, provider, name)
+    if len(rewritten) > MAX_ENV_BYTES:
+        raise SwitchError("the switch would make %s %d bytes, past the %d-byte limit of an accounts file; "
+                          "nothing written: remove what it does not need" % (env_path, len(rewritten), MAX_ENV_BYTES))
+    return rewritten
+
+
+def _write_intent(paths: Paths, state: Dict[str, Any], provider: str, pending: Dict[str, Any]) -> None:
+    """Step 2: the intent, on disk before the file changes."""
+    vendor_state(state, provider)["pending"] = pending
+    write_json_atomic(state_path(paths), state)
+
+
+def _rename(paths: Paths, state: Dict[str, Any], provider: str, snap: Any, data: bytes) -> None:
+    """Step 3: the checked rewrite renamed into place; when it is refused, the intent is dropped again."""
+    env_path = str(paths.accounts_env)
+    try:
+        replace_env_file(env_path, snap, data, verify=lambda tmp: _still_shell(snap.data, env_path, tmp=tmp))
+    except BaseException:
+        vendor_state(state, provider)["pending"] = None
+        write_json_atomic(state_path(paths), state)
+        raise
+
+
+def _record(paths: Paths, node: str, provider: str, pending: Dict[str, Any],
+            result: Dict[str, Any]) -> Dict[str, Any]:
+    """Steps 4 and 5: the event appended, then the intent cleared; `result` with the event's id."""
+    try:
+        event = _emit(paths, node, provider, pending)
+    except EventLogError as exc:
+        # The file is switched: that is the fact to report. The intent stays, so the
+        # next switch or the monitor's start appends the event once the log takes it.
+        result.update(eventPending=True, warning="switched, but its account.switched event is pending (%s); "
+                                                 "the next switch or the monitor's start records it"
+                                                 % (exc.strerror or exc))
         return result
+    _finish(paths, provider, pending)
+    result["eventId"] = event["id"]
+    return result
 
 
 def _target(data: bytes, provider: str, to_label: str, env_path: str) -> Any:

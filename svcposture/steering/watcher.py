@@ -31,6 +31,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _time
+from .._text import pct_text
 from ..events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
 from .advice import DEFAULT_WAIT_S, advise, windows_of
 from .advisor import reserve_of
@@ -164,8 +165,8 @@ class AutoSwitcher:
             return
         avoid = limits.get("avoid") or {}
         if all(isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now for r in advice["ranked"]):
-            self._say("%s needs a switch, but no other account has headroom below %g%% that it may go back to yet"
-                      % (active["label"], self.at_pct))
+            self._say("%s needs a switch, but no other account has headroom below %s that it may go back to yet"
+                      % (active["label"], pct_text(self.at_pct)))
             return
         from ..summary import reply
         self.spawn(["switch", "--best", "--reason", "auto", "--provider", self.provider, "--posture-stdin",
@@ -229,7 +230,7 @@ class Steering:
         if at_pct is not None and probing:
             self.auto = {provider: AutoSwitcher(paths, paths.environ, node, at_pct, provider, trajectory,
                                                 settings.advice_wait_s) for provider in providers}
-            log.info("auto switch on: at %g%% of the active account's binding window", at_pct)
+            log.info("auto switch on: at %s of the active account's binding window", pct_text(at_pct))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="svc-steering", daemon=True)
 

@@ -23,8 +23,8 @@ One reason line goes to stderr; `--json` prints the decision on stdout.
 `--wait S` follows /api/accounts/stream and exits 0 on the first frame that
 says go, else after S seconds with the last decision (1 for hold).
 
-Only the C socket layer and the status line's client are imported, so a
-decision costs little more than the interpreter's start.
+Only the C socket layer and the plain-socket client of svcposture._http are
+imported, so a decision costs little more than the interpreter's start.
 """
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ import os
 import sys
 import time
 
+from .._http import MAX_BODY, get_json, open_socket, parse_url
 from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
 from ..steering.headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision
 from ..settings import guard_budget_ms
 from ..vendors import DEFAULT_PROVIDER
 from . import line
-from .statusline import (MAX_BODY, MIN_MONITOR_S, get_json, monitor_url, open_socket,
-                         parse_url, process_age_s)
+from .statusline import MIN_MONITOR_S, monitor_url, process_age_s
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from .._names import NODE_STATUSES
-from .._text import finite_number, printable
+from .._text import finite_number, pct_text, printable, read_pct
 from ..settings import DEFAULT_INTERVAL_S as DEFAULT_PROBE_INTERVAL_S, probe_interval_s
 
 TYPE_CHECKING = False
@@ -143,7 +143,7 @@ def _window(view: "Any") -> "Optional[Tuple[Optional[float], Optional[int]]]":
     """(pct, resetsAt ms) of a `{pct, resetsAt, status}` window, None when there is none."""
     if not isinstance(view, dict):
         return None
-    return _number(view.get("pct")), _instant_ms(view.get("resetsAt"))
+    return read_pct(view.get("pct")), _instant_ms(view.get("resetsAt"))
 
 
 def forecast_walls(trajectory: "Any", label: "Any") -> "Dict[str, int]":
@@ -258,15 +258,6 @@ def _parts(body: "Any") -> "Tuple[str, str, Optional[Dict[str, Any]]]":
     return node, status, active
 
 
-def _pct_text(pct: "Optional[float]", precise: bool) -> str:
-    if pct is None:
-        return MISSING
-    if abs(pct) >= 10000:
-        return "%s9999%%" % ("-" if pct < 0 else ">")
-    # The status line floors to a whole percent: 99.6 must not read as the limit.
-    return ("%g%%" % pct) if precise else ("%d%%" % int(pct // 1))
-
-
 # ---------------------------------------------------------------- the HUD strip
 
 def _hud_window(short: str, view: "Any", wall: "Optional[int]", now: int) -> str:
@@ -274,7 +265,7 @@ def _hud_window(short: str, view: "Any", wall: "Optional[int]", now: int) -> str
     if parsed is None:
         return "%s %s" % (short, MISSING)
     pct, resets = parsed
-    text = "%s %s" % (short, _pct_text(pct, precise=True))
+    text = "%s %s" % (short, pct_text(pct, MISSING))
     if resets is not None:
         clock = local_clock(resets, now)
         text += " (%s%s)" % (duration(resets - now), ", " + clock if clock else "")
@@ -333,7 +324,7 @@ def _status_window(short: str, view: "Any", now: int) -> str:
     if parsed is None:
         return "%s %s" % (short, MISSING)
     pct, resets = parsed
-    text = "%s %s" % (short, _pct_text(pct, precise=False))
+    text = "%s %s" % (short, pct_text(pct, MISSING))
     return text + (" " + duration(resets - now) if resets is not None else "")
 
 
@@ -467,5 +458,5 @@ def _login_extras(extras: "Any") -> "List[str]":
     for extra in (extras if isinstance(extras, list) else [])[:MAX_LOGIN_EXTRAS]:
         parsed = _window(extra) if isinstance(extra, dict) else None
         if parsed is not None and parsed[0] is not None and isinstance(extra.get("name"), str):
-            shown.append("%s %s" % (_word(extra["name"], 24), _pct_text(parsed[0], precise=True)))
+            shown.append("%s %s" % (_word(extra["name"], 24), pct_text(parsed[0], MISSING)))
     return shown

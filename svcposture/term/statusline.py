@@ -14,8 +14,8 @@ plain cached read, never the provider) and gives up after a fixed budget:
    marked `(local)`, else `svc: monitor not running`.
 
 It always exits 0 and prints exactly one line, whatever happens: a status
-line must never break the agent. Only the standard library's socket layer
-is used, so a render costs little more than the interpreter's start.
+line must never break the agent. The monitor is read over a plain socket
+(svcposture._http), so a render costs little more than the interpreter's start.
 """
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ import os
 import sys
 import time
 
-# The C socket module, not `socket`: the wrapper's enums and selectors would
-# cost several times the rest of a render's imports, and a loopback GET needs
-# none of them. (An https monitor URL loads `socket` and `ssl` when used.)
-import _socket
-
+# The monitor is read through _http's plain-socket client: it imports the C socket
+# module alone, not the wrapper, whose enums and selectors would cost several times
+# the rest of a render's imports. (An https monitor URL loads `socket` and `ssl`.)
+from .._http import get_json, parse_url
 from .._text import loads_bounded, printable
 from ..settings import DEFAULT_PORT, statusline_budget_ms
 from ..settings import monitor_url as settings_monitor_url
@@ -36,13 +35,12 @@ from . import line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-# The budget counts from the start of the process (interpreter start-up included,
-# where /proc says when that was): what the agent waits for is the whole command.
-# $SVC_STATUSLINE_BUDGET_MS changes it, e.g. for a monitor behind a remote proxy.
-DEFAULT_BUDGET_MS = 250
-# However slow the start on a loaded machine, a monitor that is up still gets
+# The budget (settings.statusline_budget_ms: 250 ms, or $SVC_STATUSLINE_BUDGET_MS, e.g. for
+# a monitor behind a remote proxy) counts from the start of the process, interpreter
+# start-up included where /proc says when that was: what the agent waits for is the
+# whole command. However slow the start on a loaded machine, a monitor that is up still gets
 # this long after the imports, and stdin this long after the monitor, before
 # the fallback is printed.
 MIN_MONITOR_S = 0.10
@@ -50,8 +48,6 @@ MIN_STDIN_S = 0.02
 # How long the vendor of the calling agent is looked for on stdin before the monitor is asked.
 VENDOR_LOOK_S = 0.05
 MAX_PAYLOAD = 64 * 1024
-MAX_BODY = 1024 * 1024
-MAX_HEAD = 16 * 1024
 DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
 
 HELP = """\
@@ -81,49 +77,6 @@ options:
 agent setting (e.g. ~/.claude/settings.json):
   {"statusLine": {"type": "command", "command": "svc-monitor statusline"}}
 """.replace("{default_url}", DEFAULT_URL)
-
-
-class _Target:
-    """Where the monitor is: scheme, host, port, Host header and path prefix."""
-
-    __slots__ = ("scheme", "host", "port", "netloc", "prefix")
-
-    def __init__(self, scheme: str, host: str, port: int, netloc: str, prefix: str) -> None:
-        self.scheme, self.host, self.port, self.netloc, self.prefix = scheme, host, port, netloc, prefix
-
-
-def parse_url(url: "Any") -> "Optional[_Target]":
-    """A monitor base URL (`http[s]://host[:port][/prefix]`, IPv6 in brackets); None when
-    it is not one. Parsed by hand: urllib.parse would double the import cost of a render."""
-    if not isinstance(url, str) or len(url) > 2048 or printable(url) != url or " " in url \
-            or "?" in url or "#" in url:
-        return None
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in ("http", "https"):
-        return None
-    scheme = scheme.lower()
-    netloc, slash, path = rest.partition("/")
-    if not netloc or "@" in netloc:
-        return None
-    if netloc.startswith("["):
-        host, bracket, tail = netloc[1:].partition("]")
-        if not bracket or not host or ":" not in host or (tail and not tail.startswith(":")):
-            return None
-        port_text = tail[1:]
-    else:
-        host, _, port_text = netloc.partition(":")
-        if not host or ":" in port_text:
-            return None
-    if port_text:
-        if not (port_text.isdigit() and port_text.isascii() and len(port_text) <= 5) \
-                or not 0 < int(port_text) < 65536:
-            return None
-        port = int(port_text)
-    else:
-        port = 443 if scheme == "https" else 80
-    if not host.isascii():
-        return None
-    return _Target(scheme, host, port, netloc, (slash + path).rstrip("/"))
 
 
 def monitor_url(environ: "Mapping[str, str]") -> str:
@@ -167,155 +120,6 @@ def read_payload(fd: int, deadline: float) -> "Any":
         return loads_bounded(b"".join(chunks), MAX_PAYLOAD)
     except ValueError:
         return None
-
-
-# ---------------------------------------------------------------- the monitor, over a plain socket
-
-def _connect(host: str, port: int, deadline: float) -> "Any":
-    """A connected stream socket to host:port, trying each address until the deadline."""
-    # A bytes host skips the idna codec's import; parse_url admits ASCII hosts only.
-    infos = _socket.getaddrinfo(host.encode("ascii"), port, 0, _socket.SOCK_STREAM)
-    error: "Optional[OSError]" = None
-    for family, kind, proto, _name, address in infos:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        sock = _socket.socket(family, kind, proto)
-        try:
-            sock.settimeout(left)
-            sock.connect(address)
-            return sock
-        except OSError as exc:
-            sock.close()
-            error = exc
-    raise error or _socket.timeout("statusline budget spent")
-
-
-def _connect_tls(target: _Target, deadline: float) -> "Any":
-    import socket
-    import ssl
-    sock = socket.create_connection((target.host, target.port), timeout=max(deadline - time.monotonic(), 0.001))
-    try:
-        return ssl.create_default_context().wrap_socket(sock, server_hostname=target.host)
-    except BaseException:
-        sock.close()
-        raise
-
-
-def open_socket(target: _Target, deadline: float) -> "Any":
-    """A socket connected to the monitor (TLS for https) before `deadline`; OSError otherwise."""
-    if target.scheme == "https":
-        return _connect_tls(target, deadline)
-    return _connect(target.host, target.port, deadline)
-
-
-def get_reply(target: _Target, path: str, deadline: float, agent: str = "svc-monitor-statusline") -> "Tuple[int, bytes]":
-    """(HTTP status, body) of one GET of `path` from the monitor before `deadline` (a chunked
-    body is joined); OSError when it cannot be reached or does not answer in time, ValueError
-    when what answers is no HTTP reply within the limits."""
-    request = ("GET %s%s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n"
-               "User-Agent: %s\r\nConnection: close\r\n\r\n"
-               % (target.prefix, path, target.netloc, agent)).encode("ascii", "replace")
-    if deadline - time.monotonic() <= 0:
-        raise _socket.timeout("budget spent")
-    sock = open_socket(target, deadline)
-    try:
-        sock.sendall(request)
-        status, headers, body = read_reply(sock, deadline)
-    finally:
-        sock.close()
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        body = dechunk(body)
-    return status, body
-
-
-def get_json(target: _Target, path: str, deadline: float) -> "Any":
-    """GET `path` from the monitor before `deadline`: the JSON body of a 200, else None."""
-    try:
-        status, body = get_reply(target, path, deadline)
-    except (OSError, ValueError, UnicodeError):
-        return None
-    if status != 200:
-        return None
-    try:
-        return loads_bounded(body, MAX_BODY)
-    except ValueError:
-        return None
-
-
-def _recv(sock: "Any", deadline: float) -> bytes:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _socket.timeout("statusline budget spent")
-    sock.settimeout(left)
-    return sock.recv(65536)
-
-
-def read_reply(sock: "Any", deadline: float) -> "Tuple[int, Dict[str, str], bytes]":
-    """(status, {lower name: value}, body) of one HTTP/1.x reply; ValueError when it is
-    not one or is larger than the limits, socket.timeout past the deadline."""
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        if len(buf) > MAX_HEAD:
-            raise ValueError("reply head too large")
-        chunk = _recv(sock, deadline)
-        if not chunk:
-            raise ValueError("closed before the reply head")
-        buf += chunk
-    head, _, body = buf.partition(b"\r\n\r\n")
-    if len(head) > MAX_HEAD:
-        raise ValueError("reply head too large")
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code = rest[:3]
-    if not version.startswith("HTTP/1.") or not (code.isdigit() and code.isascii()):
-        raise ValueError("not an HTTP reply")
-    headers: "Dict[str, str]" = {}
-    for raw in lines[1:]:
-        name, _, value = raw.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    length: "Optional[int]" = None
-    if "content-length" in headers and headers.get("transfer-encoding") is None:
-        text = headers["content-length"]
-        if not (text.isdigit() and text.isascii()) or len(text) > 12:
-            raise ValueError("bad Content-Length")
-        length = int(text)
-        if length > MAX_BODY:
-            raise ValueError("reply too large")
-    while length is None or len(body) < length:
-        chunk = _recv(sock, deadline)
-        if not chunk:
-            if length is not None:
-                raise ValueError("reply cut short")
-            break
-        body += chunk
-        if len(body) > MAX_BODY + MAX_HEAD:
-            raise ValueError("reply too large")
-    return int(code), headers, body if length is None else body[:length]
-
-
-def dechunk(data: bytes) -> bytes:
-    """The payload of a complete chunked body; ValueError when it is not one."""
-    out: "List[bytes]" = []
-    pos = 0
-    while True:
-        end = data.find(b"\r\n", pos)
-        if end < 0:
-            raise ValueError("truncated chunk size")
-        size_text = data[pos:end].split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise ValueError("bad chunk size") from None
-        if size < 0 or len(size_text) > 8:
-            raise ValueError("bad chunk size")
-        if size == 0:
-            return b"".join(out)
-        start = end + 2
-        if len(data) < start + size + 2:
-            raise ValueError("truncated chunk")
-        out.append(data[start:start + size])
-        pos = start + size + 2
 
 
 # ---------------------------------------------------------------- the line

@@ -81,7 +81,8 @@ def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
             return loads_bounded(sys.stdin.buffer.read(MAX_POSTURE + 1), MAX_POSTURE)
         except ValueError:
             return None
-    from .statusline import get_json, monitor_url, parse_url
+    from .._http import get_json, parse_url
+    from .statusline import monitor_url
     ns.url = ns.url or monitor_url(os.environ)
     target = parse_url(ns.url)
     if target is None:
@@ -161,7 +162,8 @@ def _auto_at() -> Optional[float]:
 
 def read_advice(ns: argparse.Namespace, timeout_s: float) -> Any:
     """The monitor's /api/advice for the vendor (None without one)."""
-    from .statusline import get_json, monitor_url, parse_url
+    from .._http import get_json, parse_url
+    from .statusline import monitor_url
     target = parse_url(ns.url or monitor_url(os.environ))
     if target is None:
         return None

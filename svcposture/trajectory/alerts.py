@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from .cycle import same_cycle
 from .._files import CorruptFileError, move_aside, read_json, write_json_atomic
 from .._names import CLAIM_OF_FIELD, WINDOW_CLAIMS
-from .._text import is_int
+from .._text import is_int, read_pct
 from .._time import iso_from_ms, now_ms, parse_iso_ms
 from ..events import EventLog, envelope, event_name, provider_attrs
 from ..settings import DEFAULT_THRESHOLDS
@@ -216,7 +216,7 @@ class AlertLatch:
             for account in trajectory_accounts:
                 for field in ("fiveHour", "sevenDay"):
                     window = account.get(field)
-                    if isinstance(window, Mapping) and isinstance(window.get("pct"), (int, float)):
+                    if isinstance(window, Mapping) and read_pct(window.get("pct")) is not None:
                         emitted.extend(self._observe_window(account, CLAIM_OF_FIELD[field], window, ts_ms))
         return emitted
 

@@ -24,7 +24,7 @@ from .cycle import same_cycle
 from ..settings import InvalidSetting
 from .._files import append_lines, iter_lines_reverse
 from .._names import WINDOW_FIELDS
-from .._text import finite_number, is_int, loads_bounded
+from .._text import is_int, loads_bounded, read_pct
 from .. import _time
 from .._time import iso_from_ms, parse_iso_ms
 from ..errors import FACE, SvcpostureError
@@ -54,11 +54,6 @@ class HistoryError(SvcpostureError, OSError):
 
 # ---------------------------------------------------------------- rows
 
-def _pct(value: Any) -> Optional[float]:
-    number = finite_number(value)
-    return float(number) if number is not None and number >= 0 else None
-
-
 def _ms(value: Any) -> Optional[int]:
     # Years 1..9999 only, so that every stored instant can be shown.
     if not is_int(value) or not -62135596800000 <= value <= 253402300799999:
@@ -67,7 +62,7 @@ def _ms(value: Any) -> Optional[int]:
 
 
 def _window_of_summary(window: Any) -> Optional[Dict[str, Any]]:
-    pct = _pct(window.get("pct")) if isinstance(window, Mapping) else None
+    pct = read_pct(window.get("pct")) if isinstance(window, Mapping) else None
     if pct is None:
         return None
     resets = window.get("resetsAt")
@@ -130,7 +125,7 @@ def _window_of_row(value: Any) -> Tuple[bool, Optional[Dict[str, Any]]]:
         return True, None
     if not isinstance(value, dict):
         return False, None
-    pct = _pct(value.get("pct"))
+    pct = read_pct(value.get("pct"))
     resets = value.get("resetsAt")
     if pct is None or (resets is not None and _ms(resets) is None):
         return False, None
@@ -288,10 +283,9 @@ def bucket_max(points: Sequence[Tuple[int, float]], start_ms: int, end_ms: int,
 
 
 def _add_point(by_time: Dict[int, float], t: int, window: Any) -> None:
-    if isinstance(window, Mapping) and isinstance(window.get("pct"), (int, float)):
-        pct = float(window["pct"])
-        if by_time.get(t, -1.0) < pct:
-            by_time[t] = pct
+    pct = read_pct(window.get("pct")) if isinstance(window, Mapping) else None
+    if pct is not None and by_time.get(t, -1.0) < pct:
+        by_time[t] = pct
 
 
 def _extra_sort_key(ident: Tuple[Optional[str], Optional[int]]) -> Tuple[str, int]:

@@ -24,7 +24,7 @@ from .. import _time
 from .cycle import same_cycle
 from .._names import CLAIM_OF_FIELD, WINDOW_FIELDS
 from .._reserve import reserve_or_zero
-from .._text import is_int, is_number
+from .._text import is_int, read_pct
 from .alerts import AlertLatch, recent_alerts
 from ..broadcast import Broadcast
 from ..events import EventLog
@@ -66,14 +66,14 @@ def window_view(window: Any, points: Any, now_ms: int, field: str) -> Optional[D
     """`{"pct", "resetsAt", "forecast"}` of one summary window, or None (pure)."""
     if not isinstance(window, Mapping):
         return None
-    pct = window.get("pct")
+    pct = read_pct(window.get("pct"))
     resets_iso = window.get("resetsAt") if isinstance(window.get("resetsAt"), str) else None
     result = None
-    if is_number(pct):
+    if pct is not None:
         resets = _resets_ms(window)
         cycle = [(t, p) for t, p, r in points if same_cycle(r, resets)]
         result = forecast(cycle, now_ms=now_ms, resets_at_ms=resets, window=field)
-    return {"pct": pct if is_number(pct) else None, "resetsAt": resets_iso, "forecast": result}
+    return {"pct": pct, "resetsAt": resets_iso, "forecast": result}
 
 
 class TrajectoryService:
@@ -105,7 +105,6 @@ class TrajectoryService:
         self._vendors: Dict[str, Optional[Tuple[Optional[int], List[Dict[str, Any]]]]] = {}
         self._sampled: Dict[str, int] = {}  # label -> sampledAt of its newest history row (Codex)
         self.alert_counts = {"threshold": 0, "forecast": 0}
-        self.history_errors = 0
 
     # ------------------------------------------------------------ start
 
@@ -167,7 +166,6 @@ class TrajectoryService:
                 # no durability); a crash may lose the newest rows, never tear one.
                 append_rows(self.paths, rows, fsync=False)
             except (HistoryError, ValueError) as exc:
-                self.history_errors += 1
                 log.warning("history append failed: %s", exc)
         for row in rows:
             self._remember(row)

@@ -97,11 +97,11 @@ def _switch_hooks(environ: "dict[str, str]") -> None:
         return done
 
     emit = switching._emit
-    perform = switching.perform.__code__
+    record = switching._record.__code__
 
     def _emit(*args, **kwargs):  # type: ignore[no-untyped-def]
         event = emit(*args, **kwargs)
-        if sys._getframe(1).f_code is perform:  # the switch's own event, not a reconcile's
+        if sys._getframe(1).f_code is record:  # the switch's own event, not a reconcile's
             hold("append")
         return event
 
