@@ -62,7 +62,8 @@ WRITTEN = [
     '# CODEX_HOME_WORK="$HOME/.codex"  # you@example.com',
     '# export CODEX_HOME="$CODEX_HOME_WORK"',
 ]
-FIRST_STEP = 'Get a long-lived token for each Claude account: run `claude setup-token` signed in as it (it prints sk-ant-oat01-...); for a Codex login: CODEX_HOME=<dir> codex login'
+FIRST_STEP = ("Get a long-lived token for each Claude account: run `claude setup-token` signed in as it "
+              "(it prints sk-ant-oat01-...); for a Codex login: CODEX_HOME=<dir> codex login")
 
 
 def test_the_file_and_the_first_step_word_for_word(home: Path, env: dict) -> None:
