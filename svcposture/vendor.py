@@ -21,6 +21,8 @@ from .errors import SvcpostureError
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 # A vendor's knob is one of the package's variables: SVC_ and upper-case letters, digits and _.
 _KNOB_RE = re.compile(r"^SVC_[A-Z0-9_]{1,64}$")
+# A line init writes into the accounts env file: printable ASCII, no line break.
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
 
 
 class InvalidVendor(SvcpostureError, ValueError):
@@ -132,7 +134,10 @@ class Vendor(Protocol):
       sweep (Claude: `usage` and `login`, the interactive login's usage and email);
     - `login_sampler(...)`: the service polling the interactive login's usage, and its view
       (GET /api/login);
-    - `setup_help`: what `svc-monitor init` and the docs say about getting this vendor's credential;
+    - `setup_help`: a `SetupHelp`, what `svc-monitor init` writes and says about getting this
+      vendor's credential;
+    - `demo`: a `DemoPart`, the vendor's part of `svc-monitor demo` (its demo accounts, their files
+      and env-file lines, and how its endpoint answers a simulated window state);
     - `knobs`: a tuple of `Knob`, the environment variables the vendor's own code reads
       (base URL, probe model), each read through `settings.knob_value`.
     """
@@ -168,6 +173,94 @@ class Vendor(Protocol):
         ...
 
 
+class SetupHelp(NamedTuple):
+    """What `svc-monitor init` writes and says about one vendor's credential (the member `setup_help`).
+
+    - `next_step`: the vendor's clause of init's first next step, which reads "Get a long-lived
+      token " and then every vendor's clause, joined by "; " ("for a Codex login: CODEX_HOME=<dir>
+      codex login");
+    - `comment`: the lines init writes above the placeholder entries when this vendor is the
+      default one, saying where its credential comes from;
+    - `example`: the commented example init writes when it is not: a commented entry line and its
+      export line, with what the reader needs to fill them in.
+
+    Every line is a whole comment line (it starts with `#`) of printable ASCII: the file is
+    sourced as shell, so no vendor can put a live line into it (`check_vendor` refuses one).
+    """
+
+    next_step: str
+    comment: Tuple[str, ...]
+    example: Tuple[str, ...]
+
+
+# The demo's simulated stories (docs/vendors.md), one per demo account: `cycle` goes ok ->
+# degraded -> rejected -> ok every three minutes (the first vendor's active account); `wall`
+# climbs 30 %/h and meets its wall before its 5-hour reset; `weekly` sits near its weekly limit;
+# `pace` climbs 12 %/h from 35 % with its week at 62 % (any other name is `pace`).
+DEMO_TIMELINES = ("cycle", "wall", "weekly", "pace")
+
+
+class DemoAccount(NamedTuple):
+    """One account of a vendor's demo part: its label and the simulated story it follows."""
+
+    label: str
+    timeline: str
+
+
+class DemoHome(NamedTuple):
+    """What a vendor's demo accounts need in the demo home: its lines of the accounts env file (its
+    accounts and its active one), and the JSON files beside them as (absolute path, document),
+    which the demo writes 0600 in 0700 directories."""
+
+    lines: Tuple[str, ...]
+    files: Tuple[Tuple[Any, Any], ...]
+
+
+class DemoRequest(NamedTuple):
+    """One request to the demo's simulated provider: the method, the path without its query, and
+    the headers with their names in lower case. The body is read and dropped by the demo."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+
+
+class DemoReply(NamedTuple):
+    """A vendor's answer to a DemoRequest: the HTTP status, the JSON body and any further headers."""
+
+    status: int
+    body: Any
+    headers: Tuple[Tuple[str, str], ...] = ()
+
+
+class DemoPart(Protocol):
+    """A vendor's part of `svc-monitor demo` (the optional member `demo`, docs/vendors.md).
+
+    The demo runs one simulated provider on loopback for every vendor that has a part, points
+    each part's `url_knobs` at it, writes each part's `home` into its temporary home, and hands
+    each request to every part in registration order until one answers.
+
+    A simulated window state, what `state(label)` returns for one of the part's accounts, is
+    `{"status": <overall status>, "claim": <the binding window>, "5h": <window>, "7d": <window>}`
+    with a window `(utilization, status, reset)`: the utilization a fraction (1.0 is 100 %), the
+    reset in epoch seconds. The statuses are the Claude header words (`allowed`,
+    `allowed_warning`, `rejected`), or None where the story gives none; a vendor whose endpoint
+    sends no status word leaves them out.
+    """
+
+    accounts: Tuple[DemoAccount, ...]
+    url_knobs: Tuple[Knob, ...]
+
+    def home(self, root: Any, paths: Any) -> DemoHome:
+        """The lines and files of its demo accounts; `root` is the demo's temporary directory (a
+        place for directories an account names), `paths` the demo home's `paths.Paths`."""
+
+    def answer(self, request: DemoRequest, state: Callable[[str], Dict[str, Any]],
+               now_s: float) -> Optional[DemoReply]:
+        """Its endpoint's reply to `request` at the demo's clock `now_s`, or None when the request
+        is not for it (another part's route)."""
+
+
 def optional_member(vendor: Any, name: str) -> Any:
     """A vendor's optional member (docs/vendors.md), None when it has none."""
     return getattr(vendor, name, None)
@@ -195,6 +288,18 @@ def check_vendor(vendor: Any) -> None:
         raise InvalidVendor("vendor %s: its knobs are a tuple of Knob, each named SVC_<NAME>" % vendor.name)
     if knobs and len({k.name for k in knobs}) != len(knobs):
         raise InvalidVendor("vendor %s: it declares a knob twice" % vendor.name)
+    _check_setup_help(vendor.name, optional_member(vendor, "setup_help"))
+
+
+def _check_setup_help(name: str, help_: Any) -> None:
+    """Refuse setup help that is not a SetupHelp of whole printable ASCII comment lines."""
+    if help_ is None:
+        return
+    lines = list(help_.comment) + list(help_.example) if isinstance(help_, SetupHelp) else None
+    if lines is None or not isinstance(help_.next_step, str) or not all(
+            isinstance(line, str) and line.startswith("#") and _PRINTABLE_ASCII.fullmatch(line) for line in lines):
+        raise InvalidVendor("vendor %s: its setup_help is a SetupHelp whose lines are printable ASCII comments"
+                            % name)
 
 
 def knob_names(vendor: Any) -> Tuple[str, ...]:

@@ -185,6 +185,15 @@ def provider_from_query(query: str) -> Tuple[Optional[str], Optional[Dict[str, s
     return value, None
 
 
+def with_provider(path: str, provider: Optional[str]) -> str:
+    """`path` as a client asks the monitor for one vendor's accounts: the default vendor's route
+    takes no parameter (its body is the contract's), every other vendor's `?provider=<name>`;
+    None is the default vendor."""
+    if provider is None or provider == DEFAULT_PROVIDER:
+        return path
+    return "%s?%s=%s" % (path, PROVIDER_PARAM, provider)
+
+
 def bad_provider_message() -> str:
     return "provider must be one of: %s (given once, or left out for %s)." % (
         ", ".join(provider_names()), DEFAULT_PROVIDER)

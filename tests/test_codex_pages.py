@@ -10,13 +10,14 @@ from tests.support.home import REPO, canary, clean_env, node_env
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
+from svcposture.codex import demo as codex_demo
 from svcposture.demo import main as demo
 
 TOK1 = canary("cxpage1")
 
 
 def _codex_usage(url: str, token: str, account_id: str):
-    req = urllib.request.Request(url + demo.CODEX_USAGE_PATH, headers={
+    req = urllib.request.Request(url + codex_demo.USAGE_PATH, headers={
         "authorization": "Bearer " + token, "chatgpt-account-id": account_id, "accept": "application/json"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -30,7 +31,7 @@ def test_the_simulated_provider_answers_the_codex_usage_route():
     clock = [1_800_000_000.0]
     provider = demo.SimulatedProvider(clock=lambda: clock[0]).start()
     try:
-        _, token, account_id, _ = demo.DEMO_CODEX
+        _, token, account_id, _ = codex_demo.LOGIN
         status, body = _codex_usage(provider.url, token, account_id)
         assert status == 200 and body["plan_type"] == "plus"
         primary, secondary = body["rate_limit"]["primary_window"], body["rate_limit"]["secondary_window"]

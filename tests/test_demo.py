@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.home import REPO, clean_env
 from tests.support.waiting import wait_until
+from svcposture.claude import demo as claude_demo
 from svcposture.demo import main as demo
 
 
@@ -46,7 +47,7 @@ def test_simulated_provider_speaks_the_wire_format():
     clock = [1_800_000_000.0]
     provider = demo.SimulatedProvider(clock=lambda: clock[0]).start()
     try:
-        token1 = demo.DEMO_ACCOUNTS[0][1]
+        token1 = claude_demo.ACCOUNTS[0][1]
         status, headers = _post(provider.url, token1)
         assert status == 200
         assert headers["anthropic-ratelimit-unified-status"] == "allowed"
@@ -59,7 +60,7 @@ def test_simulated_provider_speaks_the_wire_format():
         assert _post(provider.url, "not-a-demo-token")[0] == 401
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         req = urllib.request.Request(provider.url + "/api/oauth/usage",
-                                     headers={"authorization": "Bearer " + demo.DEMO_LOGIN_TOKEN})
+                                     headers={"authorization": "Bearer " + claude_demo.LOGIN_TOKEN})
         with opener.open(req, timeout=10) as resp:
             usage = json.loads(resp.read())
         assert usage["five_hour"]["utilization"] >= 100 and usage["seven_day"]["resets_at"].endswith("+00:00")

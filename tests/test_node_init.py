@@ -43,6 +43,35 @@ def probe_check(env) -> dict:
     return json.loads(done.stdout)
 
 
+# The file init writes for the built-in vendors, word for word: Claude's placeholder entries and where its
+# token comes from, then Codex's commented example (each vendor's `setup_help`, docs/vendors.md).
+WRITTEN = [
+    "# The model-provider accounts of this node, sourced as POSIX sh by the monitor's probe child.",
+    "# Replace each PASTE_TOKEN_HERE with the account's token and you@example.com with its email.",
+    '# To get a Claude token that lasts a year: run `claude setup-token` signed in as that account,',
+    '# and paste the sk-ant-oat01-... it prints.',
+    '# The active account is the one MODEL_CODE_OAUTH_TOKEN names. Keep this file mode 0600:',
+    '# a file that group or others can write is refused.',
+    'MODEL_TOKEN_ACCT1=PASTE_TOKEN_HERE  # you@example.com',
+    'MODEL_TOKEN_ACCT2=PASTE_TOKEN_HERE  # you@example.com',
+    'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"',
+    '#',
+    '# Codex logins (optional): one line per login, naming the CODEX_HOME directory `codex login`',
+    '# wrote auth.json into; the probe child reads it there. The active one is what CODEX_HOME names.',
+    '# To get one: mkdir -p ~/.codex-work && CODEX_HOME=~/.codex-work codex login',
+    '# CODEX_HOME_WORK="$HOME/.codex"  # you@example.com',
+    '# export CODEX_HOME="$CODEX_HOME_WORK"',
+]
+FIRST_STEP = ("Get a long-lived token for each Claude account: run `claude setup-token` signed in as it "
+              "(it prints sk-ant-oat01-...); for a Codex login: CODEX_HOME=<dir> codex login")
+
+
+def test_the_file_and_the_first_step_word_for_word(home: Path, env: dict) -> None:
+    report = init_json(env, "--host-name", "node-a")
+    assert (config_dir(home) / "model-accounts.env").read_text() == "\n".join(WRITTEN) + "\n"
+    assert report["nextSteps"][0] == FIRST_STEP
+
+
 def test_bare_home_gets_config_dir_accounts_file_and_host_name(home: Path, env: dict) -> None:
     done = init(env, "--host-name", "node-a")
     assert done.returncode == 0, done.stderr

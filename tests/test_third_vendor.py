@@ -5,7 +5,9 @@ The stand-in vendor "acme" (tests/support/thirdvendor/) is registered only by
 monitor, its probe children, guard and switch all import it from there. Its
 accounts go through posture (`/api/accounts?provider=acme` and the stream),
 history, `/metrics`, `guard --provider acme` and `switch --provider acme`,
-beside a Claude account whose body stays the contract's.
+beside a Claude account whose body stays the contract's. Its optional members
+go through `svc-monitor init` (its commented example) and `svc-monitor demo`
+(its demo account on the simulated provider). MCP: tests/test_mcp_third_vendor.py.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +176,103 @@ def test_no_key_of_the_third_vendor_leaves_the_env_file(node) -> None:
     others = files_text(home).replace(env_file.read_text(), "")
     for text in bodies + [others, mon.stderr_text(), mon.stdout_text()]:
         assert not any(secret in text for secret in SECRETS)
+
+
+# ---------------------------------------------------------------- init and the demo: each vendor's part
+
+def _init_json(env):
+    code, out, err = run(env, "init", "--json", "--host-name", "acme-init")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_init_writes_the_third_vendors_commented_example(tmp_path) -> None:
+    from tests.support.home import clean_env
+    from tests.support.thirdvendor.vendor import SETUP_HELP
+
+    plain_home, home = tmp_path / "plain", tmp_path / "acme"
+    plain_home.mkdir(mode=0o700)
+    home.mkdir(mode=0o700)
+    plain, report = _init_json(clean_env(plain_home)), _init_json(dict(clean_env(home), **REGISTRY_LINE))
+    text = accounts_path(home).read_text()
+    # The built-in vendors' part is what it is without the third vendor; its example comes last.
+    assert text == accounts_path(plain_home).read_text() + "#\n" + "\n".join(SETUP_HELP.example) + "\n"
+    assert report["nextSteps"][0] == plain["nextSteps"][0] + "; for an acme key: copy it from the acme console"
+    assert report["nextSteps"][1:] == [step.replace(str(plain_home), str(home)) for step in plain["nextSteps"][1:]]
+    # Uncommented and filled in, the example is a usable acme key, the active one.
+    key = "acme-key-from-the-console"
+    filled = text.replace("# ACME_KEY_WORK=PASTE_TOKEN_HERE", "ACME_KEY_WORK=" + key).replace(
+        '# export ACME_KEY="$ACME_KEY_WORK"', 'export ACME_KEY="$ACME_KEY_WORK"')
+    accounts_path(home).write_text(filled)
+    done = subprocess.run([sys.executable, "-m", "svcposture.probe", "check", "--json"],
+                          env=dict(clean_env(home), **REGISTRY_LINE), capture_output=True, timeout=60)
+    check = json.loads(done.stdout)
+    assert check["acme"] == {"usable": ["acme-work"], "unusable": [], "active": "acme-work", "duplicateActive": []}
+    assert key.encode() not in done.stdout + done.stderr
+
+
+def test_the_simulated_provider_answers_each_vendors_part(tmp_path) -> None:
+    # In this process the third vendor is not registered: its part is handed over as a registered one would be.
+    import urllib.error
+    import urllib.request
+
+    from svcposture.demo import main as demo
+    from tests.support.thirdvendor import VENDOR
+    from tests.support.thirdvendor.demo import KEY
+
+    clock = [1_800_000_000.0]
+    parts = demo.demo_parts() + [VENDOR.demo]
+    provider = demo.SimulatedProvider(clock=lambda: clock[0], parts=parts).start()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def get(path, key):
+        request = urllib.request.Request(provider.url + path, headers={"authorization": "Bearer " + key})
+        try:
+            with opener.open(request, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+    try:
+        status, body = get("/v1/quota", KEY[1])
+        windows = {w["seconds"]: w for w in body["windows"]}
+        assert status == 200 and windows[18000]["used"] == pytest.approx(0.40) and windows[18000]["resets"] == \
+            int(clock[0]) + 3 * 3600
+        clock[0] += 3600
+        assert {w["seconds"]: w for w in get("/v1/quota", KEY[1])[1]["windows"]}[18000]["used"] == pytest.approx(0.70)
+        assert get("/v1/quota", "not-the-key") == (401, {"error": "bad key"})
+        assert get("/no/such/route", KEY[1]) == (404, {"error": "not found"})
+    finally:
+        provider.stop()
+    node = demo.DemoNode(provider.url, base_environ=dict(REGISTRY_LINE, PATH="/usr/bin"), parts=parts)
+    try:
+        text = node.paths.accounts_env.read_text()
+        assert "export ACME_KEY_DEMO='%s'  # %s\nexport ACME_KEY=\"$ACME_KEY_DEMO\"\n" % KEY[1:] in text
+        assert node.environ["SVC_ACME_URL"] == provider.url and node.environ["SVC_VENDORS"] == \
+            REGISTRY_LINE["SVC_VENDORS"]
+    finally:
+        node.remove()
+
+
+def test_the_demo_serves_the_third_vendors_accounts(tmp_path) -> None:
+    from tests.support.firstlook import Demo, get_json
+
+    started = Demo(tmp_path / "home", ["--port", "0"], env=REGISTRY_LINE).wait_ready()
+    try:
+        body = wait_until(lambda: (lambda b: b if b.get("available") else None)(
+            get_json(started.url + "/api/accounts?provider=acme")), 30, message="the demo's acme posture")
+        assert [a["label"] for a in body["accounts"]] == ["acme-demo"] and body["active"]["label"] == "acme-demo"
+        account = body["active"]
+        assert account["provider"] == "acme" and account["email"] == "wile@demo.invalid"
+        assert 40.0 <= account["fiveHour"]["pct"] < 45.0 and account["sevenDay"]["pct"] == 33.0
+        # Beside the built-in vendors' demo accounts, as without the third vendor.
+        assert [a["label"] for a in get_json(started.url + "/api/accounts")["accounts"]] == ["acct1", "acct2", "acct3"]
+        assert [a["label"] for a in get_json(started.url + "/api/accounts?provider=codex")["accounts"]] == \
+            ["codex-demo"]
+        # Its seeded day of history, as the built-in vendors' accounts have.
+        history = get_json(started.url + "/api/history?hours=25")["accounts"]["acme-demo"]
+        assert history["provider"] == "acme" and len(history["fiveHour"]) > 100
+        home = [l for l in started.lines if "demo home " in l][0].split("demo home ", 1)[1].split(";")[0]
+        text = (Path(home) / ".config" / "svc" / "model-accounts.env").read_text()
+        assert 'export ACME_KEY="$ACME_KEY_DEMO"' in text
+    finally:
+        assert started.stop() == 0

@@ -14,7 +14,7 @@ from tests.support.home import REPO
 from tests.support.thirdvendor import VENDOR as ACME
 
 from svcposture.settings import as_text
-from svcposture.vendor import EnvLines, InvalidVendor, Knob, check_vendor
+from svcposture.vendor import EnvLines, InvalidVendor, Knob, SetupHelp, check_vendor
 from svcposture.vendors import (bad_provider_message, is_account_label, names_text, provider_from_query,
                                 provider_names, provider_of_label, register_vendor, registered, vendor_named)
 
@@ -97,6 +97,31 @@ def test_a_vendor_whose_knobs_are_malformed_or_taken_is_refused(knobs, says: str
     assert provider_names() == ("claude", "codex")
     vendor.knobs = (Knob("SVC_OTHER_URL", "", "its URL", as_text),)
     check_vendor(vendor)  # the same vendor with a knob of its own is a vendor
+
+
+@pytest.mark.parametrize("setup_help", [
+    ("for an other key: ask", ("# a comment",), ("# an example",)),
+    SetupHelp("for an other key: ask", ("# a comment",), ("OTHER_KEY_WORK=live",)),
+    SetupHelp("for an other key: ask", ("# a comment\nOTHER_KEY_WORK=live",), ()),
+    SetupHelp("for an other key: ask", (), ("# caf\u00e9",)),
+    SetupHelp(None, (), ()),
+], ids=["not-a-SetupHelp", "live-line", "line-break", "not-ascii", "no-step"])
+def test_setup_help_that_could_write_a_live_line_is_refused(setup_help) -> None:
+    # init writes these lines into a file the probe child sources as shell: comments only.
+    vendor = _Copy("other", EnvLines("OTHER_", "OTHER", "other-", ()))
+    vendor.setup_help = setup_help
+    with pytest.raises(InvalidVendor, match="setup_help"):
+        check_vendor(vendor)
+    vendor.setup_help = SetupHelp("for an other key: ask", ("# a comment",), ("# OTHER_KEY_WORK=x",))
+    check_vendor(vendor)
+
+
+def test_the_built_in_vendors_offer_their_setup_help_and_demo_part() -> None:
+    for vendor in registered() + (ACME,):
+        assert isinstance(vendor.setup_help, SetupHelp)
+        part = vendor.demo
+        assert part.accounts and all(a.label.startswith(vendor.lines.label_prefix) for a in part.accounts)
+        assert all(knob in vendor.knobs for knob in part.url_knobs)
 
 
 def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:

@@ -7,4 +7,7 @@ One job per module, nothing imported here:
 - usage:     the usage reply's windows (pure)
 - child:     the child's Claude part: the header probes' rows, the login's usage and email
 - loginview: the body of `GET /api/login`, from the quota sampler's newest sample
+- setup:     where a token comes from, as `svc-monitor init` writes and says it
+- replies:   the provider's side of the wire, for its stand-ins (the demo, the tests' fake provider)
+- demo:      its part of `svc-monitor demo`: three accounts, the login, the provider's answers
 """

@@ -3,7 +3,7 @@
 Its posture is the contract's `/api/accounts` body, byte for byte, served
 where no `provider` is asked for (the registry's default vendor). The
 members delegate to the modules that own each part (accounts, provider,
-child, summary, errors, sampler, loginview); nothing is decided here.
+child, summary, errors, sampler, loginview, setup, demo); nothing is decided here.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from .errors import ERROR_KINDS, error
 from .accounts import LINES
 from .knobs import KNOBS
+from .setup import SETUP_HELP
 
 NAME = "claude"
 
@@ -64,6 +65,7 @@ class ClaudeVendor:
     lines = LINES
     error_kinds = ERROR_KINDS
     knobs = KNOBS
+    setup_help = SETUP_HELP
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> ClaudeSweep:
         return ClaudeSweep(text, environ)
@@ -108,6 +110,12 @@ class ClaudeVendor:
         """The interactive login's commands the token-scoped child runs: its usage, its email."""
         from .child import login, usage
         return {"usage": usage, "login": login}
+
+    @property
+    def demo(self) -> Any:
+        """Its part of `svc-monitor demo`: three accounts, this machine's login, the provider's answers."""
+        from .demo import DEMO
+        return DEMO
 
 
 VENDOR = ClaudeVendor()

@@ -10,4 +10,6 @@ One job per module, nothing imported here:
 - child:     the child's Codex sweep: session first, then the usage request
 - report:    the child's `codex` block, whitelisted for the monitor
 - pollstate: the monitor's memory between sweeps (last sample, usage floor, backoff)
+- setup:     where a login comes from, as `svc-monitor init` writes and says it
+- demo:      its part of `svc-monitor demo`: one login and the usage endpoint's answers
 """

@@ -20,7 +20,7 @@ VENDOR_NAME = "codex"
 CODEX_HOME_PREFIX = "CODEX_HOME_"
 ACTIVE_HOME_VAR = "CODEX_HOME"
 CODEX_LABEL_PREFIX = VENDOR_NAME + "-"
-# `svc-monitor init` writes this in its commented example; it is not a directory.
+# A Codex line's value still to be filled in (it is not a directory).
 DIR_PLACEHOLDER = "PASTE_DIR_HERE"
 
 # Codex's lines in the vendor's terms (docs/vendors.md).

@@ -1,7 +1,7 @@
 """Codex as a vendor (docs/vendors.md): `CODEX_HOME_*` logins behind the `Vendor` protocol.
 
 The members delegate to the modules that own each part (accounts, child,
-usage, errors, report, summary, pollstate); nothing is decided here but the
+usage, errors, report, summary, pollstate, setup, demo); nothing is decided here but the
 total deadline of one login's exchange.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from .accounts import LINES, VENDOR_NAME
 from .errors import CODEX_ERROR_KINDS
 from .knobs import KNOBS
+from .setup import SETUP_HELP
 
 NAME = VENDOR_NAME
 # One login's whole exchange (auth.json, session logs, the usage request and its
@@ -27,6 +28,7 @@ class CodexVendor:
     lines = LINES
     error_kinds = CODEX_ERROR_KINDS
     knobs = KNOBS
+    setup_help = SETUP_HELP
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> Any:
         from .child import CodexSweep
@@ -60,6 +62,12 @@ class CodexVendor:
     def poll_memory(self) -> Any:
         from .pollstate import CodexPollState
         return CodexPollState()
+
+    @property
+    def demo(self) -> Any:
+        """Its part of `svc-monitor demo`: one login and the usage endpoint's answers."""
+        from .demo import DEMO
+        return DEMO
 
 
 VENDOR = CodexVendor()

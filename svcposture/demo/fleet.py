@@ -15,11 +15,13 @@ from typing import Any, Callable, Dict, List, Optional
 
 from .._time import iso_from_epoch, iso_now, parse_iso_ms
 from ..accountkey import account_key
+from ..vendors import DEFAULT_PROVIDER
 
 HOUR = 3600.0
 PROBE_INTERVAL_MS = 10000
-# The demo's logins (svc-monitor demo writes the first three into its env file), and one more:
-# staging-1 calls a different login "acct1", which only its key tells apart.
+# The fleet's logins, all of the default vendor (whose labels carry no prefix): the first three are
+# its demo accounts on this node, and one more: staging-1 calls a different login "acct1", which
+# only its key tells apart.
 EMAILS = {"acct1": "ada@demo.invalid", "acct2": "grace@demo.invalid", "acct3": "linus@demo.invalid",
           "staging": "alan@demo.invalid"}
 
@@ -28,7 +30,7 @@ def _account(label: str, login: Optional[str], status: str, five: float, seven: 
              five_reset_h: float, seven_reset_h: float, wall_h: Optional[float], age_s: float,
              active: bool = True) -> Dict[str, Any]:
     """One account entry of a host's heartbeat; `login` names its email in EMAILS (None: no email known)."""
-    return {"key": account_key("claude", EMAILS.get(login or "")), "label": label, "provider": "claude",
+    return {"key": account_key(DEFAULT_PROVIDER, EMAILS.get(login or "")), "label": label, "provider": DEFAULT_PROVIDER,
             "status": status, "active": active, "five_hour_pct": round(five, 1), "seven_day_pct": round(seven, 1),
             "five_hour_resets_at": iso_from_epoch(now + five_reset_h * HOUR),
             "seven_day_resets_at": iso_from_epoch(now + seven_reset_h * HOUR),

@@ -13,6 +13,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 from .._text import EMAIL_RE
 
 PLACEHOLDER = "PASTE_TOKEN_HERE"
+# The email `svc-monitor init` writes on its placeholder and example lines, to be replaced.
+PLACEHOLDER_EMAIL = "you@example.com"
 # An env file is sourced as shell; a file this large is not an accounts file.
 MAX_ENV_FILE_BYTES = 1024 * 1024
 

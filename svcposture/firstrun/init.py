@@ -3,7 +3,9 @@
 It creates `~/.config/svc/` (0700), an accounts env file (0600) of
 placeholder lines to paste tokens into, and `svc.host.name` in node.json when
 no host name is set; everything already there is left alone and reported as
-such, so a second run changes nothing. The accounts env file is only ever
+such, so a second run changes nothing. The placeholder lines are the default
+vendor's; each registered vendor with a `setup_help` (docs/vendors.md) says
+where its credential comes from, the others in a commented example each. The accounts env file is only ever
 `lstat`ed, never read: once tokens are pasted in, it holds secrets.
 """
 from __future__ import annotations
@@ -13,49 +15,60 @@ import json
 import os
 import stat
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .._dirs import ensure_dir
 from .._files import create_new_atomic
 from .._text import printable
-from ..claude.accounts import ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR
-from ..envfile.entries import PLACEHOLDER
+from ..envfile.entries import PLACEHOLDER_EMAIL
 from ..cluster._common import HOST_RE
 from ..config import HOST_NAME_KEY, host_name, write_layer
 from ..settings import monitor_url
 from ..paths import Paths
+from ..vendor import optional_member
+from ..vendors import default_vendor, registered
 
-PLACEHOLDER_EMAIL = "you@example.com"
 DEFAULT_ACCOUNTS = 2
 MAX_ACCOUNTS = 20
 STATUSLINE_SETTING = '{"statusLine": {"type": "command", "command": "svc-monitor statusline"}}'
+# The placeholder entries' names: ACCT1, ACCT2, ...
+ENTRY_STEM = "ACCT"
 
 
-# Commented out: a node without Codex shows nothing about it, and the directory must be a real login.
-CODEX_EXAMPLE = [
-    "#",
-    "# Codex logins (optional): one line per login, naming the CODEX_HOME directory `codex login`",
-    "# wrote auth.json into; the probe child reads it there. The active one is what CODEX_HOME names.",
-    "# To get one: mkdir -p ~/.codex-work && CODEX_HOME=~/.codex-work codex login",
-    '# CODEX_HOME_WORK="$HOME/.codex"  # %s' % PLACEHOLDER_EMAIL,
-    '# export CODEX_HOME="$CODEX_HOME_WORK"',
-]
+def _setup_helps() -> List[Tuple[Any, Any]]:
+    """(vendor, its SetupHelp) of every registered vendor that has one, in registration order."""
+    found = [(vendor, optional_member(vendor, "setup_help")) for vendor in registered()]
+    return [(vendor, help_) for vendor, help_ in found if help_ is not None]
+
+
+def value_placeholder() -> str:
+    """What a placeholder entry holds until the operator pastes a credential over it."""
+    return default_vendor().lines.placeholders[0]
 
 
 def accounts_env_text(count: int) -> str:
-    """The accounts env file init writes: `count` placeholder entries, the first one active."""
-    lines = [
+    """The accounts env file init writes: `count` placeholder entries of the default vendor, the
+    first one active, then a commented example of every other vendor that offers one."""
+    default = default_vendor()
+    lines, placeholder = default.lines, value_placeholder()
+    help_ = optional_member(default, "setup_help")
+    text = [
         "# The model-provider accounts of this node, sourced as POSIX sh by the monitor's probe child.",
-        "# Replace each %s with the account's token and %s with its email." % (PLACEHOLDER, PLACEHOLDER_EMAIL),
-        "# To get a Claude token that lasts a year: run `claude setup-token` signed in as that account,",
-        "# and paste the sk-ant-oat01-... it prints.",
-        "# The active account is the one MODEL_CODE_OAUTH_TOKEN names. Keep this file mode 0600:",
+        "# Replace each %s with the account's token and %s with its email." % (placeholder, PLACEHOLDER_EMAIL),
+    ]
+    text += list(help_.comment) if help_ is not None else []
+    text += [
+        "# The active account is the one %s names. Keep this file mode 0600:" % lines.active_var,
         "# a file that group or others can write is refused.",
     ]
-    lines += ["%sACCT%d=%s  # %s" % (ACCOUNT_TOKEN_PREFIX, k, PLACEHOLDER, PLACEHOLDER_EMAIL)
-              for k in range(1, count + 1)]
-    lines.append('export %s="$%sACCT1"' % (ACTIVE_TOKEN_VAR, ACCOUNT_TOKEN_PREFIX))
-    return "\n".join(lines + CODEX_EXAMPLE) + "\n"
+    text += ["%s%s%d=%s  # %s" % (lines.entry_prefix, ENTRY_STEM, k, placeholder, PLACEHOLDER_EMAIL)
+             for k in range(1, count + 1)]
+    text.append(lines.export_line(ENTRY_STEM + "1"))
+    for vendor, other in _setup_helps():
+        if vendor is not default:
+            # Commented out: a node shows nothing about a vendor it has no line of.
+            text += ["#"] + list(other.example)
+    return "\n".join(text) + "\n"
 
 
 def os_short_host_name() -> str:
@@ -163,11 +176,12 @@ def dashboard_url(environ: Mapping[str, str]) -> str:
 
 
 def next_steps(paths: Paths) -> List[str]:
-    return [
-        "Get a long-lived token for each Claude account: run `claude setup-token` signed in as it "
-        "(it prints sk-ant-oat01-...); for a Codex login: CODEX_HOME=<dir> codex login",
+    """What to do after init; the first step says where each vendor's credential comes from."""
+    clauses = [help_.next_step for _vendor, help_ in _setup_helps()]
+    steps = ["Get a long-lived token " + "; ".join(clauses)] if clauses else []
+    return steps + [
         "Paste each account's token over %s, and its email over %s, in %s (keep it mode 0600)"
-        % (PLACEHOLDER, PLACEHOLDER_EMAIL, paths.accounts_env),
+        % (value_placeholder(), PLACEHOLDER_EMAIL, paths.accounts_env),
         "Start the monitor: svc-monitor  (or: python3 -m svcposture monitor)",
         "Open %s for the dashboard (svc-monitor hud for one terminal line)" % dashboard_url(paths.environ),
         "Show it in the coding agent's status line, in its settings.json: %s" % STATUSLINE_SETTING,

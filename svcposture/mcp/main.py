@@ -41,7 +41,7 @@ tools:
                                        listed only where the node reads a fleet
   switch {to}                          as `svc-monitor switch --to`; only with
                                        --allow-switch
-resources: svcposture://posture/claude, svcposture://posture/codex
+resources: {resources}
 
 options:
   --url URL       {url_help}
@@ -116,7 +116,11 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]") -> int:
         from ..settings import MONITOR_URL_RULE
         url_help = textwrap.fill("monitor base URL (default: %s)" % MONITOR_URL_RULE, 78,
                                  initial_indent=" " * 18, subsequent_indent=" " * 18).lstrip()
-        sys.stdout.write(HELP.replace("{url_help}", url_help))
+        from ..vendors import provider_names
+        from .tools import RESOURCE_PREFIX
+        resources = textwrap.fill(", ".join(RESOURCE_PREFIX + name for name in provider_names()), 78,
+                                  initial_indent=" " * 11, subsequent_indent=" " * 11).lstrip()
+        sys.stdout.write(HELP.replace("{url_help}", url_help).replace("{resources}", resources))
         return 0
     if error is not None:
         sys.stderr.write("svc-monitor mcp: %s (see svc-monitor mcp --help)\n" % error)

@@ -17,7 +17,7 @@ from .._text import loads_bounded, printable
 from ..errors import SvcpostureError
 from . import schema
 from .session import ToolError
-from ..vendors import provider_names
+from ..vendors import DEFAULT_PROVIDER, names_text, provider_names, provider_of_label, registered, with_provider
 from .wire import INTERNAL_ERROR, RESOURCE_NOT_FOUND
 
 TYPE_CHECKING = False
@@ -31,13 +31,11 @@ MAX_BODY = 1024 * 1024
 FLEET_CHECK_TTL_S = 60.0
 FLEET_MAYBE_TTL_S = 5.0
 FLEET_CHECK_TIMEOUT_S = 1.0
-# The registered vendors (docs/vendors.md), read when this module loads: after the entry point registered them.
-PROVIDERS = provider_names()
 RESOURCE_PREFIX = "svcposture://posture/"
 
 _READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}
-_PROVIDER = {"type": "string", "enum": list(PROVIDERS),
-             "description": "whose accounts: claude (default) or codex"}
+# Where a tool's input schema takes `provider`: the registered vendors' names (tool_specs).
+_PROVIDER = {"type": "string", "enum": [], "description": "whose accounts"}
 TOOLS: "Dict[str, Dict[str, Any]]" = {
     "posture": {
         "description": ("This node's account posture from the local monitor: the active account, each "
@@ -81,15 +79,34 @@ TOOLS: "Dict[str, Dict[str, Any]]" = {
 }
 
 
+def tool_specs(providers: "Tuple[str, ...]") -> "Dict[str, Dict[str, Any]]":
+    """TOOLS with each `provider` property listing `providers` (the registered vendors, docs/vendors.md),
+    the default first."""
+    provider = dict(_PROVIDER, enum=list(providers),
+                    description="whose accounts: %s (default %s)" % (names_text(), DEFAULT_PROVIDER))
+    specs: "Dict[str, Dict[str, Any]]" = {}
+    for name, spec in TOOLS.items():
+        properties = spec["inputSchema"]["properties"]
+        if "provider" in properties:
+            schema = dict(spec["inputSchema"], properties=dict(properties, provider=provider))
+            spec = dict(spec, inputSchema=schema)
+        specs[name] = spec
+    return specs
+
+
 class MonitorUnavailable(SvcpostureError, OSError):
     """The monitor did not give a usable answer; the message is one sentence naming its URL."""
 
 
 class Toolbox:
-    """The tools and resources over the monitor at `url` (guard.base_url's rule)."""
+    """The tools and resources over the monitor at `url` (guard.base_url's rule), for every vendor
+    registered when it is built: a `provider` argument and a posture resource each."""
 
     def __init__(self, url: str, allow_switch: bool = False, environ: "Optional[Mapping[str, str]]" = None) -> None:
         from .._http import parse_url
+        self.vendors = registered()
+        self.providers = provider_names()
+        self.specs = tool_specs(self.providers)
         self.url = url
         self.target = parse_url(url)
         self.allow_switch = allow_switch
@@ -108,22 +125,23 @@ class Toolbox:
 
     def tools(self, version: "Optional[str]") -> "List[Dict[str, Any]]":
         annotated = version not in (None, "2024-11-05")  # tool annotations came with 2025-03-26
-        return [dict({"name": name}, **{k: v for k, v in TOOLS[name].items() if annotated or k != "annotations"})
+        return [dict({"name": name}, **{k: v for k, v in self.specs[name].items() if annotated or k != "annotations"})
                 for name in self.names()]
 
     def resources(self) -> "List[Dict[str, Any]]":
-        return [{"uri": RESOURCE_PREFIX + provider, "name": "%s posture" % provider.capitalize(),
-                 "description": "the posture body of this node's %s accounts (as the posture tool)" % provider,
-                 "mimeType": "application/json"} for provider in PROVIDERS]
+        """One posture resource per registered vendor, in registration order."""
+        return [{"uri": RESOURCE_PREFIX + vendor.name, "name": "%s posture" % vendor.display_name,
+                 "description": "the posture body of this node's %s accounts (as the posture tool)" % vendor.name,
+                 "mimeType": "application/json"} for vendor in self.vendors]
 
     # ------------------------------------------------------------ calling
 
     def call(self, name: str, arguments: "Dict[str, Any]", version: "Optional[str]") -> "Dict[str, Any]":
-        if name not in TOOLS or (name == "switch" and not self.allow_switch):
+        if name not in self.specs or (name == "switch" and not self.allow_switch):
             why = " (this server was started without --allow-switch)" if name == "switch" else ""
             raise ToolError("Invalid params: unknown tool %r%s; the tools are %s"
                             % (printable(name[:80]), why, ", ".join(self.names())))
-        problem = schema.check(arguments, TOOLS[name]["inputSchema"])
+        problem = schema.check(arguments, self.specs[name]["inputSchema"])
         if problem is not None:
             raise ToolError("Invalid params: %s: %s" % (name, problem))
         try:
@@ -134,7 +152,7 @@ class Toolbox:
 
     def read(self, uri: str) -> "Dict[str, Any]":
         provider = uri[len(RESOURCE_PREFIX):] if uri.startswith(RESOURCE_PREFIX) else ""
-        if provider not in PROVIDERS:
+        if provider not in self.providers:
             raise ToolError("Resource not found: %s" % printable(uri[:200]), RESOURCE_NOT_FOUND,
                             {"uri": printable(uri[:200])})
         try:
@@ -160,7 +178,7 @@ class Toolbox:
     def _guard(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
         from ..steering.headroom import NO_ANSWER, UNAVAILABLE
         from ..term import guard
-        argv = ["--json", "--url", self.url, "--provider", args.get("provider", "claude")]
+        argv = ["--json", "--url", self.url, "--provider", args.get("provider", DEFAULT_PROVIDER)]
         if "account" in args:
             argv.append("--account=" + args["account"])
         if "reserve" in args:
@@ -182,9 +200,9 @@ class Toolbox:
         return decision, decision.get("decision") == UNAVAILABLE and decision.get("reason") in no_answer
 
     def _switch(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
-        from ..steering.headroom import of_provider
         from ..term import switch
-        provider = "codex" if of_provider(args["to"], "codex") else "claude"
+        # The label tells its vendor (every vendor but the default one has a label prefix).
+        provider = provider_of_label(args["to"])
         ns = switch.build_parser().parse_args(["--to=" + args["to"], "--provider", provider, "--json",
                                                "--url", self.url])
         try:
@@ -276,8 +294,7 @@ def _kind_and_sentence(err: "Any") -> "Dict[str, Any]":
 
 
 def _with_provider(path: str, args: "Mapping[str, Any]") -> str:
-    provider = args.get("provider", "claude")
-    return path + ("?provider=%s" % provider if provider != "claude" else "")
+    return with_provider(path, args.get("provider", DEFAULT_PROVIDER))
 
 
 def _text(body: "Any") -> str:

@@ -1,6 +1,6 @@
 """One advice for every surface: stay, wait, switch, or none (docs/steering.md).
 
-    advise(posture, trajectory, provider="claude", reserve=0, wait_s=600, now_ms=...)
+    advise(posture, trajectory, provider=DEFAULT_PROVIDER, reserve=0, wait_s=600, now_ms=...)
 
 maps one vendor's posture body (the /api/accounts shape) and the trajectory
 body (/api/trajectory, for the forecasts) to
@@ -33,6 +33,7 @@ look better than it is.
 from __future__ import annotations
 
 from .._text import finite_number, is_int, pct_figure, pct_text, read_pct
+from ..vendors import DEFAULT_PROVIDER
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ def _wait_s(resets: "Optional[int]", now_ms: int) -> "Optional[int]":
     return None if resets is None else max(0, -(-(resets - now_ms) // 1000))
 
 
-def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = "claude", reserve: int = 0,
+def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = DEFAULT_PROVIDER, reserve: int = 0,
            wait_s: int = DEFAULT_WAIT_S, now_ms: int = 0, ceiling: "Optional[float]" = None) -> "Dict[str, Any]":
     """The advice for one vendor's accounts (see the module's rules). `ceiling`
     lowers the limit (the automatic switch's threshold)."""

@@ -37,7 +37,7 @@ from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
 from ..steering.headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision
 from ..settings import guard_budget_ms
-from ..vendors import DEFAULT_PROVIDER
+from ..vendors import DEFAULT_PROVIDER, with_provider
 from . import line
 from .statusline import MIN_MONITOR_S, monitor_url, process_age_s
 
@@ -76,7 +76,7 @@ never prints a token) within 250 ms ($SVC_GUARD_BUDGET_MS changes that), and exi
 and says why in one line on stderr.
 
 options:
-  --provider P     claude (default) or codex: whose accounts to judge
+  --provider P     {providers}: whose accounts to judge
   --account LABEL  judge this account instead of the active one
   --reserve PCT    the human reserve for this call, 0-50 (default: the node's
                    svc.posture.reservePct, else 0): automation holds once a
@@ -93,6 +93,15 @@ options:
 """
 
 _WITH_VALUE = ("--provider", "--account", "--reserve", "--wait", "--url")
+
+
+def help_text() -> str:
+    """HELP with the registered vendors' names, the default one marked."""
+    from ..vendors import provider_names
+
+    names = ["%s (default)" % name if name == DEFAULT_PROVIDER else name for name in provider_names()]
+    listed = names[0] if len(names) == 1 else "%s or %s" % (", ".join(names[:-1]), names[-1])
+    return HELP.replace("{providers}", listed)
 
 
 def parse_args(argv: "Sequence[str]") -> "Tuple[Dict[str, Any], Optional[str]]":
@@ -150,9 +159,7 @@ def base_url(opts: "Mapping[str, Any]", environ: "Mapping[str, str]") -> str:
 
 
 def posture_path(provider: str, stream: bool = False) -> str:
-    path = "/api/accounts/stream" if stream else "/api/accounts"
-    # Claude's body is the contract's, served without the parameter.
-    return path + ("?provider=%s" % provider if provider != DEFAULT_PROVIDER else "")
+    return with_provider("/api/accounts/stream" if stream else "/api/accounts", provider)
 
 
 def decide(body: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms: int) -> "Dict[str, Any]":
@@ -250,7 +257,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> 
     """(exit status, stdout bytes, stderr bytes)."""
     opts, error = parse_args(argv)
     if opts["help"]:
-        return 0, HELP.encode("utf-8"), b""
+        return 0, help_text().encode("utf-8"), b""
     if error is not None:
         return 2, b"", ("svc-monitor guard: %s (see svc-monitor guard --help)\n" % error).encode("utf-8")
     reserve = opts["reserve"]
@@ -280,7 +287,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> 
 def advice_note(target: "Any", provider: str, label: str, deadline: float) -> str:
     """What the monitor's advice (/api/advice) names, for the hold line; empty when it
     has none for the account judged (a monitor without the route, another account)."""
-    body = get_json(target, "/api/advice" + ("?provider=%s" % provider if provider != "claude" else ""), deadline)
+    body = get_json(target, with_provider("/api/advice", provider), deadline)
     active = body.get("active") if isinstance(body, dict) else None
     if not isinstance(active, dict) or active.get("label") != label:
         return ""

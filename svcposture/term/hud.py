@@ -13,7 +13,7 @@ from .._time import now_ms
 from ..errors import SvcpostureError
 from ..paths import Paths
 from ..settings import DEFAULT_PORT, MONITOR_URL_RULE, monitor_url
-from ..vendors import DEFAULT_PROVIDER, provider_names
+from ..vendors import DEFAULT_PROVIDER, provider_names, with_provider
 from . import line
 
 DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
@@ -63,8 +63,8 @@ def _read_once(url: str, timeout: float, limit: int) -> bytes:
 
 
 def accounts_path(provider: str = DEFAULT_PROVIDER) -> str:
-    """The posture route of a vendor: Claude's is the contract's, unchanged (docs/codex.md)."""
-    return "/api/accounts" if provider == DEFAULT_PROVIDER else "/api/accounts?provider=" + provider
+    """The posture route of a vendor: the default vendor's is the contract's, unchanged (docs/codex.md)."""
+    return with_provider("/api/accounts", provider)
 
 
 def fetch_once(base: str, timeout: float = 20.0, provider: str = DEFAULT_PROVIDER) -> Dict[str, Any]:
@@ -98,10 +98,10 @@ def fetch_trajectory(base: str, timeout: float = TRAJECTORY_TIMEOUT_S,
     return body if isinstance(body, dict) else None
 
 
-def fetch_advice(base: str, provider: str = "claude") -> Optional[Dict[str, Any]]:
+def fetch_advice(base: str, provider: str = DEFAULT_PROVIDER) -> Optional[Dict[str, Any]]:
     """The monitor's /api/advice body (docs/steering.md), or None (a monitor without it: the
     strip names siblingWithHeadroom instead)."""
-    return fetch_trajectory(base, path="/api/advice" + ("" if provider == "claude" else "?provider=" + provider))
+    return fetch_trajectory(base, path=with_provider("/api/advice", provider))
 
 
 def fetch_login(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Dict[str, Any]]:
@@ -117,6 +117,7 @@ def fetch_login(base: str, timeout: float = TRAJECTORY_TIMEOUT_S) -> Optional[Di
 
 
 def _wants_login(body: Mapping[str, Any], provider: str) -> bool:
+    # The login view (GET /api/login) stands in for the default vendor's posture only.
     return provider == DEFAULT_PROVIDER and body.get("available") is False
 
 

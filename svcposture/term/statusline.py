@@ -30,7 +30,7 @@ from .._http import get_json, parse_url
 from .._text import loads_bounded, printable
 from ..settings import DEFAULT_PORT, statusline_budget_ms
 from ..settings import monitor_url as settings_monitor_url
-from ..vendors import DEFAULT_PROVIDER, provider_of_payload
+from ..vendors import DEFAULT_PROVIDER, provider_of_payload, with_provider
 from . import line
 
 TYPE_CHECKING = False
@@ -51,7 +51,7 @@ MAX_PAYLOAD = 64 * 1024
 DEFAULT_URL = "http://127.0.0.1:%d" % DEFAULT_PORT
 
 HELP = """\
-usage: svc-monitor statusline [--url URL] [--provider claude|codex] [--no-color]
+usage: svc-monitor statusline [--url URL] [--provider {names}] [--no-color]
 
 Print one line for the coding agent's status line: the active account, its
 5h and 7d utilization with the time to each reset, the wall forecast when it
@@ -68,9 +68,9 @@ options:
   --url URL     monitor base URL (default: 127.0.0.1 at $SVC_MONITOR_PORT and
                 $SVC_MONITOR_BIND when either is set, else the url in
                 ~/svc/run/monitor.json, else {default_url})
-  --provider P  whose accounts: claude or codex (default: the vendor of the
+  --provider P  whose accounts: {names_text} (default: the vendor of the
                 agent that runs the command, told by its statusLine JSON on
-                stdin, else claude)
+                stdin, else {default})
   --no-color    no ANSI colours (also when NO_COLOR is set)
   -h, --help    show this help
 
@@ -148,6 +148,13 @@ def is_posture(body: "Any") -> bool:
     return isinstance(body, dict) and isinstance(body.get("available"), bool)
 
 
+def help_text() -> str:
+    """HELP with the registered vendors' names (the registry is loaded for the help only)."""
+    from ..vendors import names_text, provider_names
+    return HELP.replace("{names}", "|".join(provider_names())).replace("{names_text}", names_text()).replace(
+        "{default}", DEFAULT_PROVIDER)
+
+
 def parse_args(argv: "Sequence[str]") -> "Tuple[Optional[str], bool, bool, Optional[str], Optional[str]]":
     """(url, no_color, help, error, provider) of the command line (provider None: not given)."""
     url: "Optional[str]" = None
@@ -196,7 +203,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
     """Everything but the write: the bytes to print."""
     url, no_color, wants_help, error, provider = parse_args(argv)
     if wants_help:
-        return HELP.encode("utf-8")
+        return help_text().encode("utf-8")
     if error is not None:
         return printable(error).encode("utf-8") + b"\n"
     colour = not no_color and "NO_COLOR" not in environ
@@ -213,8 +220,7 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
         payload_read = payload is not None
         provider = provider_of_payload(payload)
         deadline = max(deadline, time.monotonic() + MIN_MONITOR_S)
-    path = "/api/accounts" if provider in (None, DEFAULT_PROVIDER) else "/api/accounts?provider=" + str(provider)
-    body = get_json(target, path, deadline) if target is not None else None
+    body = get_json(target, with_provider("/api/accounts", provider), deadline) if target is not None else None
     if not is_posture(body):
         body = None
     trajectory = advice = None
@@ -223,10 +229,10 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", stdin_fd: int, star
             trajectory = get_json(target, "/api/trajectory", deadline)  # type: ignore[arg-type]
         if body.get("status") != "ok" or line.forecast_walls(trajectory, (body.get("active") or {}).get("label")):
             # What to do next is the monitor's advice, asked only when there is something to do.
-            advice = get_json(target, "/api/advice" + ("" if provider in (None, DEFAULT_PROVIDER) else "?provider=" +
-                                                       str(provider)), deadline)  # type: ignore[arg-type]
+            advice = get_json(target, with_provider("/api/advice", provider), deadline)  # type: ignore[arg-type]
     elif body is not None and provider in (None, DEFAULT_PROVIDER) and line.local_line(payload, colour=False) is None:
-        # No usable accounts file: this machine's own login, from the quota sampler.
+        # No usable accounts file: this machine's own login, from the quota sampler (the login view
+        # stands in for the default vendor's posture only).
         login = get_json(target, "/api/login", deadline)  # type: ignore[arg-type]
         text = line.login_line(login, hud=False, colour=colour, now=int(time.time() * 1000))
         if text is not None:

@@ -24,7 +24,7 @@ from ..steering.advice import advise
 from ..steering.headroom import choose, find_account, of_provider, resets_ms
 from ..envfile.exportline import SwitchError
 from ..settings import MONITOR_URL_RULE
-from ..vendors import DEFAULT_PROVIDER, provider_names
+from ..vendors import DEFAULT_PROVIDER, provider_names, registered, with_provider
 from ..steering.switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 from ..vendors import is_account_label
 
@@ -35,14 +35,20 @@ POSTURE_TIMEOUT_S = 2.0
 MAX_POSTURE = 1024 * 1024
 
 
+def export_lines() -> str:
+    """Each registered vendor's export line as a switch writes it, one per line, for the help."""
+    return "".join("  %-60s --provider %s\n" % (vendor.lines.export_line("<NAME>"), vendor.name)
+                   for vendor in registered())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="svc-monitor switch",
         usage="svc-monitor switch (--to LABEL | --best) [--provider P] [--dry-run] [--json] [--url URL]",
         description=(
-            "Make another account the active one by rewriting only the export line of the accounts env file\n"
-            "(export MODEL_CODE_OAUTH_TOKEN=\"$MODEL_TOKEN_<NAME>\", or export CODEX_HOME=\"$CODEX_HOME_<NAME>\"\n"
-            "for --provider codex). Every other byte of the file is kept; no token is read into the output.\n"
+            "Make another account the active one by rewriting only the export line of the accounts env file,\n"
+            "that of the vendor --provider names:\n\n" + export_lines() + "\n"
+            "Every other byte of the file is kept; no token is read into the output.\n"
             "The write is atomic (a 0600 temporary file in the same directory, fsync, rename), follows no\n"
             "symlink, keeps the file's mode and is refused when the file changed meanwhile. One\n"
             "account.switched event is appended per switch; a running monitor shows the new active account\n"
@@ -87,8 +93,7 @@ def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
     target = parse_url(ns.url)
     if target is None:
         return None
-    path = "/api/accounts" + ("?provider=%s" % ns.provider if ns.provider != DEFAULT_PROVIDER else "")
-    return get_json(target, path, time.monotonic() + timeout_s)
+    return get_json(target, with_provider("/api/accounts", ns.provider), time.monotonic() + timeout_s)
 
 
 def _usable_posture(body: Any) -> bool:
@@ -167,8 +172,7 @@ def read_advice(ns: argparse.Namespace, timeout_s: float) -> Any:
     target = parse_url(ns.url or monitor_url(os.environ))
     if target is None:
         return None
-    return get_json(target, "/api/advice" + ("?provider=%s" % ns.provider if ns.provider != DEFAULT_PROVIDER else ""),
-                    time.monotonic() + timeout_s)
+    return get_json(target, with_provider("/api/advice", ns.provider), time.monotonic() + timeout_s)
 
 
 def _roster() -> Optional[List[str]]:

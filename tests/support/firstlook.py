@@ -39,9 +39,10 @@ def get_json(url: str, timeout: float = 10.0) -> Any:
 class Demo:
     """`python3 -m svcposture monitor demo ARGS` in its own process group; `.url`, `.lines`."""
 
-    def __init__(self, home: Path, args: List[str]) -> None:
+    def __init__(self, home: Path, args: List[str], env: Optional[Dict[str, str]] = None) -> None:
+        """`env`: variables added to the demo's clean environment (SVC_VENDORS, say)."""
         home.mkdir(mode=0o700, exist_ok=True)  # every command refuses a HOME that does not exist
-        env = clean_env(home)
+        env = dict(clean_env(home), **(env or {}))
         self.proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "demo"] + args, cwd=str(REPO),
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True)

@@ -1,7 +1,8 @@
 """The fake model provider on 127.0.0.1, speaking the real wire format (docs/posture.md).
 
-The headers and bodies come from svcposture.demo.provider_wire, the code the
-demo's simulated provider speaks with, so the two stand-ins cannot drift apart.
+The headers and bodies come from svcposture.claude.replies, the code Claude's
+part of the demo's simulated provider speaks with, so the two stand-ins cannot
+drift apart.
 
 In-process:
 
@@ -57,8 +58,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tests.support.httpserver import StandInServer, send_raw
 
-from svcposture.demo.provider_wire import (UNIFIED, error_body, message_body, reply_status,
-                                              unified_headers)
+from svcposture.claude.replies import UNIFIED, error_body, message_body, reply_status, unified_headers
 
 MODES = ("normal", "auth", "no_headers", "garbage", "slow", "drop", "redirect", "raw", "flip")
 ANY = "*"  # set_usage(ANY, ...) answers the usage probe of every token
@@ -93,7 +93,7 @@ class _Account:
         self.rolls_over = rolls_over
 
     def state(self, now: float) -> Dict[str, Any]:
-        """The wire state (provider_wire) of a normal account; resets default to 3 h and 4 d ahead.
+        """The wire state (claude.replies) of a normal account; resets default to 3 h and 4 d ahead.
 
         With `rolls_over`, a window whose reset has passed answers as the provider
         does after it: 0 % allowed, the next reset one period on, and the overall

@@ -11,7 +11,10 @@ sends `GET {SVC_ACME_URL}/v1/quota` with `Authorization: Bearer <key>` (its
 one knob, declared in `vendor.py` and read through `settings.knob_value`); the
 reply is `{"windows": [{"seconds", "used", "resets"}]}` (`used` a fraction,
 `resets` epoch seconds), placed by length as Codex's are. The stand-in
-server is `tests/support/thirdvendor/server.py`.
+server is `tests/support/thirdvendor/server.py`. Its optional members are
+`setup_help` (what `svc-monitor init` writes about an acme key) and `demo`
+(`demo.py`: its account in `svc-monitor demo`, answered on the demo's
+simulated provider).
 """
 from __future__ import annotations
 

@@ -8,10 +8,9 @@ from typing import Any, Dict, List
 
 from tests.support.httpserver import StandInServer, send_raw
 
+from .demo import quota_reply
 
-def quota_reply(five_used: float, seven_used: float, reset_5h: int, reset_7d: int) -> Dict[str, Any]:
-    return {"windows": [{"seconds": 604800, "used": seven_used, "resets": reset_7d},
-                        {"seconds": 18000, "used": five_used, "resets": reset_5h}]}
+__all__ = ["AcmeServer", "quota_reply"]
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -5,10 +5,10 @@ import json
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from svcposture.envfile.entries import PLACEHOLDER, parse_entries, usable
+from svcposture.envfile.entries import PLACEHOLDER, PLACEHOLDER_EMAIL, parse_entries, usable
 from svcposture.settings import as_base_url, knob_value
 from svcposture.summary import binding_window, disabled_body, posture_body
-from svcposture.vendor import EnvLines, Knob
+from svcposture.vendor import EnvLines, Knob, SetupHelp
 
 NAME = "acme"
 # Its one knob, declared here like a built-in vendor's: the node's Settings read it through the registry.
@@ -24,6 +24,13 @@ MESSAGES = {
     "internal": "The acme probe failed without a result.",
 }
 ROW_KEYS = ("label", "email", "active", "fiveHour", "sevenDay", "error", "sampledAt")
+# What `svc-monitor init` writes and says about an acme key.
+SETUP_HELP = SetupHelp(
+    next_step="for an acme key: copy it from the acme console",
+    comment=("# To get an acme key: copy it from the acme console.",),
+    example=("# acme keys (optional): one line per key, copied from the acme console.",
+             "# ACME_KEY_WORK=%s  # %s" % (PLACEHOLDER, PLACEHOLDER_EMAIL),
+             '# export ACME_KEY="$ACME_KEY_WORK"'))
 
 
 def now_ms() -> int:
@@ -121,6 +128,13 @@ class AcmeVendor:
     lines = EnvLines("ACME_KEY_", "ACME_KEY", "acme-", (PLACEHOLDER,))
     error_kinds = KINDS
     knobs = (URL,)
+    setup_help = SETUP_HELP
+
+    @property
+    def demo(self) -> Any:
+        """Its part of `svc-monitor demo` (demo.py)."""
+        from .demo import DEMO
+        return DEMO
 
     def sweep(self, text: str, environ: Mapping[str, str]) -> AcmeSweep:
         return AcmeSweep(text, environ)

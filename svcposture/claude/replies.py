@@ -1,8 +1,9 @@
 """The provider's side of the wire format (docs/posture.md), for stand-ins of the provider.
 
-The demo's simulated provider and the test suite's fake provider both answer
-the header probe and the usage probe; this module is the one place that turns
-a window state into what the real provider sends. Pure functions, no I/O.
+The demo's simulated provider (through Claude's demo part, `demo.py`) and the
+test suite's fake provider both answer the header probe and the usage probe;
+this module is the one place that turns a window state into what the real
+provider sends. Pure functions, no I/O.
 
 A *state* is `{"status": <overall status>, "claim": <representative claim>,
 "5h": <window>, "7d": <window>}`; a window is `(utilization, status, reset)`
@@ -15,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ..claude.provider import UNIFIED
+from .provider import UNIFIED
 
 WINDOWS = ("5h", "7d")
 
