@@ -139,7 +139,11 @@ class Vendor(Protocol):
     - `demo`: a `DemoPart`, the vendor's part of `svc-monitor demo` (its demo accounts, their files
       and env-file lines, and how its endpoint answers a simulated window state);
     - `knobs`: a tuple of `Knob`, the environment variables the vendor's own code reads
-      (base URL, probe model), each read through `settings.knob_value`.
+      (base URL, probe model), each read through `settings.knob_value`;
+    - `error_health(error)`: which account health (docs/posture.md, "Health") one of this
+      vendor's account errors means: "refused" (the provider refused the credential: 401/403
+      or the vendor's invalid or expired kind), "limited" (the usage endpoint rate-limited the
+      reader), "unreachable" (a transport failure or timeout), or None for any other error.
     """
 
     name: str

@@ -8,7 +8,7 @@ body carries either with the same rules.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ..errors import MESSAGES as RUN_MESSAGES
 from ..errors import Sentences, Vocabulary
@@ -47,3 +47,18 @@ def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]
     the default, never copied; `httpStatus` survives only as an int 100..599.
     """
     return CLAUDE_ERRORS.clean(value, with_status)
+
+
+def health_of_error(error: Any) -> Optional[str]:
+    """The account health a Claude error means (docs/posture.md): the token refused, the reader
+    rate-limited, the provider not reached; None for any other error."""
+    if not isinstance(error, Mapping):
+        return None
+    kind = error.get("kind")
+    if kind == "auth":
+        return "refused"
+    if kind == "http" and error.get("httpStatus") == 429:
+        return "limited"
+    if kind in ("transport", "timeout"):
+        return "unreachable"
+    return None

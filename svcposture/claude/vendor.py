@@ -117,5 +117,11 @@ class ClaudeVendor:
         from .demo import DEMO
         return DEMO
 
+    @staticmethod
+    def error_health(error: Any) -> Optional[str]:
+        """The health a Claude account's error means (refused, limited, unreachable), else None."""
+        from .errors import health_of_error
+        return health_of_error(error)
+
 
 VENDOR = ClaudeVendor()

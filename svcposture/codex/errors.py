@@ -97,3 +97,18 @@ def clean_codex_error(value: Any) -> Optional[Dict[str, Any]]:
     if clean is None:
         return None
     return dict(clean, fix=_clean_fix(value.get("fix") if isinstance(value, Mapping) else None))
+
+
+def health_of_error(error: Any) -> Optional[str]:
+    """The account health a Codex login's error means (docs/posture.md): its token refused or
+    expired, the usage endpoint rate-limiting it, the endpoint not reached; None for any other."""
+    if not isinstance(error, dict):
+        return None
+    kind = error.get("kind")
+    if kind == "unauthorized":
+        return "refused"
+    if kind == "http" and (error.get("httpStatus") == 429 or error.get("message") == CODEX_MESSAGES["http"].rate_limited):
+        return "limited"
+    if kind in ("transport", "timeout"):
+        return "unreachable"
+    return None

@@ -69,5 +69,11 @@ class CodexVendor:
         from .demo import DEMO
         return DEMO
 
+    @staticmethod
+    def error_health(error: Any) -> Optional[str]:
+        """The health a Codex login's error means (refused, limited, unreachable), else None."""
+        from .errors import health_of_error
+        return health_of_error(error)
+
 
 VENDOR = CodexVendor()
