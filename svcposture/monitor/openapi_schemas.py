@@ -44,15 +44,10 @@ def json_answer(description: str, schema: str, headers: Optional[Dict[str, Any]]
     return out
 
 
-def second_vendor() -> Any:
-    """The vendor whose posture body the schemas named after it describe (docs/codex.md):
-    the first after the default, which the registry loads before any other."""
-    return others()[0]
-
-
 def posture_body() -> Dict[str, Any]:
-    """What GET /api/accounts and each frame of its stream carry."""
-    return {"anyOf": [ref("Posture"), ref(second_vendor().display_name + "Posture"), ref("Disabled")]}
+    """What GET /api/accounts and each frame of its stream carry: the default vendor's body, or
+    another vendor's (each described by schemas named after it, `<display name>Posture`)."""
+    return {"anyOf": [ref("Posture")] + [ref(v.display_name + "Posture") for v in others()] + [ref("Disabled")]}
 
 
 def provider_schema() -> Dict[str, Any]:
@@ -63,9 +58,10 @@ def component_schemas() -> Dict[str, Any]:
     """Every schema of the document, by name."""
     schemas: Dict[str, Any] = {}
     for group in (_posture_schemas(), _reply_schemas(), _fleet_schemas(), _trajectory_schemas(),
-                  _vendor_posture_schemas(second_vendor()), {"Login": _login_schema(), "Vendors": _vendors_schema()},
-                  _advice_schemas()):
+                  {"Login": _login_schema(), "Vendors": _vendors_schema()}, _advice_schemas()):
         schemas.update(group)
+    for vendor in others():
+        schemas.update(_vendor_posture_schemas(vendor))
     return schemas
 
 
@@ -232,27 +228,28 @@ def _reply_schemas() -> Dict[str, Any]:
 
 def _fleet_schemas() -> Dict[str, Any]:
     """FleetReport (GET /api/fleet), its host rows, the heartbeat's blocks, and GET /api/fleet/accounts."""
-    return {"FleetReport": _fleet_report_schema(), "FleetHost": _fleet_host_schema(second_vendor()),
+    return {"FleetReport": _fleet_report_schema(), "FleetHost": _fleet_host_schema(others()),
             "HostAccount": entry_schema(), "HeartbeatAccount": account_schema(), "HeartbeatQuota": quota_schema(),
             "FleetAccounts": _fleet_accounts_schema()}
 
 
-def _fleet_host_schema(vendor: Any) -> Dict[str, Any]:
-    """A roster host's row; `vendor`'s active account rides in a block of its own, named after it."""
+def _fleet_host_schema(vendors: Any) -> Dict[str, Any]:
+    """A roster host's row; each non-default vendor's active account rides in a block of its own, named after it."""
+    blocks = {vendor.name: dict(ref("HeartbeatAccount"), description=(
+        "The host's active %s account, same block as `account`; absent on a host without %s accounts."
+        % (vendor.display_name, vendor.display_name))) for vendor in vendors}
     return {"type": "object", "additionalProperties": False,
             "required": ["host", "state", "ageS", "quota", "account", "accounts"],
-            "properties": {
+            "properties": dict({
                 "host": {"type": "string"},
                 "state": {"type": "string", "enum": ["live", "stale", "missing", "unknown"]},
                 "ageS": {"type": ["number", "null"], "minimum": 0,
                          "description": "Heartbeat age in seconds; null when missing, unknown or under Loki."},
                 "quota": nullable(ref("HeartbeatQuota")),
                 "account": nullable(ref("HeartbeatAccount")),
-                vendor.name: dict(ref("HeartbeatAccount"), description=(
-                    "The host's active %s account, same block as `account`; absent on a host without %s accounts."
-                    % (vendor.display_name, vendor.display_name))),
                 "accounts": {"type": "array", "maxItems": MAX_ACCOUNTS, "items": ref("HostAccount"),
-                             "description": "Every account of the host, active or not; empty when unknown."}}}
+                             "description": "Every account of the host, active or not; empty when unknown."}},
+                **blocks)}
 
 
 def _fleet_report_schema() -> Dict[str, Any]:
