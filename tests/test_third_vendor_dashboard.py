@@ -5,7 +5,8 @@ The stand-in vendor "acme" (tests/support/thirdvendor/) is registered only by
 takes the vendor list and display names from `/api/vendors`, so the node's
 Acme accounts get a section of their own ("Acme accounts", its status, its
 cards) and an advice line, live over `/api/accounts/stream?provider=acme`,
-beside the Claude section; a node with only Acme accounts is no unavailable node.
+beside the Claude section; a node with only Acme accounts is no unavailable node;
+and a page already open gets the section when the node starts to show the vendor.
 """
 from __future__ import annotations
 
@@ -147,5 +148,37 @@ def test_a_node_with_only_the_third_vendors_accounts_is_not_unavailable(servers,
         assert not driver.find_element("id", "unavailable").is_displayed()
         assert driver.find_element("id", "footer-label").text == "no account"
         assert not pages.contrast_failures(driver)
+    finally:
+        mon.stop()
+
+
+def test_a_vendor_the_node_starts_to_show_gets_its_section_without_a_reload(servers, driver, tmp_path):
+    provider, acme, _ = servers
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    set_host_name(home, "acme-later")
+    write_accounts(accounts_path(home), [("ACCT1", CLAUDE_TOKEN, "c@x.example")], active="ACCT1")
+    env = monitor_env(home, provider.url, SVC_ACME_URL=acme.url, SVC_PROBE_INTERVAL_S="1", SVC_POSTURE_TTL_S="1",
+                      SVC_VENDORS="tests.support.thirdvendor")
+    mon = start_monitor(env)
+    try:
+        pages.emulate(driver, "light", 1280)
+        driver.get(mon.url + "/")
+        found = wait_for(lambda: (lambda s: s if any(x["id"] == "vendor-claude" and x["cards"] for x in s) else None)(
+            driver.execute_script(SECTIONS)), timeout=30, what="the Claude section")
+        assert [s["id"] for s in found if s["shown"]] == ["vendor-claude"]
+        assert not [s for s in found if s["shown"]][0]["titleShown"]  # one vendor, the default: no heading
+        driver.execute_script("window.__sameDocument = 'yes';")
+        write_accounts(accounts_path(home), [("ACCT1", CLAUDE_TOKEN, "c@x.example")], active="ACCT1",
+                       extra=ACME_LINES)
+        # The trajectory names acme's accounts after its first probe: the page reads the vendors again.
+        found = wait_for(lambda: (lambda s: s if any(x["id"] == "vendor-acme" and len(x["cards"]) == 2
+                                                     for x in s) else None)(driver.execute_script(SECTIONS)),
+                         timeout=30, what="the Acme section, without a reload")
+        assert [s["id"] for s in found if s["shown"]] == ["vendor-claude", "vendor-acme"]
+        assert all(s["titleShown"] for s in found if s["shown"])
+        assert driver.execute_script("return window.__sameDocument;") == "yes"
+        wait_for(lambda: driver.find_element("id", "advice-acme").text.startswith("Acme: Stay on acme-one"),
+                 what="the acme advice line")
     finally:
         mon.stop()
