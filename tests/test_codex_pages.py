@@ -69,15 +69,15 @@ def test_the_demo_node_shows_its_codex_login_on_the_dashboard(browser):
         browser.get(mon.url + "/")
         css = lambda sel: browser.find_elements("css selector", sel)  # noqa: E731
         wait_for(lambda: css("#codex-cards .card[data-label]"), what="the Codex section's card")
-        assert browser.find_element("id", "codex").is_displayed()
+        assert browser.find_element("id", "vendor-codex").is_displayed()
         assert browser.find_element("id", "claude-title").is_displayed()
         # Read in one script: a new frame re-draws the cards, so elements found earlier may go stale.
         cards = browser.execute_script(
             "return Array.from(document.querySelectorAll('.card[data-label]')).map("
             "function (c) { return [c.parentNode.id, c.getAttribute('data-label'), c.textContent]; });")
         assert [(box, label) for box, label, _ in cards] == [
-            ("cards", "acct1"), ("cards", "acct2"), ("cards", "acct3"), ("codex-cards", "codex-demo")]
-        assert "plan plus" in cards[3][2] and "read from OpenAI's usage service" in cards[3][2] and "5h" in cards[3][2]
+            ("claude-cards", "acct1"), ("claude-cards", "acct2"), ("claude-cards", "acct3"), ("codex-cards", "codex-demo")]
+        assert "plan plus" in cards[3][2] and "read from the Codex usage service" in cards[3][2] and "5h" in cards[3][2]
         assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
     finally:
         mon.stop()
@@ -93,8 +93,8 @@ def test_a_claude_only_dashboard_has_no_codex_section(browser, tmp_path):
         try:
             browser.set_window_size(1280, 900)
             browser.get(mon.url + "/")
-            wait_for(lambda: browser.find_elements("css selector", "#cards .card[data-label]"), what="a card")
-            assert not browser.find_element("id", "codex").is_displayed()
+            wait_for(lambda: browser.find_elements("css selector", "#claude-cards .card[data-label]"), what="a card")
+            assert not browser.find_element("id", "vendor-codex").is_displayed()
             assert not browser.find_element("id", "claude-title").is_displayed()
             assert "codex" not in browser.find_element("tag name", "body").text.lower()
         finally:

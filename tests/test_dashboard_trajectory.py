@@ -101,7 +101,7 @@ def test_a_value_older_than_two_probe_intervals_is_greyed_with_its_age(browser, 
             note = card().find_element("css selector", ".stale-note")
             assert note.is_displayed() and re.search(r"No new reading for \d+s \(readings every \d+s\)", note.text)
             assert "stale" in browser.find_element("id", "footer").get_attribute("class")
-            assert browser.find_element("id", "meta").text.startswith("No new reading for ")
+            assert browser.find_element("id", "claude-meta").text.startswith("No new reading for ")
         finally:
             mon.stop()
 

@@ -103,7 +103,7 @@ def test_banner_waits_for_a_reset_seconds_away_rather_than_switching(tmp_path):
             assert "for its reset" in banner and "acct2" not in banner and "acct3" not in banner
             advice = get_json(mon.url + "/api/advice")
             assert advice["advice"] == "wait" and 0 < advice["waitS"] <= 600 and advice["to"] is None
-            pct = driver.find_element("css selector", '#cards [data-label="acct1"] .win-pct').text
+            pct = driver.find_element("css selector", '#claude-cards [data-label="acct1"] .win-pct').text
             assert pct == "100%+"
     finally:
         mon.stop()

@@ -39,8 +39,10 @@ def test_login_body_from_the_newest_sample(login_node):
     assert body["available"] is True and body["source"] == "login" and body["plan"] == "max"
     assert body["fiveHour"]["pct"] == 37.5 and body["sevenDay"]["pct"] == 62.0
     assert body["fiveHour"]["resetsAt"].endswith("Z") and body["sampledAt"].endswith("Z")
-    assert set(body) == {"available", "node", "plan", "fiveHour", "sevenDay", "extraWindows", "extraUsage",
-                         "sampledAt", "source"}
+    assert set(body) == {"available", "node", "vendor", "loginName", "plan", "fiveHour", "sevenDay", "extraWindows",
+                         "extraUsage", "sampledAt", "source"}
+    # Whose login it is, so that the pages name it without naming a vendor themselves.
+    assert (body["vendor"], body["loginName"]) == ("claude", "Claude Code")
     assert body["extraWindows"] == [] and body["extraUsage"] is None
     assert TOKEN.encode() not in raw
     # /api/accounts keeps the contract's unavailable body

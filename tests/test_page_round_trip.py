@@ -17,7 +17,10 @@ from tests.support.browser import chromium, require_chromium, wait_for
 from tests.support.firstlook import Demo
 
 ROUND_TRIPS = 5
-DASHBOARD_DRAWN = ("return document.querySelectorAll('#cards article.card').length >= 3 && "
+# Both vendors' cards: the page follows a vendor's stream once it shows that vendor, so the
+# streams one page holds are all open only then.
+DASHBOARD_DRAWN = ("return document.querySelectorAll('#claude-cards article.card').length >= 3 && "
+                   "document.querySelectorAll('#codex-cards article.card').length >= 1 && "
                    "document.getElementById('conn').textContent === 'live'")
 FLEET_DRAWN = "return document.querySelectorAll('#rows .row').length >= 5"
 

@@ -50,7 +50,7 @@ def sites(tmp_path_factory):
 def _pages(sites):
     return (
         ("dashboard", sites["demo"] + "/",
-         "return document.querySelectorAll('#cards article.card').length >= 3 && "
+         "return document.querySelectorAll('#claude-cards article.card').length >= 3 && "
          "!document.getElementById('advice').hidden"),
         ("fleet", sites["demo"] + "/fleet", "return document.querySelectorAll('#rows .row').length >= 5"),
         ("login", sites["login"] + "/", "return document.querySelectorAll('#login-cards article.card').length == 1"),

@@ -54,7 +54,7 @@ def _pages(sites):
     # (name, url, what shows the page has drawn its data)
     return (
         ("dashboard", sites["demo"] + "/",
-         "return document.querySelectorAll('#cards article.card').length >= 3"),
+         "return document.querySelectorAll('#claude-cards article.card').length >= 3"),
         ("fleet", sites["demo"] + "/fleet", "return document.querySelectorAll('#rows .row').length >= 5"),
         ("login", sites["login"] + "/", "return document.querySelectorAll('#login-cards article.card').length == 1"),
     )
@@ -97,7 +97,7 @@ def test_the_checks_can_fail(sites):
         driver.execute_script("""
             var wide = document.createElement('div'); wide.style.width = '900px'; wide.textContent = 'wide';
             wide.style.color = '#777'; wide.style.background = '#888'; document.body.appendChild(wide);
-            // Outside #cards, which the page redraws on every frame.
+            // Outside the cards, which the page redraws on every frame.
             var card = document.createElement('article'); card.className = 'card';
             card.textContent = 'no heading';
             var bar = document.createElement('div'); bar.className = 'bar';

@@ -20,7 +20,7 @@ from tests.support.firstlook import Demo, get_json, login_only_node, start_login
 from tests.support.home import canary
 from tests.support.provider import ProviderServer
 
-CARDS_DRAWN = "return document.querySelectorAll('#cards article.card').length >= 3"
+CARDS_DRAWN = "return document.querySelectorAll('#claude-cards article.card').length >= 3"
 ADVICE_SHOWN = "return !document.getElementById('advice').hidden && document.getElementById('advice-claude').textContent"
 # The one way: "2d 6h", "1h 58m", "7m 5s", "30s"; never "1h02m", "2d22h", "38 min".
 OTHER_DURATIONS = re.compile(r"\b\d+h\d+m\b|\b\d+d\d+h\b|\b\d+ min\b|\b\d+h\d\dm\b")
@@ -96,10 +96,10 @@ def test_each_chart_has_a_key_and_says_its_numbers(sites, driver):
     wait_for(lambda: driver.execute_script(CARDS_DRAWN), timeout=30, what="cards")
     # The forecasts come with the trajectory, a moment after the cards.
     wait_for(lambda: driver.execute_script(
-        "return Array.prototype.some.call(document.querySelectorAll('#cards svg.spark'),"
+        "return Array.prototype.some.call(document.querySelectorAll('#claude-cards svg.spark'),"
         " function (s) { return s.getAttribute('aria-label').indexOf('forecast') >= 0; })"), what="a forecast")
     charts = driver.execute_script("""
-        return Array.prototype.map.call(document.querySelectorAll('#cards svg.spark'), function (svg) {
+        return Array.prototype.map.call(document.querySelectorAll('#claude-cards svg.spark'), function (svg) {
           var key = svg.nextElementSibling;
           return {label: svg.getAttribute('aria-label'), title: (svg.querySelector('title') || {}).textContent,
                   key: key && key.classList.contains('spark-legend') && key.getBoundingClientRect().height > 0
@@ -116,11 +116,11 @@ def test_each_chart_has_a_key_and_says_its_numbers(sites, driver):
 def test_a_reading_too_old_names_the_threshold(sites, driver):
     driver.get(sites["demo"] + "/")
     wait_for(lambda: driver.execute_script(CARDS_DRAWN), timeout=30, what="cards")
-    assert "a new one every 10s" in driver.find_element("id", "meta").text
+    assert "a new one every 10s" in driver.find_element("id", "claude-meta").text
     # An hour later by the page's clock, with no new reading.
     driver.execute_script("var real = Date.now; Date.now = function () { return real() + 3600e3; };")
     meta = wait_for(lambda: (lambda t: t if t.startswith("No new reading") else None)(
-        driver.find_element("id", "meta").text), what="the stale words")
+        driver.find_element("id", "claude-meta").text), what="the stale words")
     assert re.match(r"No new reading for 1h( \d+[ms])*( \d+s)? \(readings every 10s\)$", meta), meta
 
 

@@ -4,21 +4,27 @@ The quota sampler already polls the interactive login's usage in its
 token-scoped child (docs/posture.md); this module turns its newest sample into
 the body of `GET /api/login` (docs/first-look.md):
 
-    {"available": true, "node", "plan", "fiveHour": {"pct", "resetsAt"},
-     "sevenDay": {...}, "extraWindows": [...], "extraUsage": {...} | null,
-     "sampledAt", "source": "login"}
+    {"available": true, "node", "vendor": "claude", "loginName": "Claude Code", "plan",
+     "fiveHour": {"pct", "resetsAt"}, "sevenDay": {...}, "extraWindows": [...],
+     "extraUsage": {...} | null, "sampledAt", "source": "login"}
 
 or, when there is nothing to show, `{"available": false, "node", "reason"}`
 whose reason names the file the sampler looked for. Only the sampled numbers
 and the plan name get here: the token never leaves the child. `extraWindows`
 are the reply's other weekly buckets and model-scoped limits, `extraUsage` its
 overage credits (usage.usage_extras); neither is in the contract's event.
+`vendor` and `loginName` say whose login it is, so that the pages name it
+("this machine's Claude Code login") without naming any vendor themselves.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
 from .._time import iso_from_ms
+from .vendor import NAME
+
+# The program whose interactive login the sampler reads, as the pages write it.
+LOGIN_NAME = "Claude Code"
 
 # (body field, contract pct key, contract resets_at key)
 _WINDOWS = (
@@ -43,7 +49,7 @@ def login_body(node: str, sample: Optional[LoginSample], reason: str) -> Dict[st
     """The /api/login body: the sample's windows, or unavailable with `reason`."""
     if sample is None:
         return {"available": False, "node": node, "reason": reason}
-    body: Dict[str, Any] = {"available": True, "node": node}
+    body: Dict[str, Any] = {"available": True, "node": node, "vendor": NAME, "loginName": LOGIN_NAME}
     plan = sample.values.get("subscription.type")
     body["plan"] = plan if isinstance(plan, str) and plan else None
     for field, pct_key, reset_key in _WINDOWS:

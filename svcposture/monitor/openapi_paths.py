@@ -117,7 +117,8 @@ def _posture_paths() -> Dict[str, Any]:
             parameters=[provider]),
         "/api/advice": _advice_path(),
         "/api/login": _route(
-            "getLogin", "This machine's Claude Code login: its 5-hour and 7-day windows from the quota sampler.",
+            "getLogin", "This machine's interactive login (the program `loginName` of the vendor `vendor`): its "
+                        "5-hour and 7-day windows from the quota sampler.",
             {"200": json_answer("The newest sample, or why there is none.", "Login")},
             description=("Read-only and cached; the token never leaves the sampler's child. Shown by the "
                          "dashboard, HUD and statusline when /api/accounts is unavailable.")),

@@ -423,9 +423,14 @@ def _login_schema() -> Dict[str, Any]:
                        "currency": {"type": ["string", "null"]}}})
     available = {
         "type": "object", "additionalProperties": False,
-        "required": ["available", "node", "plan", "fiveHour", "sevenDay", "extraWindows", "extraUsage", "sampledAt",
-                     "source"],
+        "required": ["available", "node", "vendor", "loginName", "plan", "fiveHour", "sevenDay", "extraWindows",
+                     "extraUsage", "sampledAt", "source"],
         "properties": {"available": {"const": True}, "node": {"type": "string"},
+                       "vendor": {"type": "string", "description": "The registered vendor whose login this is "
+                                                                   "(a `name` of GET /api/vendors)."},
+                       "loginName": {"type": "string", "description": "The program whose login this is, as "
+                                                                      "pages write it: \"this machine's "
+                                                                      "<loginName> login\"."},
                        "plan": {"type": ["string", "null"], "description": "The login's subscription type."},
                        "fiveHour": window, "sevenDay": window,
                        "extraWindows": {"type": "array", "items": extra,

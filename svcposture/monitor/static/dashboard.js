@@ -1,6 +1,7 @@
-// svc-monitor dashboard: live from /api/accounts/stream and /api/trajectory/stream,
+// svc-monitor dashboard: live from each vendor's /api/accounts/stream and /api/trajectory/stream,
 // no build step, no CDN, SVG drawn by hand.
 // Everything is written with textContent: emails and labels are never parsed as HTML.
+// The page names no vendor: the list, its order and the display names come from /api/vendors.
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
@@ -14,10 +15,16 @@
   var WINDOW_WORDS = { five_hour: "5-hour window", seven_day: "7-day window",
                        seven_day_opus: "7-day Opus window", seven_day_sonnet: "7-day Sonnet window" };
   var LOGIN_POLL_MS = 60000;
-  var last = null;          // newest posture body shown
-  var login = null;         // newest /api/login body, shown while the posture is unavailable
+  // The vendor list is read again now and then, so that a vendor the node starts to show gets its section.
+  var VENDORS_POLL_MS = 60000, VENDORS_AGAIN_MS = 5000;
+  var vendors = [];         // [{name, displayName, shown}] from /api/vendors, in its order
+  var defaultName = null;   // the vendor /api/accounts serves without ?provider: the footer and banner are its
+  var vendorsFetched = 0;
+  var postures = {};        // vendor name -> its newest posture body
+  var sections = {};        // vendor name -> the elements of its section and advice line
+  var last = null;          // the default vendor's newest posture body (the contract's footer and banner)
+  var login = null;         // newest /api/login body, shown while the default vendor's posture is unavailable
   var loginFetched = 0;
-  var lastCodex = null;     // newest Codex posture body (?provider=codex), shown only when available
   var traj = null;          // newest trajectory body
   var history = { fiveHour: {}, sevenDay: {} };  // label -> [[t, pct], ...]
   var historyFetched = 0;
@@ -142,25 +149,17 @@
     setBar("5h", null);
     setBar("7d", null);
     $("banner").hidden = true;
-    $("node-error").hidden = true;
-    $("cards").textContent = "";
-    text("meta", "");
   }
 
-  function codexShown() { return !!(lastCodex && lastCodex.available === true); }
-
-  function render(body) {
+  // The default vendor's posture fills the contract's footer and banner; without one, this machine's login does.
+  function renderFooter(body) {
     last = body;
     text("node", body && body.node ? "· " + body.node : "");
     if (!body || body.available !== true) {
       clearDisplay();
-      loadAdvice("claude");
-      // A node with only Codex accounts is not an unavailable node.
-      $("unavailable").hidden = codexShown();
       loadLogin();
       return;
     }
-    $("unavailable").hidden = true;
     $("login-box").hidden = true;
     var active = body.active;
     var status = body.status || "unknown";
@@ -171,18 +170,108 @@
     pill.className = "pill pill-" + status;
     setBar("5h", active ? active.fiveHour : null);
     setBar("7d", active ? active.sevenDay : null);
-
     renderBanner();
-    var nodeErr = $("node-error");
-    if (body.error) {
-      nodeErr.textContent = "Probe failed (" + body.error.kind + "): " + (body.error.message || "");
-      nodeErr.hidden = false;
-    } else {
-      nodeErr.hidden = true;
+  }
+
+  // ------------------------------------------------------------ the vendors, one section each
+
+  function available(name) { var body = postures[name]; return !!(body && body.available === true); }
+  function displayName(v) { return typeof v.displayName === "string" && v.displayName ? v.displayName : v.name; }
+  function shownCount() { return vendors.filter(function (v) { return available(v.name); }).length; }
+
+  function loadVendors() {
+    vendorsFetched = Date.now();
+    fetch("/api/vendors", { cache: "no-store" })
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then(setVendors)
+      .catch(function () {});
+  }
+
+  function setVendors(body) {
+    if (!body || !Array.isArray(body.vendors) || typeof body["default"] !== "string") return;
+    var first = !vendors.length;
+    defaultName = body["default"];
+    vendors = body.vendors.filter(function (v) { return v && typeof v.name === "string" && v.name; });
+    vendors.forEach(section);
+    syncStreams();
+    if (first) {
+      fetch("/api/accounts", { cache: "no-store" })
+        .then(function (r) { return r.json(); })
+        .then(function (b) { if (!postures[defaultName]) renderVendor(defaultName, b); })
+        .catch(function () {});
     }
-    renderCards();
-    loadAdvice("claude");
+  }
+
+  // A vendor's section (heading with its status, error line, reading line, cards) and its advice line,
+  // built once, in the API's order. The elements are kept here: ids are for people and tests.
+  function section(v) {
+    if (sections[v.name]) { sections[v.name].vendor = v; return sections[v.name]; }
+    var box = el("section", "vendor");
+    box.id = "vendor-" + v.name;
+    box.hidden = true;
+    var title = el("h2", "vendor-title");
+    title.id = v.name + "-title";
+    title.appendChild(document.createTextNode(displayName(v) + " accounts "));
+    var pill = el("span", "pill pill-none");
+    pill.id = v.name + "-status";
+    title.appendChild(pill);
+    box.setAttribute("aria-labelledby", title.id);
+    var error = el("p", "node-error");
+    error.id = v.name + "-error";
+    error.hidden = true;
+    var meta = el("p", "muted");
+    meta.id = v.name + "-meta";
+    var cards = el("div", "cards");
+    cards.id = v.name + "-cards";
+    [title, error, meta, cards].forEach(function (node) { box.appendChild(node); });
+    $("vendors").appendChild(box);
+    var line = el("p", "advice-line");
+    line.id = "advice-" + v.name;
+    line.hidden = true;
+    $("advice").appendChild(line);
+    sections[v.name] = { vendor: v, box: box, title: title, pill: pill, error: error, meta: meta, cards: cards,
+                         advice: line };
+    return sections[v.name];
+  }
+
+  function renderVendor(name, body) {
+    if (!sections[name]) return;
+    postures[name] = body;
+    if (name === defaultName) renderFooter(body);
+    drawSection(name);
+    drawReserveMarks();
+    showHeadings();
+    // A node that shows another vendor's accounts is not an unavailable node.
+    $("unavailable").hidden = !(last && last.available !== true) || shownCount() > 0;
+    loadAdvice(name);
     tick();
+  }
+
+  function drawSection(name) {
+    var sec = sections[name], body = postures[name];
+    var shown = available(name);
+    sec.box.hidden = !shown;
+    if (!shown) {
+      sec.error.hidden = true;
+      sec.meta.textContent = "";
+      sec.cards.textContent = "";
+      return;
+    }
+    var status = body.status || "unknown";
+    sec.pill.textContent = status;
+    sec.pill.className = "pill pill-" + status;
+    sec.error.hidden = !body.error;
+    sec.error.textContent = body.error ? "Probe failed (" + body.error.kind + "): " + (body.error.message || "") : "";
+    drawCards(name);
+  }
+
+  function showHeadings() {
+    // A node that shows one vendor's accounts needs no vendor heading when the footer already
+    // carries that vendor's status (the default one's); any other shown alone keeps its own.
+    var several = shownCount() > 1;
+    Object.keys(sections).forEach(function (name) {
+      sections[name].title.hidden = !several && name === defaultName;
+    });
   }
 
   // ------------------------------------------------------------ the banner: the monitor's advice
@@ -190,7 +279,7 @@
   function currentAdvice(body) {
     // The banner names exactly what the advice line, the status line, the HUD, guard and
     // `switch --best` name (/api/advice, fetched once per probe by loadAdvice below).
-    var a = advice.claude && advice.claude.body;
+    var a = advice[defaultName] && advice[defaultName].body;
     if (!a || a.available !== true || a.probedAt !== body.probedAt) return null;
     var activeLabel = body.active ? body.active.label : null;
     return (a.active ? a.active.label : null) === activeLabel ? a : null;
@@ -231,17 +320,18 @@
 
   // The monitor's advice for each vendor (/api/advice, the one the status line, HUD, guard and
   // `switch --best` follow), asked once per probe and said in one sentence.
-  var advice = { claude: null, codex: null };
-  var ADVICE_PATH = { claude: "/api/advice", codex: "/api/advice?provider=codex" };
+  var advice = {};  // vendor name -> {body, at}
 
-  function postureOf(provider) { return provider === "codex" ? lastCodex : last; }
+  function advicePath(provider) {
+    return provider === defaultName ? "/api/advice" : "/api/advice?provider=" + encodeURIComponent(provider);
+  }
 
   function loadAdvice(provider) {
-    var body = postureOf(provider);
+    var body = postures[provider];
     if (!body || body.available !== true) { advice[provider] = null; renderAdvice(); return; }
     var had = advice[provider];
     if (had && had.body.probedAt === body.probedAt) { renderAdvice(); return; }
-    fetch(ADVICE_PATH[provider], { cache: "no-store" })
+    fetch(advicePath(provider), { cache: "no-store" })
       .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
       .then(function (a) {
         // waitS counts from when the monitor answered: keep the instant, so the sentence counts down.
@@ -284,7 +374,7 @@
   }
 
   function adviceWords(provider) {
-    var held = advice[provider], body = postureOf(provider);
+    var held = advice[provider], body = postures[provider];
     if (!held || !body || body.available !== true) return null;
     var a = held.body;
     if (!a || a.available !== true || typeof a.advice !== "string") return null;
@@ -309,17 +399,20 @@
   }
 
   function renderAdvice() {
-    var both = !!(last && last.available === true) && codexShown();
+    // With more than one vendor on the page, each sentence says whose accounts it is about.
+    var several = shownCount() > 1;
     var shown = 0;
-    ["claude", "codex"].forEach(function (provider) {
-      var node = $("advice-" + provider), words = adviceWords(provider);
+    vendors.forEach(function (v) {
+      var sec = sections[v.name];
+      if (!sec) return;
+      var node = sec.advice, words = adviceWords(v.name);
       node.hidden = !words;
       node.textContent = "";
       if (!words) return;
       shown++;
-      if (both) node.appendChild(el("strong", "advice-vendor", provider === "codex" ? "Codex: " : "Claude: "));
+      if (several) node.appendChild(el("strong", "advice-vendor", displayName(v) + ": "));
       node.appendChild(document.createTextNode(words));
-      var a = advice[provider].body;
+      var a = advice[v.name].body;
       node.className = "advice-line advice-" + a.advice;
     });
     $("advice").hidden = shown === 0;
@@ -337,12 +430,15 @@
   }
 
   function renderCards() {
-    var box = $("cards");
-    box.textContent = "";
-    renderCodexCards();
-    if (!last || last.available !== true) return;
-    (last.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
+    Object.keys(sections).forEach(drawCards);
     drawReserveMarks();
+  }
+
+  function drawCards(name) {
+    var sec = sections[name], body = postures[name];
+    sec.cards.textContent = "";
+    if (!available(name)) return;
+    (body.accounts || []).forEach(function (a) { sec.cards.appendChild(card(a, sec.vendor)); });
   }
 
   // The human reserve (svc.posture.reservePct, carried by the trajectory body):
@@ -363,41 +459,13 @@
     }
   }
 
-  // ------------------------------------------------------------ the Codex section (only when present)
-
-  function renderCodex(body) {
-    lastCodex = body;
-    var shown = codexShown();
-    $("codex").hidden = !shown;
-    $("claude-title").hidden = !(shown && last && last.available === true);
-    if (shown) $("unavailable").hidden = true;
-    else if (!last || last.available !== true) $("unavailable").hidden = false;
-    loadAdvice("codex");
-    if (!shown) { $("codex-cards").textContent = ""; return; }
-    var status = body.status || "unknown";
-    var pill = $("codex-status");
-    pill.textContent = status;
-    pill.className = "pill pill-" + status;
-    var err = $("codex-error");
-    err.hidden = !body.error;
-    err.textContent = body.error ? "Probe failed (" + body.error.kind + "): " + (body.error.message || "") : "";
-    renderCodexCards();
-    tick();
-  }
-
-  function renderCodexCards() {
-    var box = $("codex-cards");
-    box.textContent = "";
-    if (!codexShown()) return;
-    (lastCodex.accounts || []).forEach(function (a) { box.appendChild(card(a)); });
-  }
-
-  function vendorExtras(node, a) {
-    // What the Codex vendor reports beyond the contract's fields.
+  function accountExtras(node, a, vendor) {
+    // What a vendor reports beyond the contract's fields (none for an account in the contract's body).
     if (a.error && a.error.fix) node.appendChild(el("p", "card-fix", a.error.fix));
     var bits = [];
     if (a.planType) bits.push("plan " + a.planType);
-    if (a.source) bits.push(a.source === "session" ? "read from the Codex CLI's own session log" : "read from OpenAI's usage service");
+    if (a.source === "session") bits.push("read from the " + displayName(vendor) + " CLI's own session log");
+    else if (a.source === "api") bits.push("read from the " + displayName(vendor) + " usage service");
     if (a.credits && a.credits.unlimited) bits.push("unlimited credits");
     else if (a.credits && typeof a.credits.balance === "number") bits.push("credits " + a.credits.balance);
     if (bits.length) node.appendChild(el("p", "card-extra", bits.join(" · ")));
@@ -414,7 +482,7 @@
     });
   }
 
-  function card(a) {
+  function card(a, vendor) {
     var node = el("article", "card" + (a.active ? " active" : ""));
     node.setAttribute("data-label", a.label);
     var head = el("div", "card-head");
@@ -425,7 +493,7 @@
     head.appendChild(el("span", "card-email", a.email || ""));
     node.appendChild(head);
     if (a.error) node.appendChild(el("p", "card-error", a.error.kind + (a.error.message ? ": " + a.error.message : "")));
-    if (a.provider === "codex") vendorExtras(node, a);
+    accountExtras(node, a, vendor);
     WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
     var stale = el("p", "stale-note", "");
     stale.hidden = true;
@@ -611,6 +679,11 @@
   function renderTrajectory(body) {
     if (!body || body.available === false) { traj = null; renderCards(); return; }
     traj = body;
+    // Readings of a vendor the page does not follow yet: the node has started to show it.
+    var unfollowed = (body.accounts || []).some(function (a) {
+      return typeof a.provider === "string" && !streams[streamPath(a.provider)];
+    });
+    if (unfollowed && Date.now() - vendorsFetched >= VENDORS_AGAIN_MS) loadVendors();
     (body.alerts || []).forEach(function (ev) { alertsSeen[ev.id] = true; });
     renderAlerts(body.alerts);
     if (typeof body.probedAt === "number") {
@@ -663,6 +736,15 @@
     return worst >= 100 ? "rejected" : worst >= 80 ? "degraded" : worst >= 0 ? "ok" : "unknown";
   }
 
+  // Whose login it is, from the body (loginName): the page names no program itself.
+  function loginWords(body) {
+    var name = typeof body.loginName === "string" && body.loginName ? body.loginName : null;
+    return { title: "This machine's " + (name ? name + " " : "") + "login",
+             note: "Until the accounts file has an account, this is the login " + (name || "the coding agent") +
+                   " itself uses on this machine.",
+             read: "Read from " + (name ? name + "'s" : "the coding agent's") + " own login on this machine." };
+  }
+
   function renderLogin(body) {
     login = body && body.available === true ? body : null;
     var box = $("login-box");
@@ -670,7 +752,10 @@
     $("login-cards").textContent = "";
     if (box.hidden) return;
     var status = loginStatus(login);
-    text("footer-label", "this machine's Claude Code login");
+    var words = loginWords(login);
+    text("login-title", words.title);
+    text("login-note", words.note);
+    text("footer-label", words.title.charAt(0).toLowerCase() + words.title.slice(1));
     text("footer-email", login.plan ? "plan " + login.plan : "");
     var pill = $("footer-status");
     pill.textContent = status;
@@ -683,7 +768,7 @@
     head.appendChild(el("h3", "card-label", login.plan ? "Plan " + login.plan : "Usage"));
     head.appendChild(el("span", "pill pill-" + status, status));
     node.appendChild(head);
-    node.appendChild(el("p", "card-plan", "Read from Claude Code's own login on this machine."));
+    node.appendChild(el("p", "card-plan", words.read));
     WINDOWS.forEach(function (spec) {
       var w = login[spec.field];
       var block = el("div", "win");
@@ -728,20 +813,21 @@
 
   function tick() {
     // Countdowns, ages and staleness move every second without a new frame.
+    var wait = vendors.length ? VENDORS_POLL_MS : VENDORS_AGAIN_MS;
+    if (Date.now() - vendorsFetched >= wait) loadVendors();
     renderAdvice();
-    if (codexShown()) {
-      var cStale = isStale(lastCodex.probedAt);
-      text("codex-meta", readingWords(lastCodex.probedAt));
-      tickCards($("codex-cards").childNodes, cStale, readingWords(lastCodex.probedAt));
-    }
+    vendors.forEach(function (v) {
+      var sec = sections[v.name], body = postures[v.name];
+      if (!sec || !available(v.name)) return;
+      var words = readingWords(body.probedAt);
+      sec.meta.textContent = words;
+      tickCards(sec.cards.childNodes, isStale(body.probedAt), words);
+    });
     if (!last || last.available !== true) { tickLogin(); return; }
     var a = last.active;
     text("bar-5h-text", a && a.fiveHour ? windowText(a.fiveHour) : "");
     text("bar-7d-text", a && a.sevenDay ? windowText(a.sevenDay) : "");
-    var stale = isStale(last.probedAt);
-    $("footer").className = "footer" + (stale ? " stale" : "");
-    text("meta", readingWords(last.probedAt));
-    tickCards($("cards").childNodes, stale, readingWords(last.probedAt));
+    $("footer").className = "footer" + (isStale(last.probedAt) ? " stale" : "");
   }
 
   function tickCards(cards, stale, words) {
@@ -794,10 +880,45 @@
     });
   }
 
-  var streams = [];  // [path, handlers, whether it drives the connection pill]
+  var streams = {};  // path -> [handlers, whether it drives the connection pill]
 
   function openStreams() {
-    streams.forEach(function (s) { connect(s[0], s[1], s[2]); });
+    Object.keys(streams).forEach(function (path) { connect(path, streams[path][0], streams[path][1]); });
+  }
+
+  function closeStream(path) {
+    if (reconnectTimers[path]) clearTimeout(reconnectTimers[path]);
+    reconnectTimers[path] = null;
+    if (sources[path]) sources[path].close();
+    delete sources[path];
+  }
+
+  function streamPath(name) {
+    return name === defaultName ? "/api/accounts/stream"
+                                : "/api/accounts/stream?provider=" + encodeURIComponent(name);
+  }
+
+  function syncStreams() {
+    // The default vendor's stream always: it says when the node has nothing to show, and its
+    // state is the connection pill's. Another vendor's only while the node shows its accounts:
+    // each stream holds one of the browser's six connections to the monitor.
+    var wanted = {};
+    vendors.forEach(function (v) {
+      if (v.name === defaultName || v.shown === true) wanted[streamPath(v.name)] = v.name;
+    });
+    Object.keys(streams).forEach(function (path) {
+      var name = streams[path][2];
+      if (name == null || wanted[path] === name) return;
+      closeStream(path);
+      delete streams[path];
+      renderVendor(name, null);
+    });
+    Object.keys(wanted).forEach(function (path) {
+      if (streams[path]) return;
+      var name = wanted[path];
+      streams[path] = [{ account: function (body) { renderVendor(name, body); } }, name === defaultName, name];
+      connect(path, streams[path][0], streams[path][1]);
+    });
   }
 
   function closeStreams() {
@@ -805,10 +926,7 @@
       if (reconnectTimers[path]) clearTimeout(reconnectTimers[path]);
       reconnectTimers[path] = null;
     });
-    Object.keys(sources).forEach(function (path) {
-      if (sources[path]) sources[path].close();
-      delete sources[path];
-    });
+    Object.keys(sources).forEach(closeStream);
   }
 
   function forceRefresh() {
@@ -819,7 +937,7 @@
       .then(function (r) { return r.json().then(function (j) { return { status: r.status, body: j }; }); })
       .then(function (res) {
         if (res.status === 200) {
-          render(res.body);
+          if (defaultName !== null) renderVendor(defaultName, res.body);
           text("message", res.body.cached ? "Refreshed recently; showing the last probe." : "Refreshed.");
         } else {
           text("message", "Refresh refused: " + (res.body.message || res.status));
@@ -835,20 +953,20 @@
     if (seconds > 0) probeIntervalMs = seconds * 1000;
     $("refresh").addEventListener("click", forceRefresh);
     setupNotify();
-    fetch("/api/accounts", { cache: "no-store" })
-      .then(function (r) { return r.json(); })
-      .then(function (body) { if (!last) render(body); })
-      .catch(function () {});
     loadHistory();
-    streams = [["/api/accounts/stream", { account: render }, true],
-               ["/api/accounts/stream?provider=codex", { account: renderCodex }, false],
-               ["/api/trajectory/stream", { trajectory: renderTrajectory, alert: onAlert }, false]];
+    // The vendors' streams follow once /api/vendors has named them (setVendors).
+    streams["/api/trajectory/stream"] = [{ trajectory: renderTrajectory, alert: onAlert }, false, null];
     openStreams();
+    loadVendors();
     setInterval(tick, 1000);
   });
   // A page the user has left stays in the browser's back-forward cache with its streams
   // open; three pages of them exhaust the browser's six connections to this host and the
   // next page never loads. Close them on the way out, open them again on the way back.
   window.addEventListener("pagehide", closeStreams);
-  window.addEventListener("pageshow", function (ev) { if (ev.persisted && streams.length) openStreams(); });
+  window.addEventListener("pageshow", function (ev) {
+    if (!ev.persisted || !Object.keys(streams).length) return;
+    openStreams();
+    loadVendors();
+  });
 })();

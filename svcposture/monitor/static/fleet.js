@@ -1,6 +1,7 @@
 // The fleet page: every provider account across the fleet (/api/fleet/accounts), most urgent
 // first, then every roster host (/api/fleet) by the same urgency. Plain DOM, text only:
 // host names, labels and errors come from peers and are never parsed as HTML.
+// The page names no vendor: the list, its order and the display names come from /api/vendors.
 "use strict";
 (function () {
   var REFRESH_MS = 30000;
@@ -8,6 +9,10 @@
   var STATE_ORDER = { missing: 0, stale: 1, unknown: 2, live: 3 };
   var STATES = ["live", "stale", "missing", "unknown"];
   var fetchedAt = 0;
+  var vendors = [];         // [{name, displayName}] from /api/vendors, in its order
+  var defaultName = null;   // the vendor whose active account a host row carries as `account`
+  // A host row's own fields: a vendor named like one of them has no block of its own in the row.
+  var ROW_FIELDS = { host: 1, state: 1, ageS: 1, quota: 1, account: 1, accounts: 1 };
   // Where the heartbeats came from, in words (the report's `source`).
   var SOURCE_WORDS = { demo: "of the demo's simulated fleet", tracker: "from the tracker",
                        prometheus: "from Prometheus", mirror: "from the mirror" };
@@ -102,15 +107,43 @@
     return pct > 100 ? "100%+" : (Math.round(pct * 10) / 10) + "%";  // past the limit: no "101%"
   }
 
-  function codexLine(acct, codex) {
-    // A host with Codex accounts: its active Codex account on its own line (absent elsewhere).
-    if (!codex) return;
-    var line = el("span", "codex-acct" + (codex.stale ? " stale-acct" : ""));
-    line.appendChild(el("span", "vendor", "Codex"));
-    line.appendChild(el("span", "label", codex.label || "(no label)"));
-    line.appendChild(pill(codex.status));
-    line.appendChild(el("span", "win-text", "5h " + pctText(codex.five_hour_pct) + " · 7d " + pctText(codex.seven_day_pct)));
+  function displayName(vendor) {
+    return typeof vendor.displayName === "string" && vendor.displayName ? vendor.displayName : vendor.name;
+  }
+
+  function vendorNamed(name) {
+    for (var i = 0; i < vendors.length; i++) if (vendors[i].name === name) return vendors[i];
+    return null;
+  }
+
+  function activeBlocks(host) {
+    // Each vendor's active account on the host, in the vendors' order: the default vendor's is the
+    // row's `account`, every other one's the block named after the vendor (absent without its accounts).
+    // Before the vendor list is read, the row's `account` is all the page knows.
+    if (!vendors.length) return host.account ? [{ vendor: null, block: host.account }] : [];
+    var found = [];
+    vendors.forEach(function (v) {
+      if (v.name !== defaultName && ROW_FIELDS.hasOwnProperty(v.name)) return;
+      var block = v.name === defaultName ? host.account : host[v.name];
+      if (block && typeof block === "object" && !Array.isArray(block)) found.push({ vendor: v, block: block });
+    });
+    return found;
+  }
+
+  function vendorLine(acct, vendor, block) {
+    // Another vendor's active account on the host, on its own line under the default vendor's.
+    var line = el("span", "vendor-acct" + (block.stale ? " stale-acct" : ""));
+    line.appendChild(el("span", "vendor", displayName(vendor)));
+    line.appendChild(el("span", "label", block.label || "(no label)"));
+    line.appendChild(pill(block.status));
+    line.appendChild(el("span", "win-text", "5h " + pctText(block.five_hour_pct) + " · 7d " + pctText(block.seven_day_pct)));
     acct.appendChild(line);
+  }
+
+  function otherLines(acct, host) {
+    activeBlocks(host).forEach(function (found) {
+      if (found.vendor && found.vendor.name !== defaultName) vendorLine(acct, found.vendor, found.block);
+    });
   }
 
   function accountCells(host) {
@@ -121,9 +154,12 @@
       if (host.quota && typeof host.quota.five_hour_pct === "number") {
         acct.appendChild(el("span", "stale-note", "login 5h " + host.quota.five_hour_pct + "%"));
       }
-      codexLine(acct, host.codex);
+      otherLines(acct, host);
       return [acct, windowCell(null), windowCell(null), wallCell(null)];
     }
+    // With another vendor's account under it, the default vendor's says whose it is too.
+    var own = vendorNamed(defaultName);
+    if (own && activeBlocks(host).length > 1) acct.appendChild(el("span", "vendor", displayName(own)));
     acct.appendChild(el("span", "label", account.label || "(no label)"));
     acct.appendChild(pill(account.status));
     var who = (host.host || "host") + " " + (account.label || "");
@@ -134,7 +170,7 @@
       for (var i = 1; i < cells.length; i++) cells[i].className += " stale";
       acct.className += " stale-acct";
     }
-    codexLine(acct, host.codex);
+    otherLines(acct, host);
     return cells;
   }
 
@@ -142,7 +178,7 @@
     var r = el("div", "row");
     r.setAttribute("role", "row");
     r.dataset.state = host.state;
-    if (!host.account && !host.codex && !(host.quota && typeof host.quota.five_hour_pct === "number")) {
+    if (!activeBlocks(host).length && !(host.quota && typeof host.quota.five_hour_pct === "number")) {
       r.className += " no-acct";
     }
     var cells = [pill(host.state), el("span", "host", host.host),
@@ -166,8 +202,13 @@
   }
 
   function hostUrgency(host) {
-    var account = host.account || host.codex;
-    return account ? urgency(account.status, account.wall_at) : urgency(null, null);
+    // The most urgent of the host's active accounts, whichever vendor's.
+    var most = urgency(null, null);
+    activeBlocks(host).forEach(function (found) {
+      var u = urgency(found.block.status, found.block.wall_at);
+      if (compareUrgency(u, most) < 0) most = u;
+    });
+    return most;
   }
 
   function sorted(hosts) {
@@ -214,7 +255,11 @@
     name.setAttribute("scope", "row");
     name.setAttribute("role", "rowheader");
     name.appendChild(el("span", "label", labels || "(no label)"));
-    if (account.provider && account.provider !== "claude") name.appendChild(el("span", "vendor", account.provider));
+    // Accounts of the default vendor go unmarked, as on the host rows; every other says its vendor.
+    if (account.provider && defaultName !== null && account.provider !== defaultName) {
+      var vendor = vendorNamed(account.provider);
+      name.appendChild(el("span", "vendor", vendor ? displayName(vendor) : account.provider));
+    }
     var key = el("span", "key", account.key ? "key " + account.key : "no email known: this host's only");
     key.title = account.key ? "The same login has this key on every host, whatever its label there."
                             : "Without the account's email nothing tells whether another host uses the same login.";
@@ -306,12 +351,24 @@
     });
   }
 
+  function setVendors(body) {
+    if (!body || !Array.isArray(body.vendors) || typeof body["default"] !== "string") return;
+    defaultName = body["default"];
+    vendors = body.vendors.filter(function (v) { return v && typeof v.name === "string" && v.name; });
+  }
+
   function load() {
     // Both answer from one cached read of the fleet; an older monitor without the accounts view
-    // still shows its hosts.
+    // still shows its hosts. The vendor list names each vendor's block and how to write it.
     var accounts = getJson("/api/fleet/accounts").catch(function () { return null; });
-    Promise.all([getJson("/api/fleet"), accounts])
-      .then(function (bodies) { fetchedAt = Date.now(); renderAccounts(bodies[1]); render(bodies[0]); })
+    var named = getJson("/api/vendors").catch(function () { return null; });
+    Promise.all([getJson("/api/fleet"), accounts, named])
+      .then(function (bodies) {
+        fetchedAt = Date.now();
+        setVendors(bodies[2]);
+        renderAccounts(bodies[1]);
+        render(bodies[0]);
+      })
       .catch(function (err) {
         var notice = document.getElementById("notice");
         notice.hidden = false;
