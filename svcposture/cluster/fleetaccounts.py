@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._time import parse_iso_ms
+from ..vendors import DEFAULT_PROVIDER, block_key, provider_names
 
 WINDOWS = (("fiveHour", "five_hour_pct", "five_hour_resets_at"),
            ("sevenDay", "seven_day_pct", "seven_day_resets_at"))
@@ -41,13 +42,14 @@ def _ms(stamp: Any) -> Optional[int]:
 
 def host_entries(row: Mapping[str, Any]) -> List[Mapping[str, Any]]:
     """A host row's account entries; a heartbeat without `accounts` (an older publisher) gives its
-    active blocks, which have no key unless they carry one."""
+    active blocks, one per registered vendor (vendors.block_key), which have no key unless they
+    carry one."""
     entries = row.get("accounts")
     if isinstance(entries, list) and entries:
         return [e for e in entries if isinstance(e, Mapping) and isinstance(e.get("label"), str)]
     out = []
-    for field, provider in (("account", "claude"), ("codex", "codex")):
-        block = row.get(field)
+    for provider in provider_names():
+        block = row.get(block_key(provider))
         if isinstance(block, Mapping) and isinstance(block.get("label"), str):
             out.append(dict(block, provider=provider, active=True))
     return out
@@ -55,7 +57,7 @@ def host_entries(row: Mapping[str, Any]) -> List[Mapping[str, Any]]:
 
 def _identity(entry: Mapping[str, Any], host: str) -> Tuple[str, ...]:
     key = entry.get("key")
-    provider = entry.get("provider") or "claude"
+    provider = entry.get("provider") or DEFAULT_PROVIDER
     if isinstance(key, str) and key:
         return ("key", key)
     return ("host", host, provider, entry["label"])
@@ -105,7 +107,7 @@ def accounts_view(report: Mapping[str, Any]) -> Dict[str, Any]:
             group = groups.get(ident)
             if group is None:
                 group = groups[ident] = {"key": ident[1] if ident[0] == "key" else None,
-                                         "provider": entry.get("provider") or "claude", "labels": [],
+                                         "provider": entry.get("provider") or DEFAULT_PROVIDER, "labels": [],
                                          "hosts": [], "status": None, "readings": []}
             label = entry["label"]
             if label not in group["labels"]:
