@@ -100,7 +100,7 @@ def load_vendor_modules(names: Iterable[str], source: str = "") -> None:
     """Import each named module and register its `VENDOR` (InvalidVendor when one cannot be).
 
     `source` names where the names came from (the variable), for the error:
-    every command's entry point passes `settings.vendor_modules(environ)`."""
+    the entry points of svc-monitor and svc-cluster pass `settings.vendor_modules(environ)`."""
     import importlib
 
     from .vendor import InvalidVendor
