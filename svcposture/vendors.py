@@ -124,6 +124,12 @@ def block_key(provider: str) -> str:
     return DEFAULT_BLOCK_KEY if provider == DEFAULT_PROVIDER else provider
 
 
+def block_keys() -> Tuple[Tuple[str, str], ...]:
+    """(provider, block_key(provider)) of each registered vendor, the default first: read once
+    by a fleet reader, which then looks up every host's blocks without the registry's lock."""
+    return tuple((name, block_key(name)) for name in provider_names())
+
+
 def names_text() -> str:
     """The registered names for a usage message: `claude or codex`, `claude, codex or other`."""
     names = provider_names()

@@ -26,6 +26,7 @@ from tests.support.provider import ProviderServer
 from tests.support.thirdvendor.server import AcmeServer, quota_reply
 from tests.support.tracker import TrackerServer
 from tests.support.waiting import wait_until
+from tests.test_metrics_openapi import _validate
 from tests.test_promread import PromStub, vector
 
 CLAUDE_TOKEN = canary("acmefleet")
@@ -171,6 +172,7 @@ def test_the_fleet_by_account_merges_the_third_vendors_login_across_hosts(fleet)
         found = {a["key"]: a for a in body["accounts"]}.get(one)
         return (body, found) if found and len(found["hosts"]) == 3 else None
     body, account = wait_until(shared, 20, message="acme-one on hosts a, b and d")
+    _validate(mon.get_json("/api/openapi.json")[1], {"$ref": "#/components/schemas/FleetAccounts"}, body)
     assert account["provider"] == "acme" and account["labels"] == ["acme-one", "acme-shared", "acme-main"]
     # d's older heartbeat gives its active acme block: an active host of the login.
     assert account["hosts"] == [{"host": "a", "active": True}, {"host": "b", "active": False},

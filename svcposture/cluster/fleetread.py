@@ -27,7 +27,7 @@ from .._text import has_control
 from .._time import iso_from_ms
 from ..accountkey import valid_key
 from ..errors import SvcpostureError
-from ..vendors import DEFAULT_BLOCK_KEY, DEFAULT_PROVIDER, block_key, provider_names
+from ..vendors import DEFAULT_BLOCK_KEY, DEFAULT_PROVIDER, block_keys
 from .heartbeat import MAX_LABEL, MAX_PCT
 from .hostaccounts import MAX_ACCOUNTS, PROVIDER_RE
 
@@ -190,7 +190,7 @@ class Draft:
     def __init__(self, read: FleetRead, interval_ms: int, now_s: float) -> None:
         self.read, self.interval_ms, self.now_s = read, interval_ms, now_s
         # provider -> the row field of its active block: the registered vendors only (vendors.block_key).
-        self.block_of: Dict[str, str] = {name: block_key(name) for name in provider_names()}
+        self.block_of: Dict[str, str] = dict(block_keys())
         self.rows: List[Dict[str, Any]] = []
         # (entry, place, when read): an entry whose host holds the account's newest reading
         self.entries: List[Tuple[Dict[str, Any], Place, float]] = []
