@@ -15,7 +15,7 @@ from tests.support.thirdvendor import VENDOR as ACME
 
 from svcposture.settings import as_text
 from svcposture.vendor import EnvLines, InvalidVendor, Knob, check_vendor
-from svcposture.vendors import (bad_provider_message, block_key, is_account_label, names_text,
+from svcposture.vendors import (bad_provider_message, block_key, block_keys, is_account_label, names_text,
                                 provider_from_query, provider_names, provider_of_label, register_vendor, registered,
                                 vendor_named)
 
@@ -121,6 +121,7 @@ def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:
 
 def test_each_vendors_block_is_under_account_for_the_default_and_its_name_for_others() -> None:
     assert [block_key(name) for name in provider_names()] == ["account", "codex"]
+    assert block_keys() == (("claude", "account"), ("codex", "codex"))
     # Any other name, registered or not, is its own field: the rule needs no registry.
     assert block_key("acme") == "acme"
 
