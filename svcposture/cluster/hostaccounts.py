@@ -17,7 +17,8 @@ not know: such an entry can only be told apart by host and label.
 A reader keeps an entry of a vendor it has not registered under the name the
 peer gave (when it is a valid name): the account is real, whoever can read it.
 An entry without a provider, or with one that is not a name, is the default
-vendor's, as it was before the heartbeat named providers; nothing else is guessed.
+vendor's (a publisher that names no provider speaks of the contract's accounts);
+nothing else is guessed.
 """
 from __future__ import annotations
 
