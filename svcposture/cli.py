@@ -156,6 +156,10 @@ def monitor_main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def cluster_main(argv: Optional[Sequence[str]] = None) -> int:
+    # The fleet readers (status, /api/fleet's command twin) show each registered vendor's block.
+    if not _vendors_loaded("svc-cluster"):
+        return 2
+
     def go() -> int:
         import argparse
 

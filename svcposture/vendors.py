@@ -12,6 +12,12 @@ A label tells its vendor: every vendor but the first has a label prefix
 (`codex-`), and a Claude label comes from a shell variable's suffix, which
 cannot hold a hyphen, so labels never collide.
 
+A node's heartbeat carries each vendor's active-account block (docs/fleet.md):
+the default vendor's under `account` (the contract's block), every other's
+under the vendor's own name (`codex`). `block_key` is that rule, for the
+publisher and every fleet reader; so that a block never lands on one of the
+heartbeat's or a status row's own fields, no vendor may be named like one.
+
 `GET /api/accounts` and its stream take `provider=<name>`; without it the
 contract's Claude body is served unchanged. Anything else is a 400 with the
 JSON error built here, so every route says the same thing.
@@ -29,6 +35,10 @@ if TYPE_CHECKING:
 
 DEFAULT_PROVIDER = "claude"
 PROVIDER_PARAM = "provider"
+# The heartbeat's and a fleet status row's field for the default vendor's active-account block.
+DEFAULT_BLOCK_KEY = "account"
+# Fields of the heartbeat and of a status row that a vendor's block, kept under its name, would overwrite.
+_FLEET_FIELDS = frozenset(("account", "accounts", "host", "quota", "state", "version"))
 # The built-in vendors' modules, relative to this package; the first is the default vendor.
 _BUILT_IN = (".claude.vendor", ".codex.vendor")
 
@@ -47,6 +57,8 @@ def _add(vendor: Any) -> None:
     from .vendor import InvalidVendor, check_vendor, knob_names
 
     check_vendor(vendor)
+    if vendor.name in _FLEET_FIELDS:
+        raise InvalidVendor("a vendor may not be named %s: the heartbeat has a field of that name" % vendor.name)
     if _vendors and not vendor.lines.label_prefix and vendor not in _vendors:
         raise InvalidVendor("vendor %s needs a label prefix (only the first vendor has none)" % vendor.name)
     for known in _vendors:
@@ -88,7 +100,7 @@ def load_vendor_modules(names: Iterable[str], source: str = "") -> None:
     """Import each named module and register its `VENDOR` (InvalidVendor when one cannot be).
 
     `source` names where the names came from (the variable), for the error:
-    every command's entry point passes `settings.vendor_modules(environ)`."""
+    the entry points of svc-monitor and svc-cluster pass `settings.vendor_modules(environ)`."""
     import importlib
 
     from .vendor import InvalidVendor
@@ -104,6 +116,18 @@ def load_vendor_modules(names: Iterable[str], source: str = "") -> None:
 def provider_names() -> Tuple[str, ...]:
     """The registered vendors' names, the default first."""
     return tuple(v.name for v in registered())
+
+
+def block_key(provider: str) -> str:
+    """The heartbeat field (and fleet status row field) holding `provider`'s active-account block:
+    `account` for the default vendor, the vendor's own name for every other."""
+    return DEFAULT_BLOCK_KEY if provider == DEFAULT_PROVIDER else provider
+
+
+def block_keys() -> Tuple[Tuple[str, str], ...]:
+    """(provider, block_key(provider)) of each registered vendor, the default first: read once
+    by a fleet reader, which then looks up every host's blocks without the registry's lock."""
+    return tuple((name, block_key(name)) for name in provider_names())
 
 
 def names_text() -> str:

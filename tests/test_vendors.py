@@ -15,8 +15,9 @@ from tests.support.thirdvendor import VENDOR as ACME
 
 from svcposture.settings import as_text
 from svcposture.vendor import EnvLines, InvalidVendor, Knob, SetupHelp, check_vendor
-from svcposture.vendors import (bad_provider_message, is_account_label, names_text, provider_from_query,
-                                provider_names, provider_of_label, register_vendor, registered, vendor_named)
+from svcposture.vendors import (bad_provider_message, block_key, block_keys, is_account_label, names_text,
+                                provider_from_query, provider_names, provider_of_label, register_vendor, registered,
+                                vendor_named)
 
 
 def test_the_built_in_vendors_in_order_with_their_lines() -> None:
@@ -73,6 +74,10 @@ class _Copy:
     (_Copy("other", EnvLines("OTHER_", "OTHER", "codex-", ())), "label prefix"),
     (_Copy("other", EnvLines("OTHER_", "OTHER", "", ())), "needs a label prefix"),
     (_Copy("other", EnvLines("other_", "OTHER", "other-", ())), "upper-case"),
+    # Its block would sit on the heartbeat's own field of that name (docs/fleet.md).
+    (_Copy("quota", EnvLines("OTHER_", "OTHER", "other-", ())), "heartbeat has a field"),
+    (_Copy("accounts", EnvLines("OTHER_", "OTHER", "other-", ())), "heartbeat has a field"),
+    (_Copy("state", EnvLines("OTHER_", "OTHER", "other-", ())), "heartbeat has a field"),
 ])
 def test_a_vendor_that_lacks_a_member_or_takes_anothers_is_refused(vendor, says: str) -> None:
     with pytest.raises(InvalidVendor, match=says):
@@ -137,6 +142,13 @@ def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:
         "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=str(REPO), capture_output=True, timeout=60)
     assert done.stdout.strip() == b"ok", done.stderr.decode()
+
+
+def test_each_vendors_block_is_under_account_for_the_default_and_its_name_for_others() -> None:
+    assert [block_key(name) for name in provider_names()] == ["account", "codex"]
+    assert block_keys() == (("claude", "account"), ("codex", "codex"))
+    # Any other name, registered or not, is its own field: the rule needs no registry.
+    assert block_key("acme") == "acme"
 
 
 def test_vendor_named_knows_only_the_registered() -> None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._time import parse_iso_ms
+from ..vendors import DEFAULT_PROVIDER, block_keys
 
 WINDOWS = (("fiveHour", "five_hour_pct", "five_hour_resets_at"),
            ("sevenDay", "seven_day_pct", "seven_day_resets_at"))
@@ -39,14 +40,16 @@ def _ms(stamp: Any) -> Optional[int]:
         return None
 
 
-def host_entries(row: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+def host_entries(row: Mapping[str, Any], blocks: Optional[Tuple[Tuple[str, str], ...]] = None
+                 ) -> List[Mapping[str, Any]]:
     """A host row's account entries; a heartbeat without `accounts` (an older publisher) gives its
-    active blocks, which have no key unless they carry one."""
+    active blocks, those of `blocks` ((provider, field) pairs; default: every registered vendor's,
+    vendors.block_keys), which have no key unless they carry one."""
     entries = row.get("accounts")
     if isinstance(entries, list) and entries:
         return [e for e in entries if isinstance(e, Mapping) and isinstance(e.get("label"), str)]
     out = []
-    for field, provider in (("account", "claude"), ("codex", "codex")):
+    for provider, field in block_keys() if blocks is None else blocks:
         block = row.get(field)
         if isinstance(block, Mapping) and isinstance(block.get("label"), str):
             out.append(dict(block, provider=provider, active=True))
@@ -55,7 +58,7 @@ def host_entries(row: Mapping[str, Any]) -> List[Mapping[str, Any]]:
 
 def _identity(entry: Mapping[str, Any], host: str) -> Tuple[str, ...]:
     key = entry.get("key")
-    provider = entry.get("provider") or "claude"
+    provider = entry.get("provider") or DEFAULT_PROVIDER
     if isinstance(key, str) and key:
         return ("key", key)
     return ("host", host, provider, entry["label"])
@@ -96,16 +99,17 @@ def accounts_view(report: Mapping[str, Any]) -> Dict[str, Any]:
     per account of every host (30,000 at 10,000 hosts): a reading's time is parsed only where an
     entry has one, and Mapping is collections.abc's (typing's alias takes twice as long to check)."""
     groups: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    blocks = block_keys()
     for row in report.get("hosts") or []:
         host = row.get("host") if isinstance(row, Mapping) else None
         if not isinstance(host, str):
             continue
-        for entry in host_entries(row):
+        for entry in host_entries(row, blocks):
             ident = _identity(entry, host)
             group = groups.get(ident)
             if group is None:
                 group = groups[ident] = {"key": ident[1] if ident[0] == "key" else None,
-                                         "provider": entry.get("provider") or "claude", "labels": [],
+                                         "provider": entry.get("provider") or DEFAULT_PROVIDER, "labels": [],
                                          "hosts": [], "status": None, "readings": []}
             label = entry["label"]
             if label not in group["labels"]:

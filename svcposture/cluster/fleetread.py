@@ -9,6 +9,11 @@ for them. Each host row's `accounts` entries carry figures only where that host
 holds the account's newest reading; its active `account` block carries the
 account's newest reading wherever it was taken (`probed_at` says when).
 
+A series without a `provider` label is the default vendor's (its node-level
+series carry none); a provider this node has not registered keeps its accounts
+in `accounts`, and each registered vendor's active account is the row's block
+under `vendors.block_key` (`account` for the default vendor), as in a heartbeat.
+
 Labels are checked where they are read (every one must be a string), figures
 field by field: a reply comes from a service this node does not control.
 """
@@ -22,6 +27,7 @@ from .._text import has_control, read_pct
 from .._time import iso_from_ms
 from ..accountkey import valid_key
 from ..errors import SvcpostureError
+from ..vendors import DEFAULT_BLOCK_KEY, DEFAULT_PROVIDER, block_keys
 from .heartbeat import MAX_LABEL, MAX_PCT
 from .hostaccounts import MAX_ACCOUNTS, PROVIDER_RE
 
@@ -75,7 +81,7 @@ class FleetRead:
         self.up: Dict[str, float] = {}
         self.seen: Dict[str, float] = {}
         self.errors: Set[Tuple[str, str]] = set()
-        # node -> [(not Claude's, label, provider, key, when its figures were read, epoch s)]
+        # node -> [(not the default vendor's, label, provider, key, when its figures were read, epoch s)]
         self.members: Dict[str, List[Tuple[bool, str, str, str, float]]] = {}
         self.active: Set[Place] = set()
         # key -> ((node, provider, label), when read): where the newest reading of the account is
@@ -91,17 +97,17 @@ class FleetRead:
                 up[node] = value
 
     def accounts(self, samples: List[Sample]) -> None:
-        newest, members = self.newest, self.members
+        newest, members, default = self.newest, self.members, DEFAULT_PROVIDER
         for labels, value in samples:
             node, key = _label(labels, "node"), _label(labels, "account_key")
-            provider, label = _label(labels, "provider") or "claude", _label(labels, "account")
+            provider, label = _label(labels, "provider") or default, _label(labels, "account")
             if not node or not _known_provider(provider):
                 continue  # a series no roster target labelled, or no provider this node knows
             held = members.get(node)
             if held is None:
                 held = members[node] = []
-            # Claude's first, then by label: the order of a row's entries, by a plain tuple sort.
-            held.append((provider != "claude", label, provider, key, value))
+            # The default vendor's first, then by label: the order of a row's entries, by a plain tuple sort.
+            held.append((provider != default, label, provider, key, value))
             if key and math.isfinite(value) and (key not in newest or value > newest[key][1]):
                 newest[key] = ((node, provider, label), value)
 
@@ -110,7 +116,7 @@ class FleetRead:
         node was), and the nodes whose probes fail (a `status` series at 1)."""
         seen = self.seen
         for labels, value in samples:
-            node, provider = _label(labels, "node"), _label(labels, "provider") or "claude"
+            node, provider = _label(labels, "node"), _label(labels, "provider") or DEFAULT_PROVIDER
             if "status" in labels:
                 if value == 1:
                     self.errors.add((node, provider))
@@ -130,7 +136,7 @@ class FleetRead:
         for labels, value in samples:
             # A status series has its name, or only its `status` label when asked apart.
             name = _label(labels, "__name__") or ("svc_account_status" if "status" in labels else "")
-            node, provider = _label(labels, "node"), _label(labels, "provider") or "claude"
+            node, provider = _label(labels, "node"), _label(labels, "provider") or DEFAULT_PROVIDER
             figures = self._figures.setdefault((node, provider, _label(labels, "account")), {})
             window = _label(labels, "window")
             if name == "svc_account_status":
@@ -166,7 +172,6 @@ _ENTRY_FIGURES = tuple(_NO_READING)
 _BLOCK = {"key": None, "label": None, "status": None, "five_hour_pct": None, "seven_day_pct": None,
           "five_hour_resets_at": None, "seven_day_resets_at": None, "wall_at": None, "probed_at": None,
           "probe_interval_ms": None, "age_s": None, "stale": False}
-_BLOCK_OF = {"claude": "account", "codex": "codex"}
 _QUOTA_FIELDS = ("five_hour_pct", "seven_day_pct", "five_hour_resets_at", "seven_day_resets_at")
 
 
@@ -180,6 +185,8 @@ class Draft:
 
     def __init__(self, read: FleetRead, interval_ms: int, now_s: float) -> None:
         self.read, self.interval_ms, self.now_s = read, interval_ms, now_s
+        # provider -> the row field of its active block: the registered vendors only (vendors.block_key).
+        self.block_of: Dict[str, str] = dict(block_keys())
         self.rows: List[Dict[str, Any]] = []
         # (entry, place, when read): an entry whose host holds the account's newest reading
         self.entries: List[Tuple[Dict[str, Any], Place, float]] = []
@@ -191,7 +198,8 @@ class Draft:
     def add(self, hosts: Sequence[str]) -> None:
         """A row for each of `hosts`. This runs for every host of the fleet: what the loop reads
         is held in locals, and every dict is written as a literal."""
-        read, now_s, rows, blocks, pending = self.read, self.now_s, self.rows, self.blocks, self.entries
+        read, now_s, rows, blocks, pending, block_of = (self.read, self.now_s, self.rows, self.blocks,
+                                                        self.entries, self.block_of)
         up, seen, members, newest, actives, errors = (read.up, read.seen, read.members, read.newest,
                                                       read.active, read.errors)
         for host in hosts:
@@ -200,7 +208,7 @@ class Draft:
             row: Dict[str, Any] = {"host": host, "state": state,
                                    "ageS": round(max(0.0, now_s - seen_s), 1)
                                    if seen_s is not None and state == "live" else None,
-                                   "quota": None, "account": None}
+                                   "quota": None, DEFAULT_BLOCK_KEY: None}
             entries: List[Dict[str, Any]] = []
             for _, label, provider, key, read_s in sorted(members.get(host, ())):
                 here: Place = (host, provider, label)
@@ -209,7 +217,7 @@ class Draft:
                     place, read_s = newest.get(key) or (None, 0.0)
                 active = here in actives
                 clean, shown = _clean_label(label), _shown_key(key)
-                field = _BLOCK_OF.get(provider)
+                field = block_of.get(provider)
                 if active and field is not None and row.get(field) is None:
                     row[field] = block = dict(_BLOCK, key=shown, label=clean)
                     blocks.append((row, field, block, (host, provider) in errors, place, read_s))
@@ -236,7 +244,7 @@ class Draft:
             block.update(figures)
             if failing:
                 block["status"] = "error"
-            if field == "account":
+            if field == DEFAULT_BLOCK_KEY:
                 row["quota"] = dict(quota) if quota else None
         return self.rows
 

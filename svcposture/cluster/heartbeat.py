@@ -4,17 +4,20 @@ Every host upserts one attachment `svc://heartbeat/<host>` onto the liveness
 anchor; its metadata is
 
     {"host", "publishedAt", "publishIntervalMs", "version", "accountStatus",
-     "quota", "account"}
+     "quota", "account", "accounts"}
 
 `quota` is the contract's block (§6.2), derived from the newest
-`account.ratelimit.sampled` event. `account` is the active account of the
-publishing host, in snake_case like the quota block:
+`account.ratelimit.sampled` event. `account` is the default vendor's active
+account on the publishing host, in snake_case like the quota block:
 
     {"key", "label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
      "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms"}
 
 `key` names the account across hosts (svcposture.accountkey; null when its
-email is unknown). `accounts` lists every account of the host, active or not
+email is unknown). Every other vendor's active account is the same block under
+the vendor's name (`codex`), there only while the host has that vendor's
+accounts; `vendors.block_key` says which field holds which vendor's block.
+`accounts` lists every account of the host, of every vendor, active or not
 (at most 16, hostaccounts.py), so the fleet can be read by account.
 
 `probed_at` and `probe_interval_ms` go beyond the seven fields the fleet page documents (docs/fleet.md):
@@ -39,6 +42,7 @@ from ..accountkey import account_key, valid_key
 from .._text import finite_number, has_control, is_int, printable
 from .._time import now_ms, parse_iso_ms
 from ..events import RATELIMIT_SAMPLED, EventLog, event_name
+from ..vendors import DEFAULT_PROVIDER
 from .budget import claimed_interval_ms
 from .tracker import HEARTBEAT_URL_PREFIX
 
@@ -136,7 +140,8 @@ def newest_quota(log: Optional[EventLog]) -> Optional[Dict[str, Any]]:
 
 
 def account_block(summary: Optional[Mapping[str, Any]], *, wall_at: Optional[str] = None,
-                  probe_interval_ms: Optional[int] = None, provider: str = "claude") -> Optional[Dict[str, Any]]:
+                  probe_interval_ms: Optional[int] = None,
+                  provider: str = DEFAULT_PROVIDER) -> Optional[Dict[str, Any]]:
     """The block of a posture body, or None when the node has no active account (or no posture)."""
     if not isinstance(summary, Mapping) or summary.get("available") is not True:
         return None
@@ -191,7 +196,7 @@ def binding_wall_at(summary: Mapping[str, Any], trajectory: Any) -> Optional[str
 
 
 def account_source(current: Callable[[], Optional[Mapping[str, Any]]], trajectory: Callable[[], Any],
-                   probe_interval_s: float, provider: str = "claude") -> Callable[[], Optional[Dict[str, Any]]]:
+                   probe_interval_s: float, provider: str = DEFAULT_PROVIDER) -> Callable[[], Optional[Dict[str, Any]]]:
     """The publisher's `account` callable: the block of the newest posture (`current()`),
     its wall from the trajectory body in memory (`trajectory()`); nothing is read from disk."""
     interval_ms = int(round(probe_interval_s * 1000))

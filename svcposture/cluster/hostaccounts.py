@@ -9,10 +9,16 @@ in snake_case like the `account` block. `status` is the node status the
 account would give were it active (ok, degraded, rejected, error, unknown);
 `wall_at` is the forecast wall of its binding window; `probed_at` is when its
 vendor's posture was last probed. At most MAX_ACCOUNTS entries: an env file
-with more lists the first ones, Claude's before Codex's.
+with more lists the first ones, the vendors in registration order (the default first).
 
 `key` (svcposture.accountkey) is null for an account whose email the host does
 not know: such an entry can only be told apart by host and label.
+
+A reader keeps an entry of a vendor it has not registered under the name the
+peer gave (when it is a valid name): the account is real, whoever can read it.
+An entry without a provider, or with one that is not a name, is the default
+vendor's (a publisher that names no provider speaks of the contract's accounts);
+nothing else is guessed.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from .._names import FIELD_OF_CLAIM, NODE_STATUSES
 from .._text import is_int
 from ..accountkey import account_key, valid_key
 from ..summary import node_status
+from ..vendors import DEFAULT_PROVIDER
 from .heartbeat import (MAX_LABEL, MAX_PCT, PCT_FIELDS, TIME_FIELDS, clean_number, clean_text, clean_time,
                         iso_or_none)
 
@@ -44,7 +51,7 @@ def wall_of(view: Mapping[str, Any], provider: str, trajectory: Any) -> Optional
         return None
     for entry in accounts:
         if isinstance(entry, Mapping) and entry.get("label") == view.get("label") \
-                and entry.get("provider", "claude") == provider:
+                and entry.get("provider", DEFAULT_PROVIDER) == provider:
             window = entry.get(field)
             forecast = window.get("forecast") if isinstance(window, Mapping) else None
             wall = forecast.get("wallAt") if isinstance(forecast, Mapping) else None
@@ -102,7 +109,7 @@ def peer_entry(value: Any) -> Optional[Dict[str, Any]]:
     status = value.get("status")
     out: Dict[str, Any] = {
         "key": value["key"] if valid_key(value.get("key")) else None, "label": label,
-        "provider": provider if isinstance(provider, str) and PROVIDER_RE.fullmatch(provider) else "claude",
+        "provider": provider if isinstance(provider, str) and PROVIDER_RE.fullmatch(provider) else DEFAULT_PROVIDER,
         "status": status if isinstance(status, str) and status in NODE_STATUSES else None}
     for field in PCT_FIELDS:
         out[field] = clean_number(value.get(field), MAX_PCT)

@@ -20,6 +20,7 @@ from .._time import iso_from_ms, now_ms
 from .._version import __version__
 from ..events import EventLog
 from ..paths import Paths
+from ..vendors import DEFAULT_PROVIDER, block_keys
 from . import budget, promread, tracker
 from ._common import print_json, valid_ticket
 from . import heartbeat
@@ -285,6 +286,7 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
                 local_interval_ms: int) -> List[Dict[str, Any]]:
     """Each roster host live (within 2 of its own intervals), stale, or missing."""
     by_host = heartbeat.newest_by_host(heartbeats)
+    blocks = block_keys()
     rows: List[Dict[str, Any]] = []
     for host in dict.fromkeys(roster):
         beat = by_host.get(host)
@@ -295,20 +297,31 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
         interval = heartbeat.peer_interval_ms(beat.metadata.get("publishIntervalMs"), local_interval_ms)
         published = heartbeat.published_ms(beat)
         quota = heartbeat.peer_quota(beat.metadata.get("quota"))
-        account = peer_account(beat.metadata.get("account"), publish_interval_ms=interval, now=now)
         if published is None:
-            row = {"host": host, "state": "stale", "ageS": None, "quota": quota, "account": account}
+            row = {"host": host, "state": "stale", "ageS": None, "quota": quota}
         else:
             age_ms = max(0, now - published)
             row = {"host": host, "state": "live" if age_ms <= 2 * interval else "stale",
-                   "ageS": round(age_ms / 1000.0, 1), "quota": quota, "account": account}
-        # A host with Codex accounts adds their block; one without shows nothing of Codex.
-        codex = peer_account(beat.metadata.get("codex"), publish_interval_ms=interval, now=now)
-        if codex is not None:
-            row["codex"] = codex
+                   "ageS": round(age_ms / 1000.0, 1), "quota": quota}
+        row.update(peer_blocks(beat.metadata, interval, now, blocks))
         row["accounts"] = peer_accounts(beat.metadata.get("accounts"))
         rows.append(row)
     return rows
+
+
+def peer_blocks(metadata: Mapping[str, Any], interval_ms: float, now: int,
+                blocks: Sequence[Tuple[str, str]]) -> Dict[str, Any]:
+    """A peer's active-account blocks, each of `blocks` ((provider, field) of the registered
+    vendors, vendors.block_keys) under its field: the default vendor's always (null when it has
+    none), every other's only where the peer published one, so a host without a vendor's accounts
+    shows nothing of that vendor. A block of a vendor this node has not registered is not read:
+    its accounts still are (`accounts`)."""
+    out: Dict[str, Any] = {}
+    for provider, field in blocks:
+        block = peer_account(metadata.get(field), publish_interval_ms=interval_ms, now=now)
+        if block is not None or provider == DEFAULT_PROVIDER:
+            out[field] = block
+    return out
 
 
 # ---------------------------------------------------------------- status

@@ -45,6 +45,7 @@ from .._http import get as deadline_get
 from .._text import loads_bounded
 from .._version import __version__
 from ..settings import PROMETHEUS_URL_ENV
+from ..vendors import DEFAULT_PROVIDER
 from .fleetread import FleetRead, PrometheusError, PrometheusResponseError, Sample, draft_rows
 
 __all__ = ["PrometheusError", "PrometheusConfigError", "PrometheusUnreachableError", "PrometheusResponseError",
@@ -65,9 +66,10 @@ class PrometheusUnreachableError(PrometheusError, ConnectionError):
     """No answer: connection refused, timeout, or the read deadline passed."""
 
 
-def _claude(expr: str) -> str:
-    """Claude's node-level series have no `provider` label (they predate Codex): name it."""
-    return 'label_replace(%s, "provider", "claude", "provider", "")' % expr
+def _default_vendor(expr: str) -> str:
+    """The default vendor's node-level series have no `provider` label (the contract's, as the
+    shipped rules read them): name it."""
+    return 'label_replace(%s, "provider", "%s", "provider", "")' % (expr, DEFAULT_PROVIDER)
 
 
 # A reading's windows and forecast wall, asked by name. Its status is a family of one series per
@@ -102,7 +104,7 @@ def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
     # The active account's series exists only in a scrape that succeeded: its timestamp is when
     # the host was last scraped, read with the account and without selecting another series.
     active = ('max by (node, provider, account) (timestamp(svc_node_active_account))'
-              ' or max by (node, provider, status) (%s)' % _claude('svc_node_status{status="error"} == 1'))
+              ' or max by (node, provider, status) (%s)' % _default_vendor('svc_node_status{status="error"} == 1'))
     return hosts, accounts, active
 
 

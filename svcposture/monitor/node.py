@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 from ..paths import Paths
 from ..settings import DEFAULT_BIND, Settings
 from ..vendor import optional_member
-from ..vendors import DEFAULT_PROVIDER, provider_names, registered
+from ..vendors import DEFAULT_PROVIDER, block_key, provider_names, registered
 from .app import MonitorApp
 from .server import MonitorServer
 from .services import Services
@@ -208,8 +208,7 @@ class Node:
             interval = self.settings.probe_interval_s
             # The default vendor's active account is the heartbeat's `account`; every other vendor's
             # is a block under its name, there only while the node has that vendor's accounts.
-            blocks = [("account" if name == DEFAULT_PROVIDER else name,
-                       account_source(posture.current, self.trajectory.body, interval, name))
+            blocks = [(block_key(name), account_source(posture.current, self.trajectory.body, interval, name))
                       for name, posture in self.postures.items()]
             accounts = accounts_source([(name, posture.current) for name, posture in self.postures.items()],
                                        self.trajectory.body)
