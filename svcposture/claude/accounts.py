@@ -19,6 +19,8 @@ ACCOUNT_TOKEN_PREFIX = "MODEL_TOKEN_"
 ACTIVE_TOKEN_VAR = "MODEL_CODE_OAUTH_TOKEN"
 
 # Claude's lines in the vendor's terms (docs/vendors.md): no label prefix, the token placeholder.
+# The vendor's name: the `provider` value of its accounts everywhere.
+NAME = "claude"
 LINES = EnvLines(ACCOUNT_TOKEN_PREFIX, ACTIVE_TOKEN_VAR, "", (PLACEHOLDER,))
 ENTRY_RE = LINES.entry_re()
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional
 
 from .._time import iso_from_ms
-from .vendor import NAME
+from .accounts import NAME
 
 # The program whose interactive login the sampler reads, as the pages write it.
 LOGIN_NAME = "Claude Code"

@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .errors import ERROR_KINDS, error
-from .accounts import LINES
+from .accounts import LINES, NAME
 from .knobs import KNOBS
 from .setup import SETUP_HELP
 
-NAME = "claude"
 
 
 class ClaudeSweep:
