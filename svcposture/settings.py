@@ -204,20 +204,20 @@ def monitor_address(environ: Mapping[str, str], strict: bool = True) -> Tuple[st
 
 
 def parse_listen_address(raw: str, source: str) -> Tuple[str, int]:
-    """(host, port) from `HOST:PORT` (IPv6 in brackets: `[::1]:9400`); InvalidSetting names `source`.
+    """(host, port) from `HOST:PORT` (IPv6 in brackets: `[::1]:7401`); InvalidSetting names `source`.
 
     The host is required: an empty one would bind every address, which must be
-    written out (`0.0.0.0:9400`) to be asked for. An IPv6 address without
+    written out (`0.0.0.0:7401`) to be asked for. An IPv6 address without
     brackets is refused, since where its port begins cannot be told."""
     text = raw.strip()
     host, colon, port_text = text.rpartition(":")
     if not colon or not host:
-        raise InvalidSetting("%s=%r is not HOST:PORT (e.g. 0.0.0.0:9400, or [::]:9400 for IPv6)" % (source, text[:80]))
+        raise InvalidSetting("%s=%r is not HOST:PORT (e.g. 0.0.0.0:7401, or [::]:7401 for IPv6)" % (source, text[:80]))
     if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
-        raise InvalidSetting("%s=%r: write an IPv6 address in brackets, e.g. [::1]:9400" % (source, text[:80]))
+        raise InvalidSetting("%s=%r: write an IPv6 address in brackets, e.g. [::1]:7401" % (source, text[:80]))
     host = host[1:-1] if host.startswith("[") else host
     if not host or any(c.isspace() or c in "/@[]" for c in host):
-        raise InvalidSetting("%s=%r is not HOST:PORT (e.g. 0.0.0.0:9400)" % (source, text[:80]))
+        raise InvalidSetting("%s=%r is not HOST:PORT (e.g. 0.0.0.0:7401)" % (source, text[:80]))
     return host, parse_port(port_text, source)
 
 

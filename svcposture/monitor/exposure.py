@@ -85,7 +85,7 @@ def plan_exposure(paths: Paths, settings: Settings, *, bind: str, bind_source: s
 def _remote_refusal(bind: str, source: str, token_path: str) -> str:
     return ("%s is not a loopback address, and the monitor's every route (the pages, every account's email on "
             "/api/accounts, the fleet, the streams) would answer whoever reaches it: for Prometheus, set "
-            "%s=%s:9400 instead (a listener serving /metrics alone, behind the bearer token in %s); for the "
+            "%s=%s:7401 instead (a listener serving /metrics alone, behind the bearer token in %s); for the "
             "pages, reach the monitor through an SSH tunnel (ssh -L 7400:127.0.0.1:7400 THIS-HOST) or a reverse "
             "proxy; in a container, add --allow-remote to put every route behind that token (docs/defences.md)"
             % (source, METRICS_BIND_ENV, bind if bind else "0.0.0.0", token_path))
