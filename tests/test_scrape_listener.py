@@ -295,6 +295,8 @@ def test_tls_or_plain_http_said_out_loud(tmp_path, certs):
         (certs.expired, certs.key, "the TLS certificate %s expired on 2020-01-02 00:00:00 UTC: renew it" % certs.expired),
         (certs.key, certs.key, "holds no PEM certificate"),
         (certs.cert, certs.cert.parent / "missing.key", "cannot be read (No such file or directory)"),
+        # An encrypted key would make OpenSSL ask a terminal for its passphrase: refused instead, at once.
+        (certs.cert, certs.encrypted, "is encrypted, and the monitor has no passphrase to give it"),
     ]
     for cert, key, words in cases:
         line = refused(dict(env, SVC_METRICS_TLS_CERT=str(cert), SVC_METRICS_TLS_KEY=str(key)))

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
+from ..errors import SvcpostureError
 from ..settings import InvalidSetting, parse_port
 from .._dirs import ensure_dir
 from .._files import open_nofollow, read_json, remove_stale_temps, write_json_atomic
@@ -177,7 +178,9 @@ def _stop_all(paths: Paths, servers: Sequence[MonitorServer], node: Node, servin
     _remove_monitor_json(paths.monitor_json)
 
 
-class _CannotListen(Exception):
+class _CannotListen(SvcpostureError):
+    """One of the listeners cannot bind; `where` names it, `error` says why."""
+
     def __init__(self, where: str, error: OSError) -> None:
         super().__init__(where)
         self.where = where

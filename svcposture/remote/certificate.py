@@ -36,8 +36,8 @@ class CertificateError(SvcpostureError):
     """The certificate or key cannot serve; the message is one sentence naming the file and the fix."""
 
 
-class _EncryptedKey(Exception):
-    """The key asked for a passphrase, which the monitor never has."""
+class _EncryptedKey(SvcpostureError):
+    """The key asked for a passphrase, which the monitor never has (caught here, never raised further)."""
 
 
 def _no_passphrase() -> Any:

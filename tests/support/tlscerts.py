@@ -7,6 +7,7 @@
     certs.other_key a key of no certificate here (a certificate that does not match its key)
     certs.expired   a certificate for the same key, valid only on 2020-01-01
     certs.short     one valid for 2 days (the doctor warns: renew it)
+    certs.encrypted the server key encrypted with a passphrase (the monitor has none to give)
 
 A missing openssl fails under CI and skips elsewhere, with the reason printed.
 """
@@ -42,6 +43,7 @@ class Certs(NamedTuple):
     other_key: Path
     expired: Path
     short: Path
+    encrypted: Path
 
 
 def openssl() -> str:
@@ -83,5 +85,6 @@ def make_certs(directory: Path) -> Certs:
     (d / "ca.cnf").write_text(_CA_CONF % {"dir": str(d / "ca")})
     _run("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key", "-in", "server.csr",
          "-out", "expired.pem", "-startdate", "20200101000000Z", "-enddate", "20200102000000Z", "-notext", cwd=d)
+    _run("pkey", "-in", "server.key", "-aes256", "-passout", "pass:not-given", "-out", "encrypted.key", cwd=d)
     return Certs(d / "ca.pem", d / "server.pem", d / "server.key", d / "other.key", d / "expired.pem",
-                     d / "short.pem")
+                 d / "short.pem", d / "encrypted.key")
