@@ -70,10 +70,15 @@ def make_certs(directory: Path) -> Certs:
     directory.mkdir(parents=True, exist_ok=True)
     d = directory
     _key(d / "ca.key", d)
-    _run("req", "-x509", "-key", "ca.key", "-out", "ca.pem", "-days", "30", "-subj", "/CN=svc test CA", cwd=d)
+    # The extensions a strict verifier wants (Python 3.13's default context sets VERIFY_X509_STRICT):
+    # a CA with its key usage, a server certificate naming its issuer's key and its own purpose.
+    _run("req", "-x509", "-key", "ca.key", "-out", "ca.pem", "-days", "30", "-subj", "/CN=svc test CA",
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
     _key(d / "server.key", d)
     _key(d / "other.key", d)
-    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=critical,CA:FALSE\n"
+                               "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+                               "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n")
     _run("req", "-new", "-key", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
     for name, days in (("server.pem", "30"), ("short.pem", "2")):
         _run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
