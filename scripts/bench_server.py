@@ -18,9 +18,17 @@
 2. 1,000 SSE subscribers on /api/accounts/stream: time from a forced refresh to the last frame
    delivered (target < 1 s; the refresh includes the probe, whose own time is shown), and
    the monitor's RSS with them connected (target < 150 MB).
+3. GET /metrics (the posture cached, so no request probes) through the scrape listener with the
+   bearer check, against the same process's main listener, in one run of alternating rounds:
+   - plain HTTP: what the check costs (goal: the scrape listener within 5 % of the main one);
+   - TLS 1.2+ (keep-alive connections, so the handshakes are amortised): what TLS costs on top;
+   both from two monitors (one per home: one monitor per node), each against its own main
+   listener. Every request carries the same Authorization field, so the main listener parses the
+   same head and the difference is the check (and TLS). wrk reads the header from a 0600 script
+   file, never from its command line. The check alone is also timed in-process (BearerCheck.allows).
 
 Loopback only. Installs wrk (apt-get) and prometheus_client (pip) when missing; never nginx.
-Usage: python3 -m scripts.bench_server [--quick] [--duration S] [--rounds N] [--subscribers N]
+Usage: python3 -m scripts.bench_server [--quick] [--duration S] [--rounds N] [--subscribers N] [--scrape-only]
 """
 from __future__ import annotations
 
@@ -39,6 +47,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
+from svcposture._files import write_text_atomic
 from svcposture.demo import main as demo
 from tests.support.home import REPO
 from tests.support.monitor import Monitor, start_monitor
@@ -167,8 +176,9 @@ def raise_fd_limit(need: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard) if hard != resource.RLIM_INFINITY else need, hard))
 
 
-def wrk(url: str, seconds: float, connections: int = 32) -> float:
-    out = subprocess.run(["wrk", "-t2", "-c%d" % connections, "-d%ds" % max(1, int(seconds)), url],
+def wrk(url: str, seconds: float, connections: int = 32, script: Optional[str] = None) -> float:
+    extra = ["-s", script] if script else []
+    out = subprocess.run(["wrk", "-t2", "-c%d" % connections, "-d%ds" % max(1, int(seconds)), *extra, url],
                          capture_output=True, text=True, timeout=seconds + 60).stdout
     match = re.search(r"Requests/sec:\s+([0-9.]+)", out)
     if not match:
@@ -263,12 +273,192 @@ def sse_fanout(mon: Monitor, subscribers: int) -> Dict[str, float]:
     return {"fanout_s": last - started, "probe_s": refreshed - started, "push_s": last - refreshed, "rss_mb": rss}
 
 
+SCRAPE_RE = re.compile(r"svc-monitor scrape listener on (https?://\S+):")
+
+
+def start_scrape_monitors(provider_url: str, base_env: Dict[str, str], workdir: str, token: str
+                          ) -> Tuple[List[Monitor], List["demo.DemoNode"], Dict[str, str]]:
+    """Two monitors with a scrape listener on the loopback that asks for `token` (its file exists),
+    one plain, one over TLS (a throw-away CA and certificate made with openssl): (monitors, their
+    homes, target name -> URL)."""
+    from pathlib import Path
+
+    from tests.support.tlscerts import make_certs
+
+    certs = make_certs(Path(workdir) / "tls")
+    monitors: List[Monitor] = []
+    nodes = []
+    targets: Dict[str, str] = {}
+    for name, tls in (("plain", False), ("tls", True)):
+        node = demo.DemoNode(provider_url, base_environ=base_env)
+        nodes.append(node)
+        write_text_atomic(node.paths.metrics_token, token + "\n")
+        env = dict(node.environ, SVC_POSTURE_TTL_S="3600", SVC_PROBE_INTERVAL_S="3600", SVC_QUOTA_SAMPLER="0",
+                   SVC_METRICS_BIND="127.0.0.1:0")
+        if tls:
+            env.update(SVC_METRICS_TLS_CERT=str(certs.cert), SVC_METRICS_TLS_KEY=str(certs.key))
+        mon = start_monitor(env, timeout=30)
+        monitors.append(mon)
+        deadline = time.monotonic() + 20
+        while not SCRAPE_RE.search(mon.stderr_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        match = SCRAPE_RE.search(mon.stderr_text())
+        if match is None:
+            raise RuntimeError("no scrape listener line:\n" + mon.stderr_text()[-2000:])
+        targets["main-" + name] = mon.url + "/metrics"
+        targets["scrape-" + name] = match.group(1) + "/metrics"
+    return monitors, nodes, targets
+
+
+def respond_costs(provider_url: str, base_env: Dict[str, str], token: str, rounds: int = 15,
+                  calls: int = 1000) -> Dict[str, List[float]]:
+    """In-process, no sockets: the CPU microseconds (this thread's) of one respond() to GET /metrics
+    by the main application and by the scrape listener's (the check, then the same endpoint), the
+    two alternating, `calls` each per round, on a node whose posture the simulated provider filled."""
+    import hashlib
+
+    from svcposture.monitor.bearer import BearerCheck
+    from svcposture.monitor.node import Node
+    from svcposture.monitor.request import Request
+    from svcposture.monitor.scrape import ScrapeApp
+    from svcposture.settings import Settings
+
+    home = demo.DemoNode(provider_url, base_environ=base_env)
+    settings = Settings.from_environ(dict(home.environ, SVC_POSTURE_TTL_S="3600", SVC_PROBE_INTERVAL_S="3600"))
+    node = Node(home.paths, settings, probe=True)
+    node.start()
+    try:
+        request = Request.of("GET", "/metrics", [("Host", "127.0.0.1"), ("Authorization", "Bearer " + token)])
+        deadline = time.monotonic() + 60
+        while b"acct1" not in node.app.respond(request).body and time.monotonic() < deadline:  # type: ignore
+            time.sleep(0.05)
+        apps = {"main": node.app, "scrape": ScrapeApp(node.app.get_metrics, settings,
+                                                      BearerCheck(hashlib.sha256(token.encode()).digest()))}
+        costs: Dict[str, List[float]] = {name: [] for name in apps}
+        for _ in range(rounds):
+            for name, app in apps.items():
+                started = time.thread_time()
+                for _ in range(calls):
+                    app.respond(request)
+                costs[name].append((time.thread_time() - started) / calls * 1e6)
+        return costs
+    finally:
+        node.close_streams()
+        node.stop()
+        home.remove()
+
+
+def check_cost_us(token: str, rounds: int = 200000) -> float:
+    """Microseconds one BearerCheck.allows takes on a right token (hash, compare, header lookup)."""
+    import hashlib
+
+    from svcposture.monitor.bearer import BearerCheck
+    from svcposture.monitor.request import RequestHeaders
+
+    check = BearerCheck(hashlib.sha256(token.encode()).digest())
+    headers = RequestHeaders.of([("Host", "127.0.0.1"), ("Authorization", "Bearer " + token)])
+    started = time.perf_counter()
+    for _ in range(rounds):
+        check.allows(headers)
+    return (time.perf_counter() - started) / rounds * 1e6
+
+
+def scrape_bench(provider_url: str, base_env: Dict[str, str], rounds: int, duration: float) -> Dict[str, object]:
+    """Part 3: per target, req/s and requests per CPU-second of the monitor, over alternating rounds."""
+    import secrets
+
+    workdir = tempfile.mkdtemp(prefix="svc-bench-scrape-")
+    token = secrets.token_urlsafe(32)
+    script = os.path.join(workdir, "auth.lua")
+    fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write('wrk.headers["Authorization"] = "Bearer %s"\n' % token)
+    monitors, nodes = [], []
+    try:
+        monitors, nodes, targets = start_scrape_monitors(provider_url, base_env, workdir, token)
+        pids = {name: monitors[0 if name.endswith("plain") else 1].proc.pid for name in targets}
+        for url in targets.values():  # warm-up, and every target answers 200 (wrk raises otherwise)
+            wrk(url, 1, script=script)
+        rates: Dict[str, List[float]] = {k: [] for k in targets}
+        per_cpu: Dict[str, List[float]] = {k: [] for k in targets}
+        for _ in range(rounds):
+            for name, url in targets.items():
+                before = cpu_s(pids[name])
+                rate = wrk(url, duration, script=script)
+                rates[name].append(rate)
+                per_cpu[name].append(rate * max(1, int(duration)) / max(0.01, cpu_s(pids[name]) - before))
+        size = len(monitors[0].get("/metrics")[2])
+    finally:
+        for mon in monitors:
+            mon.stop(timeout=20, check=False)
+        for node in nodes:
+            node.remove()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"rates": rates, "per_cpu": per_cpu, "check_us": check_cost_us(token), "size": size,
+            "respond_us": respond_costs(provider_url, base_env, token)}
+
+
+def ratios(numerator: List[float], denominator: List[float]) -> List[float]:
+    return [n / d for n, d in zip(numerator, denominator)]
+
+
+def scrape_report(part: Dict[str, object], rounds: int, duration: float) -> List[Dict[str, object]]:
+    """Print part 3's rows; its machine-readable figures."""
+    rates, per_cpu = part["rates"], part["per_cpu"]  # type: ignore[index]
+    med = {k: statistics.median(v) for k, v in rates.items()}  # type: ignore[union-attr]
+    plain = ratios(rates["scrape-plain"], rates["main-plain"])  # type: ignore[index]
+    tls = ratios(rates["scrape-tls"], rates["main-tls"])  # type: ignore[index]
+    cpu_plain = ratios(per_cpu["scrape-plain"], per_cpu["main-plain"])  # type: ignore[index]
+    cpu_tls = ratios(per_cpu["scrape-tls"], per_cpu["main-tls"])  # type: ignore[index]
+    print("part 3: GET /metrics (%d bytes, posture cached), wrk -t2 -c32, %d x %.0f s rounds alternating "
+          "main-plain, scrape-plain, main-tls, scrape-tls; all runs (req/s): %s"
+          % (part["size"], rounds, duration, {k: [round(x) for x in v] for k, v in rates.items()}))  # type: ignore
+    print("  requests per CPU-second of the monitor, all runs: %s"
+          % {k: [round(x) for x in v] for k, v in per_cpu.items()})  # type: ignore[union-attr]
+    for label, values in (("scrape (bearer, plain) / main", plain), ("  per CPU-second", cpu_plain),
+                          ("scrape (bearer, TLS) / main", tls), ("  per CPU-second", cpu_tls)):
+        print("  %-32s median %.3fx  (rounds: %s; spread %.3f..%.3f)" % (
+            label, statistics.median(values), ", ".join("%.3f" % v for v in values), min(values), max(values)))
+    print("  the check alone (BearerCheck.allows, in-process): %.2f us per request" % part["check_us"])
+    respond = part["respond_us"]  # type: ignore[index]
+    in_process = ratios(respond["main"], respond["scrape"])  # type: ignore[index]
+    print("  in-process respond() to GET /metrics, CPU us per call (median of rounds): main %.1f, scrape "
+          "listener with the check %.1f; main/scrape median %.3fx (spread %.3f..%.3f)"
+          % (statistics.median(respond["main"]), statistics.median(respond["scrape"]),  # type: ignore[index]
+             statistics.median(in_process), min(in_process), max(in_process)))
+    ratio = statistics.median(plain)
+    cpu_med = {k: statistics.median(v) for k, v in per_cpu.items()}  # type: ignore[union-attr]
+    return [
+        {"figure": "GET /metrics through the scrape listener with the bearer check vs the main listener (plain HTTP)",
+         "value": round(med["scrape-plain"]), "unit": "req/s", "baseline": round(med["main-plain"]),
+         "baseline_label": "the same process's main listener", "ratio": round(ratio, 3),
+         "target": ">= 0.95x (the check costs <= 5 %)", "ok": ratio >= 0.95},
+        # What a request costs the monitor, which a machine loaded by others changes less than req/s.
+        {"figure": "the same per monitor CPU-second", "value": round(cpu_med["scrape-plain"]), "unit": "req/CPU-s",
+         "baseline": round(cpu_med["main-plain"]), "baseline_label": "the same process's main listener",
+         "ratio": round(statistics.median(cpu_plain), 3), "target": ">= 0.95x",
+         "ok": statistics.median(cpu_plain) >= 0.95},
+        {"figure": "GET /metrics through the scrape listener over TLS with the bearer check vs the main listener",
+         "value": round(med["scrape-tls"]), "unit": "req/s", "baseline": round(med["main-tls"]),
+         "baseline_label": "the same process's main listener (plain HTTP)", "ratio": round(statistics.median(tls), 3),
+         "target": None, "ok": None},
+        {"figure": "the bearer check alone (BearerCheck.allows)", "value": round(part["check_us"], 2),  # type: ignore
+         "unit": "us", "baseline": None, "ratio": None, "target": None, "ok": None},
+        {"figure": "in-process respond() to GET /metrics: the scrape listener's app (with the check) vs the main app",
+         "value": round(statistics.median(respond["scrape"]), 1), "unit": "CPU us/call",  # type: ignore[index]
+         "baseline": round(statistics.median(respond["main"]), 1), "baseline_label": "the main application",
+         "ratio": round(statistics.median(in_process), 3), "target": ">= 0.95x",
+         "ok": statistics.median(in_process) >= 0.95},
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs (2 s, 1 round) for a smoke check")
     parser.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5; quick 2)")
     parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3; quick 1)")
     parser.add_argument("--subscribers", type=int, default=1000)
+    parser.add_argument("--scrape-only", action="store_true", help="run part 3 alone (the scrape listener)")
     args = parser.parse_args()
     duration = args.duration or (2.0 if args.quick else 5.0)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -278,6 +468,13 @@ def main() -> int:
     provider = demo.SimulatedProvider().start()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "MODEL_"))}
     base_env["PYTHONPATH"] = str(REPO)
+    if args.scrape_only:
+        try:
+            part = scrape_bench(provider.url, base_env, rounds, duration)
+        finally:
+            provider.stop()
+        print(json.dumps({"figures": scrape_report(part, rounds, duration)}))
+        return 0
     node = demo.DemoNode(provider.url, base_environ=base_env)
     environ = dict(node.environ, SVC_POSTURE_TTL_S="3600", SVC_PROBE_INTERVAL_S="3600", SVC_REFRESH_FLOOR_S="0",
                    SVC_QUOTA_SAMPLER="0", SVC_MONITOR_MAX_STREAMS=str(max(1024, args.subscribers + 16)))
@@ -314,6 +511,8 @@ def main() -> int:
         if json.loads(mon.get("/api/accounts", timeout=60)[2]).get("cached") is not True:
             raise RuntimeError("the benchmarked reads were not cached reads")
         fan = sse_fanout(mon, args.subscribers)
+        mon.stop(timeout=20, check=False)  # part 3 runs alone on the machine's cores
+        scrape = scrape_bench(provider.url, base_env, rounds, duration)
     finally:
         mon.stop(timeout=20, check=False)
         for p in procs:
@@ -386,6 +585,7 @@ def main() -> int:
         {"figure": "monitor RSS with %d SSE subscribers" % args.subscribers, "value": round(fan["rss_mb"], 1),
          "unit": "MB", "baseline": None, "ratio": None, "target": "< 150 MB", "ok": fan["rss_mb"] < 150},
     ]
+    figures += scrape_report(scrape, rounds, duration)
     print(json.dumps({"figures": figures}))
     return 0
 

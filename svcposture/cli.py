@@ -104,7 +104,7 @@ class Command:
 # but a HOME that would put node paths outside any home is refused as everywhere else. The
 # others run under _run, which turns the package's errors into one line and an exit code.
 MONITOR_COMMANDS = (
-    Command("init", "firstrun.init", "main", "[--host-name NAME] [--accounts N] [--json]",
+    Command("init", "firstrun.init", "main", "[--host-name NAME] [--accounts N] [--metrics-token] [--json]",
             "make this host a node", fast=False),
     Command("hud", "term.hud", "main", "[--url URL] [--once]",
             "one-line terminal HUD fed by the stream", fast=False),

@@ -118,6 +118,11 @@ class Paths:
         override = accounts_env_path(self.environ)
         return _path(override) if override else self.config_dir / "model-accounts.env"
 
+    @property
+    def metrics_token(self) -> Path:
+        """The bearer token a listener off the loopback asks for (docs/fleet-prometheus.md)."""
+        return self.config_dir / "metrics-token"
+
     # ~/svc/
     @property
     def svc_dir(self) -> Path:

@@ -2,10 +2,11 @@
 
 Settings.from_environ(environ) is a pure function of the mapping it is given:
 it reads every knob the monitor process uses (its HTTP side: SVC_MONITOR_*,
-SVC_SSE_KEEPALIVE_S, SVC_FLEET_TTL_S; its services: the probe schedule,
-history, alerts, the notify hook, the quota sampler, liveness and the
-tracker; and each registered vendor's own knobs, which the vendor's package
-declares as `knobs` and which are read through the registry), checks each
+SVC_SSE_KEEPALIVE_S, SVC_FLEET_TTL_S; its scrape listener: SVC_METRICS_*; its
+services: the probe schedule, history, alerts, the notify hook, the quota
+sampler, liveness and the tracker; and each registered vendor's own knobs,
+which the vendor's package declares as `knobs` and which are read through the
+registry), checks each
 and returns a frozen object. The services receive that object, so a test
 builds a node from a dict and a change to os.environ after start-up changes
 nothing. The environment is still handed to what needs it whole: the probe
@@ -22,8 +23,8 @@ No other module of the package reads an environment variable of the
 package; a test in the repository keeps it so (tests/test_settings.py).
 
 A bad value is handled by one of two rules (env_number). A setting that
-decides what the monitor serves (SVC_MONITOR_*, SVC_SSE_KEEPALIVE_S) raises
-InvalidSetting; a knob that only tunes timing falls back to its default. A
+decides what the monitor serves (SVC_MONITOR_*, SVC_SSE_KEEPALIVE_S, the scrape
+listener's SVC_METRICS_*) raises InvalidSetting; a knob that only tunes timing falls back to its default. A
 value corrected with a log line is kept in `notes` as (variable, message),
 and the service that owns the knob logs it when built: parsing logs nothing.
 
@@ -115,6 +116,13 @@ REPO_ROOT_ENV = "SVC_REPO_ROOT"
 # each with a `VENDOR` (docs/vendors.md).
 VENDORS_ENV = "SVC_VENDORS"
 
+# The scrape listener (docs/fleet-prometheus.md): a second listener serving /metrics and /healthz
+# alone, its TLS certificate and key, and the operator's acceptance of plain HTTP off the loopback.
+METRICS_BIND_ENV = "SVC_METRICS_BIND"
+METRICS_TLS_CERT_ENV = "SVC_METRICS_TLS_CERT"
+METRICS_TLS_KEY_ENV = "SVC_METRICS_TLS_KEY"
+METRICS_PLAIN_HTTP_ENV = "SVC_METRICS_PLAIN_HTTP"
+
 # The cluster commands: how `svc-cluster sync` decrypts the cluster's secrets, how long a
 # git command may take, how long `svc-stack` waits for the monitor to start and to stop.
 DECRYPT_CMD_ENV = "SVC_DECRYPT_CMD"
@@ -193,6 +201,24 @@ def monitor_address(environ: Mapping[str, str], strict: bool = True) -> Tuple[st
             if strict:
                 raise
     return bind, port
+
+
+def parse_listen_address(raw: str, source: str) -> Tuple[str, int]:
+    """(host, port) from `HOST:PORT` (IPv6 in brackets: `[::1]:7401`); InvalidSetting names `source`.
+
+    The host is required: an empty one would bind every address, which must be
+    written out (`0.0.0.0:7401`) to be asked for. An IPv6 address without
+    brackets is refused, since where its port begins cannot be told."""
+    text = raw.strip()
+    host, colon, port_text = text.rpartition(":")
+    if not colon or not host:
+        raise InvalidSetting("%s=%r is not HOST:PORT (e.g. 0.0.0.0:7401, or [::]:7401 for IPv6)" % (source, text[:80]))
+    if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+        raise InvalidSetting("%s=%r: write an IPv6 address in brackets, e.g. [::1]:7401" % (source, text[:80]))
+    host = host[1:-1] if host.startswith("[") else host
+    if not host or any(c.isspace() or c in "/@[]" for c in host):
+        raise InvalidSetting("%s=%r is not HOST:PORT (e.g. 0.0.0.0:7401)" % (source, text[:80]))
+    return host, parse_port(port_text, source)
 
 
 # How monitor_url finds the monitor, for every client's --help.
@@ -460,6 +486,28 @@ def _http_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
         fleet_ttl_s=env_number(environ, "SVC_FLEET_TTL_S", DEFAULT_FLEET_TTL_S, low=0.0, high=MAX_FLEET_TTL_S))
 
 
+def _scrape_knobs(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
+    """The scrape listener: where it listens (None: off), its certificate and key, and whether
+    plain HTTP off the loopback is accepted. A bad address, or a certificate without its key
+    (or the reverse), raises InvalidSetting; with strict=False the listener counts as off."""
+    raw = (environ.get(METRICS_BIND_ENV) or "").strip()
+    cert = (environ.get(METRICS_TLS_CERT_ENV) or "").strip()
+    key = (environ.get(METRICS_TLS_KEY_ENV) or "").strip()
+    try:
+        bind = parse_listen_address(raw, METRICS_BIND_ENV) if raw else None
+        if bool(cert) != bool(key):
+            given, missing = (METRICS_TLS_CERT_ENV, METRICS_TLS_KEY_ENV) if cert else (METRICS_TLS_KEY_ENV,
+                                                                                      METRICS_TLS_CERT_ENV)
+            raise InvalidSetting("%s is set but %s is not: TLS needs both the certificate and its key"
+                                 % (given, missing))
+    except InvalidSetting:
+        if strict:
+            raise
+        bind, cert, key = None, "", ""
+    return dict(metrics_bind=bind, metrics_tls_cert=cert, metrics_tls_key=key,
+                metrics_plain_http=environ.get(METRICS_PLAIN_HTTP_ENV, "").strip() == "1")
+
+
 def _probe_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
     """The posture service's schedule: TTL, refresh floor (at most the TTL), interval, deadline, reset margin."""
     ttl_s = env_number(environ, "SVC_POSTURE_TTL_S", DEFAULT_TTL_S, low=0.0)
@@ -553,6 +601,7 @@ def _steering_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) ->
 def _parse(environ: Mapping[str, str], strict: bool) -> Dict[str, Any]:
     notes: List[Tuple[str, str]] = []
     values = _http_knobs(environ, strict)
+    values.update(_scrape_knobs(environ, strict))
     values.update(_probe_knobs(environ))
     values.update(_quota_knobs(environ, notes))
     values.update(_trajectory_knobs(environ, notes))
@@ -573,6 +622,7 @@ class Settings:
 
     __slots__ = ("monitor_bind", "monitor_port", "probe", "max_streams", "keepalive_s", "read_guard", "request_timeout_s",
                  "max_connections", "trusted_hosts", "trusted_origins", "fleet_ttl_s",
+                 "metrics_bind", "metrics_tls_cert", "metrics_tls_key", "metrics_plain_http",
                  "posture_ttl_s", "refresh_floor_s", "probe_interval_s", "probe_deadline_s", "reset_margin_s",
                  "quota_sampler", "quota_poll_interval_s",
                  "history_days", "alert_thresholds", "alert_cmd", "alert_hook_cgroup",

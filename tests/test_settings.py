@@ -48,6 +48,7 @@ DEFAULTS = {
     "advice_wait_s": 600,
     "probe": True, "max_streams": 1024, "keepalive_s": 15.0, "read_guard": False, "request_timeout_s": 10.0,
     "max_connections": 4096, "trusted_hosts": "", "trusted_origins": "", "fleet_ttl_s": 60.0,
+    "metrics_bind": None, "metrics_tls_cert": "", "metrics_tls_key": "", "metrics_plain_http": False,
     "posture_ttl_s": 300.0, "refresh_floor_s": 30.0, "probe_interval_s": 300.0, "probe_deadline_s": 30.0,
     "reset_margin_s": 60.0, "quota_sampler": True, "quota_poll_interval_s": 300.0,
     "history_days": 8, "alert_thresholds": (80, 90), "alert_cmd": "", "alert_hook_cgroup": True,

@@ -27,6 +27,9 @@ from ..posture.latch import read_latch
 from ..paths import Paths
 from ..vendors import registered
 from ..probe.text import accounts_notes, check_summary, line_problem_notes, valid_line_problems
+from ..remote.address import is_loopback
+from ..remote.certificate import CertificateError, key_exposure, server_context, utc_text
+from ..remote.token import token_file_problem
 from ..settings import Settings
 from . import tracker
 from ._common import print_json
@@ -36,6 +39,8 @@ from .liveness import READ_SOURCE_ENV, peer_states
 
 PASS, INFO, WARN, FAIL = "PASS", "INFO", "WARN", "FAIL"
 PROBE_CHECK_TIMEOUT_S = 30.0
+# A scrape certificate this close to its notAfter is a WARN: time to renew it before scrapes fail.
+CERT_RENEW_WARN_S = 14 * 86400
 
 
 # ---------------------------------------------------------------- the PER-NODE checklist (join)
@@ -440,6 +445,55 @@ def _check_latch(paths: Paths) -> Dict[str, str]:
     return _check_result("latch", PASS, "%d account(s), latched: %s" % (len(accounts), ", ".join(latched) or "none"))
 
 
+def _scrape_remote(settings: Settings) -> bool:
+    return settings.metrics_bind is not None and not is_loopback(settings.metrics_bind[0])
+
+
+def _check_metrics_token(paths: Paths, settings: Settings) -> Dict[str, str]:
+    """The bearer token file, by the monitor's own rules (remote/token.py); never shown."""
+    name = "metrics-token"
+    path = paths.metrics_token
+    if not os.path.lexists(str(path)):
+        if _scrape_remote(settings):
+            return _check_result(name, FAIL, "SVC_METRICS_BIND is off the loopback and needs %s, which does not "
+                                             "exist: svc-monitor init --metrics-token, or copy the fleet's token "
+                                             "file there (mode 0600)" % path)
+        return _check_result(name, INFO, "%s not present: needed only by a listener off the loopback "
+                                         "(SVC_METRICS_BIND, --allow-remote)" % path)
+    problem = token_file_problem(path)
+    if problem is not None:
+        return _check_result(name, FAIL, problem)
+    return _check_result(name, PASS, "%s: one token line, owned by this user, no access for group or others" % path)
+
+
+def _check_scrape_tls(settings: Settings, now: float) -> Dict[str, str]:
+    """The scrape listener's TLS: its certificate and key readable, matching and valid, or plain HTTP said aloud."""
+    name = "scrape-tls"
+    if settings.metrics_bind is None:
+        return _check_result(name, INFO, "no scrape listener (SVC_METRICS_BIND unset)")
+    if not settings.metrics_tls_cert:
+        if not _scrape_remote(settings):
+            return _check_result(name, INFO, "plain HTTP on the loopback")
+        if settings.metrics_plain_http:
+            return _check_result(name, WARN, "plain HTTP off the loopback (SVC_METRICS_PLAIN_HTTP=1): the bearer "
+                                             "token and the metrics cross the network unencrypted; set "
+                                             "SVC_METRICS_TLS_CERT and SVC_METRICS_TLS_KEY")
+        return _check_result(name, FAIL, "off the loopback without TLS, so the monitor refuses to start: set "
+                                         "SVC_METRICS_TLS_CERT and SVC_METRICS_TLS_KEY (or SVC_METRICS_PLAIN_HTTP=1)")
+    cert, key = settings.metrics_tls_cert, settings.metrics_tls_key
+    try:
+        _context, not_after = server_context(cert, key, now)
+    except CertificateError as exc:
+        return _check_result(name, FAIL, str(exc))
+    notes = [note for note in (key_exposure(key),) if note]
+    if not_after - now < CERT_RENEW_WARN_S:
+        notes.insert(0, "the certificate %s expires on %s: renew it" % (cert, utc_text(not_after)))
+    if notes:
+        return _check_result(name, WARN, "; ".join(notes))
+    return _check_result(name, PASS, "%s and %s match; valid until %s; TLS 1.2 or later"
+                         % (cert, key, utc_text(not_after)))
+
+
 def run_doctor(paths: Paths, settings: Settings) -> Dict[str, Any]:
     roster_check, hosts = _check_roster(paths)
     host_check, node = _check_host_name(paths, hosts)
@@ -454,6 +508,8 @@ def run_doctor(paths: Paths, settings: Settings) -> Dict[str, Any]:
         _check_event_log(paths),
         _check_latch(paths),
         _check_directories(paths),
+        _check_metrics_token(paths, settings),
+        _check_scrape_tls(settings, now_ms() / 1000.0),
         check_tracker_budget(settings, hosts, seen[0] if seen else None),
     ]
     return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
@@ -478,7 +534,8 @@ def add_commands(sub: Any) -> None:
         "doctor", help="check this host's cluster setup (PASS/INFO/WARN/FAIL)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
-                    "accounts-env, event-log, latch, directories, tracker-budget.\n"
+                    "accounts-env, event-log, latch, directories, metrics-token, scrape-tls,\n"
+                    "tracker-budget.\n"
                     "Each is PASS, INFO, WARN or FAIL.\n"
                     "Exit 1 when any check FAILs.")
     p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")

@@ -7,6 +7,11 @@ such, so a second run changes nothing. The placeholder lines are the default
 vendor's; each registered vendor with a `setup_help` (docs/vendors.md) says
 where its credential comes from, the others in a commented example each. The accounts env file is only ever
 `lstat`ed, never read: once tokens are pasted in, it holds secrets.
+
+With `--metrics-token` it also creates the bearer token file a listener off
+the loopback asks for (remote/token.py): random, 0600, never over one that
+exists. The token is never printed; the next steps say how to copy the file
+to Prometheus and to the fleet's other nodes without showing it.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from .._text import printable
 from ..envfile.entries import PLACEHOLDER_EMAIL
 from ..cluster._common import HOST_RE
 from ..config import HOST_NAME_KEY, host_name, write_layer
+from ..remote.token import create_token_file, token_file_problem
 from ..settings import monitor_url
 from ..paths import Paths
 from ..vendor import optional_member
@@ -116,7 +122,7 @@ def _symlink_note(path: Any) -> Optional[str]:
 
 
 def run_init(paths: Paths, *, host: Optional[str] = None, accounts: int = DEFAULT_ACCOUNTS,
-             os_host: Optional[str] = None) -> Dict[str, Any]:
+             os_host: Optional[str] = None, metrics_token: bool = False) -> Dict[str, Any]:
     """Create what the node at `paths` lacks; the report of what was created and left alone.
 
     Config files are read before anything is created, so a corrupt one
@@ -143,9 +149,46 @@ def run_init(paths: Paths, *, host: Optional[str] = None, accounts: int = DEFAUL
         effective = None
     else:
         effective = _host_name_step(paths, current, host, os_host, created, left)
+    steps = next_steps(paths)
+    if metrics_token:
+        _metrics_token_step(paths, created, left)
+        steps += metrics_token_steps(paths)
     return {"home": str(paths.home), "changed": bool(created), "created": created, "leftAlone": left,
             "hostName": effective, "accountsEnv": str(paths.accounts_env),
-            "url": dashboard_url(paths.environ), "nextSteps": next_steps(paths)}
+            "url": dashboard_url(paths.environ), "nextSteps": steps}
+
+
+# Where the next steps suggest the Prometheus host keeps its copy (its scrape job's credentials_file).
+PROMETHEUS_TOKEN_PATH = "/etc/prometheus/svc-metrics-token"
+
+
+def _metrics_token_step(paths: Paths, created: List[Dict[str, str]], left: List[Dict[str, str]]) -> None:
+    """The bearer token file: made when nothing is there, else left alone with the monitor's verdict on it."""
+    path = paths.metrics_token
+    if create_token_file(path):
+        created.append(_item(path, "metrics token", "mode 0600, a random 256-bit token, not shown"))
+        return
+    problem = token_file_problem(path)
+    left.append(_item(path, "metrics token", "exists (never overwritten); " + (problem or "the monitor accepts it")))
+
+
+def metrics_token_steps(paths: Paths) -> List[str]:
+    """How the same token reaches Prometheus and the other nodes, never through a terminal or a log."""
+    return [
+        "Give Prometheus the same token without showing it: on the Prometheus host run `ssh THIS-NODE cat "
+        "%s | sudo install -m 0640 -g prometheus /dev/stdin %s`, and name %s in the scrape job's "
+        "authorization.credentials_file (docs/fleet-prometheus.md)"
+        % (_home_relative(paths, paths.metrics_token), PROMETHEUS_TOKEN_PATH, PROMETHEUS_TOKEN_PATH),
+        "One token serves the fleet (Prometheus sends one per scrape job): copy this file, mode 0600, to "
+        "~/.config/svc/metrics-token on every other node rather than making a new one there",
+    ]
+
+
+def _home_relative(paths: Paths, path: Any) -> str:
+    try:
+        return str(path.relative_to(paths.home))  # what `ssh HOST cat` reads from the home directory
+    except ValueError:
+        return str(path)
 
 
 def _host_name_step(paths: Paths, current: Optional[str], host: Optional[str], os_host: Optional[str],
@@ -215,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--accounts", metavar="N", default=str(DEFAULT_ACCOUNTS),
                         help="placeholder accounts in a new accounts env file, 1..%d (default %d)"
                              % (MAX_ACCOUNTS, DEFAULT_ACCOUNTS))
+    parser.add_argument("--metrics-token", action="store_true",
+                        help="also create ~/.config/svc/metrics-token (0600, random, never over one that exists), "
+                             "the bearer token a listener off the loopback asks for; it is never printed")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -234,7 +280,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     paths = Paths(environ=os.environ)
     try:
-        report = run_init(paths, host=args.host_name, accounts=count)
+        report = run_init(paths, host=args.host_name, accounts=count, metrics_token=args.metrics_token)
     except OSError as exc:
         print("svc-monitor init: cannot create %s: %s" % (printable(exc.filename or paths.home),
                                                           exc.strerror or exc), file=sys.stderr)

@@ -3,9 +3,12 @@
 main(argv) parses the monitor's own command line (cli.MONITOR_COMMANDS runs
 the subcommands; `demo` is demo_main here), drops any token from its own
 environment by re-executing itself, sets up logging and the stop signals, and
-calls run_monitor: one monitor per node HOME (an flock),
-the posture service, the quota sampler, the cloud-env projector, the liveness
-publisher and the HTTP server, then ~/svc/run/monitor.json until told to stop.
+decides what it may expose (exposure.py: the main listener on the loopback
+unless --allow-remote, the scrape listener of SVC_METRICS_BIND, exit 2 when
+either must not start), and calls run_monitor: one monitor per node HOME (an
+flock), the posture service, the quota sampler, the cloud-env projector, the
+liveness publisher and the HTTP server (and the scrape listener beside it),
+then ~/svc/run/monitor.json until told to stop.
 """
 from __future__ import annotations
 
@@ -17,9 +20,11 @@ import signal
 import stat
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
+from ..errors import SvcpostureError
 from ..settings import InvalidSetting, parse_port
 from .._dirs import ensure_dir
 from .._files import open_nofollow, read_json, remove_stale_temps, write_json_atomic
@@ -28,7 +33,11 @@ from .._text import printable
 from ..firstrun import notes as firstrun
 from ..paths import Paths
 from ..settings import DEFAULT_PORT, Settings, monitor_address
+from .bearer import BearerGate
+from .exposure import Exposure, ExposureRefused, plan_exposure, remote_note, scrape_lines
 from .node import Node, one_line, start_server
+from .protocols import Application
+from .scrape import ScrapeApp
 from .server import MonitorServer
 
 __all__ = ["main", "run_monitor", "start_server", "accounts_env_note", "configure_logging", "install_stop_signals"]
@@ -39,11 +48,14 @@ log = logging.getLogger("svcposture.monitor")
 def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: int, probe_enabled: bool,
                 stop_event: Optional[threading.Event] = None,
                 on_ready: Optional[Callable[[MonitorServer], None]] = None, liveness: bool = True,
-                settings: Optional[Settings] = None, fleet_source: Optional[Callable[[], Any]] = None) -> int:
+                settings: Optional[Settings] = None, fleet_source: Optional[Callable[[], Any]] = None,
+                exposure: Optional[Exposure] = None) -> int:
     """The monitor process: posture service, HTTP server, sampler, publisher
     (unless `liveness` is False: the demo node is no cluster member).
     `settings` default to those of `environ`; `fleet_source` (the demo's simulated
-    fleet) replaces the cluster read behind /api/fleet.
+    fleet) replaces the cluster read behind /api/fleet; `exposure` (plan_exposure's)
+    puts the main listener behind the bearer token and opens the scrape listener
+    (None: neither, as for the demo on the loopback).
     Returns when `stop_event` is set (the caller maps SIGTERM/SIGINT to it)."""
     stop_event = stop_event or threading.Event()
     settings = Settings.from_environ(environ) if settings is None else settings
@@ -61,7 +73,8 @@ def run_monitor(paths: Paths, environ: Mapping[str, str], *, bind: str, port: in
         return 1
     try:
         return _run_claimed(paths, settings, bind=bind, port=port, probe_enabled=probe_enabled,
-                            stop_event=stop_event, on_ready=on_ready, liveness=liveness, fleet_source=fleet_source)
+                            stop_event=stop_event, on_ready=on_ready, liveness=liveness, fleet_source=fleet_source,
+                            exposure=exposure)
     finally:
         os.close(instance_fd)
 
@@ -131,51 +144,100 @@ def accounts_env_note(paths: Paths, probe_enabled: bool) -> str:
     return "accounts env file %s" % path
 
 
-def _announce(paths: Paths, server: MonitorServer, node: Node) -> None:
+def _announce(paths: Paths, server: MonitorServer, node: Node, exposure: Optional[Exposure]) -> None:
     record = {"pid": os.getpid(), "url": server.url, "startedAt": node.app.started_at}
     try:
         write_json_atomic(paths.monitor_json, record)
     except OSError as exc:
         log.warning("cannot write %s: %s", paths.monitor_json, exc.strerror or exc)
-    log.info("svc-monitor listening on %s (%s)", server.url, accounts_env_note(paths, node.probe))
+    log.info("svc-monitor listening on %s (%s)%s", server.url, accounts_env_note(paths, node.probe),
+             remote_note(exposure) if exposure is not None else "")
 
 
-def _stop_all(paths: Paths, server: MonitorServer, node: Node, serving: bool) -> None:
-    server.stopping.set()
+def _announce_scrape(exposure: Optional[Exposure], scrape: Optional[MonitorServer]) -> None:
+    if exposure is None:
+        return
+    for note in exposure.notes:
+        log.warning("%s", note)
+    if scrape is not None:
+        line, warning = scrape_lines(exposure, scrape.url)
+        log.info("%s", line)
+        if warning is not None:
+            log.warning("%s", warning)
+
+
+def _stop_all(paths: Paths, servers: Sequence[MonitorServer], node: Node, serving: bool) -> None:
+    for server in servers:
+        server.stopping.set()
     node.close_streams()
-    if serving:
-        server.shutdown()
-    server.server_close()
+    for server in servers:
+        if serving:
+            server.shutdown()
+        server.server_close()
     node.stop()
     _remove_monitor_json(paths.monitor_json)
 
 
+class _CannotListen(SvcpostureError):
+    """One of the listeners cannot bind; `where` names it, `error` says why."""
+
+    def __init__(self, where: str, error: OSError) -> None:
+        super().__init__(where)
+        self.where = where
+        self.error = error
+
+
+def _listeners(node: Node, settings: Settings, bind: str, port: int,
+               exposure: Optional[Exposure]) -> List[MonitorServer]:
+    """The main listener (behind the bearer gate under --allow-remote) and the scrape listener, bound;
+    _CannotListen names the one that cannot bind (the other is closed)."""
+    app: Application = node.app
+    if exposure is not None and exposure.gate is not None:
+        app = BearerGate(node.app, exposure.gate)
+    try:
+        servers = [MonitorServer((bind, port), app, settings)]
+    except OSError as exc:
+        raise _CannotListen("%s:%s" % (bind, port), exc) from None
+    plan = exposure.scrape if exposure is not None else None
+    if plan is not None:
+        try:
+            scrape = ScrapeApp(node.app.get_metrics, settings, plan.check)
+            servers.append(MonitorServer((plan.host, plan.port), scrape, tls=plan.tls))
+        except OSError as exc:
+            servers[0].server_close()
+            raise _CannotListen("%s:%s (SVC_METRICS_BIND)" % (plan.host, plan.port), exc) from None
+    return servers
+
+
 def _run_claimed(paths: Paths, settings: Settings, *, bind: str, port: int, probe_enabled: bool,
                  stop_event: threading.Event, on_ready: Optional[Callable[[MonitorServer], None]],
-                 liveness: bool, fleet_source: Optional[Callable[[], Any]] = None) -> int:
+                 liveness: bool, fleet_source: Optional[Callable[[], Any]] = None,
+                 exposure: Optional[Exposure] = None) -> int:
     _remove_crash_leftovers(paths)
     node = Node(paths, settings, probe=probe_enabled, background=True, liveness=liveness, fleet_source=fleet_source)
     try:
-        server = MonitorServer((bind, port), node.app, settings)
-    except OSError as exc:
-        print("svc-monitor: cannot listen on %s:%s: %s%s" % (bind, port, exc.strerror or exc,
-                                                           firstrun.listen_hint(paths, exc)), file=sys.stderr)
+        servers = _listeners(node, settings, bind, port, exposure)
+    except _CannotListen as failed:
+        exc = failed.error
+        print("svc-monitor: cannot listen on %s: %s%s" % (failed.where, exc.strerror or exc,
+                                                         firstrun.listen_hint(paths, exc)), file=sys.stderr)
         return 1
     serving = False
     try:
         node.start()
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                                  name="svc-monitor-http", daemon=True)
-        thread.start()
+        for server, name in zip(servers, ("svc-monitor-http", "svc-monitor-scrape")):
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25}, name=name,
+                             daemon=True).start()
         serving = True
-        _announce(paths, server, node)
+        _announce(paths, servers[0], node, exposure)
+        _announce_scrape(exposure, servers[1] if len(servers) > 1 else None)
         firstrun.log_start_notes(paths, paths.environ, probe_enabled)
         if on_ready is not None:
-            on_ready(server)
+            on_ready(servers[0])
         while not stop_event.wait(0.5):
             pass
     finally:
-        _stop_all(paths, server, node, serving)
+        _stop_all(paths, servers, node, serving)
     return 0
 
 
@@ -234,7 +296,7 @@ def _build_parser(commands: Sequence[Any]) -> argparse.ArgumentParser:
                                   break_on_hyphens=False))
     parser = argparse.ArgumentParser(
         prog="svc-monitor",
-        usage=("svc-monitor [-h] [--bind BIND] [--port PORT] [--no-probe]\n"
+        usage=("svc-monitor [-h] [--bind BIND] [--port PORT] [--no-probe] [--allow-remote]\n"
                "       svc-monitor {%s} [-h] [ARGS...]" % ",".join(c.name for c in commands)),
         description=("Serve this node's model-provider account posture: the dashboard at /, "
                      "GET /api/accounts[?refresh=true], the SSE stream /api/accounts/stream, "
@@ -248,7 +310,11 @@ def _build_parser(commands: Sequence[Any]) -> argparse.ArgumentParser:
                 "  SVC_MONITOR_MAX_CONNECTIONS (4096, at most the descriptor limit less 64),\n"
                 "  SVC_ACCOUNTS_ENV, SVC_POSTURE_TTL_S, SVC_PROBE_INTERVAL_S, SVC_REFRESH_FLOOR_S,\n"
                 "  SVC_HISTORY_DAYS (8), SVC_ALERT_THRESHOLDS (80,90), SVC_ALERT_CMD (notify hook),\n"
-                "  SVC_AUTO_SWITCH_AT (percent: switch --best when the active account reaches it; off by default).\n"
+                "  SVC_AUTO_SWITCH_AT (percent: switch --best when the active account reaches it; off by default),\n"
+                "  SVC_METRICS_BIND (HOST:PORT: a second listener serving /metrics and /healthz alone),\n"
+                "  SVC_METRICS_TLS_CERT, SVC_METRICS_TLS_KEY (its TLS), SVC_METRICS_PLAIN_HTTP=1.\n"
+                "Off the loopback, /metrics needs Authorization: Bearer and the token of\n"
+                "~/.config/svc/metrics-token (svc-monitor init --metrics-token makes it).\n"
                 "A forced refresh needs the X-Svc-Refresh header, a trusted Host and a trusted Origin\n"
                 "(when one is sent); otherwise it gets 403 and spends no probe."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -258,6 +324,9 @@ def _build_parser(commands: Sequence[Any]) -> argparse.ArgumentParser:
                         help="port to listen on; 0 picks a free one (default $SVC_MONITOR_PORT or %d)" % DEFAULT_PORT)
     parser.add_argument("--no-probe", action="store_true",
                         help="never probe the provider; the posture endpoints answer {available:false}")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow a --bind off the loopback (a container): every route but /healthz then "
+                             "needs the bearer token of ~/.config/svc/metrics-token")
     return parser
 
 
@@ -290,7 +359,7 @@ def demo_main(argv: Sequence[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None, commands: Sequence[Any] = ()) -> int:
-    """`svc-monitor [--bind B] [--port P] [--no-probe]`: the monitor until a stop signal.
+    """`svc-monitor [--bind B] [--port P] [--no-probe] [--allow-remote]`: the monitor until a stop signal.
 
     cli.monitor_main runs the subcommands; `commands` are its table's rows, which the help
     lists and which a word that is not an option is told apart from."""
@@ -303,16 +372,19 @@ def main(argv: Optional[Sequence[str]] = None, commands: Sequence[Any] = ()) -> 
     environ = os.environ
     try:
         bind, port = monitor_address(environ)
+        source = "--bind %s" % args.bind if args.bind is not None else "SVC_MONITOR_BIND=%s" % bind
         bind = args.bind if args.bind is not None else bind
         port = parse_port(args.port, "--port") if args.port is not None else port
         paths = Paths(environ=environ)
         settings = Settings.from_environ(environ)
+        exposure = plan_exposure(paths, settings, bind=bind, bind_source=source, allow_remote=args.allow_remote,
+                                 now=time.time())
         probe_enabled = not args.no_probe and settings.probe
         configure_logging()
         stop_event = threading.Event()
         install_stop_signals(stop_event)
         return run_monitor(paths, environ, bind=bind, port=port, probe_enabled=probe_enabled,
-                           stop_event=stop_event, settings=settings)
-    except InvalidSetting as exc:
+                           stop_event=stop_event, settings=settings, exposure=exposure)
+    except (InvalidSetting, ExposureRefused) as exc:
         print("svc-monitor: %s" % exc, file=sys.stderr)
         return 2

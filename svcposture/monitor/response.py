@@ -26,11 +26,11 @@ CLOSE = b"Connection: close\r\n"
 KEEP_ALIVE = b"Connection: keep-alive\r\n"
 ALLOW = b"Allow: GET, HEAD\r\n"
 
-REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
            405: "Method Not Allowed", 408: "Request Timeout", 414: "URI Too Long",
            431: "Request Header Fields Too Large", 500: "Internal Server Error",
            501: "Not Implemented", 503: "Service Unavailable", 505: "HTTP Version Not Supported"}
-ERROR_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed",
+ERROR_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
                408: "request_timeout", 414: "uri_too_long", 431: "header_fields_too_large",
                500: "internal", 501: "not_implemented", 503: "unavailable",
                505: "http_version_not_supported"}

@@ -10,7 +10,9 @@ the process around them (lock, logging, signals, monitor.json) is main.py.
 
 Methods for the caller:
 
-    MonitorServer(address, app, settings)   bind `address` and serve `app`
+    MonitorServer(address, app, settings, tls=None)
+                                            bind `address` and serve `app`; with `tls`
+                                            (an ssl.SSLContext) speak TLS on every connection
     serve_forever(), shutdown(), server_close()   as socketserver's
     url                                     http://host:port actually bound
     stopping                                an Event: set it before closing
@@ -19,6 +21,12 @@ Methods for the caller:
 
 The fast lane and the handler threads get what they need when they are built
 (FastLane's arguments, protocols.Serving), never the server itself.
+
+A TLS listener has no fast lane (the lane reads plain bytes off the socket):
+each connection goes to a handler thread at once, which first completes the
+handshake within the request timeout, counted in all, not per read. Past the
+connection cap a new connection is closed at once: there is no lane to shed
+idle ones.
 """
 from __future__ import annotations
 
@@ -74,8 +82,10 @@ class MonitorServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # the stdlib's 5 drops connection bursts
 
-    def __init__(self, address: Tuple[str, int], app: Application, settings: Optional[Settings] = None) -> None:
+    def __init__(self, address: Tuple[str, int], app: Application, settings: Optional[Settings] = None, *,
+                 tls: Any = None) -> None:
         settings = app.settings if settings is None else settings
+        self.tls = tls  # an ssl.SSLContext for the server side, or None: plain HTTP
         host = address[0]
         if ":" in host.strip("[]"):
             self.address_family = socket.AF_INET6
@@ -96,9 +106,10 @@ class MonitorServer(ThreadingHTTPServer):
         self.hangups = HangupWatch(app.wake_streams)
         self.serving = Serving(app, self.stopping, self.request_timeout_s, self.streams, self.hangups)
         super().__init__(address, MonitorHandler)
-        self.fast_lane = FastLane(app.fast_reads(), self.hand_off, self._threads_held,
-                                  max_connections=self.max_connections, request_timeout_s=self.request_timeout_s,
-                                  stopping=self.stopping)
+        if tls is None:
+            self.fast_lane = FastLane(app.fast_reads(), self.hand_off, self._threads_held,
+                                      max_connections=self.max_connections,
+                                      request_timeout_s=self.request_timeout_s, stopping=self.stopping)
         # After bind, so that `--port 0` trusts the port actually bound.
         try:
             app.listening(host, self.server_port, self.streams)
@@ -119,13 +130,15 @@ class MonitorServer(ThreadingHTTPServer):
         host = self.server_name
         if ":" in host:
             host = "[%s]" % host
-        return "http://%s:%d" % (host, self.server_port)
+        return "%s://%s:%d" % ("http" if self.tls is None else "https", host, self.server_port)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         conn = Connection(request, client_address)
         lane = self.fast_lane
         if lane is not None and not self.stopping.is_set():
             lane.adopt(conn)
+        elif self._threaded >= self.max_connections:
+            conn.close()  # no lane to shed idle connections into: the newest one is refused
         else:
             self.hand_off(conn)
 
@@ -142,6 +155,10 @@ class MonitorServer(ThreadingHTTPServer):
             raise
 
     def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is not None:
+            # The TLS socket replaces the plain one first, so that it is the one closed on a failure.
+            request.sock = self.tls.wrap_socket(request.sock, server_side=True, do_handshake_on_connect=False)
+            tls_handshake(request.sock, self.request_timeout_s)
         # A handler is given what it needs (Serving), never the server itself.
         self.RequestHandlerClass(request, client_address, self.serving)  # type: ignore[arg-type]
 
@@ -200,3 +217,17 @@ class MonitorServer(ThreadingHTTPServer):
             return  # a client hung up or stalled: routine, never a traceback
         log.warning("request from %s failed: %s: %s", client_address[0] if client_address else "?",
                     type(exc).__name__, exc)
+
+
+def tls_handshake(sock: Any, timeout_s: float) -> None:
+    """Complete the server side of the TLS handshake on `sock` (an ssl.SSLSocket) within `timeout_s`.
+
+    It runs on the handler's thread, never the accept loop's, so a client that
+    connects and says nothing stalls no one else. The ssl module bounds one
+    handshake call by the socket's timeout as a whole (not per read), so a
+    client trickling its hello byte by byte is cut off at the deadline. A
+    failed or late handshake raises an OSError (ssl.SSLError, socket.timeout),
+    which the server drops without a traceback, as it does a hang-up.
+    """
+    sock.settimeout(timeout_s)
+    sock.do_handshake()

@@ -9,6 +9,7 @@ that directory on PYTHONPATH and sets the hooks' variables:
     hooked(env, auto_switch_gap_s=0)        # no gap between automatic switches
     hooked(env, switch_gate="/tmp/gate")    # a switch waits for that path before its rename
     hooked(env, switch_pause="rename:5")    # a switch holds 5 s after its rename
+    hooked(env, token_swap="/tmp/other")    # that file replaces the token file once it is open
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping
 
 SITEHOOKS = Path(__file__).resolve().parent / "sitehooks"
-HOOKS = ("reset_margin_s", "quota_poll_s", "auto_switch_gap_s", "switch_gate", "switch_pause")
+HOOKS = ("reset_margin_s", "quota_poll_s", "auto_switch_gap_s", "switch_gate", "switch_pause", "token_swap")
 
 
 def hook_var(name: str) -> str:

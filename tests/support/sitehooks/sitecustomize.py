@@ -16,7 +16,10 @@ module patches the package's attributes:
 - SVCTEST_SWITCH_GATE: a path; a switch that has written its temporary copy of
   the env file waits (up to 30 s) until that path exists before the rename;
 - SVCTEST_SWITCH_PAUSE: `STEP:SECONDS`, a switch holds still that long right
-  after STEP (`intent`, `rename` or `append`), so a test can kill -9 it there.
+  after STEP (`intent`, `rename` or `append`), so a test can kill -9 it there;
+- SVCTEST_TOKEN_SWAP: a path; once the bearer token file is open (before any
+  check of it), that file is renamed over the token file's path, so a test
+  sees what the monitor does when the file is swapped mid-read.
 
 Without a variable set nothing is imported; any other sitecustomize on the
 path still runs.
@@ -109,6 +112,24 @@ def _switch_hooks(environ: "dict[str, str]") -> None:
     switching._emit = _emit
 
 
+def _token_hooks(environ: "dict[str, str]") -> None:
+    swap = environ.get("SVCTEST_TOKEN_SWAP")
+    if not swap:
+        return
+    from svcposture.remote import token
+
+    opened = token.open_nofollow
+
+    def open_nofollow(path, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        fd = opened(path, flags, *args, **kwargs)
+        if os.path.exists(swap):
+            os.replace(swap, os.fspath(path))  # the path now names another file; the descriptor does not
+        return fd
+
+    token.open_nofollow = open_nofollow
+
+
 _chain()
 _settings_hooks(dict(os.environ))
 _switch_hooks(dict(os.environ))
+_token_hooks(dict(os.environ))
