@@ -180,6 +180,28 @@ def test_claude_two_scoped_limits_and_a_bucket():
         claude_extra(11.0, "2026-07-08T09:00:00.440Z", "seven_day_cowork")], "extraUsage": None}
 
 
+def codename(pct, resets_at, name):
+    return {"pct": pct, "resetsAt": resets_at, "status": "allowed", "derived": True, "seconds": None, "name": name}
+
+
+def test_claude_codename_buckets_are_named_extra_windows():
+    body = reply("claude-usage-codename-credits.json")
+    assert usage_values(body, None, None) == {
+        "ratelimit.five_hour_pct": 59.0, "ratelimit.five_hour_resets_at": "2026-09-24T10:20:00.684Z",
+        "ratelimit.seven_day_pct": 35.0, "ratelimit.seven_day_resets_at": "2026-09-28T00:00:00.684Z"}
+    # Their length is not known; the cloud credits under `iguana_necktie` reset in November.
+    assert usage_extras(body)["extraWindows"] == [codename(35.5, "2026-11-05T07:59:00.000Z", "iguana_necktie"),
+                                                  codename(0.0, None, "nimbus_quill")]
+
+
+def test_claude_live_reply_with_every_codename_null_but_one():
+    body = reply("claude-usage-live-codenames-null.json")
+    assert usage_values(body, None, None)["ratelimit.seven_day_pct"] == 83.0
+    # Null codenames are no windows; `extra_usage` and `spend` are no buckets whatever they hold.
+    assert usage_extras(body)["extraWindows"] == [claude_extra(36.0, "2026-09-04T12:00:00.134Z", "Fable"),
+                                                  codename(0.0, None, "nimbus_quill")]
+
+
 def test_claude_enterprise_spend_only_has_no_window_but_its_extra_usage():
     body = reply("claude-usage-enterprise-spend-only.json")
     assert usage_values(body, None, None) == {}
