@@ -400,6 +400,10 @@
     if (a.source) bits.push(a.source === "session" ? "read from the Codex CLI's own session log" : "read from OpenAI's usage service");
     if (a.credits && a.credits.unlimited) bits.push("unlimited credits");
     else if (a.credits && typeof a.credits.balance === "number") bits.push("credits " + a.credits.balance);
+    if (a.resetCredits && a.resetCredits.available > 0) {
+      bits.push(a.resetCredits.available + (a.resetCredits.available === 1 ? " usage reset" : " usage resets") + " banked" +
+                (typeof a.resetCredits.applicable === "number" ? " (" + a.resetCredits.applicable + " usable now)" : ""));
+    }
     if (bits.length) node.appendChild(el("p", "card-extra", bits.join(" · ")));
     extraLines(node, (a.extraWindows || []).concat(a.codeReview || []));
   }
