@@ -301,13 +301,13 @@ def _checked_by_child(paths: Paths, tmp: Optional[str], data: Optional[bytes]) -
     """The `probe check` child's report over the file at `tmp`, or over `data` held in an anonymous
     in-memory file (never on disk); None where there is no such file (no memfd_create)."""
     from pathlib import Path as _Path
+    from .._files import memory_file
     from ..probe.runner import run_child
     if tmp is not None:
-        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    elif hasattr(os, "memfd_create"):
-        fd = os.memfd_create("svc-switch-dry-run", getattr(os, "MFD_CLOEXEC", 0))
-        os.write(fd, data or b"")
+        fd: Optional[int] = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     else:
+        fd = memory_file(data or b"", "svc-switch-dry-run")
+    if fd is None:
         return None
     try:
         return run_child("check", paths.environ, accounts_env=_Path(str(paths.accounts_env)), env_fd=fd)
