@@ -27,7 +27,6 @@ from typing import Any, BinaryIO, Optional
 from ..errors import SvcpostureError
 
 CHUNK = 1024 * 1024
-_SPACE = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 # Inside a string, from where the scan stands: every byte up to its closing quote, or up to the end
 # of the chunk (less a backslash the chunk ends on, whose escaped byte is in the next one).
