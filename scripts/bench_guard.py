@@ -10,7 +10,8 @@ Against a real monitor subprocess (its cache warm) and the provider test server:
   time (target 0);
 - one switch on a 1 MB accounts env file, in process: the export-line rewrite
   with its atomic write alone, and the whole transaction (lock, intent, rename,
-  event, state), median of 30 (target < 50 ms);
+  event, state, and the token-scoped child that sources the result), median of
+  30 (target < 50 ms for the rewrite, < 500 ms for the whole);
 - how long a running monitor takes to show the new active account after a
   switch (target < 2 s), its periodic probe and cache set to an hour;
 - cached GET /api/advice req/s with wrk (32 keep-alive connections) against
@@ -47,6 +48,9 @@ ACCOUNTS = [("ACCT1", "tok-guard-1", "one@example.com"), ("ACCT2", "tok-guard-2"
 CONSOLE_SCRIPT = "import sys; from svcposture.cli import monitor_main; sys.exit(monitor_main())"
 RATIO_TARGET = 2.5
 SWITCH_TARGET_MS = 50.0
+# The whole transaction starts a token-scoped child that sources the rewritten file to prove it makes
+# the new account active (docs/steering.md): an interpreter start and a 1 MB file sourced by /bin/sh.
+WHOLE_SWITCH_TARGET_MS = 500.0
 SHOW_TARGET_S = 2.0
 ADVICE_TARGET = 0.8
 
@@ -186,12 +190,13 @@ def switch_times(work: Path, rounds: int) -> List[Dict[str, object]]:
         if not result["switched"]:
             raise RuntimeError("switch %d did not switch: %r" % (i, result))
     figures: List[Dict[str, object]] = []
-    for name, values in (("switch on a %.1f MB env file: rewrite + atomic write" % (size / 1e6), rewrite),
-                         ("switch on a %.1f MB env file: whole transaction with its event" % (size / 1e6), whole)):
+    for name, values, target in (
+            ("switch on a %.1f MB env file: rewrite + atomic write" % (size / 1e6), rewrite, SWITCH_TARGET_MS),
+            ("switch on a %.1f MB env file: whole transaction with its event and the sourcing child"
+             % (size / 1e6), whole, WHOLE_SWITCH_TARGET_MS)):
         med = statistics.median(values)
         figures.append({"figure": "%s, median of %d" % (name, len(values)), "value": round(med, 2), "unit": "ms",
-                        "baseline": None, "ratio": None, "target": "< %g ms" % SWITCH_TARGET_MS,
-                        "ok": med < SWITCH_TARGET_MS})
+                        "baseline": None, "ratio": None, "target": "< %g ms" % target, "ok": med < target})
     return figures
 
 

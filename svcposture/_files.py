@@ -208,6 +208,24 @@ def lock_file(path: PathLike, wait_s: Optional[float] = None) -> Iterator[None]:
         os.close(fd)
 
 
+def memory_file(data: bytes, name: str) -> Optional[int]:
+    """A descriptor of an anonymous file in memory holding `data` (memfd_create: never on a disk, gone
+    with its last descriptor), for a child to read what must not be written anywhere; the caller
+    closes it. None where the system has no such file."""
+    create = getattr(os, "memfd_create", None)
+    if create is None:
+        return None
+    fd = create(name, getattr(os, "MFD_CLOEXEC", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def write_text_atomic(path: PathLike, text: str, mode: int = FILE_MODE, fsync: bool = True) -> None:
     write_bytes_atomic(path, text.encode("utf-8"), mode, fsync)
 

@@ -41,7 +41,8 @@ CONTRACT_KEYS = ["available", "node", "generatedAt", "probedAt", "cached", "stat
                  "siblingWithHeadroom"]
 ACCOUNT_KEYS = ["label", "email", "active", "overallStatus", "representativeClaim", "bindingWindow",
                 "bindingStatus", "fiveHour", "sevenDay", "error"]
-CODEX_EXTRA_KEYS = ["provider", "extraWindows", "codeReview", "planType", "credits", "source", "sampledAt"]
+CODEX_EXTRA_KEYS = ["provider", "extraWindows", "codeReview", "planType", "credits", "resetCredits", "source",
+                    "sampledAt"]
 # The per-reply clocks and the node's name: everything else of Claude's body must match byte for byte.
 _VOLATILE = re.compile(rb'"(generatedAt|probedAt|cached|node)":("[^"]*"|\d+|true|false)')
 

@@ -30,6 +30,15 @@ API_SAMPLES = {
     "LIVE": "codex-usage-prolite-live-spark.json",
     "CREDIT": "codex-usage-enterprise-credit-plan.json",
     "TEAM": "codex-usage-team-spend-control.json",
+    "RESETS": "codex-usage-prolite-reset-credits.json",
+    "PLUSLIM": "codex-usage-plus-limited-reset-credits.json",
+}
+# Replies with their status and headers: {"status", "headers", "body"} (a headers-only capture gets a body
+# with no window, built here, as the test that reads it says).
+WHOLE_REPLIES = {
+    "LIMIT": "codex-429-usage-limit-free.json",
+    "LIMIT2": "codex-429-usage-limit-free-cliproxy.json",
+    "XHDR": "codex-headers-usage-weekly.json",
 }
 SESSION_SAMPLES = {
     "S299": "codex-session-299-10079.jsonl",
@@ -39,7 +48,8 @@ SESSION_SAMPLES = {
     "SCREDIT": "codex-session-credit-plan.jsonl",
     "SSTR": "codex-session-relative-string-299.jsonl",
 }
-TOKENS = {name: canary("field-" + name.lower()) for name in list(API_SAMPLES) + list(SESSION_SAMPLES)}
+TOKENS = {name: canary("field-" + name.lower())
+          for name in list(API_SAMPLES) + list(WHOLE_REPLIES) + list(SESSION_SAMPLES)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,6 +63,29 @@ def now() -> float:
 def api_shift() -> Dict[str, int]:
     """Each reply's instants moved so that its earliest reset is an hour ahead."""
     return {name: int(now() + 3600 - earliest_epoch(reply(sample))) for name, sample in API_SAMPLES.items()}
+
+
+# The header of a reply that holds an instant (epoch s), and the shift of a whole reply's instants.
+HEADER_EPOCHS = ("x-codex-primary-reset-at", "x-codex-secondary-reset-at")
+
+
+def _reply_epochs(sample: Dict) -> list:
+    body_epochs = [earliest_epoch(sample["body"])] if sample.get("body") else []
+    return body_epochs + [float(v) for k, v in sample["headers"].items() if k.lower() in HEADER_EPOCHS and v]
+
+
+@functools.lru_cache(maxsize=None)
+def whole_shift() -> Dict[str, int]:
+    return {name: int(now() + 3600 - min(_reply_epochs(reply(sample)))) for name, sample in WHOLE_REPLIES.items()}
+
+
+def whole_reply(name: str) -> tuple:
+    """(status, headers, body) of a whole captured reply, its instants shifted as api_shift's are."""
+    sample, by = reply(WHOLE_REPLIES[name]), whole_shift()[name]
+    headers = {k: (str(int(v) + by) if k.lower() in HEADER_EPOCHS and v else v) for k, v in sample["headers"].items()}
+    # The headers-only capture: a 200 whose body holds no window (built here), so that only the headers tell.
+    body = shifted_reply(WHOLE_REPLIES[name], by)["body"] if "body" in sample else {"plan_type": None}
+    return sample.get("status", 200), headers, body
 
 
 def _write_logs(directory: Path, name: str) -> float:
@@ -82,6 +115,9 @@ def codex_node(tmp_path_factory):
             entries.append("CODEX_HOME_%s=%s  # %s@field.example" % (name, login, name.lower()))
             if name in API_SAMPLES:
                 server.set_reply(TOKENS[name], shifted_reply(API_SAMPLES[name], api_shift()[name]))
+            elif name in WHOLE_REPLIES:
+                status, headers, body = whole_reply(name)
+                server.set_reply(TOKENS[name], body, status=status, headers=headers)
             else:
                 # A decoy: a login whose log is not read would show 1 % here.
                 server.set_reply(TOKENS[name], usage_reply(1, 1))
@@ -151,6 +187,35 @@ def test_team_spend_cap_is_a_rejected_credits_window(codex_node):
 
 
 # ---------------------------------------------------------------- the session logs
+
+def test_banked_resets_are_shown(codex_node):
+    assert _account(codex_node, "RESETS")["resetCredits"] == {"available": 1, "applicable": 0}
+    limited = _account(codex_node, "PLUSLIM")
+    assert limited["resetCredits"] == {"available": 2, "applicable": 0}
+    assert limited["sevenDay"] == win(100.0, 1789457449 + api_shift()["PLUSLIM"], "rejected")
+    assert _account(codex_node, "SPARK")["resetCredits"] is None
+
+
+@pytest.mark.parametrize("name", ["LIMIT", "LIMIT2"])
+def test_a_429_saying_the_limit_is_reached_gives_its_reset(codex_node, name):
+    row = _account(codex_node, name)
+    reset_s = reply(WHOLE_REPLIES[name])["body"]["error"]["resets_at"] + whole_shift()[name]
+    assert row["error"] is None and row["source"] == "api"
+    assert row["extraWindows"] == [extra(100.0, reset_s, None, "usage limit", "rejected")]
+    # The guard holds it until that reset, as for any rejected window.
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "guard", "--json", "--provider", "codex",
+                           "--account", "codex-" + name.lower(), "--url", codex_node["mon"].url],
+                          env=env, capture_output=True, timeout=60)
+    decision = json.loads(done.stdout)
+    assert done.returncode == 1 and decision["decision"] == "hold" and decision["resetsAt"] == iso(reset_s), decision
+
+
+def test_the_x_codex_headers_stand_in_for_a_body_without_windows(codex_node):
+    row = _account(codex_node, "XHDR")
+    assert row["error"] is None and row["source"] == "api" and row["fiveHour"] is None
+    assert row["sevenDay"] == win(4.0, 1786501305 + whole_shift()["XHDR"])
+
 
 def test_session_299_and_10079_minutes_are_the_5h_and_7d(codex_node):
     got = _account(codex_node, "S299")
@@ -291,6 +356,16 @@ def test_login_shows_newer_seven_day_buckets_and_scoped_limits(login_node):
     assert body["extraWindows"] == []
     assert body["extraUsage"] == {"enabled": True, "monthlyLimit": 5000, "usedCredits": 3462.0,
                                   "utilization": 69.24, "currency": "USD"}
+
+
+def test_login_and_hud_show_the_codename_buckets(login_node):
+    body = _login_with(login_node, "claude-usage-codename-credits.json")
+    assert [(w["name"], w["pct"], w["seconds"], w["resetsAt"]) for w in body["extraWindows"]] == [
+        ("iguana_necktie", 35.5, None, "2026-11-05T07:59:00.000Z"), ("nimbus_quill", 0.0, None, None)]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    hud = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", login_node[0].url],
+                         env=env, capture_output=True, text=True, timeout=30)
+    assert hud.returncode == 0 and "iguana_necktie 35.5%" in hud.stdout, hud.stdout + hud.stderr
 
 
 def test_the_sampled_events_keep_the_contracts_keys_only(login_node):

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from svcposture.claude.usage import usage_extras, usage_values
 from svcposture.codex.session import newest_session_sample
-from svcposture.codex.usage import parse_usage_reply
+from svcposture.claude.provider import parse_unified_headers, reset_from_retry_after
+from svcposture.codex.usage import header_limits, parse_usage_reply, usage_limit_window
+from svcposture.probe.providerhttp import retry_after_s
 from tests.support.codex import write_session
 from tests.support.fieldsamples import FIELD, iso, lines, reply, stamp_s
 
@@ -61,6 +63,39 @@ def test_team_spend_cap_reached_is_a_rejected_credits_window():
     # The weekly window comes as primary: placed by its length.
     assert got["fiveHour"] is None and got["sevenDay"] == win(18.0, 1785299212)
     assert got["extraWindows"] == [extra(100.0, 1785542400, None, "credits", "rejected")]
+
+
+def test_banked_resets_of_a_prolite_and_a_limited_plus_account():
+    got = parse_usage_reply(reply("codex-usage-prolite-reset-credits.json"), 1784500000.0)
+    assert got["sevenDay"] == win(12.0, 1784961938) and got["fiveHour"] is None
+    assert got["resetCredits"] == {"available": 1, "applicable": 0}
+    got = parse_usage_reply(reply("codex-usage-plus-limited-reset-credits.json"), 1789000000.0)
+    assert got["sevenDay"] == win(100.0, 1789457449, "rejected")
+    assert got["resetCredits"] == {"available": 2, "applicable": 0}
+
+
+def test_the_429_bodies_say_the_limit_is_reached_until_their_reset():
+    for name, reset_s in (("codex-429-usage-limit-free.json", 1775317531),
+                          ("codex-429-usage-limit-free-cliproxy.json", 1772180859)):
+        sample = reply(name)
+        assert sample["status"] == 429 and "retry-after" not in {k.lower() for k in sample["headers"]}
+        assert usage_limit_window(sample["body"], reset_s - 3600.0) == extra(100.0, reset_s, None, "usage limit",
+                                                                             "rejected")
+
+
+def test_the_x_codex_headers_give_the_weekly_window():
+    headers = {k.lower(): v for k, v in reply("codex-headers-usage-weekly.json")["headers"].items()}
+    got = header_limits(headers, 1785900000.0)
+    # The secondary slot has no length (and an empty reset): not a window.
+    assert got["sevenDay"] == win(4.0, 1786501305) and got["fiveHour"] is None and got["extraWindows"] == []
+
+
+def test_a_claude_429_whose_window_has_no_reset_takes_the_retry_after():
+    sample = reply("claude-429-5h-rejected-retry-after.json")
+    view = parse_unified_headers(sample["headers"])
+    assert view["fiveHour"] == {"pct": 108.0, "resetsAt": None, "status": "rejected"} and view["sevenDay"] is None
+    got = reset_from_retry_after(view, retry_after_s(sample["headers"]["retry-after"]), 1790000000.0)
+    assert got["fiveHour"] == {"pct": 108.0, "resetsAt": iso(1790000000 + 13262), "status": "rejected"}
 
 
 # ---------------------------------------------------------------- Codex session logs
@@ -178,6 +213,28 @@ def test_claude_two_scoped_limits_and_a_bucket():
         claude_extra(12.0, "2026-07-08T09:00:00.441Z", "Opus"),
         claude_extra(29.0, "2026-07-08T09:00:00.441Z", "Fable"),
         claude_extra(11.0, "2026-07-08T09:00:00.440Z", "seven_day_cowork")], "extraUsage": None}
+
+
+def codename(pct, resets_at, name):
+    return {"pct": pct, "resetsAt": resets_at, "status": "allowed", "derived": True, "seconds": None, "name": name}
+
+
+def test_claude_codename_buckets_are_named_extra_windows():
+    body = reply("claude-usage-codename-credits.json")
+    assert usage_values(body, None, None) == {
+        "ratelimit.five_hour_pct": 59.0, "ratelimit.five_hour_resets_at": "2026-09-24T10:20:00.684Z",
+        "ratelimit.seven_day_pct": 35.0, "ratelimit.seven_day_resets_at": "2026-09-28T00:00:00.684Z"}
+    # Their length is not known; the cloud credits under `iguana_necktie` reset in November.
+    assert usage_extras(body)["extraWindows"] == [codename(35.5, "2026-11-05T07:59:00.000Z", "iguana_necktie"),
+                                                  codename(0.0, None, "nimbus_quill")]
+
+
+def test_claude_live_reply_with_every_codename_null_but_one():
+    body = reply("claude-usage-live-codenames-null.json")
+    assert usage_values(body, None, None)["ratelimit.seven_day_pct"] == 83.0
+    # Null codenames are no windows; `extra_usage` and `spend` are no buckets whatever they hold.
+    assert usage_extras(body)["extraWindows"] == [claude_extra(36.0, "2026-09-04T12:00:00.134Z", "Fable"),
+                                                  codename(0.0, None, "nimbus_quill")]
 
 
 def test_claude_enterprise_spend_only_has_no_window_but_its_extra_usage():

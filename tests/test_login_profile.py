@@ -82,3 +82,36 @@ def test_an_unreadable_email_in_a_cluster_is_said_once(tmp_path):
     lines = [l for l in mon.stderr_text().splitlines() if "cannot read the login's email" in l]
     assert len(lines) == 1, mon.stderr_text()
     assert ".claude.json" in lines[0] and "oauthAccount" in lines[0]
+
+
+def probe_login(tmp_path: Path, profile: bytes) -> dict:
+    """`python -m svcposture.probe login --json`, the token-free child, over a home holding `profile`."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    paths = Paths(home, environ={"HOME": str(home)})
+    paths.login_credentials.parent.mkdir(parents=True, exist_ok=True)
+    paths.login_credentials.write_text(json.dumps({"claudeAiOauth": {"accessToken": canary("profile")}}))
+    paths.login_profile.write_bytes(profile)
+    done = subprocess.run([sys.executable, "-m", "svcposture.probe", "login", "--json"], capture_output=True,
+                          timeout=120, env=node_env(home, "http://127.0.0.1:9"))
+    assert b"Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_email_is_json_loads_own_the_last_member_and_an_escaped_name(tmp_path):
+    # Two members of one name: every JSON parser, Claude Code's included, keeps the last.
+    twice = (b'{"oauthAccount": {"emailAddress": "stale@example.com"}, "projects": {}, '
+             b'"oauthAccount": {"emailAddress": "current@example.com"}}')
+    assert json.loads(twice)["oauthAccount"]["emailAddress"] == "current@example.com"
+    assert probe_login(tmp_path / "twice", twice) == {"ok": True, "email": "current@example.com"}
+    escaped = b'{"projects": {}, "oauth\\u0041ccount": {"emailAddress": "escaped@example.com"}}'
+    assert probe_login(tmp_path / "escaped", escaped)["email"] == "escaped@example.com"
+
+
+def test_a_string_of_20_mb_before_the_account_is_streamed_past(tmp_path):
+    # Read once, byte by byte: the length of a string the chunks cut costs nothing more than its bytes.
+    profile = json.dumps({"cachedChangelog": "x" * (20 * 1024 * 1024),
+                          "oauthAccount": {"emailAddress": "after@example.com"}}).encode()
+    assert probe_login(tmp_path, profile)["email"] == "after@example.com"

@@ -22,6 +22,7 @@ mcp = pytest.importorskip("mcp")
 import anyio  # noqa: E402  (the SDK's own event loop library)
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp_types import ErrorData  # noqa: E402
 
 from tests.support.codex import CodexServer, make_login, usage_reply  # noqa: E402
 from tests.support.home import REPO, canary, monitor_env, set_host_name  # noqa: E402
@@ -72,17 +73,28 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Any]]:
             mon.stop()
 
 
-def run_client(env: Dict[str, str], args: List[str], body: Callable[[Client], Any]) -> Any:
-    """`body(client)` on a session with `svc-monitor mcp ARGS` started by the SDK's stdio client."""
+def run_client(env: Dict[str, str], args: List[str], body: Callable[[Client], Any], mode: str = "auto") -> Any:
+    """`body(client)` on a session with `svc-monitor mcp ARGS` started by the SDK's stdio client.
+
+    `mode="auto"`, the SDK's default, first probes `server/discover` (the 2026-07-28 era), which this
+    handshake-era server answers "method not found", then falls back to `initialize`; `"legacy"`
+    goes straight to `initialize`."""
     params = StdioServerParameters(command=sys.executable, args=["-m", "svcposture", "monitor", "mcp", *args],
                                    env=env, cwd=str(REPO))
     out: List[Any] = []
 
     async def main() -> None:
-        async with Client(params, read_timeout_seconds=60) as client:
+        async with Client(params, read_timeout_seconds=60, mode=mode) as client:
             out.append(await body(client))
     anyio.run(main)
     return out[0]
+
+
+@pytest.fixture()
+def sdk_asks_2025_06_18(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's client offering 2025-06-18 in `initialize`, as a client of that version does."""
+    import mcp.client.session as sdk_session
+    monkeypatch.setattr(sdk_session, "LATEST_HANDSHAKE_VERSION", "2025-06-18")
 
 
 def payload(result: Any) -> Any:
@@ -113,8 +125,8 @@ def test_initialize_lists_the_read_tools_with_closed_schemas(node: Dict[str, Any
     async def body(client: Client) -> Any:
         return client.protocol_version, client.server_info, await client.list_tools()
     version, info, listed = run_client(node["env"], [], body)
-    # The SDK offers a newer version than the server's newest: the server answers its own newest.
-    assert version == "2025-06-18" and info.name == "svcposture"
+    # The SDK offers 2025-11-25 in initialize (after its server/discover probe finds no 2026-era server).
+    assert version == "2025-11-25" and info.name == "svcposture" and info.description
     tools = {tool.name: tool for tool in listed.tools}
     # No fleet on this node (no anchor) and no --allow-switch: three tools.
     assert set(tools) == READ_TOOLS
@@ -198,31 +210,49 @@ def test_guard_gives_the_commands_decision(node: Dict[str, Any]) -> None:
     assert guard_cli(node["env"]) == go
 
 
-def test_bad_arguments_are_json_rpc_errors_with_a_sentence(node: Dict[str, Any]) -> None:
-    cases = [("guard", {"reserve": 51}, "reserve must be an integer from 0 to 50"),
-             ("guard", {"reserve": "10"}, "reserve must be an integer"),
-             ("guard", {"reserve": True}, "reserve must be an integer"),
-             ("guard", {"account": ""}, "account must not be empty"),
-             ("guard", {"account": "a" * 81}, "at most 80 characters"),
-             ("guard", {"wait": 5}, "unknown argument 'wait'"),
-             ("posture", {"provider": "gemini"}, "provider must be one of claude, codex"),
-             ("advice", {"provider": None}, "provider must be a string"),
-             ("fleet_accounts", {"x": 1}, "unknown argument 'x'"),
-             ("nope", {}, "unknown tool 'nope'")]
+BAD_ARGUMENTS = [("guard", {"reserve": 51}, "reserve must be an integer from 0 to 50"),
+                 ("guard", {"reserve": "10"}, "reserve must be an integer"),
+                 ("guard", {"reserve": True}, "reserve must be an integer"),
+                 ("guard", {"account": ""}, "account must not be empty"),
+                 ("guard", {"account": "a" * 81}, "at most 80 characters"),
+                 ("guard", {"wait": 5}, "unknown argument 'wait'"),
+                 ("guard", {"account": "acct9"}, "acct9"),
+                 ("posture", {"provider": "gemini"}, "provider must be one of claude, codex"),
+                 ("advice", {"provider": None}, "provider must be a string"),
+                 ("fleet_accounts", {"x": 1}, "unknown argument 'x'")]
 
+
+def _call_all(node: Dict[str, Any], mode: str = "auto") -> Any:
     async def body(client: Client) -> Any:
-        errors = []
-        for name, args, _ in cases:
+        answers: List[Any] = []
+        for name, args, _ in BAD_ARGUMENTS + [("nope", {}, "")]:
             try:
-                await client.call_tool(name, args)
-                errors.append(None)
+                answers.append(await client.call_tool(name, args))
             except MCPError as exc:
-                errors.append(exc.error)
+                answers.append(exc.error)
         # Still serving after all of them.
-        return errors, await client.call_tool("posture", {})
-    errors, after = run_client(node["env"], [], body)
-    for (name, args, words), error in zip(cases, errors):
-        assert error is not None, (name, args)
+        return client.protocol_version, answers, await client.call_tool("posture", {})
+    return run_client(node["env"], [], body, mode=mode)
+
+
+def test_bad_arguments_are_tool_results_the_model_can_read_in_2025_11_25(node: Dict[str, Any]) -> None:
+    version, answers, after = _call_all(node, mode="legacy")
+    assert version == "2025-11-25"
+    for (name, args, words), result in zip(BAD_ARGUMENTS, answers):
+        assert not isinstance(result, ErrorData), (name, args, result)
+        assert result.is_error is True and words in result.content[0].text, (name, args, result)
+        assert "Traceback" not in result.content[0].text and result.structured_content is None
+    # An unknown tool stays a protocol error (server/tools "Error Handling").
+    unknown = answers[-1]
+    assert isinstance(unknown, ErrorData) and unknown.code == -32602 and "unknown tool 'nope'" in unknown.message
+    assert after.is_error is False
+
+
+def test_bad_arguments_are_json_rpc_errors_before_2025_11_25(node: Dict[str, Any], sdk_asks_2025_06_18: None) -> None:
+    version, answers, after = _call_all(node)
+    assert version == "2025-06-18"
+    for (name, args, words), error in zip(BAD_ARGUMENTS + [("nope", {}, "unknown tool 'nope'")], answers):
+        assert isinstance(error, ErrorData), (name, args, error)
         assert error.code == -32602 and words in error.message, (name, args, error.message)
         assert "Traceback" not in error.message
     assert after.is_error is False
@@ -230,22 +260,18 @@ def test_bad_arguments_are_json_rpc_errors_with_a_sentence(node: Dict[str, Any])
 
 def test_advice_is_the_real_monitors_and_an_unknown_account_is_an_error(node: Dict[str, Any]) -> None:
     async def body(client: Client) -> Any:
-        advice = await client.call_tool("advice", {})
-        try:
-            await client.call_tool("guard", {"account": "acct9"})
-            unknown = None
-        except MCPError as exc:
-            unknown = exc.error
-        return advice, unknown
+        return await client.call_tool("advice", {}), await client.call_tool("guard", {"account": "acct9"})
     advice, unknown = run_client(node["env"], [], body)
     got = payload(advice)
     direct = node["mon"].get_json("/api/advice")[1]
     assert got["advice"] == direct["advice"] and got["active"] == direct["active"] == {
         "label": "acct1", "email": direct["active"]["email"]}
-    assert got["to"] == direct["to"] and got["probedAt"] == direct["probedAt"]
-    # A typo is no busy account: the guard's exit 2 becomes a bad-argument error listing the labels.
-    assert unknown is not None and unknown.code == -32602 and "acct9" in unknown.message, unknown
-    assert "acct1" in unknown.message and "Traceback" not in unknown.message
+    # A probe may land between the two reads (every 5 s here): the tool's is the same one or older.
+    assert got["to"] == direct["to"] and got["probedAt"] <= direct["probedAt"]
+    # A typo is no busy account: the guard's exit 2 becomes a bad argument listing the labels, which
+    # the model reads (2025-11-25); before that version it is error -32602 (the test above).
+    text = unknown.content[0].text
+    assert unknown.is_error is True and "acct9" in text and "acct1" in text and "Traceback" not in text
 
 
 # ---------------------------------------------------------------- switch
@@ -311,9 +337,11 @@ def test_the_monitor_down_is_a_tool_error_naming_the_url(node: Dict[str, Any]) -
             resource_error = None
         except MCPError as exc:
             resource_error = exc.error
-        await client.send_ping()
+        # ping belongs to the handshake era (the SDK deprecates Client.send_ping for 2026-07-28 on):
+        # asked through the session of a `legacy` connection.
+        await client.session.send_ping()
         return listed, results, resource_error, await client.call_tool("posture", {"provider": "codex"})
-    listed, results, resource_error, again = run_client(node["env"], ["--url", CLOSED_URL], body)
+    listed, results, resource_error, again = run_client(node["env"], ["--url", CLOSED_URL], body, mode="legacy")
     assert {tool.name for tool in listed.tools} == READ_TOOLS
     for name, result in results.items():
         assert result.is_error is True, name

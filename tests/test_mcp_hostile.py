@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 
 from tests.support.home import REPO
+from tests.support.rawserver import RawServer, http_reply
 
 CLOSED_URL = "http://127.0.0.1:9"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -133,15 +134,28 @@ def test_calls_before_initialize_are_refused_but_ping_and_unknown_methods_answer
 
 
 @pytest.mark.parametrize("asked, answered", [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"),
-                                             ("2025-06-18", "2025-06-18"), ("2099-01-01", "2025-06-18"),
-                                             ("", "2025-06-18")])
+                                             ("2025-06-18", "2025-06-18"), ("2025-11-25", "2025-11-25"),
+                                             ("2099-01-01", "2025-11-25"), ("", "2025-11-25")])
 def test_version_negotiation(client: RawClient, asked: str, answered: str) -> None:
-    assert client.initialize(asked)["result"]["protocolVersion"] == answered
+    result = client.initialize(asked)["result"]
+    assert result["protocolVersion"] == answered
+    # Implementation.description came with 2025-11-25.
+    assert ("description" in result["serverInfo"]) == (answered == "2025-11-25")
     tools = client.request("tools/list")["result"]["tools"]
     # Tool annotations came with 2025-03-26; the structured result with 2025-06-18.
     assert all(("annotations" in t) == (answered != "2024-11-05") for t in tools)
     result = client.request("tools/call", {"name": "guard", "arguments": {}})["result"]
-    assert result["isError"] is True and ("structuredContent" in result) == (answered == "2025-06-18")
+    assert result["isError"] is True and ("structuredContent" in result) == (answered >= "2025-06-18")
+    # A bad argument: a protocol error before 2025-11-25, a tool result the model can read from then on.
+    reply = client.request("tools/call", {"name": "guard", "arguments": {"reserve": 75}}, msg_id="bad")
+    if answered == "2025-11-25":
+        result = reply["result"]
+        assert result["isError"] is True and "reserve must be an integer from 0 to 50" in result["content"][0]["text"]
+    else:
+        assert "reserve must be an integer from 0 to 50" in error_of(reply, INVALID_PARAMS, "bad")
+    # An unknown tool and a malformed call stay protocol errors in every version.
+    error_of(client.request("tools/call", {"name": "nope", "arguments": {}}, msg_id="u"), INVALID_PARAMS, "u")
+    error_of(client.request("tools/call", {"name": "guard", "arguments": []}, msg_id="m"), INVALID_PARAMS, "m")
     assert client.close() == 0
 
 
@@ -353,3 +367,56 @@ def test_the_server_keeps_serving_a_slow_client(client: RawClient) -> None:
         assert client.lines.empty()
     client.send(b"")
     assert client.recv() == {"jsonrpc": "2.0", "id": "slow", "result": {}}
+
+
+# ---------------------------------------------------------------- what the monitor answers
+
+# JSON has no NaN and no infinity; Python's reader takes both (1e999 overflows to one), the encoder refuses.
+NON_FINITE = (b'{"available": true, "node": "n", "status": "ok", "probedAt": 1, "active": null, '
+              b'"accounts": [{"label": "acct1", "fiveHour": {"pct": NaN}, "sevenDay": {"pct": 1e999}}]}')
+
+
+def test_a_monitor_answering_nan_or_infinity_costs_one_answer_never_the_session(env: Dict[str, str]) -> None:
+    routes = {path: http_reply(200, NON_FINITE) for path in
+              ("/api/accounts", "/api/accounts?provider=codex", "/api/advice")}
+    with RawServer(routes) as monitor:
+        raw = RawClient(env, "--url", monitor.url)
+        try:
+            raw.initialize()
+            for name, args in (("posture", {}), ("posture", {"provider": "codex"}), ("advice", {})):
+                result = raw.request("tools/call", {"name": name, "arguments": args})["result"]
+                assert result["isError"] is True and "NaN or infinity" in result["content"][0]["text"], result
+            # The guard's own reading of such a posture: unavailable (docs/steering.md), its answer carried.
+            result = raw.request("tools/call", {"name": "guard", "arguments": {}})["result"]
+            assert result["structuredContent"]["decision"] == "unavailable", result
+            reply = raw.request("resources/read", {"uri": "svcposture://posture/claude"}, msg_id="r")
+            assert "NaN or infinity" in error_of(reply, -32603, "r")
+            raw.alive()
+            assert raw.close() == 0
+        finally:
+            if raw.proc.poll() is None:
+                raw.proc.kill()
+
+
+def test_a_reply_that_cannot_be_encoded_costs_one_internal_error() -> None:
+    # Behind the check above, whatever a tool returns still goes through the encoder's guard: in-process,
+    # since no real monitor's answer reaches it any more.
+    from svcposture.mcp.session import Session
+
+    class Toolbox:
+        def tools(self, version: Any) -> List[Any]:
+            return []
+
+        def call(self, name: str, arguments: Any, version: Any) -> Any:
+            return {"content": [], "structuredContent": {"pct": float("nan")}}
+
+    logged: List[str] = []
+    session = Session(Toolbox(), logged.append)
+    session.handle(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}')
+    reply = json.loads(session.handle(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}'))
+    assert reply["id"] == 2 and reply["error"]["code"] == -32603 and "encoded" in reply["error"]["message"]
+    batch = json.loads(session.handle(b'[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x"}},'
+                                      b'{"jsonrpc":"2.0","id":4,"method":"ping"}]'))
+    assert [r.get("error", {}).get("code") for r in batch] == [-32603, None] and batch[1]["result"] == {}
+    assert json.loads(session.handle(b'{"jsonrpc":"2.0","id":5,"method":"ping"}'))["result"] == {}
+    assert logged and "could not be encoded" in logged[0]

@@ -342,3 +342,40 @@ def test_provider_server_subprocess_script_mode(home, env, tmp_path):
         server.terminate()
         server.wait(10)
     assert server.returncode is not None
+
+
+def test_a_429s_retry_after_stands_in_for_a_missing_reset(home, env, provider):
+    from tests.support.fieldsamples import iso, reply
+
+    tokens = {name: canary("ra-" + name) for name in ("field", "week", "both", "short")}
+    # A field capture (tests/fixtures/field/SOURCES.md): the 5-hour window rejected, no reset header, retry-after.
+    field = reply("claude-429-5h-rejected-retry-after.json")
+    provider.set_account(tokens["field"], raw_headers=field["headers"], http_status=429)
+    unified = "anthropic-ratelimit-unified-"
+    # Built here (no capture of this shape was found): the 7-day window rejected without its reset header,
+    # the 5-hour one with its own, and a retry-after of two days, which only the 7-day window can last.
+    week = {unified + "status": "rejected", unified + "5h-utilization": "0.40", unified + "5h-status": "allowed",
+            unified + "5h-reset": "1790000000", unified + "7d-utilization": "1.00", unified + "7d-status": "rejected",
+            "retry-after": "172800"}
+    provider.set_account(tokens["week"], raw_headers=week, http_status=429)
+    # Both windows without a reset, none rejected, no claim: two days can only be the 7-day window's.
+    both = {unified + "status": "rejected", unified + "5h-utilization": "0.40", unified + "7d-utilization": "1.00",
+            "retry-after": "172800"}
+    provider.set_account(tokens["both"], raw_headers=both, http_status=429)
+    # An hour fits either window: with nothing to tell them apart, neither is given a reset.
+    provider.set_account(tokens["short"], raw_headers=dict(both, **{"retry-after": "3600"}), http_status=429)
+    paths = _setup(home, env, provider)
+    write_accounts(paths.accounts_env, [(n.upper(), t, "%s@example.com" % n) for n, t in tokens.items()],
+                   active="FIELD")
+    before = time.time()
+    rows = _by_label(probe.run_headers(paths, env))
+    after = time.time()
+
+    def near(resets_at, wait_s):
+        return iso(before + wait_s - 1) <= resets_at <= iso(after + wait_s + 1)
+
+    assert rows["field"]["error"] is None and near(rows["field"]["fiveHour"]["resetsAt"], 13262)
+    assert rows["week"]["fiveHour"]["resetsAt"] == iso(1790000000)
+    assert near(rows["week"]["sevenDay"]["resetsAt"], 172800)
+    assert rows["both"]["fiveHour"]["resetsAt"] is None and near(rows["both"]["sevenDay"]["resetsAt"], 172800)
+    assert rows["short"]["fiveHour"]["resetsAt"] is None and rows["short"]["sevenDay"]["resetsAt"] is None

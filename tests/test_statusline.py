@@ -131,6 +131,17 @@ def test_degraded_names_what_the_advice_names(mon):
     assert re.match(r"^\x1b\[33macct1 5h 85% 1h [12]m \| 7d 41% 3d 6h\x1b\[0m$", out), out
 
 
+def test_percents_round_to_the_nearest_as_on_every_surface(mon):
+    # 85.66 % is 85.7 % on the status line as on the pages (_text.pct_text), never 85 %; the agent's own
+    # figures (the local line) are written the same way.
+    set_state(mon, "allowed_warning", (0.8566, "allowed_warning"), seven=(0.4149, "allowed"))
+    out = plain(run(mon.env, "--url", mon.url, "--no-color"))
+    assert out.startswith("acct1 5h 85.7% ") and " | 7d 41.5% " in out, out
+    local = run(dict(mon.env, **SLOW), "--url", "http://127.0.0.1:9", "--no-color",
+                stdin=agent_payload(five_pct=85.66, seven_pct=99.94))
+    assert local.startswith("5h 85.7% ") and "| 7d 99.9% " in local and local.endswith("(local)"), local
+
+
 def test_rejected_names_next(mon):
     set_state(mon, "rejected", (1.0, "rejected"))
     out = run(mon.env, "--url", mon.url, stdin=agent_payload())

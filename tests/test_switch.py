@@ -1,8 +1,9 @@
 """svc-monitor switch (docs/steering.md): the export line rewritten and nothing else, as a real
 child, with and without a monitor.
 
-Byte-exactness on a file with comments, CRLF, trailing spaces and other
-variables (Claude's and Codex's export lines); the file's mode kept; a
+Byte-exactness on a file with comments, trailing spaces and other variables
+(Claude's and Codex's export lines), CRLF kept by the rewrite and refused by
+the check that sources the result; the file's mode kept; a
 symlinked file refused with its target untouched; a change between read and
 rename refused (through the switch's test gate, which holds it after the
 temporary file is written); unknown and unusable labels; --best from the
@@ -36,19 +37,20 @@ TOK2 = canary("sw2")
 TOK3 = canary("sw3")
 CLOSED_URL = "http://127.0.0.1:9"
 
-# Comments, CRLF, trailing spaces, a placeholder, other variables, Codex lines and
-# an export line with a trailing comment: every byte but the value must survive.
+# Comments, trailing spaces, a placeholder, other variables, Codex lines and an export line with a
+# trailing comment: every byte but the value must survive. Line ends are LF: /bin/sh keeps the CR of a CRLF
+# line in the line's last word, so a CRLF file is not one the shell reads as written (see the CRLF test).
 MIXED = (
-    b"# model accounts for this node\r\n"
-    b"\r\n"
-    b"export MODEL_TOKEN_ACCT1=\"" + TOK1.encode() + b"\"  # one@example.com   \r\n"
-    b"MODEL_TOKEN_ACCT2='" + TOK2.encode() + b"'\t# two@example.com\r\n"
-    b"export MODEL_TOKEN_SPARE=PASTE_TOKEN_HERE  # spare@example.com\r\n"
-    b"OTHER_SETTING=\"keep me\"   \r\n"
-    b"CODEX_HOME_WORK=/srv/codex/work  # work@example.com\r\n"
-    b"CODEX_HOME_HOME=/srv/codex/home\r\n"
-    b"export CODEX_HOME=\"$CODEX_HOME_WORK\"  \r\n"
-    b"  export MODEL_CODE_OAUTH_TOKEN=\"$MODEL_TOKEN_ACCT1\"   # the active one  \r\n"
+    b"# model accounts for this node\n"
+    b"\n"
+    b"export MODEL_TOKEN_ACCT1=\"" + TOK1.encode() + b"\"  # one@example.com   \n"
+    b"MODEL_TOKEN_ACCT2='" + TOK2.encode() + b"'\t# two@example.com\n"
+    b"export MODEL_TOKEN_SPARE=PASTE_TOKEN_HERE  # spare@example.com\n"
+    b"OTHER_SETTING=\"keep me\"   \n"
+    b"CODEX_HOME_WORK=/srv/codex/work  # work@example.com\n"
+    b"CODEX_HOME_HOME=/srv/codex/home\n"
+    b"export CODEX_HOME=\"$CODEX_HOME_WORK\"  \n"
+    b"  export MODEL_CODE_OAUTH_TOKEN=\"$MODEL_TOKEN_ACCT1\"   # the active one  \n"
     b"# trailing comment without a newline"
 )
 
@@ -128,13 +130,23 @@ def test_switch_codex_rewrites_only_the_codex_export_value(home: Path) -> None:
 
 
 def test_a_file_without_an_export_line_gets_one_appended(home: Path) -> None:
-    data = b"MODEL_TOKEN_A=x\r\nMODEL_TOKEN_B=y\r\nCODEX_HOME_W=/w"
+    data = b"MODEL_TOKEN_A=x\nMODEL_TOKEN_B=y\nCODEX_HOME_W=/w"
     path = env_file(home, data)
     assert switch(offline_env(home), "--to", "b")[0] == 0
-    assert path.read_bytes() == data + b'\r\nexport MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_B"\r\n'
+    assert path.read_bytes() == data + b'\nexport MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_B"\n'
     assert switch(offline_env(home), "--provider", "codex", "--to", "codex-w")[0] == 0
-    assert path.read_bytes().endswith(b'"$MODEL_TOKEN_B"\r\nexport CODEX_HOME="$CODEX_HOME_W"\r\n')
+    assert path.read_bytes().endswith(b'"$MODEL_TOKEN_B"\nexport CODEX_HOME="$CODEX_HOME_W"\n')
     assert [e["attributes"]["account.from"] for e in switched_events(home)] == [None, None]
+
+
+def test_a_crlf_file_is_refused_since_the_shell_reads_it_otherwise(home: Path) -> None:
+    # The rewrite itself keeps CRLF (the pure test below); sourced, the file keeps each CR in the line's
+    # last word, so the shell would end with no account active whatever the switch wrote.
+    data = MIXED.replace(b"\n", b"\r\n")
+    path = env_file(home, data)
+    code, out, err = switch(offline_env(home), "--to", "acct2")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "CRLF" in err, err
+    assert path.read_bytes() == data and switched_events(home) == []
 
 
 def test_rewrite_is_pure_and_reads_every_spelling_of_the_reference() -> None:
@@ -148,6 +160,11 @@ def test_rewrite_is_pure_and_reads_every_spelling_of_the_reference() -> None:
     two = b"export MODEL_CODE_OAUTH_TOKEN=$MODEL_TOKEN_A\nexport MODEL_CODE_OAUTH_TOKEN=$MODEL_TOKEN_B\n"
     assert active_label(two, "claude") == "b"
     assert rewrite_export(two, "claude", "C").startswith(b"export MODEL_CODE_OAUTH_TOKEN=$MODEL_TOKEN_A\n")
+    # A CRLF file keeps its line ends, the CR after the value included.
+    crlf = b"MODEL_TOKEN_X=1\r\n  export MODEL_CODE_OAUTH_TOKEN=$MODEL_TOKEN_A  # c\r\n# end\r\n"
+    assert rewrite_export(crlf, "claude", "X") == crlf.replace(b"$MODEL_TOKEN_A", b'"$MODEL_TOKEN_X"')
+    assert rewrite_export(b"MODEL_TOKEN_X=1\r\n", "claude", "X") \
+        == b'MODEL_TOKEN_X=1\r\nexport MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_X"\r\n'
 
 
 # ---------------------------------------------------------------- refusals
@@ -180,7 +197,7 @@ def test_a_change_between_read_and_rename_is_refused(home: Path, tmp_path: Path)
         # The switch has written its temporary file and waits at the gate.
         wait_until(lambda: [p for p in path.parent.iterdir() if p.name.endswith(".tmp")], 30,
                    message="the switch's temporary file")
-        edited = MIXED + b"\r\n# an editor saved this meanwhile\r\n"
+        edited = MIXED + b"\n# an editor saved this meanwhile\n"
         with open(str(path), "r+b") as fh:  # in place: same inode, new size and bytes
             fh.write(edited)
         gate.touch()

@@ -135,18 +135,17 @@ def test_a_value_it_cannot_parse_is_refused_and_the_file_untouched(home: Path, v
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_rewrite_the_shell_would_not_take_is_refused_before_the_rename(home: Path) -> None:
-    # A `case` pattern's `)` inside $( ... ) ends the word too early for any reader short of
-    # the shell itself: `sh -n` over the rewritten file is what refuses it.
+def test_a_value_read_short_is_refused_naming_the_line_before_anything_is_written(home: Path) -> None:
+    # A `case` pattern's `)` inside $( ... ) ends the word too early for any reader short of the shell
+    # itself: what seems to follow the value is more than a comment, so the line is refused as one the
+    # rewrite could not own (`sh -n` over the rewritten file, and the child that sources it, stand behind).
     text = ACCOUNTS + "export MODEL_CODE_OAUTH_TOKEN=$(case x in x) printf '%s' \"$MODEL_TOKEN_ACCT1\";; esac)\n"
     path = write_env(env_path(home), text)
     assert shell_ok(path) and sourced_active(path) == "acct1"
     code, out, err = switch(offline(home), "--to", "acct2")
-    assert code == 1 and out == "" and err.count("\n") == 1 and "would not be valid shell" in err, err
+    assert code == 1 and out == "" and err.count("\n") == 1 and "line 5 holds more than the export" in err, err
     assert path.read_text() == text and switched_events(home) == []
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
-    state = json.loads((home / "svc" / "switch-state.json").read_text())
-    assert state["providers"]["claude"]["pending"] is None
 
 
 def test_a_file_that_is_not_valid_shell_is_refused_naming_the_line(home: Path) -> None:
@@ -169,6 +168,59 @@ def test_a_later_line_that_sets_the_active_token_is_refused(home: Path) -> None:
         assert code == 1 and out == "" and err.count("\n") == 1, (label, out, err)
         assert "line 6" in err and "line 5" in err, err
     assert path.read_text() == text and switched_events(home) == []
+
+
+EXPORT1 = 'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"'
+
+
+@pytest.mark.parametrize("lines, named", [
+    # A second assignment on the export line: the rewrite would change the first, the shell keep the second.
+    ([EXPORT1 + '; MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"'], 5),
+    ([EXPORT1 + ' MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"'], 5),
+    # A function, defined above and called below the export line.
+    (['pin() { MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"; }', 'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT2"',
+      'pin'], 5),
+    # The export line inside a function the file calls.
+    (['use() {', '  ' + EXPORT1, '}', 'use'], 6),
+    # Another file sourced, text evaluated, a value read.
+    ([EXPORT1, '. "{home}/pin.env"'], 6),
+    (["PIN=\"$(printf '%s=$MODEL_TOKEN_ACCT1' MODEL_CODE_OAUTH_''TOKEN)\"", EXPORT1, 'eval "$PIN"'], 7),
+    ([EXPORT1, 'read -r MODEL_CODE_OAUTH_TOKEN < "{home}/pin.txt"'], 6),
+], ids=["semicolon", "two-assignments", "function-called", "inside-function", "dot", "eval", "read"])
+def test_a_file_the_rewrite_cannot_own_is_refused_naming_the_line(home: Path, lines: List[str], named: int) -> None:
+    write_env(home / "pin.env", 'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"\n')
+    write_env(home / "pin.txt", TOK1 + "\n")
+    text = ACCOUNTS + "\n".join(lines).replace("{home}", str(home)) + "\n"
+    path = write_env(env_path(home), text)
+    assert shell_ok(path) and sourced_active(path) == "acct1"
+    # Today, before the fix, each of these switched "successfully" to acct2 while the shell stayed on acct1.
+    for args in (("--to", "acct2"), ("--to", "acct2", "--dry-run")):
+        code, out, err = switch(offline(home), *args)
+        assert code == 1 and out == "" and err.count("\n") == 1, (args, out, err)
+        assert "line %d" % named in err, err
+    assert path.read_text() == text and switched_events(home) == []
+    assert sourced_active(path) == "acct1"
+
+
+def test_what_the_text_checks_miss_the_sourcing_child_catches(home: Path) -> None:
+    # The variable's name held in another variable and exported through it: no line names it as set,
+    # yet the shell ends on acct1. Only sourcing the rewritten file (in a token-scoped child) shows it.
+    text = ACCOUNTS + EXPORT1 + '\nN=MODEL_CODE_OAUTH_TOKEN\nexport "$N=$MODEL_TOKEN_ACCT1"\n'
+    path = write_env(env_path(home), text)
+    assert shell_ok(path) and sourced_active(path) == "acct1"
+    for args in (("--to", "acct2", "--dry-run"), ("--to", "acct2")):
+        code, out, err = switch(offline(home), *args)
+        assert code == 1 and out == "" and err.count("\n") == 1, (args, out, err)
+        assert "makes acct1 active, not acct2" in err, err
+    assert path.read_text() == text and switched_events(home) == []
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    state = json.loads((home / "svc" / "switch-state.json").read_text())
+    assert state["providers"]["claude"]["pending"] is None
+    # A file the shell reads as written switches, and sourcing it shows the new account.
+    write_env(env_path(home), ACCOUNTS + EXPORT1 + "\n")
+    code, out, err = switch(offline(home), "--to", "acct3", "--json")
+    assert code == 0 and json.loads(out)["switched"] is True, err
+    assert sourced_active(env_path(home)) == "acct3"
 
 
 def test_an_export_line_above_the_account_lines_is_refused(home: Path) -> None:

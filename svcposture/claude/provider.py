@@ -25,12 +25,15 @@ from ..probe.providerhttp import classify_transport, retry_after_s
 from ..settings import knob_value
 from .knobs import PROBE_MODEL, PROVIDER_URL
 from .usage import usage_extras, usage_values
+from ..windows import FIVE_HOUR_S, SEVEN_DAY_S
 
 UNIFIED = "anthropic-ratelimit-unified-"
 MAX_USAGE_BODY = 1024 * 1024
 
 # Header prefix of each window and its body field.
 _HEADER_WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
+# Each window's claim word and length, for a retry-after that stands in for a missing reset.
+_WINDOW_CLAIMS = {"fiveHour": ("five_hour", FIVE_HOUR_S), "sevenDay": ("seven_day", SEVEN_DAY_S)}
 # The unified headers read; any other `anthropic-ratelimit-unified-*` header is ignored.
 _KNOWN_UNIFIED = frozenset(["status", "representative-claim"] + [
     short + "-" + part for short, _ in _HEADER_WINDOWS for part in ("utilization", "reset", "status")])
@@ -124,6 +127,28 @@ def parse_unified_headers(headers: Mapping[str, str]) -> Optional[Dict[str, Any]
     return view
 
 
+def reset_from_retry_after(view: Dict[str, Any], retry_after: Optional[float], now_s: float) -> Dict[str, Any]:
+    """A 429's `retry-after` as the reset of the window it must belong to, when that window came
+    without its `-reset` header: the window the representative claim names, else the one rejected
+    window; else, for a wait longer than five hours, the 7-day window (no other window lasts that
+    long). The wait must fit in the window's length; a reset the headers gave is never replaced."""
+    if retry_after is None or retry_after <= 0:
+        return view
+    missing = {field: length for field, (claim, length) in _WINDOW_CLAIMS.items()
+               if isinstance(view.get(field), dict) and view[field].get("resetsAt") is None and retry_after <= length}
+    claimed = [field for field in missing if _WINDOW_CLAIMS[field][0] == view.get("representativeClaim")]
+    rejected = [field for field in missing if view[field].get("status") == "rejected"]
+    if claimed:
+        field = claimed[0]
+    elif len(rejected) == 1:
+        field = rejected[0]
+    elif retry_after > FIVE_HOUR_S and "sevenDay" in missing:
+        field = "sevenDay"
+    else:
+        return view
+    return dict(view, **{field: dict(view[field], resetsAt=_time.iso_from_epoch(now_s + retry_after))})
+
+
 # ---------------------------------------------------------------- transport
 
 def provider_url(environ: Mapping[str, str]) -> str:
@@ -153,6 +178,7 @@ def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> D
                       method="POST") as reply:
             status = reply.status
             headers = {k.lower(): v for k, v in reply.headers.items()}
+            retry_after = retry_after_s(headers.get("retry-after"))
             try:
                 reply.read(65536)
             except Exception:  # noqa: BLE001 - the body is never used
@@ -168,6 +194,9 @@ def probe_account(token: str, environ: Mapping[str, str], timeout_s: float) -> D
     if view is None:
         kind = "no_headers" if (200 <= status < 300 or status == 429) else "http"
         return dict(_NO_VIEW, error=error(kind, http_status=status))
+    if status == 429:
+        import time
+        view = reset_from_retry_after(view, retry_after, time.time())
     view["error"] = None
     return view
 

@@ -13,11 +13,16 @@ seconds, and left out (unknown) otherwise. Where a named bucket and a `limits[]`
 entry both give a window, the named bucket wins, whole.
 
 Beyond the contract's windows (usage_extras): every other `seven_day_*`
-bucket (`seven_day_cowork`, `seven_day_omelette`, ...) and every `limits[]`
-entry scoped to a model (`scope.model.display_name`: "Fable", "Opus") is an
-extra window named by its bucket or its model, in the shape of Codex's extra
-windows; `extra_usage` (the plan's overage credits) is kept as it is sent. They
-never reach the contract's keys or events.
+bucket (`seven_day_cowork`, `seven_day_omelette`, ...), every other bucket in
+the `{utilization, resets_at}` shape whatever its name (the provider ships
+codenames such as `iguana_necktie` and `nimbus_quill` beside the documented
+windows, and a codename that starts carrying a figure is a limit the operator
+has to see), and every `limits[]` entry scoped to a model
+(`scope.model.display_name`: "Fable", "Opus") is an extra window named by its
+bucket or its model, in the shape of Codex's extra windows. A codename's length
+is not known (null), unless its name says `five_hour_` or `seven_day_`.
+`extra_usage` (the plan's overage credits) is kept as it is sent. They never
+reach the contract's keys or events.
 """
 from __future__ import annotations
 
@@ -58,6 +63,10 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
 _CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _EXTRA_BUCKET_PREFIX = "seven_day_"
+# Top-level members that are no window bucket, whatever their shape.
+_NOT_BUCKETS = frozenset(["extra_usage", "limits", "spend"])
+# The members of a window bucket: a bucket of another name is an extra window only in this shape.
+_BUCKET_SHAPE = ("utilization", "resets_at")
 # Credits beyond this are not money.
 MAX_AMOUNT = 1e15
 
@@ -203,16 +212,26 @@ def _scoped_extras(value: Any) -> List[Dict[str, Any]]:
     return extras
 
 
+def _bucket_seconds(key: str, value: Any) -> Tuple[bool, Optional[int]]:
+    """(whether the member is an extra window's bucket, its length): any `seven_day_*` bucket, and a
+    bucket of any other name in the `{utilization, resets_at}` shape."""
+    if key.startswith(_EXTRA_BUCKET_PREFIX):
+        return True, SEVEN_DAY_S
+    if key in _NOT_BUCKETS or not isinstance(value, Mapping) or not all(k in value for k in _BUCKET_SHAPE):
+        return False, None
+    return True, (FIVE_HOUR_S if key.startswith("five_hour_") else None)
+
+
 def _bucket_extras(body: Mapping[str, Any]) -> List[Dict[str, Any]]:
     named = set(_NAMED.values())
     extras: List[Dict[str, Any]] = []
     for key, value in body.items():
-        if not isinstance(key, str) or not key.startswith(_EXTRA_BUCKET_PREFIX) or key in named \
-                or _name(key) is None:
+        if not isinstance(key, str) or key in named or _name(key) is None:
             continue
-        bucket = _bucket(value)
+        is_bucket, seconds = _bucket_seconds(key, value)
+        bucket = _bucket(value) if is_bucket else None
         if bucket is not None:
-            extras.append(_extra(bucket[0], bucket[1], SEVEN_DAY_S, key))
+            extras.append(_extra(bucket[0], bucket[1], seconds, key))
     return extras
 
 
@@ -242,7 +261,7 @@ def usage_extras(body: Any) -> Dict[str, Any]:
     """What the reply says beyond the contract: {"extraWindows": [...], "extraUsage": {...} | None}.
 
     Scoped `limits[]` entries first, in the reply's order, then the other
-    `seven_day_*` buckets; the first window of a name wins.
+    buckets (`seven_day_*` and codenames), in the reply's order; the first window of a name wins.
     """
     if not isinstance(body, Mapping):
         return {"extraWindows": [], "extraUsage": None}

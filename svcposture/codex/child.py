@@ -28,7 +28,7 @@ from .errors import CODEX_MESSAGES, codex_error, fix_text
 from .knobs import CODEX_URL
 from .session import newest_session_sample
 from .state import read_state
-from .usage import has_window, parse_usage_reply
+from .usage import header_limits, has_window, parse_usage_reply, usage_limit_window
 
 USAGE_PATH = "/backend-api/wham/usage"
 MAX_REPLY_BYTES = 1024 * 1024
@@ -36,7 +36,7 @@ TICKET_PREFIX = "usage:codex:"
 # A string sharing this many consecutive characters with a secret is taken to carry a piece of it;
 # fewer is too short to be of use to anyone and too common to drop (a 7-character window name).
 MIN_SECRET_PART = 8
-_SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits")
+_SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits", "resetCredits")
 
 
 def codex_url(environ: Mapping[str, str]) -> str:
@@ -54,12 +54,13 @@ def empty_row(entry: Mapping[str, Any]) -> Dict[str, Any]:
     return {"label": entry["label"], "email": entry["email"], "active": entry["active"], "provider": "codex",
             "source": None, "sampledAt": None, "polledAt": None, "skipped": None, "pollOwner": None,
             "accountKey": None, "fiveHour": None, "sevenDay": None, "extraWindows": [], "codeReview": None,
-            "planType": None, "credits": None, "retryAfterS": None, "error": None}
+            "planType": None, "credits": None, "resetCredits": None, "retryAfterS": None, "error": None}
 
 
 def fetch_codex_usage(token: str, account_id: Optional[str], directory: str, environ: Mapping[str, str],
                       timeout_s: float) -> Dict[str, Any]:
-    """One usage request: `{"sample": {...}}` or `{"error": {...}, "retryAfterS"}`. No token is refreshed."""
+    """One usage request: `{"sample": {...}[, "retryAfterS"]}` or `{"error": {...}, "retryAfterS"}`.
+    No token is refreshed."""
     headers = {"Authorization": "Bearer " + token, "Accept": "application/json",
                "User-Agent": "svcposture/" + __version__}
     if account_id:
@@ -67,24 +68,53 @@ def fetch_codex_usage(token: str, account_id: Optional[str], directory: str, env
     try:
         with Exchange(codex_url(environ) + USAGE_PATH, timeout_s, headers) as reply:
             status = reply.status
-            retry_after = retry_after_s(reply.headers.get("retry-after"))
+            replied = {k.lower(): v for k, v in reply.headers.items()}
             raw = reply.read(MAX_REPLY_BYTES + 1)
     except Exception as exc:  # noqa: BLE001 - mapped to the fixed vocabulary
         return {"error": codex_error(classify_transport(exc))}
     if status in (401, 403):
         return {"error": codex_error("unauthorized", http_status=status, fix=fix_text("login", directory))}
     if status == 429:
-        return {"error": codex_error("http", CODEX_MESSAGES["http"].rate_limited, http_status=status),
-                "retryAfterS": retry_after}
+        return _limited(raw, replied)
     if not 200 <= status < 300:
         return {"error": codex_error("http", http_status=status)}
+    now_s = time.time()
     try:
-        sample = parse_usage_reply(loads_bounded(raw, MAX_REPLY_BYTES), time.time())
+        sample = parse_usage_reply(loads_bounded(raw, MAX_REPLY_BYTES), now_s)
     except ValueError:
         return {"error": codex_error("parse", http_status=status)}
     if not has_window(sample):
+        sample = _with_headers(sample, replied, now_s)
+    if not has_window(sample):
         return {"error": codex_error("parse", CODEX_MESSAGES["parse"].no_windows, http_status=status)}
     return {"sample": sample}
+
+
+def _with_headers(sample: Dict[str, Any], replied: Mapping[str, str], now_s: float) -> Dict[str, Any]:
+    """A body without windows completed from the reply's `x-codex-*` headers, field by field."""
+    from_headers = header_limits(replied, now_s)
+    return {key: sample.get(key) if sample.get(key) else from_headers.get(key) for key in _SAMPLE_KEYS}
+
+
+def _limited(raw: bytes, replied: Mapping[str, str]) -> Dict[str, Any]:
+    """A 429: the login's usage limit reached (a sample: the `usage limit` window until the body's
+    reset, beside what the headers say), else the endpoint rate limiting this login (an error).
+    Either way `retryAfterS`: the `retry-after` header, else the time left until that reset."""
+    now_s = time.time()
+    retry_after = retry_after_s(replied.get("retry-after"))
+    try:
+        body = loads_bounded(raw, MAX_REPLY_BYTES)
+    except ValueError:
+        body = None
+    limit = usage_limit_window(body, now_s)
+    if limit is None:
+        return {"error": codex_error("http", CODEX_MESSAGES["http"].rate_limited, http_status=429),
+                "retryAfterS": retry_after}
+    if retry_after is None and limit["resetsAt"] is not None:
+        retry_after = max(0.0, _time.parse_iso_ms(limit["resetsAt"]) / 1000.0 - now_s)
+    sample = header_limits(replied, now_s)
+    sample["extraWindows"].append(limit)
+    return {"sample": sample, "retryAfterS": retry_after}
 
 
 def poll_owner(account_id: Optional[str], state: Mapping[str, Any]) -> Optional[str]:
@@ -157,7 +187,8 @@ def probe_codex_account(entry: Mapping[str, Any], state: Mapping[str, Any], envi
         if "sample" in result:
             row.update({k: result["sample"][k] for k in _SAMPLE_KEYS}, source="api", sampledAt=_time.now_ms())
         else:
-            row.update(error=result["error"], retryAfterS=result.get("retryAfterS"))
+            row["error"] = result["error"]
+        row["retryAfterS"] = result.get("retryAfterS")
     return _scrub(row, secrets)
 
 

@@ -62,7 +62,9 @@ class CodexPollState:
                 polled = row["polledAt"]
                 if polled is not None:
                     err = row["error"] or {}
-                    if err.get("httpStatus") == 429:
+                    # A 429: the endpoint rate limiting the login, or the login's limit reached until
+                    # a reset (a sample with retryAfterS): either way, ask again no sooner than it says.
+                    if err.get("httpStatus") == 429 or row["retryAfterS"] is not None:
                         memory["limited"] += 1
                         delay = backoff_delay(self.floor_s, row["retryAfterS"], memory["limited"])
                     else:

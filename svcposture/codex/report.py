@@ -15,7 +15,7 @@ from .._names import WINDOW_STATUSES
 from .._text import EMAIL_RE, read_pct
 from .errors import clean_codex_error
 from .state import MAX_HOSTS, is_host, is_label, read_ms
-from .usage import MAX_NAME, MAX_WINDOW_S, credits_of, plan_type
+from .usage import MAX_NAME, MAX_WINDOW_S, credits_of, plan_type, reset_credits
 
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
@@ -79,6 +79,14 @@ def _credits(value: Any) -> Optional[Dict[str, Any]]:
     return credits_of(raw)
 
 
+def _reset_credits(value: Any) -> Optional[Dict[str, Any]]:
+    if not isinstance(value, dict):
+        return None
+    available, applicable = value.get("available"), value.get("applicable")
+    return reset_credits({"available_count": available if isinstance(available, int) else None,
+                          "applicable_available_count": applicable if isinstance(applicable, int) else None})
+
+
 def clean_row(value: Any) -> Optional[Dict[str, Any]]:
     """One account row of the block, or None when it has no valid label."""
     if not isinstance(value, dict) or not is_label(value.get("label")):
@@ -97,6 +105,7 @@ def clean_row(value: Any) -> Optional[Dict[str, Any]]:
             "fiveHour": clean_window(value.get("fiveHour")), "sevenDay": clean_window(value.get("sevenDay")),
             "extraWindows": _extras(value.get("extraWindows")), "codeReview": review or None,
             "planType": plan_type(value.get("planType")), "credits": _credits(value.get("credits")),
+            "resetCredits": _reset_credits(value.get("resetCredits")),
             "retryAfterS": retry, "error": clean_codex_error(value.get("error"))}
 
 

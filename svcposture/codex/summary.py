@@ -6,7 +6,7 @@ the result is the vendor-neutral `posture.service.PostureService`. The body has
 the posture shape: `active` is the `CODEX_HOME` account, window objects carry
 `derived: true` (the vendor sends no status words), and each account adds
 what the vendor reports beyond the contract's fields (`extraWindows`,
-`codeReview`, `planType`, `credits`, `source`, `sampledAt`, `provider`).
+`codeReview`, `planType`, `credits`, `resetCredits`, `source`, `sampledAt`, `provider`).
 
 A run that sent no request for an account (the usage floor, another host
 polls it, no newer session line) reports the account without windows; the
@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ..summary import binding_window, disabled_body, posture_body
 from .accounts import VENDOR_NAME as CODEX
 # What an account keeps of the child's row, beyond the posture fields.
-SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits", "source", "sampledAt")
+SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits", "resetCredits",
+               "source", "sampledAt")
 
 
 # ---------------------------------------------------------------- pure derivation
@@ -57,6 +58,7 @@ def codex_account_view(row: Mapping[str, Any], memory: Mapping[str, Dict[str, An
         "codeReview": shown.get("codeReview"),
         "planType": shown.get("planType"),
         "credits": shown.get("credits"),
+        "resetCredits": shown.get("resetCredits"),
         "source": shown.get("source"),
         "sampledAt": shown.get("sampledAt"),
     }

@@ -17,6 +17,17 @@ Every field may be missing, null, a string number or out of range; a window
 without a readable percent or length is left out on its own, and a reset that
 cannot be read is null. The vendor sends no status word, so the status is
 derived from the percent and says so (`derived: true`).
+
+Two more readings of a reply. Its `x-codex-*` headers (`x-codex-primary-used-percent`,
+`-window-minutes`, `-reset-at`, `-reset-after-seconds`, the same for `secondary`,
+`x-codex-<limit>-...` for a model's own limit, `x-codex-credits-*`, `x-codex-plan-type`),
+which the vendor's CLI reads on its own replies, give the same fields where the body
+gives none (`header_limits`). And a 429 whose body says `usage_limit_reached` is the
+login's limit, reached until the body's `resets_at` (epoch s) or `resets_in_seconds`,
+with no `retry-after`: an extra window named `usage limit` at 100 %, rejected, until
+then (`usage_limit_window`). `rate_limit_reset_credits {available_count,
+applicable_available_count}` (the login's banked resets) is `resetCredits {available,
+applicable}`.
 """
 from __future__ import annotations
 
@@ -36,6 +47,14 @@ MAX_NAME = 64
 # Amounts of a credit limit beyond this are not money.
 MAX_AMOUNT = 1e15
 CREDITS_NAME = "credits"
+USAGE_LIMIT_NAME = "usage limit"
+# Banked resets beyond this are not a count.
+MAX_RESET_CREDITS = 10000
+# Where a reply's headers carry its limits, and how each header names a window's field.
+HEADER_PREFIX = "x-codex-"
+_HEADER_FIELDS = ("used-percent", "window-minutes", "reset-at", "reset-after-seconds")
+HEADER_KEYS = ("used-percent", "window-minutes", 60, "reset-at", "reset-after-seconds")
+_LIMIT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # The limit_id of the account's own limits; any other is one model's.
 ACCOUNT_LIMIT_ID = "codex"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
@@ -201,6 +220,24 @@ def _additional(value: Any, now_s: float) -> List[Dict[str, Any]]:
     return extras
 
 
+def _count(value: Any) -> Optional[int]:
+    number = read_number(value)
+    if number is None or not 0 <= number <= MAX_RESET_CREDITS or number != int(number):
+        return None
+    return int(number)
+
+
+def reset_credits(value: Any) -> Optional[Dict[str, Any]]:
+    """`rate_limit_reset_credits {available_count, applicable_available_count}` as
+    `{available, applicable}` (banked resets, and those usable now), else None."""
+    if not isinstance(value, Mapping):
+        return None
+    available = _count(value.get("available_count"))
+    if available is None:
+        return None
+    return {"available": available, "applicable": _count(value.get("applicable_available_count"))}
+
+
 def parse_usage_reply(body: Any, now_s: float) -> Dict[str, Any]:
     """The usage reply as fiveHour, sevenDay, extraWindows, codeReview, planType, credits.
 
@@ -218,7 +255,65 @@ def parse_usage_reply(body: Any, now_s: float) -> Dict[str, Any]:
     placed["codeReview"] = review or None
     placed["planType"] = plan_type(body.get("plan_type"))
     placed["credits"] = credits_of(body.get("credits"))
+    placed["resetCredits"] = reset_credits(body.get("rate_limit_reset_credits"))
     return placed
+
+
+def _header_window(headers: Mapping[str, str], prefix: str, now_s: float) -> Optional[Tuple[int, Dict[str, Any]]]:
+    raw = {field: headers.get(prefix + field) for field in _HEADER_FIELDS}
+    return read_window(raw, HEADER_KEYS, now_s)
+
+
+def _header_limit_ids(headers: Mapping[str, str]) -> List[str]:
+    """The model limits a reply's headers name (`x-codex-<id>-primary-used-percent`), in name order."""
+    ids = set()
+    for name in headers:
+        if name.startswith(HEADER_PREFIX) and name.endswith("-primary-used-percent"):
+            limit_id = name[len(HEADER_PREFIX):-len("-primary-used-percent")]
+            if limit_id != "primary" and _LIMIT_ID_RE.match(limit_id):
+                ids.add(limit_id)
+    return sorted(ids)[:MAX_ADDITIONAL]
+
+
+def _header_credits(headers: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    flags = {}
+    for field in ("has-credits", "unlimited"):
+        value = (headers.get(HEADER_PREFIX + "credits-" + field) or "").strip().lower()
+        flags[field] = True if value == "true" else False if value == "false" else None
+    balance = headers.get(HEADER_PREFIX + "credits-balance")
+    if flags["has-credits"] is None and flags["unlimited"] is None and balance is None:
+        return None
+    return credits_of({"has_credits": flags["has-credits"], "unlimited": flags["unlimited"], "balance": balance})
+
+
+def header_limits(headers: Mapping[str, str], now_s: float) -> Dict[str, Any]:
+    """The `x-codex-*` headers of a reply (names in lower case) as the fields parse_usage_reply gives."""
+    found = [w for w in (_header_window(headers, HEADER_PREFIX + slot + "-", now_s)
+                         for slot in ("primary", "secondary")) if w is not None]
+    placed = place_windows(found)
+    for limit_id in _header_limit_ids(headers):
+        prefix = HEADER_PREFIX + limit_id + "-"
+        name = _name(headers.get(prefix + "limit-name")) or _name(limit_id.replace("-", "_"))
+        for slot in ("primary", "secondary"):
+            window = _header_window(headers, prefix + slot + "-", now_s)
+            if window is not None:
+                placed["extraWindows"].append(_extra(window[0], window[1], name))
+    placed["codeReview"] = None
+    placed["planType"] = plan_type(headers.get(HEADER_PREFIX + "plan-type"))
+    placed["credits"] = _header_credits(headers)
+    placed["resetCredits"] = None
+    return placed
+
+
+def usage_limit_window(body: Any, now_s: float) -> Optional[Dict[str, Any]]:
+    """A 429 body's `error {type|code: "usage_limit_reached", resets_at | resets_in_seconds}` as the
+    extra window `usage limit` (100 %, rejected, until the reset), else None."""
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if not isinstance(error, Mapping) or "usage_limit_reached" not in (error.get("type"), error.get("code")):
+        return None
+    resets_at = _absolute_reset(error.get("resets_at")) or _relative_reset(error.get("resets_in_seconds"), now_s)
+    return {"pct": 100.0, "resetsAt": resets_at, "status": derived_status(100.0), "derived": True, "seconds": None,
+            "name": USAGE_LIMIT_NAME}
 
 
 def limit_owner(rate_limits: Any) -> Optional[Tuple[Optional[str], Optional[str]]]:
@@ -256,6 +351,7 @@ def parse_session_limits(rate_limits: Any, line_s: float) -> Optional[Dict[str, 
     placed["codeReview"] = None
     placed["planType"] = plan_type(rate_limits.get("plan_type"))
     placed["credits"] = credits_of(rate_limits.get("credits"))
+    placed["resetCredits"] = None
     return placed
 
 

@@ -32,7 +32,7 @@ from .._files import write_bytes_atomic
 from .entries import MAX_ENV_FILE_BYTES
 from .lint import UNQUOTED_BLANK, line_problems, sentence
 from ..errors import SvcpostureError
-from .shellword import InvalidShellWordError, syntax_error_line, word_end
+from .shellword import InvalidShellWordError, code_part, syntax_error_line, unquoted, word_end
 
 # The same limit the probe child puts on the file it sources.
 MAX_ENV_BYTES = MAX_ENV_FILE_BYTES
@@ -237,6 +237,120 @@ def _later_assignment(data: bytes, vendor: Lines, after: int) -> Optional[int]:
     return None
 
 
+# ---------------------------------------------------------------- what the rewrite can own
+#
+# The switch rewrites one value and then proves, by sourcing the result in a token-scoped child,
+# that the shell ends with the account it wrote (switching.py). The text is refused first, naming
+# the line, wherever another line could decide instead: a second assignment on the export line
+# (`export V="$A1"; V="$A1"`, `export V="$A1" V="$A1"`), an export line the shell may not run
+# (inside a function, a loop, an `if`, a subshell, or continued from the line above), another
+# line that names the variable as something to set (`V=`, `read V`, `unset V`, `${V:=x}`, a
+# function body), and a line that sources another file or evaluates text (`.`, `source`, `eval`).
+
+# What may follow the export line's value: blanks, a comment, the CR of a CRLF line.
+_EXPORT_TAIL_RE = re.compile(rb"[ \t]*(?:#[^\n]*)?\r?\Z")
+# Where a word starts: what may stand before a name that is set (`V=`, `read V`, `"V=x"`).
+_WORD_STARTS = frozenset(" \t;&|(){}!`\"'")
+# After `${V`: a read of the value, unless an assignment (`${V=x}`, `${V:=x}`) follows.
+_EXPANSION_READS = frozenset("}:-+?#%")
+# A command that sources a file or evaluates text, where a command may start (quotes blanked).
+_RUNS_TEXT_RE = re.compile(r"(?:^|[;&|(){}!`]|\b(?:then|do|else|elif|if|while|until)\b)[ \t]*"
+                           r"(?:[A-Za-z_][A-Za-z0-9_]*=[^ \t;&|]*[ \t]+)*(?:(?:command|builtin)[ \t]+)?"
+                           r"(\.|source|eval)(?=[ \t;&|)]|$)")
+_RUNS_TEXT_BYTES_RE = re.compile(_RUNS_TEXT_RE.pattern.encode("ascii"))
+
+
+def _sets_name(code: str, var: str) -> bool:
+    """Whether a line's code names `var` as something to set: at the start of a word (an
+    assignment, an argument of read/unset/local/..., a function's body), or in `${var=...}` /
+    `${var:=...}`. `$var`, `${var}` and `${var:-x}` only read it; text merely holding the name
+    (`/srv/CODEX_HOME/x`, `$CODEX_HOME_WORK`) is neither."""
+    start = 0
+    while True:
+        hit = code.find(var, start)
+        if hit < 0:
+            return False
+        start = hit + len(var)
+        after = code[start:start + 1]
+        if after and (after.isalnum() or after == "_"):
+            continue  # a longer name
+        before = code[hit - 1:hit] if hit else " "
+        if before == "$":
+            continue
+        if before == "{" and code[hit - 2:hit - 1] == "$":
+            if after in _EXPANSION_READS and not code[start:start + 2] == ":=":
+                continue
+            return True
+        if before in _WORD_STARTS:
+            return True
+
+
+def _export_tail_problem(data: bytes, vendor: Lines, at: int) -> Optional[str]:
+    """Anything after the export line's value but blanks and a comment: a second command or
+    assignment the rewrite would leave in place."""
+    try:
+        _start, end = _value_at(data, at)
+    except InvalidShellWordError:
+        return None  # rewrite_export refuses it with its own sentence
+    if _EXPORT_TAIL_RE.match(data, end, _line_end(data, at)) is not None:
+        return None
+    var = vendor.export_var.decode("ascii")
+    return ("line %d holds more than the export of %s (another command or assignment after its value), which "
+            "the switch would leave in place: put `export %s=\"$%s<NAME>\"` alone on its line"
+            % (_line_number(data, at), var, var, vendor.entry_prefix.decode("ascii")))
+
+
+def _not_top_level(data: bytes, vendor: Lines, at: int) -> Optional[str]:
+    """The export line inside a compound command begun above it (a function, if, loop, subshell),
+    or continued from the line above: the shell may never run it, or run it as part of another."""
+    line_start = data.rfind(b"\n", 0, at) + 1
+    head = data[:line_start]
+    continued = head.rstrip(b"\r\n").endswith(b"\\") and head.endswith(b"\n")
+    if not continued and shell_problem(head) is None:
+        return None
+    if not continued and shell_problem(data) is not None:
+        return None  # the whole file is not valid shell: the switch's own check says so
+    return ("line %d is not a command of its own: it is inside a function, an if, a loop or a subshell "
+            "begun above it, or continues the line above, so the shell may not run it as written: put the "
+            "export of %s at the top level of the file" % (_line_number(data, at),
+                                                             vendor.export_var.decode("ascii")))
+
+
+def _other_lines_problem(data: bytes, vendor: Lines, at: Optional[int]) -> Optional[str]:
+    """A line other than the export line that sets the variable, or that sources a file or
+    evaluates text, which could set it where the switch cannot see."""
+    var = vendor.export_var.decode("ascii")
+    export_line = _line_number(data, at) if at is not None else None
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        # Most lines hold neither the name nor a command that runs text: a look at the raw bytes
+        # (a superset of what the shell reads there) settles them at C speed.
+        if number == export_line or (vendor.export_var not in line and not _RUNS_TEXT_BYTES_RE.search(line)):
+            continue
+        code = code_part(line.decode("latin-1"))
+        if _RUNS_TEXT_RE.search(unquoted(code)):
+            return ("line %d sources another file or evaluates text (`.`, `source` or `eval`), which may set %s "
+                    "where the switch cannot see: keep the accounts file to plain assignments" % (number, var))
+        if var in code and _sets_name(code, var) and code.strip() != "export " + var:
+            where = ("another line than the export line (line %d)" % export_line) if export_line \
+                else "a line that is no export line of the form the switch writes"
+            return ("line %d sets %s, or names it as something to set, on %s, so the shell may end with another "
+                    "account than the switch writes: keep one line that sets %s, the export line"
+                    % (number, var, where, var))
+    return None
+
+
+def ownership_problem(data: bytes, provider: str) -> Optional[str]:
+    """Why the rewrite could not own the active account: a sentence naming the line, or None."""
+    vendor = _lines_of(provider)
+    at = _last_export(data, vendor)
+    if at is not None:
+        for check in (_export_tail_problem, _not_top_level):
+            problem = check(data, vendor, at)
+            if problem is not None:
+                return problem
+    return _other_lines_problem(data, vendor, at)
+
+
 def _line_problem(data: bytes, vendor: Lines, to_label: str) -> Optional[str]:
     """The target's own line, or an export line, that the shell would take wrongly (envlint)."""
     export_var = vendor.export_var.decode("ascii")
@@ -258,28 +372,28 @@ def refusal(data: bytes, provider: str, to_label: str) -> Optional[str]:
     sentence naming the line and the fix; None when nothing in the text stands in the way.
 
     The account's own line as the shell would take it wrongly (envlint), an export line
-    evaluated before the account line it refers to, and a later line that sets the export
-    variable again (the shell keeps that one)."""
+    evaluated before the account line it refers to, a later line that sets the export
+    variable again (the shell keeps that one), and whatever else the rewrite cannot own
+    (ownership_problem)."""
     vendor = _lines_of(provider)
     problem = _line_problem(data, vendor, to_label)
     if problem is not None:
         return problem
     at = _last_export(data, vendor)
-    if at is None:
-        return None
-    export_var = vendor.export_var.decode("ascii")
-    export_line = _line_number(data, at)
-    first = _first_definition(data, vendor, to_label)
-    if first is not None and first > at:
-        return ("line %d sets %s before line %d defines the account's variable, so the shell makes no account "
-                "active: move the export line below the account lines" % (export_line, export_var,
-                                                                          _line_number(data, first)))
-    later = _later_assignment(data, vendor, at)
-    if later is not None:
-        return ("line %d sets %s again after the export line (line %d), so the shell may end with another "
-                "account than the switch writes: keep one export line, the last to set it"
-                % (later, export_var, export_line))
-    return None
+    if at is not None:
+        export_var = vendor.export_var.decode("ascii")
+        export_line = _line_number(data, at)
+        first = _first_definition(data, vendor, to_label)
+        if first is not None and first > at:
+            return ("line %d sets %s before line %d defines the account's variable, so the shell makes no account "
+                    "active: move the export line below the account lines" % (export_line, export_var,
+                                                                              _line_number(data, first)))
+        later = _later_assignment(data, vendor, at)
+        if later is not None:
+            return ("line %d sets %s again after the export line (line %d), so the shell may end with another "
+                    "account than the switch writes: keep one export line, the last to set it"
+                    % (later, export_var, export_line))
+    return ownership_problem(data, provider)
 
 
 # /bin/sh -n reads a file of a few hundred lines in milliseconds.

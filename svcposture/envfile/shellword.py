@@ -152,3 +152,58 @@ def syntax_error_line(stderr: bytes, source: bytes) -> Optional[int]:
         if found:
             return int(found.group(1))
     return None
+
+
+def code_part(line: str) -> str:
+    """The line up to its comment: a `#` that starts a word outside quotes, as the shell reads it."""
+    quote = ""
+    prev = " "
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote == "'":
+            if ch == "'":
+                quote = ""
+        elif ch == "\\":
+            i += 2
+            prev = "x"
+            continue
+        elif quote == '"':
+            if ch == '"':
+                quote = ""
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "#" and prev in " \t;&|()":
+            return line[:i]
+        prev = ch
+        i += 1
+    return line
+
+
+def unquoted(code: str) -> str:
+    """`code` with every quoted stretch (its quotes and backslash escapes included) turned into `_`s, so
+    that only what the shell reads as words and operators is left to look at; offsets are kept."""
+    out = []
+    quote = ""
+    i = 0
+    while i < len(code):
+        ch = code[i]
+        if quote:
+            if (ch == quote) or (ch == "\\" and quote == '"' and i + 1 < len(code)):
+                if ch == "\\":
+                    out.append("__")
+                    i += 2
+                    continue
+                quote = ""
+            out.append("_")
+        elif ch == "\\":
+            out.append("_" * len(code[i:i + 2]))
+            i += 2
+            continue
+        elif ch in ("'", '"'):
+            quote = ch
+            out.append("_")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)

@@ -20,9 +20,9 @@ HELP = """\
 usage: svc-monitor mcp [--url URL] [--allow-switch]
 
 A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0, one message per
-line; protocol versions 2024-11-05, 2025-03-26 and 2025-06-18) for the coding
-agents whose accounts this node watches. It reads the local monitor (cached
-reads; it never calls the provider and holds no token). Register it with
+line; protocol versions 2024-11-05, 2025-03-26, 2025-06-18 and 2025-11-25) for
+the coding agents whose accounts this node watches. It reads the local monitor
+(cached reads; it never calls the provider and holds no token). Register it with
 
   claude mcp add svcposture -- svc-monitor mcp
 

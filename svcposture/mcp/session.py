@@ -22,7 +22,14 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Union
 
 # Oldest first. A client asking for another version gets the newest (the protocol's rule).
-VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18")
+VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The versions in which a tool's bad arguments are a tool result with `isError` the model can read
+# and correct, not a protocol error (2025-11-25, server/tools "Error Handling"); an unknown tool and a
+# malformed tools/call stay protocol errors in every version.
+ARGUMENT_ERRORS_AS_RESULTS = ("2025-11-25",)
+# The versions whose serverInfo (Implementation) may carry a description.
+DESCRIBED_VERSIONS = ("2025-11-25",)
+DESCRIPTION = "This node's AI coding-agent accounts, read from the local svc-monitor"
 # The versions whose messages may come as a JSON-RPC batch (2025-06-18 removed batches).
 BATCH_VERSIONS = ("2024-11-05", "2025-03-26")
 MAX_BATCH = 64
@@ -40,6 +47,11 @@ class ToolError(SvcpostureError, ValueError):
         super().__init__(message)
         self.code = code
         self.data = data
+
+
+class ArgumentError(ToolError):
+    """A tool's arguments the tool refuses (its input schema, or an account the posture does not
+    have): a protocol error before 2025-11-25, a tool result with `isError` from then on."""
 
 
 class Session:
@@ -76,7 +88,28 @@ class Session:
         if isinstance(message, list):
             return self._batch(message)
         reply = self._one(message)
-        return wire.encode(reply) if reply is not None else None
+        return self._encoded(reply) if reply is not None else None
+
+    def _encoded(self, reply: "Union[Dict[str, Any], List[Dict[str, Any]]]") -> bytes:
+        """The reply as one line; a reply that cannot be encoded (a value strict JSON has no
+        spelling for) costs that one reply an internal error, never the session."""
+        try:
+            return wire.encode(reply)
+        except (ValueError, TypeError, RecursionError):
+            self.log("a reply could not be encoded:\n%s" % traceback.format_exc())
+        if isinstance(reply, list):
+            return wire.encode([self._unencodable(item) for item in reply])
+        return wire.encode(self._unencodable(reply))
+
+    @staticmethod
+    def _unencodable(reply: "Dict[str, Any]") -> "Dict[str, Any]":
+        try:
+            wire.encode(reply)
+            return reply
+        except (ValueError, TypeError, RecursionError):
+            msg_id = reply.get("id") if isinstance(reply, dict) and wire.valid_id(reply.get("id")) else None
+            return wire.error(msg_id, INTERNAL_ERROR, "Internal error: the reply could not be encoded as JSON "
+                                                      "(the server's stderr says why)")
 
     def _batch(self, batch: "List[Any]") -> "Optional[bytes]":
         if self.version not in BATCH_VERSIONS:
@@ -87,7 +120,7 @@ class Session:
             return wire.encode(wire.error(None, INVALID_REQUEST, "Invalid Request: a batch holds 1 to %d messages"
                                           % MAX_BATCH))
         replies = [reply for reply in (self._one(item, in_batch=True) for item in batch) if reply is not None]
-        return wire.encode(replies) if replies else None
+        return self._encoded(replies) if replies else None
 
     def _one(self, message: "Any", in_batch: bool = False) -> "Optional[Dict[str, Any]]":
         try:
@@ -140,11 +173,13 @@ class Session:
         if isinstance(info, dict) and isinstance(info.get("name"), str):
             self.client = printable(info["name"][:80])
         self.version = asked if asked in VERSIONS else VERSIONS[-1]
+        server_info = {"name": "svcposture", "version": __version__}
+        if self.version in DESCRIBED_VERSIONS:
+            server_info["description"] = DESCRIPTION
         return {"protocolVersion": self.version,
                 "capabilities": {"tools": {"listChanged": False},
                                  "resources": {"subscribe": False, "listChanged": False}},
-                "serverInfo": {"name": "svcposture", "version": __version__},
-                "instructions": INSTRUCTIONS}
+                "serverInfo": server_info, "instructions": INSTRUCTIONS}
 
     def _call_tool(self, params: "Dict[str, Any]") -> "Dict[str, Any]":
         name = params.get("name")

@@ -16,7 +16,7 @@ import time
 from .._text import loads_bounded, printable
 from ..errors import SvcpostureError
 from . import schema
-from .session import ToolError
+from .session import ARGUMENT_ERRORS_AS_RESULTS, ArgumentError, ToolError
 from ..vendors import DEFAULT_PROVIDER, names_text, provider_names, provider_of_label, registered, with_provider
 from .wire import INTERNAL_ERROR, RESOURCE_NOT_FOUND
 
@@ -141,12 +141,17 @@ class Toolbox:
             why = " (this server was started without --allow-switch)" if name == "switch" else ""
             raise ToolError("Invalid params: unknown tool %r%s; the tools are %s"
                             % (printable(name[:80]), why, ", ".join(self.names())))
-        problem = schema.check(arguments, self.specs[name]["inputSchema"])
-        if problem is not None:
-            raise ToolError("Invalid params: %s: %s" % (name, problem))
         try:
+            problem = schema.check(arguments, self.specs[name]["inputSchema"])
+            if problem is not None:
+                raise ArgumentError("Invalid params: %s: %s" % (name, problem))
             body, failed = getattr(self, "_" + name)(arguments)
         except MonitorUnavailable as exc:
+            return tool_result(None, str(exc), True, version)
+        except ArgumentError as exc:
+            if version not in ARGUMENT_ERRORS_AS_RESULTS:
+                raise
+            # The model reads a tool result and may retry with other arguments (2025-11-25).
             return tool_result(None, str(exc), True, version)
         return tool_result(body, None, failed, version)
 
@@ -186,14 +191,14 @@ class Toolbox:
         code, out, err = guard.run(argv, self.environ, time.monotonic())
         if code == 2 and b"no account" in err:
             # An account the posture does not have: bad usage for the command, a bad argument here.
-            raise ToolError("Invalid params: %s" % printable(err.decode("utf-8", "replace").strip()))
+            raise ArgumentError("Invalid params: %s" % printable(err.decode("utf-8", "replace").strip()))
         if not out:
             # Bad usage the schema cannot see (a reserve the node's config cannot hold).
             return {"error": printable(err.decode("utf-8", "replace").strip())}, True
         decision = json.loads(out.decode("ascii"))
         if code == 2:
             # An account the posture does not have: bad usage for the command, a bad argument here.
-            raise ToolError("Invalid params: guard: %s" % printable(decision.get("reason")))
+            raise ArgumentError("Invalid params: guard: %s" % printable(decision.get("reason")))
         # The monitor not answering is the tool's failure (the command names the URL it tried);
         # any other unavailable (a stale or failed posture) is the monitor's answer.
         no_answer = (NO_ANSWER, "the monitor at %s did not answer" % printable(self.url)[:200])
@@ -230,9 +235,15 @@ class Toolbox:
         if status != 200:
             raise MonitorUnavailable("%s answered HTTP %d to %s" % (where, status, path))
         try:
-            return loads_bounded(raw, MAX_BODY)
+            body = loads_bounded(raw, MAX_BODY)
         except ValueError:
             raise MonitorUnavailable("%s answered %s with something that is not JSON" % (where, path)) from None
+        if not carriable(body):
+            # NaN, an infinity (1e999 reads as one) or a nesting the encoder refuses: no reply to the
+            # agent could carry it, so the monitor has not answered usefully.
+            raise MonitorUnavailable("%s answered %s with a number JSON cannot carry (NaN or infinity)"
+                                     % (where, path))
+        return body
 
     def fleet_reason(self, fresh: bool = False) -> "Optional[str]":
         """Why this node reads no fleet (None: it reads one, or may), from its monitor's /api/fleet;
@@ -247,6 +258,16 @@ class Toolbox:
             reason, ttl = str(exc), FLEET_MAYBE_TTL_S
         self._fleet_check = (time.monotonic() + ttl, reason)
         return reason
+
+
+def carriable(body: "Any") -> bool:
+    """Whether `body` can go out in a reply: strict JSON has no NaN nor infinity, and the
+    protocol's encoder (wire.encode) refuses them."""
+    try:
+        json.dumps(body, allow_nan=False, separators=(",", ":"))
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
 
 
 def fleet_reason(report: "Any") -> "Optional[str]":

@@ -153,7 +153,8 @@ def _vendor_posture_schemas(vendor: Any) -> Dict[str, Any]:
                                                          "description": "The window's length; null for a "
                                                                         "credit plan's limit (`credits`)."},
                                 name={"type": ["string", "null"],
-                                      "description": "The model (limit_name, else limit_id) or `credits`."})}
+                                      "description": "The model (limit_name, else limit_id), `credits`, or "
+                                                     "`usage limit` (a 429 saying the login's limit is reached)."})}
     error = {"type": "object", "required": ["kind", "message"],
              "properties": {"kind": {"type": "string", "enum": list(vendor.error_kinds)},
                             "message": {"type": "string"}, "httpStatus": {"type": ["integer", "null"]},
@@ -168,9 +169,14 @@ def _vendor_account_schema(vendor: Any) -> Dict[str, Any]:
     credits = {"type": "object", "additionalProperties": False,
                "properties": {"hasCredits": {"type": ["boolean", "null"]}, "unlimited": {"type": ["boolean", "null"]},
                               "balance": {"type": ["number", "null"]}}}
+    reset_credits = {"type": "object", "additionalProperties": False, "required": ["available", "applicable"],
+                     "description": ("The login's banked usage resets (rate_limit_reset_credits): how many, "
+                                     "and how many may be used now."),
+                     "properties": {"available": {"type": "integer", "minimum": 0},
+                                    "applicable": {"type": ["integer", "null"], "minimum": 0}}}
     fields = ["label", "email", "active", "overallStatus", "representativeClaim", "bindingWindow", "bindingStatus",
               "fiveHour", "sevenDay", "error", "provider", "extraWindows", "codeReview", "planType", "credits",
-              "source", "sampledAt"]
+              "resetCredits", "source", "sampledAt"]
     prefix = vendor.lines.label_prefix  # lower case and `-` only (vendor.check_vendor): no regex escape needed
     return {"type": "object", "additionalProperties": False, "required": fields, "properties": {
         "label": {"type": "string", "pattern": "^%s[a-z0-9_]+$" % prefix, "examples": [prefix + "work"]},
@@ -187,6 +193,7 @@ def _vendor_account_schema(vendor: Any) -> Dict[str, Any]:
         "codeReview": nullable({"type": "array", "items": ref(name + "ExtraWindow")}),
         "planType": {"type": ["string", "null"]},
         "credits": nullable(credits),
+        "resetCredits": nullable(reset_credits),
         "source": {"type": ["string", "null"], "enum": ["api", "session", None],
                    "description": "Where the sample came from: the usage endpoint or the CLI's own session log."},
         "sampledAt": {"type": ["integer", "null"], "description": "Epoch ms of the sample shown."}}}

@@ -164,9 +164,10 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         reconcile_locked(paths, node)
         _sweep_env_temps(env_path)
         snap = read_env_file(env_path)
-        target = _target(snap.data, provider, to_label, env_path)
         current = active_label(snap.data, provider)
+        # The monitor's shell has spoken on this very text: its account is named before any refusal of the text.
         _agrees_with_shell(current, shell_active, snap, env_path)
+        target = _target(snap.data, provider, to_label, env_path)
         result: Dict[str, Any] = {"switched": False, "provider": provider, "from": current, "to": to_label,
                                   "reason": reason, "dryRun": dry_run, "file": env_path, "eventId": None}
         if current == to_label:
@@ -178,11 +179,12 @@ def perform(paths: Paths, *, provider: str, to_label: str, reason: str, node: st
         data = _rewritten(snap.data, provider, target.name, env_path)
         if dry_run:
             _still_shell(snap.data, env_path, data=data)
+            _sources_to(paths, provider, to_label, env_path, data=data)
             return result
         pending = {"from": current, "to": to_label, "reason": reason, "email": email,
                    "atMs": _time.now_ms(), "avoidUntilMs": avoid_until_ms}
         _write_intent(paths, state, provider, pending)
-        _rename(paths, state, provider, snap, data)
+        _rename(paths, state, provider, snap, data, to_label)
         result["switched"] = True
         return _record(paths, node, provider, pending, result)
 
@@ -202,11 +204,16 @@ def _write_intent(paths: Paths, state: Dict[str, Any], provider: str, pending: D
     write_json_atomic(state_path(paths), state)
 
 
-def _rename(paths: Paths, state: Dict[str, Any], provider: str, snap: Any, data: bytes) -> None:
-    """Step 3: the checked rewrite renamed into place; when it is refused, the intent is dropped again."""
+def _rename(paths: Paths, state: Dict[str, Any], provider: str, snap: Any, data: bytes, to_label: str) -> None:
+    """Step 3: the checked rewrite renamed into place: valid shell, and sourced by a token-scoped child
+    it makes `to_label` active. When it is refused, the intent is dropped again."""
     env_path = str(paths.accounts_env)
+
+    def verify(tmp: str) -> None:
+        _still_shell(snap.data, env_path, tmp=tmp)
+        _sources_to(paths, provider, to_label, env_path, tmp=tmp)
     try:
-        replace_env_file(env_path, snap, data, verify=lambda tmp: _still_shell(snap.data, env_path, tmp=tmp))
+        replace_env_file(env_path, snap, data, verify=verify)
     except BaseException:
         vendor_state(state, provider)["pending"] = None
         write_json_atomic(state_path(paths), state)
@@ -253,6 +260,59 @@ def _switch_lock(paths: Paths) -> Iterator[None]:
     except LockBusyError as exc:
         raise SwitchError("the switch lock %s; nothing changed, run it again when that process is done"
                           % exc) from None
+
+
+def _sources_to(paths: Paths, provider: str, to_label: str, env_path: str, tmp: Optional[str] = None,
+                data: Optional[bytes] = None) -> None:
+    """Refuse a rewritten file (the temporary `tmp`, else `data`) that, sourced as the monitor
+    sources it, does not make `to_label` the active account: whatever the text checks missed
+    decides otherwise. Only a token-scoped child sources it (docs/design.md, "Why the probe runs in
+    a child"): `probe check`, which prints labels and no value, so no token reaches this process."""
+    report = _checked_by_child(paths, tmp, data)
+    if report is None:
+        return  # no way to look on this system without writing the tokens to disk: the text checks stand
+    block = report.get(provider) if isinstance(report.get(provider), dict) else {}
+    active = block.get("active")
+    twins = block.get("duplicateActive") if isinstance(block.get("duplicateActive"), list) else []
+    if active == to_label or to_label in twins:
+        return
+    if isinstance(report.get("error"), dict):
+        line = report.get("line")
+        raise SwitchError("sourcing the rewritten %s stopped the shell before it told the active account (%s%s)%s; "
+                          "nothing written" % (env_path, report["error"].get("message") or "error",
+                                               ", line %d" % line if is_int(line) else "", _crlf_note(data, tmp)))
+    raise SwitchError("sourcing the rewritten %s makes %s active, not %s: something in the file or what it runs "
+                      "decides the active account besides the export line%s; nothing written"
+                      % (env_path, active if isinstance(active, str) else "no account", to_label,
+                         _crlf_note(data, tmp)))
+
+
+def _crlf_note(data: Optional[bytes], tmp: Optional[str]) -> str:
+    """Why a file the text checks let through may still read wrong: CRLF line ends, whose CR /bin/sh
+    keeps in each line's last word (a value, or the export line's)."""
+    if data is None and tmp is not None:
+        with open(tmp, "rb") as fh:
+            data = fh.read()
+    return " (the file has CRLF line ends, and /bin/sh keeps each CR: convert it to LF)" \
+        if data is not None and b"\r\n" in data else ""
+
+
+def _checked_by_child(paths: Paths, tmp: Optional[str], data: Optional[bytes]) -> Optional[Dict[str, Any]]:
+    """The `probe check` child's report over the file at `tmp`, or over `data` held in an anonymous
+    in-memory file (never on disk); None where there is no such file (no memfd_create)."""
+    from pathlib import Path as _Path
+    from .._files import memory_file
+    from ..probe.runner import run_child
+    if tmp is not None:
+        fd: Optional[int] = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    else:
+        fd = memory_file(data or b"", "svc-switch-dry-run")
+    if fd is None:
+        return None
+    try:
+        return run_child("check", paths.environ, accounts_env=_Path(str(paths.accounts_env)), env_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _still_shell(before: bytes, env_path: str, tmp: Optional[str] = None, data: Optional[bytes] = None) -> None:

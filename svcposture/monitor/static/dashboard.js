@@ -468,6 +468,10 @@
     else if (a.source === "api") bits.push("read from the " + displayName(vendor) + " usage service");
     if (a.credits && a.credits.unlimited) bits.push("unlimited credits");
     else if (a.credits && typeof a.credits.balance === "number") bits.push("credits " + a.credits.balance);
+    if (a.resetCredits && a.resetCredits.available > 0) {
+      bits.push(a.resetCredits.available + (a.resetCredits.available === 1 ? " usage reset" : " usage resets") + " banked" +
+                (typeof a.resetCredits.applicable === "number" ? " (" + a.resetCredits.applicable + " usable now)" : ""));
+    }
     if (bits.length) node.appendChild(el("p", "card-extra", bits.join(" · ")));
     extraLines(node, (a.extraWindows || []).concat(a.codeReview || []));
   }
