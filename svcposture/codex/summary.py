@@ -59,6 +59,7 @@ def codex_account_view(row: Mapping[str, Any], memory: Mapping[str, Dict[str, An
         "credits": shown.get("credits"),
         "source": shown.get("source"),
         "sampledAt": shown.get("sampledAt"),
+        "envLine": row.get("envLine"),
     }
     view["bindingWindow"], view["bindingStatus"] = binding_window(view)
     return view
