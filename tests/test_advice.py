@@ -20,7 +20,7 @@ from svcposture._time import iso_from_ms
 NOW = 1_800_000_000_000
 HOUR = 3_600_000
 KEYS = {"provider", "active", "advice", "to", "waitS", "reason", "ranked"}
-RANK_KEYS = {"label", "email", "health", "candidate", "headroomPct", "wallAt", "reachesReset", "note"}
+RANK_KEYS = {"label", "email", "health", "candidate", "headroomPct", "wallAt", "reachesReset", "note", "fix"}
 
 
 def win(pct: Any, resets_in_ms: Optional[int] = 3 * HOUR, status: Any = None) -> Dict[str, Any]:
@@ -121,7 +121,8 @@ def test_the_automatic_switch_never_moves_to_a_fuller_account() -> None:
 def test_stay_when_below_the_limit_and_the_forecast_reaches_the_reset() -> None:
     out = run(posture(acct("acct1", 50, active=True), acct("acct2", 5)))
     assert out["advice"] == "stay" and out["to"] is None and out["waitS"] is None
-    assert out["active"] == {"label": "acct1", "email": "acct1@example.com", "health": "ok", "note": None}
+    assert out["active"] == {"label": "acct1", "email": "acct1@example.com", "health": "ok", "note": None,
+                             "fix": None}
 
 
 def test_a_forecast_that_misses_the_reset_switches_to_a_sibling_that_reaches_it() -> None:

@@ -471,11 +471,16 @@ def _advice_schemas() -> Dict[str, Any]:
     note = {"type": ["string", "null"],
             "description": "What is wrong with an account whose health is not ok (and, for a refused "
                            "credential, the fix); null for ok."}
-    active = {"type": "object", "additionalProperties": False, "required": ["label", "email", "health", "note"],
+    fix = {"type": ["string", "null"],
+           "description": "For a refused credential, what to do: the vendor's command and the accounts env "
+                          "file's line to paste it into; else null."}
+    active = {"type": "object", "additionalProperties": False,
+              "required": ["label", "email", "health", "note", "fix"],
               "properties": {"label": {"type": "string"}, "email": {"type": ["string", "null"]},
-                             "health": health_schema(), "note": note}}
+                             "health": health_schema(), "note": note, "fix": fix}}
     ranked = {"type": "object", "additionalProperties": False,
-              "required": ["label", "email", "health", "candidate", "headroomPct", "wallAt", "reachesReset", "note"],
+              "required": ["label", "email", "health", "candidate", "headroomPct", "wallAt", "reachesReset", "note",
+                           "fix"],
               "properties": {
                   "label": {"type": "string"}, "email": {"type": ["string", "null"]},
                   "health": health_schema(),
@@ -486,7 +491,7 @@ def _advice_schemas() -> Dict[str, Any]:
                   "wallAt": _time(description="The earliest forecast wall of its windows, if any."),
                   "reachesReset": {"type": "boolean",
                                    "description": "Its forecast reaches its reset below 100 - reserve."},
-                  "note": note}}
+                  "note": note, "fix": fix}}
     return {"AdviceAccount": ident, "AdviceActive": active, "AdviceCandidate": ranked, "Advice": _advice_schema()}
 
 

@@ -5,10 +5,10 @@
 maps one vendor's posture body (the /api/accounts shape) and the trajectory
 body (/api/trajectory, for the forecasts) to
 
-    {"provider", "active": {label, email, health, note} | None,
+    {"provider", "active": {label, email, health, note, fix} | None,
      "advice": "stay" | "wait" | "switch" | "none",
      "to": {label, email} | None, "waitS", "reason",
-     "ranked": [{label, email, health, candidate, headroomPct, wallAt, reachesReset, note}]}
+     "ranked": [{label, email, health, candidate, headroomPct, wallAt, reachesReset, note, fix}]}
 
 The rules, with `limit` = 100 - reserve (or the automatic switch's threshold
 when that is lower):
@@ -172,21 +172,24 @@ def _ident(view: "Mapping[str, Any]") -> "Dict[str, Any]":
     return {"label": view.get("label"), "email": email if isinstance(email, str) else None}
 
 
-def _note(view: "Mapping[str, Any]", health: str, provider: str, now_ms: int,
-          accounts_file: "Optional[str]") -> "Optional[str]":
+def _health(view: "Mapping[str, Any]", provider: str, now_ms: int,
+            accounts_file: "Optional[str]") -> "Dict[str, Any]":
+    """{health, note, fix} of one account: what is wrong when its health is not `ok` (else null),
+    and for a refused credential the fix alone (the note says it too)."""
+    health = health_of(view)
     fix = renew_fix(view, provider, accounts_file) if health == REFUSED else None
-    return health_sentence(view, health, now_ms, fix)
+    return {"health": health, "note": health_sentence(view, health, now_ms, fix), "fix": fix}
 
 
-def _entry(view: "Mapping[str, Any]", seen: "Mapping[str, Any]", health: str, candidate: bool,
-           note: "Optional[str]") -> "Dict[str, Any]":
+def _entry(view: "Mapping[str, Any]", seen: "Mapping[str, Any]", said: "Mapping[str, Any]",
+           candidate: bool) -> "Dict[str, Any]":
     """One account of `ranked`: headroom and forecast only for an account that was read."""
-    read = health == HEALTH_OK
+    read = said["health"] == HEALTH_OK
     room = seen["headroom"] if read else None
-    return dict(_ident(view), health=health, candidate=candidate,
+    return dict(_ident(view), health=said["health"], candidate=candidate,
                 headroomPct=round(room, 1) if room is not None else None,
                 wallAt=seen["wallAt"] if read else None, reachesReset=bool(read and seen["reaches"]),
-                note=note, _room=room)
+                note=said["note"], fix=said["fix"], _room=room)
 
 
 def ranked_accounts(posture: "Mapping[str, Any]", trajectory: "Any", limit: float, *,
@@ -208,9 +211,9 @@ def ranked_accounts(posture: "Mapping[str, Any]", trajectory: "Any", limit: floa
         if active is not None and view["label"] == active.get("label"):
             continue
         seen = judge(view, rows.get(view["label"]), limit)
-        health = health_of(view)
-        candidate = health == HEALTH_OK and seen["below"] and (floor is None or seen["headroom"] > floor)
-        found.append(_entry(view, seen, health, candidate, _note(view, health, provider, now_ms, accounts_file)))
+        said = _health(view, provider, now_ms, accounts_file)
+        candidate = said["health"] == HEALTH_OK and seen["below"] and (floor is None or seen["headroom"] > floor)
+        found.append(_entry(view, seen, said, candidate))
     found.sort(key=lambda c: (not c["candidate"], c["candidate"] and not c["reachesReset"],
                               c["health"] != HEALTH_OK, -(c["_room"] if c["_room"] is not None else float("-inf")),
                               c["label"]))
@@ -270,9 +273,8 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = DEFAULT_
     if active is None:
         return _decided(out, SWITCH if first else NONE, first, None,
                         "no account is active" + (_why_first(first) if first else _nobody(ranked, limit, "")))
-    health = health_of(active)
-    out["active"] = dict(_ident(active), health=health, note=_note(active, health, provider, now_ms, accounts_file))
-    if health != HEALTH_OK:
+    out["active"] = dict(_ident(active), **_health(active, provider, now_ms, accounts_file))
+    if out["active"]["health"] != HEALTH_OK:
         # Not read, or not lately: nothing is known of its headroom, so it neither stays nor waits.
         problem = str(out["active"]["note"])
         if first is not None:
