@@ -12,7 +12,7 @@ Pure: the clock is given, and the vendor registry is only read.
 from __future__ import annotations
 
 from .._names import HEALTH_OK, HEALTHS, LIMITED, REFUSED, STALE, UNREACHABLE, UNREAD
-from .._text import is_int, printable
+from .._text import duration_text, is_int, printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,14 +27,8 @@ MAX_SHOWN = 200
 
 
 def span(seconds: int) -> str:
-    """A duration in the advice's words: `45 s`, `12 min`, `3 h`, `2 d`."""
-    if seconds < 120:
-        return "%d s" % seconds
-    if seconds < 7200:
-        return "%d min" % (seconds // 60)
-    if seconds < 2 * 86400:
-        return "%d h" % (seconds // 3600)
-    return "%d d" % (seconds // 86400)
+    """A duration the one way every surface writes it (`2h 30m`, `45s`, `0s`)."""
+    return duration_text(seconds * 1000) if seconds > 0 else "0s"
 
 
 def health_of(view: "Mapping[str, Any]") -> str:
