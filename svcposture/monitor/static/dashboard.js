@@ -166,8 +166,10 @@
     text("footer-label", active ? active.label : "no active account");
     text("footer-email", active && active.email ? active.email : "");
     var pill = $("footer-status");
-    pill.textContent = status;
-    pill.className = "pill pill-" + status;
+    // An active account that was not read shows its health (a refused token) rather than "error".
+    var shown = active && healthOf(active) !== "ok" ? healthOf(active) : status;
+    pill.textContent = shown;
+    pill.className = "pill pill-" + shown;
     setBar("5h", active ? active.fiveHour : null);
     setBar("7d", active ? active.sevenDay : null);
     renderBanner();
@@ -550,7 +552,9 @@
       node.appendChild(kept);
     }
     accountExtras(node, a, vendor, !!note);
-    WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
+    // An account never read has no figures to draw: its note says why.
+    var unread = health !== "ok" && typeof a.readAt !== "number" && !a.fiveHour && !a.sevenDay;
+    if (!unread) WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
     var stale = el("p", "stale-note", "");
     stale.hidden = true;
     node.appendChild(stale);
