@@ -43,7 +43,8 @@ def node(tmp_path_factory) -> Iterator[Dict[str, Any]]:
     provider.set_account(TOK2, mode="auth")
     write_accounts(accounts_path(home), [("ACCT1", TOK1, "ada@example.com"), ("ACCT2", TOK2, "bob@example.com")],
                    active="ACCT1")
-    env = monitor_env(home, provider.url)
+    # The guard's 250 ms budget is for an idle machine; a busy test run gets more.
+    env = monitor_env(home, provider.url, SVC_GUARD_BUDGET_MS="5000", SVC_STATUSLINE_BUDGET_MS="5000")
     mon = start_monitor(env)
     try:
         wait_until(lambda: _refused(mon.get_json("/api/accounts")[1]), timeout=30,
