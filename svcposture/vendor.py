@@ -103,7 +103,12 @@ class VendorSweep(Protocol):
 
 
 class PollMemory(Protocol):
-    """What the monitor remembers of a vendor's accounts between runs (floors, newest samples)."""
+    """What the monitor remembers of a vendor's accounts between runs (floors, newest samples).
+
+    It may also have `floor_s`, the least time between two readings of one account (Codex's
+    usage floor): an account's health is judged stale against it when it is longer than the
+    probe interval (docs/posture.md, "Health").
+    """
 
     def child_environ(self, environ: Mapping[str, str], node: Optional[str], hosts: Optional[List[str]] = None,
                       live: Optional[List[str]] = None) -> Dict[str, str]:

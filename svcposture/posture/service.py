@@ -161,6 +161,10 @@ class PostureService:
         # Each account's last good reading, shown beside a failed one (posture.health).
         self._kept: Kept = {}
         self._error_health = optional_member(vendor, "error_health")
+        # How often an account can be read at best: the probe interval, or the vendor's own floor
+        # between two readings of one account when longer; health is judged against it.
+        floor = optional_member(self._poll, "floor_s") if self._poll is not None else None
+        self._read_every_ms = max(self.interval_s, float(floor) if is_number(floor) else 0.0) * 1000.0
         self._seen = speaks_for_node
         self._absent_in: Optional[FileKey] = None
         self._probed_mono = 0.0
@@ -352,7 +356,7 @@ class PostureService:
         with self._lock:
             memory, seen, kept = self._memory, self._seen, self._kept
         summary, memory, block = summary_of(self.vendor, report, self.node, probed_at, memory, seen)
-        summary, kept = apply_health(summary, kept, self.interval_s * 1000.0, self._error_health)
+        summary, kept = apply_health(summary, kept, self._read_every_ms, self._error_health)
         if block is not None and self._poll is not None:
             self._poll.absorb(block, probed_at)
             self._candidates.refresh()
