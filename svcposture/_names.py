@@ -35,3 +35,19 @@ NODE_STATUS_OF = {ALLOWED: OK, ALLOWED_WARNING: DEGRADED, REJECTED: REJECTED}
 # The two values of `account.status` in account.status.changed: the edges the
 # latch moves on. Every other node status holds the latch.
 EDGE_STATUSES = (REJECTED, OK)
+
+# An account's health (docs/posture.md, "Health"): whether its figures may be trusted, beside them.
+# `ok`: the last reading is good and fresh; `refused`: the provider refused the credential;
+# `limited`: the reader was rate-limited; `unreachable`: the provider could not be reached;
+# `stale`: the figures shown are not the newest reading's; `unread`: no good reading yet.
+HEALTH_OK = "ok"
+REFUSED = "refused"
+LIMITED = "limited"
+UNREACHABLE = "unreachable"
+STALE = "stale"
+UNREAD = "unread"
+HEALTHS = (HEALTH_OK, REFUSED, LIMITED, UNREACHABLE, STALE, UNREAD)
+# What a vendor's `error_health` may name; any other error's health follows from the figures kept.
+ERROR_HEALTHS = (REFUSED, LIMITED, UNREACHABLE)
+# A good reading older than this many probe intervals is stale.
+STALE_INTERVALS = 3

@@ -236,6 +236,19 @@ def read_pct(value: Any, high: float = MAX_PCT, text: bool = False) -> Optional[
     return float(number)
 
 
+def duration_text(ms: float) -> str:
+    """A duration the one way every page and terminal writes it: `3d 6h`, `2h 30m`, `48m 5s`,
+    `59s` (a zero second part left out), or `now` when the instant has passed."""
+    if ms <= 0:
+        return "now"
+    s = int(ms // 1000)
+    d, h, m, sec = s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60
+    for big, big_unit, small, small_unit in ((d, "d", h, "h"), (h, "h", m, "m"), (m, "m", sec, "s")):
+        if big:
+            return "%d%s" % (big, big_unit) + (" %d%s" % (small, small_unit) if small else "")
+    return "%ds" % s
+
+
 def pct_text(pct: Any, missing: str = "?") -> str:
     """A percent written for a person, one way on every surface, the pages' included:
     rounded to the nearest tenth with a trailing `.0` dropped (`68.7%`, `68%`), `100%+`

@@ -103,7 +103,12 @@ class VendorSweep(Protocol):
 
 
 class PollMemory(Protocol):
-    """What the monitor remembers of a vendor's accounts between runs (floors, newest samples)."""
+    """What the monitor remembers of a vendor's accounts between runs (floors, newest samples).
+
+    It may also have `floor_s`, the least time between two readings of one account (Codex's
+    usage floor): an account's health is judged stale against it when it is longer than the
+    probe interval (docs/posture.md, "Health").
+    """
 
     def child_environ(self, environ: Mapping[str, str], node: Optional[str], hosts: Optional[List[str]] = None,
                       live: Optional[List[str]] = None) -> Dict[str, str]:
@@ -186,7 +191,11 @@ class SetupHelp(NamedTuple):
     - `comment`: the lines init writes above the placeholder entries when this vendor is the
       default one, saying where its credential comes from;
     - `example`: the commented example init writes when it is not: a commented entry line and its
-      export line, with what the reader needs to fill them in.
+      export line, with what the reader needs to fill them in;
+    - `renew`: what to do when the provider refuses an account's credential, the fix the advice
+      names (docs/steering.md): a clause with `{who}` (the account's email, else its label) and
+      `{where}` (its line of the accounts env file, or its variable when the line is not known),
+      e.g. "run `claude setup-token` signed in as {who} and paste it into {where}".
 
     Every line is a whole comment line (it starts with `#`) of printable ASCII: the file is
     sourced as shell, so no vendor can put a live line into it (`check_vendor` refuses one).
@@ -195,6 +204,7 @@ class SetupHelp(NamedTuple):
     next_step: str
     comment: Tuple[str, ...]
     example: Tuple[str, ...]
+    renew: str = ""
 
 
 # The demo's simulated stories (docs/vendors.md), one per demo account: `cycle` goes ok ->
@@ -303,6 +313,10 @@ def _check_setup_help(name: str, help_: Any) -> None:
     if lines is None or not isinstance(help_.next_step, str) or not all(
             isinstance(line, str) and line.startswith("#") and _PRINTABLE_ASCII.fullmatch(line) for line in lines):
         raise InvalidVendor("vendor %s: its setup_help is a SetupHelp whose lines are printable ASCII comments"
+                            % name)
+    if not isinstance(help_.renew, str) or not _PRINTABLE_ASCII.fullmatch(help_.renew) \
+            or set(re.findall(r"{([^}]*)}", help_.renew)) - {"who", "where"}:
+        raise InvalidVendor("vendor %s: its setup_help's renew is printable ASCII naming only {who} and {where}"
                             % name)
 
 

@@ -20,7 +20,7 @@ from svcposture._time import iso_from_ms
 NOW = 1_800_000_000_000
 HOUR = 3_600_000
 KEYS = {"provider", "active", "advice", "to", "waitS", "reason", "ranked"}
-RANK_KEYS = {"label", "email", "headroomPct", "wallAt", "reachesReset"}
+RANK_KEYS = {"label", "email", "health", "candidate", "headroomPct", "wallAt", "reachesReset", "note", "fix"}
 
 
 def win(pct: Any, resets_in_ms: Optional[int] = 3 * HOUR, status: Any = None) -> Dict[str, Any]:
@@ -72,6 +72,11 @@ def run(body: Any, traj: Any = None, **kw: Any) -> Dict[str, Any]:
     return out
 
 
+def cands(out: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The candidates of an advice's `ranked` (which lists every other account)."""
+    return advice.candidates_of(out)
+
+
 # ---------------------------------------------------------------- the field's cases
 
 def test_an_account_that_resets_in_30_s_is_waited_for_not_left() -> None:
@@ -80,7 +85,7 @@ def test_an_account_that_resets_in_30_s_is_waited_for_not_left() -> None:
     assert out["advice"] == "wait" and out["to"] is None and out["waitS"] == 30
     assert "waiting" in out["reason"]
     # The siblings are still ranked, for the pages that show them.
-    assert [r["label"] for r in out["ranked"]] == ["acct3", "acct2"]
+    assert [r["label"] for r in cands(out)] == ["acct3", "acct2"]
 
 
 def test_the_sibling_at_33_pct_beats_the_one_at_91_pct() -> None:
@@ -89,21 +94,23 @@ def test_the_sibling_at_33_pct_beats_the_one_at_91_pct() -> None:
                    acct("acct3", 33, 20, status="allowed_warning"))
     out = run(body)
     assert out["advice"] == "switch" and out["to"] == {"label": "acct3", "email": "acct3@example.com"}
-    assert [(r["label"], r["headroomPct"]) for r in out["ranked"]] == [("acct3", 67.0), ("acct2", 9.0)]
+    assert [(r["label"], r["headroomPct"]) for r in cands(out)] == [("acct3", 67.0), ("acct2", 9.0)]
 
 
 def test_a_sibling_that_reaches_its_reset_ranks_before_a_roomier_one_that_does_not() -> None:
     body = posture(acct("acct1", 100, active=True), acct("acct2", 60), acct("acct3", 30))
     out = run(body, trajectory(acct2=80.0, acct3=130.0))
     assert out["to"]["label"] == "acct2"
-    assert [(r["label"], r["reachesReset"]) for r in out["ranked"]] == [("acct2", True), ("acct3", False)]
+    assert [(r["label"], r["reachesReset"]) for r in cands(out)] == [("acct2", True), ("acct3", False)]
 
 
 def test_the_automatic_switch_never_moves_to_a_fuller_account() -> None:
     # SVC_AUTO_SWITCH_AT=80: the active account at 85 %, the only sibling at 95 %.
     body = posture(acct("acct1", 85, 30, active=True), acct("acct2", 95, 30))
     out = run(body, ceiling=80)
-    assert out["advice"] == "none" and out["to"] is None and out["ranked"] == []
+    assert out["advice"] == "none" and out["to"] is None and cands(out) == []
+    # Every other account is still listed, with its health and no claim of headroom it lacks.
+    assert [(r["label"], r["health"], r["candidate"]) for r in out["ranked"]] == [("acct2", "ok", False)]
     # Below its threshold, a sibling with room is the target.
     out = run(posture(acct("acct1", 85, 30, active=True), acct("acct2", 40, 30)), ceiling=80)
     assert out["advice"] == "switch" and out["to"]["label"] == "acct2"
@@ -114,7 +121,8 @@ def test_the_automatic_switch_never_moves_to_a_fuller_account() -> None:
 def test_stay_when_below_the_limit_and_the_forecast_reaches_the_reset() -> None:
     out = run(posture(acct("acct1", 50, active=True), acct("acct2", 5)))
     assert out["advice"] == "stay" and out["to"] is None and out["waitS"] is None
-    assert out["active"] == {"label": "acct1", "email": "acct1@example.com"}
+    assert out["active"] == {"label": "acct1", "email": "acct1@example.com", "health": "ok", "note": None,
+                             "fix": None}
 
 
 def test_a_forecast_that_misses_the_reset_switches_to_a_sibling_that_reaches_it() -> None:
@@ -140,7 +148,7 @@ def test_the_reserve_and_the_wait_setting() -> None:
     out = run(body, reserve=10, wait_s=1800)
     assert out["advice"] == "wait" and out["waitS"] == 1200
     # A sibling over the limit on its own is no candidate.
-    assert run(posture(acct("acct1", 100, active=True), acct("acct2", 93)), reserve=10)["ranked"] == []
+    assert cands(run(posture(acct("acct1", 100, active=True), acct("acct2", 93)), reserve=10)) == []
 
 
 def test_an_extra_window_at_100_holds_the_account_and_bars_a_sibling() -> None:
@@ -150,7 +158,7 @@ def test_an_extra_window_at_100_holds_the_account_and_bars_a_sibling() -> None:
     out = run(body, provider="codex")
     assert out["advice"] == "switch" and out["to"]["label"] == "codex-b"
     body = posture(acct("codex-a", 100, active=True), acct("codex-b", 10, extra=extra))
-    assert run(body, provider="codex")["ranked"] == []
+    assert cands(run(body, provider="codex")) == []
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), "12", True, None, -5, [1], {"x": 1}])
@@ -158,7 +166,7 @@ def test_an_unreadable_window_is_never_headroom(bad: Any) -> None:
     sibling = acct("acct2", 10)
     sibling["sevenDay"] = {"pct": bad, "resetsAt": None, "status": "allowed"}
     out = run(posture(acct("acct1", 100, active=True), sibling))
-    assert out["ranked"] == [] and out["advice"] == "none"
+    assert cands(out) == [] and out["advice"] == "none"
 
 
 def test_no_active_account_switches_to_the_best_account() -> None:
@@ -237,7 +245,14 @@ def test_the_advice_never_names_a_worse_or_unreadable_account(body: Dict[str, An
     limit = min(100 - reserve, ceiling if ceiling is not None else 101)
     by_label = {a["label"]: a for a in body["accounts"]}
     active = body["active"]
+    assert sorted(r["label"] for r in out["ranked"]) == sorted(
+        a["label"] for a in body["accounts"] if not a["active"])
     for row in out["ranked"]:
+        assert row["candidate"] or row not in cands(out)
+        if row["health"] != "ok":
+            # Not read: nothing is said of its headroom.
+            assert row["headroomPct"] is None and not row["candidate"] and row["note"]
+    for row in cands(out):
         view = by_label[row["label"]]
         used = _used(view)
         assert not view["active"] and not view.get("error") and view["bindingStatus"] != "rejected"
@@ -245,11 +260,11 @@ def test_the_advice_never_names_a_worse_or_unreadable_account(body: Dict[str, An
         assert math.isclose(row["headroomPct"], round(limit - used, 1))
         if active is not None and _used(active) is not None and not active.get("error"):
             assert limit - used > limit - _used(active)
-    keys = [(not r["reachesReset"], -r["headroomPct"], r["label"]) for r in out["ranked"]]
+    keys = [(not r["reachesReset"], -r["headroomPct"], r["label"]) for r in cands(out)]
     for a, b in zip(keys, keys[1:]):  # headroomPct is rounded: labels may tie-break below its precision
         assert a[0] < b[0] or (a[0] == b[0] and a[1] <= b[1])
     if out["advice"] == "switch":
-        assert out["to"] == {"label": out["ranked"][0]["label"], "email": out["ranked"][0]["email"]}
+        assert out["to"] == {"label": cands(out)[0]["label"], "email": cands(out)[0]["email"]}
     else:
         assert out["to"] is None
     if out["advice"] == "wait":

@@ -156,7 +156,9 @@ def test_codex_sibling_with_headroom_is_the_first_candidate(tmp_path: Path) -> N
             advice = mon.get_json("/api/advice?provider=codex")[1]
             assert advice["provider"] == "codex" and advice["probedAt"] == body["probedAt"]
             assert advice["advice"] == "switch" and advice["to"]["label"] == "codex-c", advice
-            assert [r["label"] for r in advice["ranked"]] == ["codex-c"]
+            assert [r["label"] for r in advice["ranked"] if r["candidate"]] == ["codex-c"]
+            # Every other account is listed, each with its health.
+            assert [(r["label"], r["health"]) for r in advice["ranked"]] == [("codex-c", "ok"), ("codex-b", "ok")]
             assert body["siblingWithHeadroom"] == {"label": "codex-c", "email": "c@example.com"}
             best = cli(dict(env, SVC_MONITOR_PORT=str(mon.port)), "switch", "--best", "--provider", "codex",
                        "--dry-run", "--json")

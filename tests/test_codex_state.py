@@ -24,7 +24,7 @@ def _row(label="codex-a", **over):
            "accountKey": "0123456789abcdef", "fiveHour": dict(WINDOW), "sevenDay": None,
            "extraWindows": [dict(WINDOW, seconds=3600, name="GPT-5-Codex-Mini")], "codeReview": None,
            "planType": "plus", "credits": {"hasCredits": False, "unlimited": False, "balance": 0.0},
-           "resetCredits": {"available": 2, "applicable": 0}, "retryAfterS": None, "error": None}
+           "resetCredits": {"available": 2, "applicable": 0}, "retryAfterS": None, "error": None, "envLine": 3}
     row.update(over)
     return row
 

@@ -41,10 +41,13 @@ CONTRACT_KEYS = ["available", "node", "generatedAt", "probedAt", "cached", "stat
                  "siblingWithHeadroom"]
 ACCOUNT_KEYS = ["label", "email", "active", "overallStatus", "representativeClaim", "bindingWindow",
                 "bindingStatus", "fiveHour", "sevenDay", "error"]
+# What the posture service adds to every vendor's view (docs/posture.md, "Health").
+HEALTH_KEYS = ["readAt", "health"]
 CODEX_EXTRA_KEYS = ["provider", "extraWindows", "codeReview", "planType", "credits", "resetCredits", "source",
-                    "sampledAt"]
-# The per-reply clocks and the node's name: everything else of Claude's body must match byte for byte.
-_VOLATILE = re.compile(rb'"(generatedAt|probedAt|cached|node)":("[^"]*"|\d+|true|false)')
+                    "sampledAt", "envLine"]
+# The per-reply clocks, the node's name and where each account's line is in its file: everything else of
+# Claude's body must match byte for byte.
+_VOLATILE = re.compile(rb'"(generatedAt|probedAt|readAt|envLine|cached|node)":("[^"]*"|\d+|true|false)')
 
 
 def _normal(body: bytes) -> bytes:
@@ -172,7 +175,7 @@ def test_codex_body_has_the_posture_shape(nodes):
     assert body["active"]["label"] == "codex-work" and body["active"]["email"] == "work@x.example"
     assert body["siblingWithHeadroom"] == {"label": "codex-side", "email": "side@x.example"}
     for account in body["accounts"]:
-        assert list(account) == ACCOUNT_KEYS + CODEX_EXTRA_KEYS
+        assert list(account) == ACCOUNT_KEYS + CODEX_EXTRA_KEYS + HEALTH_KEYS
         assert account["provider"] == "codex" and account["error"] is None
         assert account["planType"] == "plus" and account["source"] in ("api", "session")
         for field in ("fiveHour", "sevenDay"):

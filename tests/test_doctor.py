@@ -13,7 +13,7 @@ from svcposture.cluster import doctor as cluster_doctor, liveness
 from svcposture._time import iso_from_ms
 
 CHECKS = ["liveness-anchor", "host-name", "roster", "legacy-roster", "cloud-env", "accounts-env", "event-log",
-          "latch", "directories", "metrics-token", "scrape-tls", "tracker-budget"]
+          "latch", "directories", "metrics-token", "scrape-tls", "tracker-budget", "account-health"]
 
 
 def beat_all(anchor_tracker, hosts, issue="OPS-1"):

@@ -165,7 +165,8 @@ def test_no_monitor_is_unavailable_and_fail_open_goes(tmp_path: Path) -> None:
 def test_a_disabled_posture_a_failed_probe_and_a_stale_one_are_unavailable(node: Dict[str, Any], tmp_path: Path) -> None:
     refresh(node, mode="auth")
     code, body, _ = decision(node["env"])
-    assert code == 69 and "acct1" in body["reason"] and "auth" in body["reason"]
+    assert code == 69 and "acct1's token was refused by the provider (HTTP 401)" in body["reason"]
+    assert "claude setup-token" in body["reason"] and "advice: switch to acct2" in body["reason"]
     refresh(node, five_hour=(0.10, "allowed"), seven_day=(0.20, "allowed"))
     # Older than twice the probe interval (as the guard reads it): unavailable.
     probed = node["mon"].get_json("/api/accounts")[1]["probedAt"]

@@ -115,7 +115,10 @@ def test_status_line_other_states():
     assert line.status_line(err, now=NOW) == "svc: probe error (transport)"
     acct_err = body("error")
     acct_err["active"]["error"] = {"kind": "auth", "message": "m", "httpStatus": 401}
-    assert line.status_line(acct_err, now=NOW).endswith("| error (auth)")
+    # A body from before health: an account with an error was not read.
+    assert line.status_line(acct_err, now=NOW) == "acct1 not read yet"
+    acct_err["active"]["health"] = "refused"
+    assert line.status_line(acct_err, now=NOW) == "acct1 token refused (HTTP 401)"
     unknown = body("unknown", active=None, sibling={"label": "acct2", "email": None})
     assert line.status_line(unknown, now=NOW) == "svc: no active account | next acct2"
     assert line.status_line({"available": False, "node": "n"}, now=NOW) == \

@@ -265,7 +265,7 @@ def test_advice_is_the_real_monitors_and_an_unknown_account_is_an_error(node: Di
     got = payload(advice)
     direct = node["mon"].get_json("/api/advice")[1]
     assert got["advice"] == direct["advice"] and got["active"] == direct["active"] == {
-        "label": "acct1", "email": direct["active"]["email"]}
+        "label": "acct1", "email": direct["active"]["email"], "health": "ok", "note": None, "fix": None}
     # A probe may land between the two reads (every 5 s here): the tool's is the same one or older.
     assert got["to"] == direct["to"] and got["probedAt"] <= direct["probedAt"]
     # A typo is no busy account: the guard's exit 2 becomes a bad argument listing the labels, which

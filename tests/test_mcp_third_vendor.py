@@ -105,7 +105,8 @@ def test_the_read_tools_and_the_resource_take_the_third_vendor(node: Dict[str, A
     assert body["active"]["provider"] == "acme" and body["active"]["fiveHour"]["pct"] == 42.0
     direct = node["mon"].get_json("/api/advice?provider=acme")[1]
     assert payload(advice)["provider"] == direct["provider"] == "acme"
-    assert payload(advice)["active"] == direct["active"] == {"label": "acme-one", "email": "one@acme.example"}
+    assert payload(advice)["active"] == direct["active"] == {"label": "acme-one", "email": "one@acme.example",
+                                                             "health": "ok", "note": None, "fix": None}
     assert (payload(go)["decision"], payload(go)["account"], payload(go)["provider"]) == ("go", "acme-one", "acme")
     # acme-two's 5-hour window at 60 % holds under a 50 % reserve.
     assert (payload(hold)["decision"], payload(hold)["pct"]) == ("hold", 60.0)

@@ -25,7 +25,7 @@ NODE = "node-a"
 BODY_KEYS = ["available", "node", "generatedAt", "probedAt", "cached", "status", "active", "accounts",
              "siblingWithHeadroom"]
 ACCOUNT_KEYS = {"label", "email", "active", "overallStatus", "representativeClaim", "bindingWindow",
-                "bindingStatus", "fiveHour", "sevenDay", "error"}
+                "bindingStatus", "fiveHour", "sevenDay", "error", "envLine"}
 
 
 # ---------------------------------------------------------------- pure derivation

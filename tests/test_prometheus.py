@@ -39,7 +39,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 def test_rules_pass_promtool_check():
     done = promtool("check", "rules", str(RULES))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 5 rules found" in done.stdout
+    assert "SUCCESS: 6 rules found" in done.stdout
 
 
 def test_rule_unit_tests_pass():
@@ -54,6 +54,15 @@ def test_rule_unit_tests_can_fail(tmp_path):
     done = subprocess.run([tool("promtool"), "test", "rules", "svcposture.rules.test.yml"], cwd=str(tmp_path),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "SvcAccountNearLimit" in done.stdout + done.stderr
+
+
+def test_the_refused_credential_rule_test_can_fail(tmp_path):
+    # The unit test holds the state it alerts on: a rule on another health breaks it.
+    shutil.copy(str(PROM_DIR / "svcposture.rules.test.yml"), str(tmp_path))
+    (tmp_path / "svcposture.rules.yml").write_text(RULES.read_text().replace('health="refused"', 'health="ok"'))
+    done = subprocess.run([tool("promtool"), "test", "rules", "svcposture.rules.test.yml"], cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "SvcCredentialRefused" in done.stdout + done.stderr
 
 
 def test_example_config_is_valid(tmp_path):

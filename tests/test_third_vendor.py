@@ -107,7 +107,9 @@ def test_the_advice_names_the_third_vendors_accounts(node) -> None:
     status, body = mon.get_json("/api/advice?provider=acme")
     assert status == 200 and body["available"] is True and body["provider"] == "acme"
     assert body["active"]["label"] == "acme-one" and body["advice"] == "stay"
-    assert body["ranked"] == [] and "acme-one" in body["reason"]  # acme-two has less headroom: no candidate
+    # acme-two has less headroom: no candidate, but listed with its health.
+    assert [(r["label"], r["candidate"], r["health"]) for r in body["ranked"]] == [("acme-two", False, "ok")]
+    assert "acme-one" in body["reason"]
     status, vendors = mon.get_json("/api/vendors")
     assert status == 200 and {"name": "acme", "displayName": "Acme", "shown": True} in vendors["vendors"]
     assert [v["name"] for v in vendors["vendors"]] == ["claude", "codex", "acme"]

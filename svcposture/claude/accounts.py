@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..envfile.entries import PLACEHOLDER, account_values, usable
+from ..envfile.entries import PLACEHOLDER, account_values, entry_line_numbers, usable
 from ..vendor import EnvLines
 
 # The token variables, declared here once: _spawn strips exactly these (and the
@@ -27,12 +27,7 @@ ENTRY_RE = LINES.entry_re()
 
 def entry_lines(text: str) -> Dict[str, int]:
     """{SUFFIX: line number (1-based)} of the last line assigning each entry, the one the shell keeps."""
-    lines: Dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        m = ENTRY_RE.match(line)
-        if m:
-            lines[m.group(1)] = number
-    return lines
+    return entry_line_numbers(text, ENTRY_RE)
 
 
 def placeholder_lines(text: str, environ: Mapping[str, str]) -> List[Dict[str, Any]]:
@@ -50,16 +45,18 @@ def placeholder_lines(text: str, environ: Mapping[str, str]) -> List[Dict[str, A
 
 
 def entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[Dict[str, Any]], List[str]]:
-    """Usable entries (label, email, token, active) in file order, plus unusable labels.
+    """Usable entries (label, email, token, active, line) in file order, plus unusable labels.
 
     Tokens come from `environ` (the child's own, after sourcing) only. An
     entry is marked active when its value equals the active-token variable;
-    several may match, which `resolve_active` settles.
+    several may match, which `resolve_active` settles. `line` is the file's
+    line that assigns it (None for a variable set some other way).
     """
     found, unusable = account_values(text, environ, ENTRY_RE, ACCOUNT_TOKEN_PREFIX, str.lower, usable)
     active_token = (environ.get(ACTIVE_TOKEN_VAR) or "").strip()
-    entries = [{"label": label, "email": email, "token": token, "active": bool(active_token) and token == active_token}
-               for _suffix, label, email, token in found]
+    lines = entry_lines(text)
+    entries = [{"label": label, "email": email, "token": token, "active": bool(active_token) and token == active_token,
+                "line": lines.get(suffix)} for suffix, label, email, token in found]
     return entries, unusable
 
 

@@ -33,7 +33,8 @@ def claude_rows(entries: List[Dict[str, Any]], futures: List[Any]) -> List[Dict[
         accounts.append({"label": entry["label"], "email": entry["email"], "active": entry["active"],
                          "overallStatus": view["overallStatus"],
                          "representativeClaim": view["representativeClaim"],
-                         "fiveHour": view["fiveHour"], "sevenDay": view["sevenDay"], "error": view["error"]})
+                         "fiveHour": view["fiveHour"], "sevenDay": view["sevenDay"], "error": view["error"],
+                         "envLine": entry.get("line")})
     return accounts
 
 

@@ -51,13 +51,14 @@ def clean_error(value: Any, with_status: bool = True) -> Optional[Dict[str, Any]
 
 def health_of_error(error: Any) -> Optional[str]:
     """The account health a Claude error means (docs/posture.md): the token refused, the reader
-    rate-limited, the provider not reached; None for any other error."""
+    rate-limited (a 429 that carried no rate-limit headers to read), the provider not reached;
+    None for any other error."""
     if not isinstance(error, Mapping):
         return None
     kind = error.get("kind")
     if kind == "auth":
         return "refused"
-    if kind == "http" and error.get("httpStatus") == 429:
+    if kind in ("http", "no_headers") and error.get("httpStatus") == 429:
         return "limited"
     if kind in ("transport", "timeout"):
         return "unreachable"

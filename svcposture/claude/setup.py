@@ -22,4 +22,5 @@ SETUP_HELP = SetupHelp(
         "# %sWORK=%s  # %s" % (ACCOUNT_TOKEN_PREFIX, PLACEHOLDER, PLACEHOLDER_EMAIL),
         "# " + LINES.export_line("WORK"),
     ),
+    renew="run `claude setup-token` signed in as {who} and paste it into {where}",
 )

@@ -11,6 +11,7 @@ import re
 from typing import Any, Dict, Mapping, Optional
 
 from .._text import EMAIL, account_label, read_pct, word
+from ..envfile.entries import env_line
 from ..summary import binding_window, disabled_body, error_summary, posture_body
 from .errors import MESSAGES, clean_error
 
@@ -49,6 +50,7 @@ def account_view(raw: Any) -> Optional[Dict[str, Any]]:
         "fiveHour": _window(raw.get("fiveHour")),
         "sevenDay": _window(raw.get("sevenDay")),
         "error": clean_error(raw.get("error")),
+        "envLine": env_line(raw.get("envLine")),
     }
     view["bindingWindow"], view["bindingStatus"] = binding_window(view)
     return view

@@ -33,6 +33,7 @@ from ..remote.token import token_file_problem
 from ..settings import Settings
 from . import tracker
 from ._common import print_json
+from .accountcheck import check_account_health
 from .budget import RateBudget
 from .budgetcheck import check_tracker_budget
 from .liveness import READ_SOURCE_ENV, peer_states
@@ -494,12 +495,44 @@ def _check_scrape_tls(settings: Settings, now: float) -> Dict[str, str]:
                          % (cert, key, utc_text(not_after)))
 
 
+def _alone(paths: Paths) -> bool:
+    """Whether this host is in no cluster: no roster file and no liveness anchor (a node on its own)."""
+    try:
+        return not config.cluster_json_path(paths).exists() and config.liveness_anchor(paths) is None
+    except (config.ConfigError, OSError):
+        return False
+
+
+def _not_in_cluster(paths: Paths) -> List[Dict[str, str]]:
+    """The cluster checks of a host in no cluster: INFO, each saying so (nothing there is wrong)."""
+    why = "not in a cluster (no roster at %s and no liveness anchor)" % config.cluster_json_path(paths)
+    try:
+        host = config.host_name(paths)
+    except config.ConfigError as exc:
+        return [_check_result("liveness-anchor", INFO, why),
+                _check_result("host-name", FAIL, "cannot read: %s" % exc), _check_result("roster", INFO, why)]
+    named = "%s; %s" % (host, why) if host else why
+    try:
+        unknown = config.unknown_node_keys(paths)
+    except config.ConfigError:
+        unknown = []
+    # A misspelt key still deserves a word: the host name it meant is not read.
+    host_check = _check_result("host-name", WARN if unknown else INFO, "; ".join([named] + unknown))
+    return [_check_result("liveness-anchor", INFO, why), host_check, _check_result("roster", INFO, why)]
+
+
 def run_doctor(paths: Paths, settings: Settings) -> Dict[str, Any]:
-    roster_check, hosts = _check_roster(paths)
-    host_check, node = _check_host_name(paths, hosts)
     seen: List[RateBudget] = []
+    if _alone(paths):
+        anchor_check, host_check, roster_check = _not_in_cluster(paths)
+        budget_check = {"name": "tracker-budget", "status": INFO, "detail": "not in a cluster: no heartbeats"}
+    else:
+        roster_check, hosts = _check_roster(paths)
+        host_check, node = _check_host_name(paths, hosts)
+        anchor_check = _check_anchor(paths, settings, node, hosts, seen)
+        budget_check = check_tracker_budget(settings, hosts, seen[0] if seen else None)
     checks = [
-        _check_anchor(paths, settings, node, hosts, seen),
+        anchor_check,
         host_check,
         roster_check,
         _check_legacy_roster(paths),
@@ -510,7 +543,8 @@ def run_doctor(paths: Paths, settings: Settings) -> Dict[str, Any]:
         _check_directories(paths),
         _check_metrics_token(paths, settings),
         _check_scrape_tls(settings, now_ms() / 1000.0),
-        check_tracker_budget(settings, hosts, seen[0] if seen else None),
+        budget_check,
+        check_account_health(paths),
     ]
     return {"ok": not any(c["status"] == FAIL for c in checks), "checks": checks}
 
@@ -536,6 +570,12 @@ def add_commands(sub: Any) -> None:
         description="Checks: liveness-anchor, host-name, roster, legacy-roster, cloud-env,\n"
                     "accounts-env, event-log, latch, directories, metrics-token, scrape-tls,\n"
                     "tracker-budget.\n"
+
+
+                    "accounts-env, event-log, latch, directories, tracker-budget,\n"
+                    "account-health (the running monitor's last probe of each account).\n"
+                    "A host with no roster and no anchor is not in a cluster: its\n"
+                    "cluster checks are INFO.\n"
                     "Each is PASS, INFO, WARN or FAIL.\n"
                     "Exit 1 when any check FAILs.")
     p.add_argument("--json", action="store_true", help="print {ok, checks[{name, status, detail}]} as JSON")

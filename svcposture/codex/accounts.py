@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..envfile.entries import PLACEHOLDER, account_values, parse_entries
+from ..envfile.entries import PLACEHOLDER, account_values, entry_line_numbers, parse_entries
 from ..vendor import EnvLines
 
 # The vendor's name (`provider` everywhere); its labels are `codex-<name>`.
@@ -50,16 +50,19 @@ def _same_dir(a: str, b: str) -> bool:
 
 
 def codex_entries_from_env(text: str, environ: Mapping[str, str]) -> Tuple[List[Dict[str, Any]], List[str]]:
-    """Usable Codex entries (label, name, email, dir, active) in file order, plus unusable labels.
+    """Usable Codex entries (label, name, email, dir, active, line) in file order, plus unusable labels.
 
     Directories come from `environ` (the child's, after sourcing). Whether a
     directory is absolute and exists is judged per account later, so that a bad
-    line is an error on that account and not a missing one.
+    line is an error on that account and not a missing one. `line` is the
+    file's line that assigns it (None for a variable set some other way).
     """
     found, unusable = account_values(text, environ, _ENTRY_RE, CODEX_HOME_PREFIX, codex_label, _usable_dir)
     active_dir = (environ.get(ACTIVE_HOME_VAR) or "").strip()
+    lines = entry_line_numbers(text, _ENTRY_RE)
     entries = [{"label": label, "name": name, "email": email, "dir": directory,
-                "active": _same_dir(directory, active_dir)} for name, label, email, directory in found]
+                "active": _same_dir(directory, active_dir), "line": lines.get(name)}
+               for name, label, email, directory in found]
     return entries, unusable
 
 

@@ -54,7 +54,8 @@ def empty_row(entry: Mapping[str, Any]) -> Dict[str, Any]:
     return {"label": entry["label"], "email": entry["email"], "active": entry["active"], "provider": "codex",
             "source": None, "sampledAt": None, "polledAt": None, "skipped": None, "pollOwner": None,
             "accountKey": None, "fiveHour": None, "sevenDay": None, "extraWindows": [], "codeReview": None,
-            "planType": None, "credits": None, "resetCredits": None, "retryAfterS": None, "error": None}
+            "planType": None, "credits": None, "resetCredits": None, "retryAfterS": None, "error": None,
+            "envLine": entry.get("line")}
 
 
 def fetch_codex_usage(token: str, account_id: Optional[str], directory: str, environ: Mapping[str, str],

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from .._names import WINDOW_STATUSES
 from .._text import EMAIL_RE, read_pct
+from ..envfile.entries import env_line
 from .errors import clean_codex_error
 from .state import MAX_HOSTS, is_host, is_label, read_ms
 from .usage import MAX_NAME, MAX_WINDOW_S, credits_of, plan_type, reset_credits
@@ -106,7 +107,8 @@ def clean_row(value: Any) -> Optional[Dict[str, Any]]:
             "extraWindows": _extras(value.get("extraWindows")), "codeReview": review or None,
             "planType": plan_type(value.get("planType")), "credits": _credits(value.get("credits")),
             "resetCredits": _reset_credits(value.get("resetCredits")),
-            "retryAfterS": retry, "error": clean_codex_error(value.get("error"))}
+            "retryAfterS": retry, "error": clean_codex_error(value.get("error")),
+            "envLine": env_line(value.get("envLine"))}
 
 
 def _labels(value: Any) -> List[str]:

@@ -24,4 +24,5 @@ SETUP_HELP = SetupHelp(
         '# %sWORK="$HOME/.codex"  # %s' % (CODEX_HOME_PREFIX, PLACEHOLDER_EMAIL),
         "# " + LINES.export_line("WORK"),
     ),
+    renew="run `codex login` with CODEX_HOME set to the directory on {where}",
 )

@@ -61,6 +61,7 @@ def codex_account_view(row: Mapping[str, Any], memory: Mapping[str, Dict[str, An
         "resetCredits": shown.get("resetCredits"),
         "source": shown.get("source"),
         "sampledAt": shown.get("sampledAt"),
+        "envLine": row.get("envLine"),
     }
     view["bindingWindow"], view["bindingStatus"] = binding_window(view)
     return view

@@ -75,6 +75,22 @@ def parse_entries(text: str, entry_re: "re.Pattern[str]") -> List[Tuple[str, Opt
     return [(s, emails[s]) for s in order]
 
 
+def entry_line_numbers(text: str, entry_re: "re.Pattern[str]") -> Dict[str, int]:
+    """{SUFFIX: line number (1-based)} of the last line assigning each of one vendor's entries, the
+    one the shell keeps. Names and line numbers only: what the child may report of the file."""
+    lines: Dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = entry_re.match(line)
+        if m:
+            lines[m.group(1)] = number
+    return lines
+
+
+def env_line(value: object) -> Optional[int]:
+    """A line number someone else reported (the child's JSON), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 10 ** 6 else None
+
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 
 

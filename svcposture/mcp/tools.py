@@ -40,13 +40,17 @@ TOOLS: "Dict[str, Dict[str, Any]]" = {
     "posture": {
         "description": ("This node's account posture from the local monitor: the active account, each "
                         "account's 5-hour and 7-day utilization (pct) with their resets (resetsAt), status "
-                        "(ok, degraded, rejected, error, unknown) and the sibling with headroom."),
+                        "(ok, degraded, rejected, error, unknown), health (ok; refused: the provider refused "
+                        "its token; limited, unreachable, stale, unread: its figures are not a fresh reading, "
+                        "readAt says when they were read) and the sibling with headroom."),
         "inputSchema": {"type": "object", "properties": {"provider": _PROVIDER}, "additionalProperties": False},
         "annotations": _READ_ONLY},
     "advice": {
         "description": ("Which account to use now: advice stay, wait (waitS seconds until the holding window "
-                        "resets), switch (to the account named) or none, with the reason and every account "
-                        "ranked by headroom."),
+                        "resets), switch (to the account named) or none, with the reason and every other "
+                        "account ranked (candidates first, by headroom), each with its health; an account "
+                        "whose token was refused carries a note and the fix (the command and the accounts "
+                        "file line)."),
         "inputSchema": {"type": "object", "properties": {"provider": _PROVIDER}, "additionalProperties": False},
         "annotations": _READ_ONLY},
     "guard": {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .._names import CLAIM_OF_FIELD, NODE_STATUSES
+from .._names import CLAIM_OF_FIELD, HEALTHS, NODE_STATUSES
 from .._text import is_number
 from .._time import parse_iso_ms
 from ..vendors import DEFAULT_PROVIDER
@@ -72,16 +72,25 @@ def account_keys(*bodies: Tuple[str, Optional[Mapping[str, Any]]]) -> Dict[Tuple
     return keys
 
 
+def _read_ms(account: Mapping[str, Any], probed_ms: Any) -> Any:
+    """When the account's figures were read: its `readAt` (the good reading shown, kept beside a
+    failed one), else its own `sampledAt` (a Codex sample), else the posture's `probedAt`."""
+    for key in ("readAt", "sampledAt"):
+        if is_number(account.get(key)):
+            return account[key]
+    return None if "readAt" in account else probed_ms
+
+
 def _account_samples(accounts: Any, provider: str,
-                     probed_ms: Any = None) -> Tuple[Samples, Samples, Samples, Samples, Samples]:
-    """(utilization pct, window reset seconds, active flag, status, probed-at seconds) samples per
-    account of one vendor; an account's own `sampledAt` (a Codex sample) is when it was read, else
-    the posture's `probedAt`."""
+                     probed_ms: Any = None) -> Tuple[Samples, Samples, Samples, Samples, Samples, Samples]:
+    """(utilization pct, window reset seconds, active flag, status, probed-at seconds, health)
+    samples per account of one vendor (_read_ms says when its figures were read)."""
     pct: Samples = []
     resets: Samples = []
     active: Samples = []
     statuses: Samples = []
     probed: Samples = []
+    healths: Samples = []
     for account in accounts if isinstance(accounts, list) else []:
         if not isinstance(account, dict) or not isinstance(account.get("label"), str):
             continue
@@ -89,7 +98,10 @@ def _account_samples(accounts: Any, provider: str,
         active.append(("{%s}" % label, 1 if account.get("active") else 0))
         status = node_status(account)
         statuses.extend(('{%s,status="%s"}' % (label, s), 1 if s == status else 0) for s in NODE_STATUSES)
-        read_ms = account.get("sampledAt") if is_number(account.get("sampledAt")) else probed_ms
+        health = account.get("health")
+        if health in HEALTHS:
+            healths.extend(('{%s,health="%s"}' % (label, h), 1 if h == health else 0) for h in HEALTHS)
+        read_ms = _read_ms(account, probed_ms)
         if is_number(read_ms) and read_ms > 0:
             probed.append(("{%s}" % label, read_ms / 1000.0))
         for key, window in WINDOWS:
@@ -101,7 +113,7 @@ def _account_samples(accounts: Any, provider: str,
             seconds = _epoch_s(view.get("resetsAt"))
             if seconds is not None:
                 resets.append((labels, seconds))
-    return pct, resets, active, statuses, probed
+    return pct, resets, active, statuses, probed, healths
 
 
 def _node_active_account_family(lines: List[str], bodies: Sequence[Tuple[str, Any]]) -> None:
@@ -156,6 +168,7 @@ def render_metrics(vendors: Sequence[Tuple[str, Mapping[str, Any]]], *, subscrib
     active: Samples = []
     statuses: Samples = []
     probed: Samples = []
+    healths: Samples = []
     bodies: List[Tuple[str, Any]] = []
     for provider, figures in vendors:
         last = figures.get("last") if figures and isinstance(figures.get("last"), dict) else None
@@ -166,7 +179,7 @@ def render_metrics(vendors: Sequence[Tuple[str, Mapping[str, Any]]], *, subscrib
         for family, samples in _node_samples(figures, "" if default else 'provider="%s"' % _label(provider)).items():
             nodes[family].extend(samples)
         more = _account_samples(last.get("accounts") if last else None, provider, last.get("probedAt") if last else None)
-        for mine, theirs in zip((pct, resets, active, statuses, probed), more):
+        for mine, theirs in zip((pct, resets, active, statuses, probed, healths), more):
             mine.extend(theirs)
     lines: List[str] = []
     _family(lines, "svc_posture_available", "gauge", "1 when the posture surface is enabled and probed.",
@@ -182,6 +195,9 @@ def render_metrics(vendors: Sequence[Tuple[str, Mapping[str, Any]]], *, subscrib
             statuses)
     _family(lines, "svc_account_probed_at_seconds", "gauge",
             "When the account's figures were last read, Unix seconds.", probed)
+    _family(lines, "svc_account_health", "gauge",
+            "Account health (ok, refused, limited, unreachable, stale, unread), one series per state; 1 marks "
+            "the current one.", healths)
     _node_active_account_family(lines, bodies)
     _family(lines, "svc_probe_runs_total", "counter", "Header probes run since start.", nodes["runs"])
     _family(lines, "svc_probe_errors_total", "counter", "Header probes that ended in an error posture.",

@@ -123,7 +123,8 @@ class Node:
 
     def _advisor(self) -> Any:
         from ..steering.advisor import Advisor
-        return Advisor(self.trajectory, self.settings.advice_wait_s, str(self.paths.home))
+        return Advisor(self.trajectory, self.settings.advice_wait_s, str(self.paths.home),
+                       str(self.paths.accounts_env))
 
     def _steering(self) -> Any:
         from ..steering.watcher import Steering

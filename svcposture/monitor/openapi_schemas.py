@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from .._names import NODE_STATUSES
+from .._names import HEALTHS, NODE_STATUSES
 from ..cluster.heartbeat import account_schema, quota_schema
 from ..cluster.hostaccounts import MAX_ACCOUNTS, entry_schema
 from ..steering.advice import ADVICE_WORDS
@@ -52,6 +52,22 @@ def posture_body() -> Dict[str, Any]:
 
 def provider_schema() -> Dict[str, Any]:
     return {"type": "string", "enum": list(provider_names())}
+
+
+def health_schema() -> Dict[str, Any]:
+    return {"type": "string", "enum": list(HEALTHS),
+            "description": "The account's health (docs/posture.md): ok, refused (the credential), limited (the "
+                           "reader rate-limited), unreachable, stale (no fresh good reading), unread."}
+
+
+def health_properties() -> Dict[str, Any]:
+    """What every vendor's account view carries besides its figures: health, readAt, envLine."""
+    return {"health": health_schema(),
+            "readAt": {"type": ["integer", "null"],
+                       "description": "Epoch ms of the good reading the figures come from (kept beside a failed "
+                                      "one); null when none."},
+            "envLine": {"type": ["integer", "null"], "minimum": 1,
+                        "description": "The accounts env file's line that defines the account, when known."}}
 
 
 def component_schemas() -> Dict[str, Any]:
@@ -97,8 +113,8 @@ def _posture_schemas() -> Dict[str, Any]:
 def _account_schema() -> Dict[str, Any]:
     return {"type": "object", "additionalProperties": False,
             "required": ["label", "email", "active", "overallStatus", "representativeClaim",
-                         "bindingWindow", "bindingStatus", "fiveHour", "sevenDay", "error"],
-            "properties": {
+                         "bindingWindow", "bindingStatus", "fiveHour", "sevenDay", "error", "health", "readAt"],
+            "properties": dict(health_properties(), **{
                 "label": {"type": "string", "pattern": "^[a-z0-9_]+$", "examples": ["acct2"]},
                 "email": {"type": ["string", "null"]},
                 "active": {"type": "boolean"},
@@ -108,7 +124,7 @@ def _account_schema() -> Dict[str, Any]:
                 "bindingStatus": {"type": ["string", "null"]},
                 "fiveHour": ref("Window"),
                 "sevenDay": ref("Window"),
-                "error": nullable(ref("ProbeError"))}}
+                "error": nullable(ref("ProbeError"))})}
 
 
 def _posture_schema() -> Dict[str, Any]:
@@ -176,9 +192,9 @@ def _vendor_account_schema(vendor: Any) -> Dict[str, Any]:
                                     "applicable": {"type": ["integer", "null"], "minimum": 0}}}
     fields = ["label", "email", "active", "overallStatus", "representativeClaim", "bindingWindow", "bindingStatus",
               "fiveHour", "sevenDay", "error", "provider", "extraWindows", "codeReview", "planType", "credits",
-              "resetCredits", "source", "sampledAt"]
+              "resetCredits", "source", "sampledAt", "health", "readAt"]
     prefix = vendor.lines.label_prefix  # lower case and `-` only (vendor.check_vendor): no regex escape needed
-    return {"type": "object", "additionalProperties": False, "required": fields, "properties": {
+    properties = dict(health_properties(), **{
         "label": {"type": "string", "pattern": "^%s[a-z0-9_]+$" % prefix, "examples": [prefix + "work"]},
         "email": {"type": ["string", "null"]},
         "active": {"type": "boolean", "description": "The account %s names." % vendor.lines.active_var},
@@ -196,7 +212,8 @@ def _vendor_account_schema(vendor: Any) -> Dict[str, Any]:
         "resetCredits": nullable(reset_credits),
         "source": {"type": ["string", "null"], "enum": ["api", "session", None],
                    "description": "Where the sample came from: the usage endpoint or the CLI's own session log."},
-        "sampledAt": {"type": ["integer", "null"], "description": "Epoch ms of the sample shown."}}}
+        "sampledAt": {"type": ["integer", "null"], "description": "Epoch ms of the sample shown."}})
+    return {"type": "object", "additionalProperties": False, "required": fields, "properties": properties}
 
 
 def _vendor_posture_schema(name: str) -> Dict[str, Any]:
@@ -458,16 +475,31 @@ def _login_schema() -> Dict[str, Any]:
 def _advice_schemas() -> Dict[str, Any]:
     ident = {"type": "object", "additionalProperties": False, "required": ["label", "email"],
              "properties": {"label": {"type": "string"}, "email": {"type": ["string", "null"]}}}
+    note = {"type": ["string", "null"],
+            "description": "What is wrong with an account whose health is not ok (and, for a refused "
+                           "credential, the fix); null for ok."}
+    fix = {"type": ["string", "null"],
+           "description": "For a refused credential, what to do: the vendor's command and the accounts env "
+                          "file's line to paste it into; else null."}
+    active = {"type": "object", "additionalProperties": False,
+              "required": ["label", "email", "health", "note", "fix"],
+              "properties": {"label": {"type": "string"}, "email": {"type": ["string", "null"]},
+                             "health": health_schema(), "note": note, "fix": fix}}
     ranked = {"type": "object", "additionalProperties": False,
-              "required": ["label", "email", "headroomPct", "wallAt", "reachesReset"],
+              "required": ["label", "email", "health", "candidate", "headroomPct", "wallAt", "reachesReset", "note",
+                           "fix"],
               "properties": {
                   "label": {"type": "string"}, "email": {"type": ["string", "null"]},
-                  "headroomPct": {"type": "number", "minimum": 0,
-                                  "description": "Points left below 100 - reserve on the account's fuller window."},
+                  "health": health_schema(),
+                  "candidate": {"type": "boolean", "description": "An account worth switching to."},
+                  "headroomPct": {"type": ["number", "null"], "minimum": 0,
+                                  "description": "Points left below 100 - reserve on the account's fuller window; "
+                                                 "null for an account that was not read (health not ok)."},
                   "wallAt": _time(description="The earliest forecast wall of its windows, if any."),
                   "reachesReset": {"type": "boolean",
-                                   "description": "Its forecast reaches its reset below 100 - reserve."}}}
-    return {"AdviceAccount": ident, "AdviceCandidate": ranked, "Advice": _advice_schema()}
+                                   "description": "Its forecast reaches its reset below 100 - reserve."},
+                  "note": note, "fix": fix}}
+    return {"AdviceAccount": ident, "AdviceActive": active, "AdviceCandidate": ranked, "Advice": _advice_schema()}
 
 
 def _advice_schema() -> Dict[str, Any]:
@@ -481,7 +513,7 @@ def _advice_schema() -> Dict[str, Any]:
                                                                "posture's probedAt."},
                 "reservePct": {"type": "integer", "minimum": 0, "maximum": 50},
                 "provider": provider_schema(),
-                "active": nullable(ref("AdviceAccount")),
+                "active": nullable(ref("AdviceActive")),
                 "advice": {"type": "string", "enum": list(ADVICE_WORDS)},
                 "to": dict(nullable(ref("AdviceAccount")),
                            description="The account to switch to (advice `switch` only)."),
@@ -490,4 +522,5 @@ def _advice_schema() -> Dict[str, Any]:
                                          "(advice `wait` and `none`)."},
                 "reason": {"type": "string"},
                 "ranked": {"type": "array", "items": ref("AdviceCandidate"),
-                           "description": "The candidates, best first."}}}
+                           "description": "Every other account of the vendor: the candidates first, best "
+                                          "first, then the others, each with its health."}}}

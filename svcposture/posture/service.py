@@ -6,8 +6,10 @@ probe at each reset, and the subscribers of its stream. A probe is one run
 of the token-scoped child for this vendor's accounts only, so no vendor's
 rows wait for another's endpoint, and each child keeps its own deadline.
 The child's block goes through the vendor's `clean_block` and `summarize`
-(pure, in the vendor's package); the result feeds the latch, then the
-observers (the forecasts, the advice), then the cache and the stream.
+(pure, in the vendor's package), then every account gets its health beside
+the last good figures kept for it (posture.health, the same for every vendor);
+the result feeds the latch, then the observers (the forecasts, the advice),
+then the cache and the stream.
 
 Importing this module starts nothing and loads no process or network module:
 the probe (and subprocess) come with the first PostureService or read_posture.
@@ -28,6 +30,8 @@ from ..events import EventLogError
 from ..paths import Paths
 from ..settings import Settings, probing_on
 from ..summary import disabled_body, error_summary, is_node_error, reply
+from ..vendor import optional_member
+from .health import Kept, apply_health
 from .resetschedule import ResetSchedule, reset_instants_ms
 from .singleflight import SingleFlight
 
@@ -58,7 +62,7 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
     and needs no running monitor. Raises ConfigError for a corrupt node.json,
     InvalidSetting for a deadline that is not a positive number.
     """
-    from ..settings import InvalidSetting
+    from ..settings import InvalidSetting, probe_interval_s
     from ..config import node_name
     from ..probe import runner
     from ..vendors import default_vendor
@@ -72,6 +76,8 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
     vendor = default_vendor()
     report = runner.run_headers(paths, paths.environ, deadline_s=deadline_s, vendor=vendor.name)
     summary = summary_of(vendor, report, node, _time.now_ms(), {}, True)[0]
+    summary = apply_health(summary, {}, probe_interval_s(paths.environ) * 1000.0,
+                           optional_member(vendor, "error_health"))[0]
     return reply(summary, cached=False)
 
 
@@ -82,6 +88,8 @@ def summary_of(vendor: Any, report: Any, node: str, probed_at: int, memory: Mapp
     A node-level error (the env file unsafe, the child crashed) is this vendor's
     error body when it `speaks_for_node` (the default vendor, or one whose lines
     the node has shown); otherwise the vendor shows nothing (the disabled body).
+    The accounts' health is added after, by apply_health (it needs the figures
+    kept from earlier probes).
     """
     if not isinstance(report, Mapping):
         report = {"error": {"kind": "internal"}}
@@ -150,6 +158,13 @@ class PostureService:
         self._summary: Optional[Dict[str, Any]] = None
         self._result: Optional[Dict[str, Any]] = None
         self._memory: Dict[str, Any] = {}
+        # Each account's last good reading, shown beside a failed one (posture.health).
+        self._kept: Kept = {}
+        self._error_health = optional_member(vendor, "error_health")
+        # How often an account can be read at best: the probe interval, or the vendor's own floor
+        # between two readings of one account when longer; health is judged against it.
+        floor = optional_member(self._poll, "floor_s") if self._poll is not None else None
+        self._read_every_ms = max(self.interval_s, float(floor) if is_number(floor) else 0.0) * 1000.0
         self._seen = speaks_for_node
         self._absent_in: Optional[FileKey] = None
         self._probed_mono = 0.0
@@ -339,13 +354,14 @@ class PostureService:
     def _derive(self, report: Any) -> Dict[str, Any]:
         probed_at = _time.now_ms()
         with self._lock:
-            memory, seen = self._memory, self._seen
+            memory, seen, kept = self._memory, self._seen, self._kept
         summary, memory, block = summary_of(self.vendor, report, self.node, probed_at, memory, seen)
+        summary, kept = apply_health(summary, kept, self._read_every_ms, self._error_health)
         if block is not None and self._poll is not None:
             self._poll.absorb(block, probed_at)
             self._candidates.refresh()
         with self._lock:
-            self._memory = memory
+            self._memory, self._kept = memory, kept
             if isinstance(report, Mapping) and report.get("error") is None:
                 self._seen = self._speaks_for_node or block is not None
         return summary

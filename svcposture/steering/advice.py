@@ -5,21 +5,29 @@
 maps one vendor's posture body (the /api/accounts shape) and the trajectory
 body (/api/trajectory, for the forecasts) to
 
-    {"provider", "active": {label, email} | None,
+    {"provider", "active": {label, email, health, note, fix} | None,
      "advice": "stay" | "wait" | "switch" | "none",
      "to": {label, email} | None, "waitS", "reason",
-     "ranked": [{label, email, headroomPct, wallAt, reachesReset}]}
+     "ranked": [{label, email, health, candidate, headroomPct, wallAt, reachesReset, note, fix}]}
 
 The rules, with `limit` = 100 - reserve (or the automatic switch's threshold
 when that is lower):
 
+- an account whose health (docs/posture.md) is not `ok` was not read, or not
+  lately: it is never a candidate, never stays, and neither "headroom" nor
+  "full" is said of it; its `note` says what is wrong instead, and, for a
+  refused credential, the fix (healthwords);
 - a window is every window the account reports: fiveHour, sevenDay and each
   of `extraWindows`; a window whose pct cannot be read is a doubt, never
   headroom;
-- a candidate is a sibling that is not rejected, has every window below
-  `limit`, and has more headroom on its fuller window than the active account;
-- candidates rank by whether their forecast reaches their reset below `limit`
-  (reachesReset), then by headroom on the fuller window, then by label;
+- a candidate is a healthy sibling that is not rejected, has every window
+  below `limit`, and has more headroom on its fuller window than the active
+  account;
+- `ranked` lists every other account of the vendor: the candidates first, by
+  whether their forecast reaches their reset below `limit` (reachesReset),
+  then by headroom on the fuller window, then by label; then the others;
+- an active account whose health is not `ok`: switch to the first candidate,
+  else none; the reason names what is wrong (a refused token and its fix);
 - stay: the active account is below `limit` on every window and its forecast
   reaches its reset; wait: it is not, and its holding window resets within
   `wait_s` (waitS says when; 0 never waits); switch: otherwise, to the first candidate; with
@@ -32,8 +40,10 @@ look better than it is.
 """
 from __future__ import annotations
 
+from .._names import HEALTH_OK, REFUSED
 from .._text import finite_number, is_int, pct_figure, pct_text, read_pct
 from ..vendors import DEFAULT_PROVIDER
+from .healthwords import SHORT as HEALTH_SHORT, health_of, health_sentence, renew_fix, span
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -162,17 +172,38 @@ def _ident(view: "Mapping[str, Any]") -> "Dict[str, Any]":
     return {"label": view.get("label"), "email": email if isinstance(email, str) else None}
 
 
-# ---------------------------------------------------------------- the advice
+def _health(view: "Mapping[str, Any]", provider: str, now_ms: int,
+            accounts_file: "Optional[str]") -> "Dict[str, Any]":
+    """{health, note, fix} of one account: what is wrong when its health is not `ok` (else null),
+    and for a refused credential the fix alone (the note says it too)."""
+    health = health_of(view)
+    fix = renew_fix(view, provider, accounts_file) if health == REFUSED else None
+    return {"health": health, "note": health_sentence(view, health, now_ms, fix), "fix": fix}
 
-def candidates(posture: "Mapping[str, Any]", trajectory: "Any", limit: float) -> "List[Dict[str, Any]]":
-    """The siblings worth switching to, best first (`ranked` of the advice)."""
+
+def _entry(view: "Mapping[str, Any]", seen: "Mapping[str, Any]", said: "Mapping[str, Any]",
+           candidate: bool) -> "Dict[str, Any]":
+    """One account of `ranked`: headroom and forecast only for an account that was read."""
+    read = said["health"] == HEALTH_OK
+    room = seen["headroom"] if read else None
+    return dict(_ident(view), health=said["health"], candidate=candidate,
+                headroomPct=round(room, 1) if room is not None else None,
+                wallAt=seen["wallAt"] if read else None, reachesReset=bool(read and seen["reaches"]),
+                note=said["note"], fix=said["fix"], _room=room)
+
+
+def ranked_accounts(posture: "Mapping[str, Any]", trajectory: "Any", limit: float, *,
+                    provider: str = DEFAULT_PROVIDER, now_ms: int = 0,
+                    accounts_file: "Optional[str]" = None) -> "List[Dict[str, Any]]":
+    """Every account of the vendor but the active one (`ranked` of the advice): the candidates
+    first, best first, then the others (healthy ones by headroom, then the rest), each with
+    its health and, when that is not `ok`, the note saying what is wrong."""
     accounts = posture.get("accounts") if isinstance(posture.get("accounts"), list) else []
     active = posture.get("active") if isinstance(posture.get("active"), dict) else None
     rows = _trajectory_rows(trajectory)
     floor = None
-    if active is not None:
-        mine = judge(active, rows.get(active.get("label")), limit)
-        floor = mine["headroom"] if mine["headroom"] is not None else None
+    if active is not None and health_of(active) == HEALTH_OK:
+        floor = judge(active, rows.get(active.get("label")), limit)["headroom"]
     found = []
     for view in accounts:
         if not isinstance(view, dict) or not isinstance(view.get("label"), str) or view.get("active") is True:
@@ -180,14 +211,28 @@ def candidates(posture: "Mapping[str, Any]", trajectory: "Any", limit: float) ->
         if active is not None and view["label"] == active.get("label"):
             continue
         seen = judge(view, rows.get(view["label"]), limit)
-        if not seen["below"] or (floor is not None and not seen["headroom"] > floor):
-            continue
-        found.append(dict(_ident(view), headroomPct=round(seen["headroom"], 1), wallAt=seen["wallAt"],
-                          reachesReset=seen["reaches"], _room=seen["headroom"]))
-    found.sort(key=lambda c: (not c["reachesReset"], -c["_room"], c["label"]))
+        said = _health(view, provider, now_ms, accounts_file)
+        candidate = said["health"] == HEALTH_OK and seen["below"] and (floor is None or seen["headroom"] > floor)
+        found.append(_entry(view, seen, said, candidate))
+    found.sort(key=lambda c: (not c["candidate"], c["candidate"] and not c["reachesReset"],
+                              c["health"] != HEALTH_OK, -(c["_room"] if c["_room"] is not None else float("-inf")),
+                              c["label"]))
     for cand in found:
         del cand["_room"]
     return found
+
+
+def candidates(posture: "Mapping[str, Any]", trajectory: "Any", limit: float) -> "List[Dict[str, Any]]":
+    """The siblings worth switching to, best first (the candidates of `ranked`)."""
+    return [r for r in ranked_accounts(posture, trajectory, limit) if r["candidate"]]
+
+
+def candidates_of(advice: "Mapping[str, Any]") -> "List[Dict[str, Any]]":
+    """The candidates of an advice body's `ranked` (an entry without `candidate`, from a monitor
+    that listed nothing else, is one)."""
+    ranked = advice.get("ranked")
+    return [r for r in ranked if isinstance(r, dict) and r.get("candidate", True) is True] \
+        if isinstance(ranked, list) else []
 
 
 def _holding(seen: "Mapping[str, Any]") -> "Tuple[Optional[str], Optional[int]]":
@@ -207,9 +252,11 @@ def _wait_s(resets: "Optional[int]", now_ms: int) -> "Optional[int]":
 
 
 def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = DEFAULT_PROVIDER, reserve: int = 0,
-           wait_s: int = DEFAULT_WAIT_S, now_ms: int = 0, ceiling: "Optional[float]" = None) -> "Dict[str, Any]":
+           wait_s: int = DEFAULT_WAIT_S, now_ms: int = 0, ceiling: "Optional[float]" = None,
+           accounts_file: "Optional[str]" = None) -> "Dict[str, Any]":
     """The advice for one vendor's accounts (see the module's rules). `ceiling`
-    lowers the limit (the automatic switch's threshold)."""
+    lowers the limit (the automatic switch's threshold); `accounts_file` is the
+    accounts env file as the fix of a refused credential names it."""
     limit = float(100 - reserve)
     if ceiling is not None and ceiling < limit:
         limit = float(ceiling)
@@ -218,14 +265,21 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = DEFAULT_
     if not isinstance(posture, dict) or posture.get("available") is not True or "error" in posture:
         out["reason"] = "the posture is unavailable"
         return out
-    ranked = candidates(posture, trajectory, limit)
+    ranked = ranked_accounts(posture, trajectory, limit, provider=provider, now_ms=now_ms,
+                             accounts_file=accounts_file)
     out["ranked"] = ranked
     active = posture.get("active") if isinstance(posture.get("active"), dict) else None
-    first = ranked[0] if ranked else None
+    first = next((r for r in ranked if r["candidate"]), None)
     if active is None:
         return _decided(out, SWITCH if first else NONE, first, None,
-                        "no account is active" + (_why_first(first) if first else "; no account has headroom"))
-    out["active"] = _ident(active)
+                        "no account is active" + (_why_first(first) if first else _nobody(ranked, limit, "")))
+    out["active"] = dict(_ident(active), **_health(active, provider, now_ms, accounts_file))
+    if out["active"]["health"] != HEALTH_OK:
+        # Not read, or not lately: nothing is known of its headroom, so it neither stays nor waits.
+        problem = str(out["active"]["note"])
+        if first is not None:
+            return _decided(out, SWITCH, first, None, problem + _why_first(first))
+        return _decided(out, NONE, None, None, problem + _nobody(ranked, limit, " other"))
     label = str(active.get("label"))
     seen = judge(active, _trajectory_rows(trajectory).get(label), limit)
     if seen["reaches"]:
@@ -239,9 +293,26 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = DEFAULT_
     if first is not None:
         return _decided(out, SWITCH, first, None, problem + _why_first(first))
     if seen["below"]:
-        return _decided(out, STAY, None, None, "%s; no other account has more headroom below %s, so stay"
-                        % (problem, pct_text(limit)))
-    return _decided(out, NONE, None, wait, "%s; no other account has headroom below %s" % (problem, pct_text(limit)))
+        if _all_read(ranked):
+            return _decided(out, STAY, None, None, "%s; no other account has more headroom below %s, so stay"
+                            % (problem, pct_text(limit)))
+        return _decided(out, STAY, None, None, "%s; so stay%s" % (problem, _nobody(ranked, limit, " other")))
+    return _decided(out, NONE, None, wait, problem + _nobody(ranked, limit, " other"))
+
+
+def _all_read(ranked: "List[Mapping[str, Any]]") -> bool:
+    return all(r["health"] == HEALTH_OK for r in ranked)
+
+
+def _nobody(ranked: "List[Mapping[str, Any]]", limit: float, other: str) -> str:
+    """Why no account can take over. "Headroom" is said only of accounts that were read: with
+    every one read, "no other account has headroom below 100%"; else each is named with what
+    keeps it out ("acct2: token refused")."""
+    if _all_read(ranked):
+        return "; no%s account has headroom below %s" % (other, pct_text(limit))
+    why = ["%s: %s" % (r["label"], HEALTH_SHORT.get(r["health"], r["health"]) if r["health"] != HEALTH_OK
+                       else "no headroom below %s" % pct_text(limit)) for r in ranked]
+    return "; no%s account can take over (%s)" % (other, "; ".join(why))
 
 
 def _decided(out: "Dict[str, Any]", word: str, to: "Optional[Mapping[str, Any]]", wait: "Optional[int]",
@@ -260,7 +331,7 @@ def _why_first(first: "Mapping[str, Any]") -> str:
 
 def _problem(label: str, seen: "Mapping[str, Any]", name: "Optional[str]", wait: "Optional[int]",
              limit: float) -> str:
-    when = "" if wait is None else ", resets in %s" % _span(wait)
+    when = "" if wait is None else ", resets in %s" % span(wait)
     if seen["error"]:
         return "%s has no usable reading (its probe failed)" % label
     if not seen["windows"]:
@@ -274,17 +345,7 @@ def _problem(label: str, seen: "Mapping[str, Any]", name: "Optional[str]", wait:
     return "%s is forecast to reach %s on its %s before it resets%s" % (label, pct_text(limit), name, when)
 
 
-def _span(seconds: int) -> str:
-    if seconds < 120:
-        return "%d s" % seconds
-    if seconds < 7200:
-        return "%d min" % (seconds // 60)
-    if seconds < 2 * 86400:
-        return "%d h" % (seconds // 3600)
-    return "%d d" % (seconds // 86400)
-
-
 def first_candidate(advice: "Mapping[str, Any]") -> "Optional[Dict[str, Any]]":
     """`{label, email}` of the first candidate, else None (siblingWithHeadroom's choice)."""
-    ranked = advice.get("ranked") or []
-    return {"label": ranked[0]["label"], "email": ranked[0]["email"]} if ranked else None
+    found = candidates_of(advice)
+    return {"label": found[0]["label"], "email": found[0]["email"]} if found else None

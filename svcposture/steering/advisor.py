@@ -41,12 +41,26 @@ def advice_body(summary: Mapping[str, Any], advice: Mapping[str, Any], reserve: 
     return body
 
 
-class Advisor:
-    """Each vendor's newest advice, keyed by the summary it was computed from."""
+def shown_path(path: Optional[str], home: Optional[str]) -> Optional[str]:
+    """A path as a person types it: under the home directory, `~/...`."""
+    if not path:
+        return None
+    if home and home != "/" and path.startswith(home.rstrip("/") + "/"):
+        return "~/" + path[len(home.rstrip("/")) + 1:]
+    return path
 
-    def __init__(self, trajectory: Any, wait_s: int = DEFAULT_WAIT_S, home: Optional[str] = None) -> None:
+
+class Advisor:
+    """Each vendor's newest advice, keyed by the summary it was computed from.
+
+    `accounts_env` is the node's accounts env file: the fix of a refused
+    credential names it (and the account's line in it)."""
+
+    def __init__(self, trajectory: Any, wait_s: int = DEFAULT_WAIT_S, home: Optional[str] = None,
+                 accounts_env: Optional[str] = None) -> None:
         self.trajectory = trajectory
         self.home = home
+        self.accounts_file = shown_path(accounts_env, home)
         self.wait_s = wait_s
         self._lock = threading.Lock()
         self._latest: Dict[str, Tuple[Any, Dict[str, Any], int]] = {}
@@ -60,7 +74,7 @@ class Advisor:
         reserve = reserve_of(body, self.home)
         now = summary.get("probedAt") if is_int(summary.get("probedAt")) else _time.now_ms()
         return advise(summary, body, provider=provider, reserve=reserve, wait_s=self.wait_s,
-                      now_ms=now), reserve
+                      now_ms=now, accounts_file=self.accounts_file), reserve
 
     def observer(self, provider: str) -> Any:
         """The posture observer for `provider`: the advice computed, and siblingWithHeadroom

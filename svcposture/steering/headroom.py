@@ -7,8 +7,10 @@ switch's HRW comes with its first fleet pick).
 """
 from __future__ import annotations
 
+from .._names import HEALTH_OK
 from .._text import is_int, pct_text, read_pct
 from .advice import iso_ms, windows_of
+from .healthwords import health_of, health_sentence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,7 +113,8 @@ def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", rese
     the window that decided, its pct and reset, and the wait until that reset.
 
     No go on doubt: every window counts (extra windows included), a window whose
-    pct cannot be read or an account without a readable window is unavailable."""
+    pct cannot be read, an account without a readable window, or one whose
+    health is not `ok` (a refused token, figures that are not fresh) is unavailable."""
     reason = _unavailable_reason(body, now_ms, stale_ms)
     if reason is not None:
         return _result(UNAVAILABLE, reason, provider, reserve, account)
@@ -127,10 +130,10 @@ def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", rese
         # A monitor that predates Codex answers ?provider=codex with Claude's body.
         return _result(UNAVAILABLE, "the monitor serves no %s posture (account %s)" % (provider, label), provider,
                        reserve, account)
-    if view.get("error"):
-        kind = view["error"].get("kind") if isinstance(view["error"], dict) else None
-        return _result(UNAVAILABLE, "the probe of %s failed (%s)" % (label, kind if isinstance(kind, str) else
-                                                                      "error"), provider, reserve, label)
+    health = health_of(view)
+    if health != HEALTH_OK:
+        # Not read, or not lately (a refused token, above all): its figures decide nothing.
+        return _result(UNAVAILABLE, str(health_sentence(view, health, now_ms)), provider, reserve, label)
     windows, doubt = windows_of(view)
     if doubt:
         return _result(UNAVAILABLE, "%s has a window whose pct cannot be read" % label, provider, reserve, label)
@@ -188,8 +191,9 @@ def _used(window: "Any") -> float:
 
 def headroom(view: "Mapping[str, Any]", reserve: int) -> "Optional[float]":
     """Points left under 100 − reserve on the fuller of both windows; None when the
-    account has none (an error, rejected, a window at or past the limit, or unknown)."""
-    if view.get("error") or view.get("bindingStatus") == "rejected":
+    account has none (an error, rejected, a window at or past the limit, or unknown), or
+    was not read lately (its health is not ok)."""
+    if view.get("error") or view.get("bindingStatus") == "rejected" or health_of(view) != HEALTH_OK:
         return None
     used = max(_used(view.get(field)) for field, _claim, _short in WINDOWS)
     room = (100 - reserve) - used  # type: ignore[operator]

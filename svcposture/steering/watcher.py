@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from .. import _time
 from .._text import pct_text
 from ..events import ACCOUNT_SWITCHED, EventLog, parse_line, event_name
-from .advice import DEFAULT_WAIT_S, advise, windows_of
+from .advice import DEFAULT_WAIT_S, advise, candidates_of, windows_of
 from .advisor import reserve_of
 from ..paths import Paths
 from ..vendors import DEFAULT_PROVIDER
@@ -164,7 +164,7 @@ class AutoSwitcher:
                       about="stays %s %s %s" % (active["label"], advice["advice"], (advice.get("to") or {}).get("label")))
             return
         avoid = limits.get("avoid") or {}
-        if all(isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now for r in advice["ranked"]):
+        if all(isinstance(avoid.get(r["label"]), int) and avoid[r["label"]] > now for r in candidates_of(advice)):
             self._say("%s needs a switch, but no other account has headroom below %s that it may go back to yet"
                       % (active["label"], pct_text(self.at_pct)))
             return

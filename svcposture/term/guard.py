@@ -12,10 +12,11 @@ It asks the local monitor as the status line does (a cached plain read of
   the line then says what the monitor's advice (/api/advice) names;
 - exit 69 (EX_UNAVAILABLE): the monitor did not answer, what answered is not
   the monitor's posture, the posture is unavailable or failed, older than
-  twice the probe interval or more than 60 s in the future, or the account has
-  a window whose pct cannot be read or no readable window at all (no go on
-  doubt); with `--fail-open` that is exit 0 (a gate that must never stop the
-  work);
+  twice the probe interval or more than 60 s in the future, the account's
+  health is not `ok` (its token refused: the line is the advice's note, with
+  the fix), or it has a window whose pct cannot be read or no readable window
+  at all (no go on doubt); with `--fail-open` that is exit 0 (a gate that must
+  never stop the work);
 - exit 2, bad usage, and an --account the posture does not have (the known
   labels are listed; --wait does not wait it out).
 
@@ -70,7 +71,8 @@ never prints a token) within 250 ms ($SVC_GUARD_BUDGET_MS changes that), and exi
       at or above 100 - reserve %; the line says what the monitor advises
   69  unavailable: no monitor, a reply that is not its posture, a failed probe,
       a posture older than twice the probe interval ($SVC_PROBE_INTERVAL_S, 300)
-      or from the future, a window whose pct cannot be read, or no readable
+      or from the future, an account that was not read (its token refused: the
+      line says the fix), a window whose pct cannot be read, or no readable
       window at all; 0 with --fail-open
   2   bad usage, or an --account this node does not have (the known ones listed)
 and says why in one line on stderr.
@@ -279,15 +281,19 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> 
     if result["decision"] == HOLD and target is not None and result["account"] is not None:
         result["reason"] += advice_note(target, opts["provider"], result["account"],
                                         time.monotonic() + ADVICE_BUDGET_S)
+    elif result["decision"] == UNAVAILABLE and target is not None and result["account"] is not None:
+        result["reason"] = health_note(target, opts["provider"], result["account"], result["reason"],
+                                       time.monotonic() + ADVICE_BUDGET_S)
     if result["reason"] == NO_ANSWER:
         result["reason"] = "the monitor at %s did not answer" % printable(url)[:200]
     return report(result, opts)
 
 
-def advice_note(target: "Any", provider: str, label: str, deadline: float) -> str:
-    """What the monitor's advice (/api/advice) names, for the hold line; empty when it
-    has none for the account judged (a monitor without the route, another account)."""
-    body = get_json(target, with_provider("/api/advice", provider), deadline)
+def advice_note(target: "Any", provider: str, label: str, deadline: float, body: "Any" = None) -> str:
+    """What the monitor's advice (/api/advice, else `body` when given) names, for the hold line;
+    empty when it has none for the account judged (a monitor without the route, another account)."""
+    if body is None:
+        body = get_json(target, with_provider("/api/advice", provider), deadline)
     active = body.get("active") if isinstance(body, dict) else None
     if not isinstance(active, dict) or active.get("label") != label:
         return ""
@@ -297,8 +303,36 @@ def advice_note(target: "Any", provider: str, label: str, deadline: float) -> st
     if word == "wait" and isinstance(wait, int) and not isinstance(wait, bool):
         return "; advice: wait %d s for the reset" % wait
     if word == "none":
-        return "; advice: none (no other account has headroom)"
+        return "; advice: none (%s)" % nobody_words(body)
     return ""
+
+
+def nobody_words(advice: "Mapping[str, Any]") -> str:
+    """Why no other account can take over, in the advice's terms: "headroom" only of accounts
+    that were read, every other one named with what keeps it out."""
+    from ..steering.healthwords import SHORT
+    ranked = [r for r in advice.get("ranked") or [] if isinstance(r, dict) and isinstance(r.get("label"), str)]
+    unread = ["%s: %s" % (printable(r["label"][:80]), SHORT[r["health"]]) for r in ranked if r.get("health") in SHORT]
+    if not unread:
+        return "no other account has headroom"
+    return "no other account can take over: %s" % "; ".join(unread)
+
+
+def health_note(target: "Any", provider: str, label: str, reason: str, deadline: float) -> str:
+    """The unavailable line of an account that was not read (a refused token, above all), as the
+    monitor's advice says it: its note (with the fix) and what the advice names instead."""
+    body = get_json(target, with_provider("/api/advice", provider), deadline)
+    if not isinstance(body, dict):
+        return reason
+    active = body.get("active") if isinstance(body.get("active"), dict) else {}
+    entries = [active] + [r for r in body.get("ranked") or [] if isinstance(r, dict)]
+    mine = next((e for e in entries if e.get("label") == label), None)
+    note = mine.get("note") if mine is not None else None
+    if not isinstance(note, str) or not note:
+        return reason
+    if active.get("label") != label:
+        return note
+    return note + advice_note(target, provider, label, deadline, body)
 
 
 def report(result: "Dict[str, Any]", opts: "Mapping[str, Any]") -> "Tuple[int, bytes, bytes]":

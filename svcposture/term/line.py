@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import time
 
-from .._names import NODE_STATUSES
-from .._text import finite_number, pct_text, printable, read_pct
+from .._names import HEALTH_OK, NODE_STATUSES, REFUSED
+from .._text import duration_text, finite_number, is_int, pct_text, printable, read_pct
 from ..settings import DEFAULT_INTERVAL_S as DEFAULT_PROBE_INTERVAL_S, probe_interval_s
+from ..steering.healthwords import SHORT as HEALTH_SHORT, health_of, health_sentence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,17 +42,8 @@ _WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
 
 # ---------------------------------------------------------------- small pieces
 
-def duration(ms: float) -> str:
-    """`3d 6h`, `2h 30m`, `48m 5s`, `59s` (a zero second part left out), or `now` when the
-    instant has passed: the one way the pages write a duration too."""
-    if ms <= 0:
-        return "now"
-    s = int(ms // 1000)
-    d, h, m, sec = s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60
-    for big, big_unit, small, small_unit in ((d, "d", h, "h"), (h, "h", m, "m"), (m, "m", sec, "s")):
-        if big:
-            return "%d%s" % (big, big_unit) + (" %d%s" % (small, small_unit) if small else "")
-    return "%ds" % s
+# `3d 6h`, `2h 30m`, `48m 5s`, `59s`, or `now`: the one way the pages and the advice write a duration too.
+duration = duration_text
 
 
 def local_clock(at_ms: int, now_ms: int) -> str:
@@ -187,10 +179,26 @@ def _sibling(body: "Mapping[str, Any]") -> "Optional[Dict[str, Any]]":
     return None
 
 
+def _unread_others(advice: "Mapping[str, Any]") -> "Optional[str]":
+    """`acct2: token refused; ...` for the other accounts the advice says were not read; None
+    when every one was (then "headroom" may be said of them)."""
+    ranked = advice.get("ranked") if isinstance(advice.get("ranked"), list) else []
+    found = ["%s: %s" % (_word(r["label"]), HEALTH_SHORT[r["health"]]) for r in ranked[:16]
+             if isinstance(r, dict) and isinstance(r.get("label"), str) and r.get("health") in HEALTH_SHORT]
+    return "; ".join(found) if found else None
+
+
+def _text_of(entry: "Any", key: str, limit: int = 300) -> "Optional[str]":
+    value = entry.get(key) if isinstance(entry, dict) else None
+    return _word(value, limit) if isinstance(value, str) and value else None
+
+
 def advised(body: "Mapping[str, Any]", advice: "Any") -> "Optional[Dict[str, Any]]":
-    """{word, label, email, wait, fromAdvice} of the monitor's /api/advice body when it is
-    about this posture (same probe, same active account); else, from a monitor without
-    it, siblingWithHeadroom under the word `sibling`; None when neither names anything."""
+    """{word, label, email, wait, fromAdvice, note, fix, unread} of the monitor's /api/advice body
+    when it is about this posture (same probe, same active account): `note` and `fix` say what
+    is wrong with the active account and what to do, `unread` the other accounts that were not
+    read; else, from a monitor without it, siblingWithHeadroom under the word `sibling`; None
+    when neither names anything."""
     active = body.get("active") if isinstance(body.get("active"), dict) else None
     if isinstance(advice, dict) and advice.get("probedAt") == body.get("probedAt") \
             and advice.get("advice") in ("stay", "wait", "switch", "none") \
@@ -201,7 +209,9 @@ def advised(body: "Mapping[str, Any]", advice: "Any") -> "Optional[Dict[str, Any
         label = to.get("label") if isinstance(to.get("label"), str) and to.get("label") else None
         return {"word": advice["advice"], "label": label, "email": to.get("email"), "fromAdvice": True,
                 "active": (active or {}).get("label"),
-                "wait": wait if isinstance(wait, int) and not isinstance(wait, bool) else None}
+                "wait": wait if isinstance(wait, int) and not isinstance(wait, bool) else None,
+                "note": _text_of(advice.get("active"), "note"), "fix": _text_of(advice.get("active"), "fix"),
+                "unread": _unread_others(advice)}
     sibling = _sibling(body)
     if sibling is None:
         return None
@@ -227,12 +237,31 @@ def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool, now: "Optional[
         wait = said["wait"]
         return "wait %s for the reset" % duration(wait * 1000) if wait else "wait for the reset"
     if word == "none":
+        if said.get("unread"):
+            # "Headroom" is said only of accounts that were read.
+            return "no other account can take over (%s)" % said["unread"]
         wait = said["wait"]
         if said["fromAdvice"] and isinstance(wait, int) and now is not None:
             clock = local_clock(now + wait * 1000, now)
             return "no account has headroom until %s" % clock if clock else "no account has headroom"
         return "no sibling with headroom"
     return None
+
+
+def _ill(active: "Optional[Mapping[str, Any]]") -> "Optional[str]":
+    """The active account's health when it is not `ok` (it was not read, or not lately), else None."""
+    if not active:
+        return None
+    health = health_of(active)
+    return None if health == HEALTH_OK else health
+
+
+def _ill_words(active: "Mapping[str, Any]", health: str) -> str:
+    """`token refused (HTTP 401)`, `not read yet`: the active account's health in a few words."""
+    error = active.get("error") if isinstance(active.get("error"), dict) else {}
+    status = error.get("httpStatus")
+    http = " (HTTP %d)" % status if health == REFUSED and is_int(status) else ""
+    return HEALTH_SHORT.get(health, health) + http
 
 
 def _acting(said: "Optional[Mapping[str, Any]]") -> bool:
@@ -293,14 +322,21 @@ def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now
         parts.append(who)
     else:
         parts.append("no active account")
-    parts.append(status.upper())
+    ill = _ill(active)
+    parts.append(_ill_words(active, ill).upper() if active and ill else status.upper())
     if active:
         walls = forecast_walls(trajectory, active.get("label"))
         for short, field in _WINDOWS:
             parts.append(_hud_window(short, active.get(field), walls.get(field), now))
     said = advised(body, advice)
     text = _advice_text(said, hud=True, now=now)
-    if status == "rejected":
+    if active and ill:
+        # What is wrong, and the fix of a refused token, as the advice says it; then what it names.
+        parts.append(said["note"] if said and said.get("note") else
+                     str(health_sentence(active, ill, now)))
+        if text and said and said["fromAdvice"]:
+            parts.append("advice: %s" % text)
+    elif status == "rejected":
         parts.append("EXHAUSTED -> %s" % text if text and said and said["word"] not in ("none", "stay")
                      else "EXHAUSTED, %s" % (text if text and said and said["word"] == "none"
                                              else "no sibling with headroom"))
@@ -308,7 +344,7 @@ def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now
         # The monitor's advice, always: the same sentence the dashboard opens with, short.
         parts.append("advice: %s" % text)
     kind = _error_kind(body, active)
-    if kind:
+    if kind and not ill:
         parts.append("error: %s" % kind)
     age = stale_age(body, now, stale_ms)
     if age is not None:
@@ -339,6 +375,18 @@ def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, 
     if status == "unavailable":
         return paint("svc: no usable account (svc-monitor init)", status, colour)
     parts: "List[str]" = []
+    ill = _ill(active)
+    said = advised(body, advice)
+    if active and ill:
+        # Its figures (kept, or none) say nothing now: what is wrong, then the fix or the advice.
+        parts.append("%s %s" % (_word(active.get("label")), _ill_words(active, ill)))
+        if said and said["word"] == "switch" and said["label"]:
+            parts.append("next %s" % _word(said["label"]))
+        elif said and said.get("fix"):
+            parts.append("fix: %s" % said["fix"])
+        elif said and said.get("unread"):
+            parts.append("no other account can take over")
+        return paint(_clip(" | ".join(parts), MAX_STATUS_CHARS), status, colour)
     if active:
         windows = [_status_window(short, active.get(field), now) for short, field in _WINDOWS]
         parts.append("%s %s" % (_word(active.get("label")), windows[0]))
@@ -358,7 +406,6 @@ def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, 
     if active and status in ("rejected", "error"):
         kind = _error_kind(body, active) if status == "error" else None
         parts.append(status + (" (%s)" % kind if kind else ""))
-    said = advised(body, advice)
     text = _advice_text(said, hud=False, now=now)
     if text and (status != "ok" or _acting(said)):
         parts.append(text)

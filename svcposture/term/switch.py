@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._reserve import ReserveError, reserve_pct
 from .._text import email_address, is_int, loads_bounded, printable
-from ..steering.advice import advise
+from ..steering.advice import advise, candidates_of
 from ..steering.headroom import choose, find_account, of_provider, resets_ms
 from ..envfile.exportline import SwitchError
 from ..settings import MONITOR_URL_RULE
@@ -121,7 +121,7 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
                         ceiling=ceiling)
     # Only accounts of the posture judged: an advice naming anything else is not followed.
     known = {a.get("label") for a in body["accounts"] if isinstance(a, dict)}
-    ranked = [r for r in advice["ranked"] if of_provider(r["label"], ns.provider) and r["label"] in known]
+    ranked = [r for r in candidates_of(advice) if of_provider(r["label"], ns.provider) and r["label"] in known]
     if auto:
         if advice["advice"] != "switch":
             raise SwitchError("the advice is %s: %s" % (advice["advice"], printable(advice.get("reason"))[:300]))
@@ -146,9 +146,9 @@ def _advice_of(advice: Any, provider: str) -> bool:
     """Whether `advice` is an advice body for `provider` (the monitor's, or handed in by it)."""
     return (isinstance(advice, dict) and advice.get("provider") == provider
             and advice.get("advice") in ("stay", "wait", "switch", "none") and isinstance(advice.get("ranked"), list)
-            and all(isinstance(r, dict) and isinstance(r.get("label"), str)
-                    and isinstance(r.get("headroomPct"), (int, float)) and isinstance(r.get("reachesReset"), bool)
-                    for r in advice["ranked"]))
+            and all(isinstance(r, dict) and isinstance(r.get("label"), str) for r in advice["ranked"])
+            and all(isinstance(r.get("headroomPct"), (int, float)) and isinstance(r.get("reachesReset"), bool)
+                    for r in candidates_of(advice)))
 
 
 def _now_ms() -> int:

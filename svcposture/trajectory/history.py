@@ -77,7 +77,8 @@ def rows_from_summary(summary: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """The history rows of one probe: one per account that has a window pct.
 
     `summary` is a posture summary or body (docs/posture.md). A disabled or
-    node-level error summary gives no row.
+    node-level error summary gives no row, nor does an account whose reading
+    failed: the figures it shows are its last good reading's, already a row.
     """
     if summary.get("available") is not True or "error" in summary:
         return []
@@ -87,7 +88,7 @@ def rows_from_summary(summary: Mapping[str, Any]) -> List[Dict[str, Any]]:
         return []
     rows = []
     for account in accounts:
-        if not isinstance(account, Mapping) or not isinstance(account.get("label"), str):
+        if not isinstance(account, Mapping) or not isinstance(account.get("label"), str) or account.get("error"):
             continue
         windows = {field: _window_of_summary(account.get(field)) for field in WINDOW_FIELDS}
         extra = _extras_of_summary(account.get("extraWindows"))

@@ -27,6 +27,10 @@ Account modes (set_account(mode=...)):
   (closes the connection without an answer); "redirect" (307 back to
   /v1/messages, which a careful client never follows);
 - "raw": exactly `raw_headers` and `http_status`, body `{}` (for fuzzing);
+- `error_body` (bytes): what an "auth" account's 401/403 carries instead of the provider's
+  JSON error (a garbage body);
+- `fail_every=N`: every Nth header probe of the token is closed without an answer (a
+  transport failure), the others answered as set;
 - "flip": ok and rejected in turn every `flip_period` s of wall clock (the
   opposite phase when `inverted`); freeze(status) pins every flip account.
 - `rolls_over=True` (any normal account): a window whose `reset_5h`/`reset_7d`
@@ -74,7 +78,7 @@ class _Account:
                  mode: str = "normal", delay: float = 0.0,
                  reset_5h: Optional[float] = None, reset_7d: Optional[float] = None,
                  raw_headers: Optional[Dict[str, str]] = None, inverted: bool = False,
-                 rolls_over: bool = False) -> None:
+                 rolls_over: bool = False, error_body: Optional[bytes] = None, fail_every: int = 0) -> None:
         if raw_headers is not None and mode == "normal":
             mode = "raw"
         if mode not in MODES:
@@ -91,6 +95,8 @@ class _Account:
         self.raw_headers = dict(raw_headers or {})
         self.inverted = inverted
         self.rolls_over = rolls_over
+        self.error_body = error_body
+        self.fail_every = int(fail_every)
 
     def state(self, now: float) -> Dict[str, Any]:
         """The wire state (claude.replies) of a normal account; resets default to 3 h and 4 d ahead.
@@ -186,10 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self._leave_once()
 
-    def _answer_message(self, account: _Account, flipped: Optional[str]) -> None:
+    def _answer_message(self, account: _Account, flipped: Optional[str], dropped: bool = False) -> None:
         if account.delay > 0:
             time.sleep(account.delay)
-        if account.mode == "drop":
+        if account.mode == "drop" or dropped:
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -203,7 +209,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if account.mode == "auth":
             self._send(account.http_status if account.http_status in (401, 403) else 401,
-                       error_body("authentication_error", "OAuth token has expired"))
+                       account.error_body if account.error_body is not None
+                       else error_body("authentication_error", "OAuth token has expired"))
             return
         if account.mode == "raw":
             self._send(account.http_status, {}, account.raw_headers)
@@ -373,9 +380,9 @@ class ProviderServer:
         return status
 
     def _record_message(self, token: Optional[str], headers: Dict[str, str],
-                        body: bytes) -> Optional[Tuple[_Account, Optional[str]]]:
+                        body: bytes) -> Optional[Tuple[_Account, Optional[str], bool]]:
         with self._lock:
-            self._message_calls[token] = self._message_calls.get(token, 0) + 1
+            calls = self._message_calls[token] = self._message_calls.get(token, 0) + 1
             self.requests.append({"method": "POST", "path": "/v1/messages", "token": token,
                                   "headers": {k.lower(): v for k, v in headers.items()},
                                   "body": body, "at": time.monotonic()})
@@ -383,8 +390,10 @@ class ProviderServer:
             if account is None:
                 return None
             flipped = self._flip_status(account) if account.mode == "flip" else None
-            self.served.append((time.monotonic(), time.time(), token or "", flipped or account.status))
-            return account, flipped
+            dropped = account.fail_every > 0 and calls % account.fail_every == 0
+            self.served.append((time.monotonic(), time.time(), token or "", "dropped" if dropped
+                                else flipped or account.status))
+            return account, flipped, dropped
 
     def _record_usage(self, token: Optional[str],
                       headers: Dict[str, str]) -> Optional[Tuple[Any, int, Optional[float]]]:

@@ -166,8 +166,10 @@
     text("footer-label", active ? active.label : "no active account");
     text("footer-email", active && active.email ? active.email : "");
     var pill = $("footer-status");
-    pill.textContent = status;
-    pill.className = "pill pill-" + status;
+    // An active account that was not read shows its health (a refused token) rather than "error".
+    var shown = active && healthOf(active) !== "ok" ? healthOf(active) : status;
+    pill.textContent = shown;
+    pill.className = "pill pill-" + shown;
     setBar("5h", active ? active.fiveHour : null);
     setBar("7d", active ? active.sevenDay : null);
     renderBanner();
@@ -290,6 +292,13 @@
     if (!body || body.available !== true) { banner.hidden = true; return; }
     var a = currentAdvice(body);
     var acting = a && (a.advice === "switch" || a.advice === "wait");
+    if (a && a.active && healthOf(a.active) !== "ok" && acting) {
+      // Not read: nothing is heading for a limit; the banner says what is wrong and whom to switch to.
+      text("banner-head", healthOf(a.active) === "refused" ? "Token refused." : "Account not read.");
+      text("banner-text", sentence(a.reason));
+      banner.hidden = false;
+      return;
+    }
     if (body.status !== "rejected" && !acting) { banner.hidden = true; return; }
     text("banner-head", body.status === "rejected" ? "Account exhausted." : "Heading for the limit.");
     text("banner-text", bannerText(body, a));
@@ -312,8 +321,39 @@
       return msg + "Wait " + (a.waitS > 0 ? fmtDuration(a.waitS * 1000) : "a moment") +
         " for its reset: waiting is cheaper than switching.";
     }
+    if (unreadInAdvice(a)) return msg + sentence(a.reason);
     return msg + "No sibling account is forecast to reach its reset with headroom" +
       (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtDuration(a.waitS * 1000) + "." : ".");
+  }
+
+  // ------------------------------------------------------------ health: accounts that were not read
+
+  // An account whose health is not ok (a refused token, figures that are not fresh) was not read, or
+  // not lately: "headroom" and "full" are never said of it. What is wrong, and the fix, are the
+  // advice's own words (its reason, each account's note), so the page names no vendor's command.
+  function healthOf(a) { return a && typeof a.health === "string" ? a.health : "ok"; }
+  function unreadInAdvice(a) {
+    if (!a) return false;
+    if (a.active && healthOf(a.active) !== "ok") return true;
+    return (a.ranked || []).some(function (r) { return healthOf(r) !== "ok"; });
+  }
+  function sentence(words) {
+    words = String(words || "");
+    return /[.!?]$/.test(words) ? words : words + ".";
+  }
+  function adviceFor(provider, body) {
+    var held = advice[provider];
+    var a = held && held.body;
+    return a && a.available === true && body && a.probedAt === body.probedAt ? a : null;
+  }
+  function noteFor(provider, label) {
+    var a = adviceFor(provider, postures[provider]);
+    if (!a) return null;
+    var entries = [a.active].concat(a.ranked || []);
+    for (var i = 0; i < entries.length; i++) {
+      if (entries[i] && entries[i].label === label && typeof entries[i].note === "string") return entries[i].note;
+    }
+    return null;
   }
 
   // ------------------------------------------------------------ the advice, first on the page
@@ -336,6 +376,7 @@
       .then(function (a) {
         // waitS counts from when the monitor answered: keep the instant, so the sentence counts down.
         advice[provider] = { body: a, at: Date.now() };
+        drawCards(provider);
         renderAdvice();
       })
       .catch(function () { advice[provider] = null; renderAdvice(); });
@@ -362,7 +403,7 @@
     var f = (trajWindow(label, best.spec.field) || {}).forecast;
     var wall = f && f.wallAt ? Date.parse(f.wallAt) : NaN;
     if (f && f.beforeReset && !isNaN(wall)) {
-      return "Stay on " + label + ": no other account has more headroom, but its " + best.spec.words +
+      return "Stay on " + label + ", though its " + best.spec.words +
         " is forecast to reach 100% at " + localClock(wall) + ", before it resets.";
     }
     if (f && typeof f.pctAtReset === "number") {
@@ -380,6 +421,11 @@
     if (!a || a.available !== true || typeof a.advice !== "string") return null;
     var active = a.active && a.active.label;
     var until = typeof a.waitS === "number" ? held.at + a.waitS * 1000 : NaN;
+    // The active account not read (its token refused...), or none and another not read: the reason
+    // says what is wrong and the fix.
+    if ((a.active && healthOf(a.active) !== "ok") || (a.advice === "none" && unreadInAdvice(a))) {
+      return sentence(a.reason);
+    }
     if (a.advice === "stay" && active) return stayWords(active, accountIn(body, active));
     if (a.advice === "wait" && active) {
       return "Wait " + fmtDuration(Math.max(0, until - Date.now())) + ": " + active + " resets at " +
@@ -459,9 +505,9 @@
     }
   }
 
-  function accountExtras(node, a, vendor) {
+  function accountExtras(node, a, vendor, fixSaid) {
     // What a vendor reports beyond the contract's fields (none for an account in the contract's body).
-    if (a.error && a.error.fix) node.appendChild(el("p", "card-fix", a.error.fix));
+    if (a.error && a.error.fix && !fixSaid) node.appendChild(el("p", "card-fix", a.error.fix));
     var bits = [];
     if (a.planType) bits.push("plan " + a.planType);
     if (a.source === "session") bits.push("read from the " + displayName(vendor) + " CLI's own session log");
@@ -492,13 +538,27 @@
     var head = el("div", "card-head");
     head.appendChild(el("h3", "card-label", a.label));
     if (a.active) head.appendChild(el("span", "badge", "active"));
-    var st = a.error ? "error" : ({ allowed: "ok", allowed_warning: "degraded", rejected: "rejected" }[a.bindingStatus] || "unknown");
-    head.appendChild(el("span", "pill pill-" + st, st));
+    var health = healthOf(a);
+    var st = health !== "ok" ? health : a.error ? "error" :
+      ({ allowed: "ok", allowed_warning: "degraded", rejected: "rejected" }[a.bindingStatus] || "unknown");
+    var pill = el("span", "pill pill-" + st, st);
+    if (health !== "ok") pill.title = "health: " + health;
+    head.appendChild(pill);
     head.appendChild(el("span", "card-email", a.email || ""));
     node.appendChild(head);
-    if (a.error) node.appendChild(el("p", "card-error", a.error.kind + (a.error.message ? ": " + a.error.message : "")));
-    accountExtras(node, a, vendor);
-    WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
+    var note = health !== "ok" ? noteFor(vendor.name, a.label) : null;
+    if (note) node.appendChild(el("p", "card-error card-health", sentence(note)));
+    else if (a.error) node.appendChild(el("p", "card-error", a.error.kind + (a.error.message ? ": " + a.error.message : "")));
+    if (health !== "ok" && typeof a.readAt === "number") {
+      // The figures below are the last good reading's, kept beside the failed one: their age, in the open.
+      var kept = el("p", "kept-note", "");
+      kept.setAttribute("data-read-at", String(a.readAt));
+      node.appendChild(kept);
+    }
+    accountExtras(node, a, vendor, !!note);
+    // An account never read has no figures to draw: its note says why.
+    var unread = health !== "ok" && typeof a.readAt !== "number" && !a.fiveHour && !a.sevenDay;
+    if (!unread) WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
     var stale = el("p", "stale-note", "");
     stale.hidden = true;
     node.appendChild(stale);
@@ -842,6 +902,11 @@
       if (note) {
         note.hidden = !stale;
         note.textContent = stale ? words : "";
+      }
+      var kept = node.querySelector(".kept-note");
+      if (kept) {
+        var readAt = Number(kept.getAttribute("data-read-at"));
+        kept.textContent = "The figures shown are the last good reading's, " + fmtDuration(Date.now() - readAt) + " old.";
       }
       var resets = node.querySelectorAll(".win-reset");
       for (var j = 0; j < resets.length; j++) {

@@ -30,7 +30,8 @@ SETUP_HELP = SetupHelp(
     comment=("# To get an acme key: copy it from the acme console.",),
     example=("# acme keys (optional): one line per key, copied from the acme console.",
              "# ACME_KEY_WORK=%s  # %s" % (PLACEHOLDER, PLACEHOLDER_EMAIL),
-             '# export ACME_KEY="$ACME_KEY_WORK"'))
+             '# export ACME_KEY="$ACME_KEY_WORK"'),
+    renew="copy a new key for {who} from the acme console into {where}")
 
 
 def now_ms() -> int:
@@ -191,6 +192,16 @@ class AcmeVendor:
 
     def poll_memory(self) -> None:
         return None
+
+    @staticmethod
+    def error_health(error: Any) -> Optional[str]:
+        """A refused key, a rate-limited or unreachable endpoint; None for any other error."""
+        kind = error.get("kind") if isinstance(error, dict) else None
+        if kind == "auth":
+            return "refused"
+        if kind == "http" and error.get("httpStatus") == 429:
+            return "limited"
+        return "unreachable" if kind in ("transport", "timeout") else None
 
 
 VENDOR = AcmeVendor()
