@@ -44,7 +44,9 @@ def node(tmp_path_factory) -> Iterator[Dict[str, Any]]:
     write_accounts(accounts_path(home), [("ACCT1", TOK1, "ada@example.com"), ("ACCT2", TOK2, "bob@example.com")],
                    active="ACCT1")
     # The guard's 250 ms budget is for an idle machine; a busy test run gets more.
-    env = monitor_env(home, provider.url, SVC_GUARD_BUDGET_MS="5000", SVC_STATUSLINE_BUDGET_MS="5000")
+    env = monitor_env(home, provider.url, SVC_GUARD_BUDGET_MS="5000", SVC_STATUSLINE_BUDGET_MS="5000",
+                      # One reading is what these tests judge: a loaded machine must not make it look stale.
+                      SVC_PROBE_INTERVAL_S="60", SVC_POSTURE_TTL_S="60")
     mon = start_monitor(env)
     try:
         wait_until(lambda: _refused(mon.get_json("/api/accounts")[1]), timeout=30,
