@@ -108,7 +108,10 @@ class FleetRead:
                 held = members[node] = []
             # The default vendor's first, then by label: the order of a row's entries, by a plain tuple sort.
             held.append((provider != default, label, provider, key, value))
-            if key and math.isfinite(value) and (key not in newest or value > newest[key][1]):
+            # A reading whose label a row would drop (docs/fleet.md: printable, at most 64) is no
+            # account's newest, as in a heartbeat: one host's odd label costs its own entry only.
+            if key and math.isfinite(value) and _clean_label(label) is not None \
+                    and (key not in newest or value > newest[key][1]):
                 newest[key] = ((node, provider, label), value)
 
     def actives(self, samples: List[Sample]) -> None:
