@@ -229,7 +229,8 @@ def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
     base = base_url(prometheus_url)
     deadline = time.monotonic() + READ_DEADLINE_S
     hosts_query, accounts_query, active_query = fleet_queries(interval_ms)
-    read = FleetRead()
+    # The reader's clock when the read starts: readings stamped well after it are suspect.
+    read = FleetRead((time.time() * 1000 if now is None else now) / 1000.0)
     with _collections_paused():
         hosts = _in_background(instant_query, base, hosts_query, deadline)
         active = _in_background(instant_query, base, active_query, deadline)
