@@ -181,6 +181,7 @@ def test_a_reading_from_the_future_is_suspect_and_never_the_newest(tmp_path, anc
         assert rows["a"]["account"]["stale"] is True
         assert rows["b"]["account"]["suspect"] is False and rows["b"]["account"]["stale"] is False
         assert rows["f"]["account"]["suspect"] is False and rows["f"]["account"]["age_s"] == 0
+        suspect_on_the_page(mon)
     finally:
         mon.stop()
     code, report = run_json(node_env(make_node(tmp_path / "reader", "g", list("abcdefg"), anchor="OPS-1"),
@@ -188,6 +189,35 @@ def test_a_reading_from_the_future_is_suspect_and_never_the_newest(tmp_path, anc
     rows = {r["host"]: r for r in report["hosts"]}
     assert rows["a"]["state"] == "live" and rows["a"]["account"]["suspect"] is True
     assert rows["e"]["account"]["suspect"] is True and rows["c"]["account"]["suspect"] is False
+
+
+def suspect_on_the_page(mon):
+    """/fleet greys a reading from the future and says why, in both tables, and stays accessible."""
+    from tests.support import pages
+    from tests.support.browser import chromium, wait_for
+    with chromium(1280, 900) as browser:
+        for scheme in ("light", "dark"):
+            pages.emulate(browser, scheme, 1280)
+            browser.get(mon.url + "/fleet")
+            wait_for(lambda: len(browser.find_elements("css selector", "#account-rows tr")) == 4
+                     and len(browser.find_elements("css selector", "#rows .row")) == 7, what="both tables")
+            page = browser.execute_script("""
+                function text(r) { return r.innerText; }
+                return {accounts: Array.from(document.querySelectorAll('#account-rows tr')).map(function (r) {
+                            return {label: r.querySelector('th .label').textContent, text: r.innerText,
+                                    greyed: r.querySelectorAll('td .win.stale').length}; }),
+                        hosts: Array.from(document.querySelectorAll('#rows .row')).map(function (r) {
+                            return {host: r.querySelector('.host').textContent, text: r.innerText,
+                                    greyed: r.querySelectorAll('.win.stale').length}; })};""")
+            accounts = {a["label"]: a for a in page["accounts"]}
+            assert page["accounts"][0]["label"] == "work \u00b7 acct1"
+            assert "dated in the future" not in accounts["work \u00b7 acct1"]["text"]
+            assert "read on e, dated in the future" in accounts["ahead"]["text"] and accounts["ahead"]["greyed"] == 2
+            hosts = {h["host"]: h for h in page["hosts"]}
+            assert "dated in the future" in hosts["a"]["text"] and "last reading" not in hosts["a"]["text"]
+            assert hosts["a"]["greyed"] == 2 and hosts["b"]["greyed"] == 0
+            assert "dated in the future" not in hosts["b"]["text"] + hosts["f"]["text"]
+            assert not pages.a11y_failures(browser) and not pages.contrast_failures(browser)
 
 
 HOSTILE = [
