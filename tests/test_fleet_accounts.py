@@ -12,6 +12,7 @@ import pytest
 
 from svcposture._time import iso_from_ms
 from svcposture.cluster import liveness
+from tests.support.cli import run_json
 from tests.support.firstlook import Demo, get_json
 from tests.support.home import BEARER, CANARY, REPO, canary, clean_env, make_node, monitor_env, node_env
 from tests.support.monitor import start_monitor
@@ -124,7 +125,7 @@ def test_accounts_are_merged_by_key_and_each_window_is_the_newest_probe(tmp_path
         # c probed last but has no 5-hour figure: that window comes from b, the 7-day one from c.
         assert shared["fiveHour"]["pct"] == 70.0 and shared["fiveHour"]["host"] == "b"
         assert shared["sevenDay"] == {"pct": 11.0, "resetsAt": shared["sevenDay"]["resetsAt"],
-                                      "probedAt": shared["sevenDay"]["probedAt"], "host": "c"}
+                                      "probedAt": shared["sevenDay"]["probedAt"], "host": "c", "suspect": False}
         assert shared["status"] == "ok" and shared["wallAt"] is None  # c's reading: the newest
         # Without an email (or from an older publisher) an account stands alone, by host and label.
         alone = [a for a in body["accounts"] if a["key"] is None]
@@ -139,6 +140,86 @@ def test_accounts_are_merged_by_key_and_each_window_is_the_newest_probe(tmp_path
         mon.stop()
 
 
+YEAR_S = 365 * 86400
+
+
+def test_a_reading_from_the_future_is_suspect_and_never_the_newest(tmp_path, anchor_tracker):
+    srv = anchor_tracker
+
+    def host(name, *entries):
+        # Each host's heartbeat as a publisher writes it: every account, and the active one's block.
+        block = {k: v for k, v in entries[0].items() if k not in ("provider", "active")}
+        beat(srv, name, list(entries), account=block)
+    # Host a's clock runs a year fast: its reading of ada's login says "ok"; two fresh ones say the
+    # login is exhausted. Taken at its word, the one from the future would win forever.
+    host("a", entry("work", "ada@example.com", active=True, five=10.0, seven=5.0, probed_s=-YEAR_S))
+    host("b", entry("acct1", "ada@example.com", active=True, status="rejected", five=100.0, seven=60.0, probed_s=5))
+    host("c", entry("acct1", "ada@example.com", active=True, status="rejected", five=100.0, seven=61.0, probed_s=20))
+    host("d", entry("tight", "cy@example.com", active=True, status="degraded", five=85.0, seven=30.0, probed_s=10,
+                    wall_in_s=600))
+    # Only a fast clock has read this one: it is shown, marked.
+    host("e", entry("ahead", "dee@example.com", active=True, five=40.0, seven=20.0, probed_s=-3600))
+    # Within a minute ahead is a clock's ordinary drift.
+    host("f", entry("drift", "eve@example.com", active=True, five=30.0, seven=20.0, probed_s=-30))
+    mon = fleet(tmp_path, srv, ["a", "b", "c", "d", "e", "f", "g"])
+    try:
+        body = mon.get_json("/api/fleet/accounts")[1]
+        _validate(json.loads(mon.get("/api/openapi.json")[2]), {"$ref": "#/components/schemas/FleetAccounts"}, body)
+        ada = body["accounts"][0]
+        assert ada["key"] == key("claude", "ada@example.com"), [a["labels"] for a in body["accounts"]]
+        assert ada["status"] == "rejected" and ada["labels"] == ["work", "acct1"]
+        assert ada["fiveHour"]["pct"] == 100.0 and ada["fiveHour"]["host"] == "b"
+        assert ada["fiveHour"]["suspect"] is False and ada["sevenDay"] == dict(ada["sevenDay"], pct=60.0, host="b")
+        by_key = {a["key"]: a for a in body["accounts"]}
+        ahead = by_key[key("claude", "dee@example.com")]
+        assert ahead["fiveHour"]["pct"] == 40.0 and ahead["fiveHour"]["suspect"] is True
+        assert ahead["sevenDay"]["suspect"] is True
+        assert by_key[key("claude", "eve@example.com")]["fiveHour"]["suspect"] is False
+        # The host rows say it too: the block of a reading from the future has no age and is not current.
+        rows = {r["host"]: r for r in mon.get_json("/api/fleet")[1]["hosts"]}
+        assert rows["a"]["account"]["suspect"] is True and rows["a"]["account"]["age_s"] is None
+        assert rows["a"]["account"]["stale"] is True
+        assert rows["b"]["account"]["suspect"] is False and rows["b"]["account"]["stale"] is False
+        assert rows["f"]["account"]["suspect"] is False and rows["f"]["account"]["age_s"] is not None
+        suspect_on_the_page(mon)
+    finally:
+        mon.stop()
+    code, report = run_json(node_env(make_node(tmp_path / "reader", "g", list("abcdefg"), anchor="OPS-1"),
+                                     tracker_url=srv.url), "status", "--json")
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert rows["a"]["state"] == "live" and rows["a"]["account"]["suspect"] is True
+    assert rows["e"]["account"]["suspect"] is True and rows["c"]["account"]["suspect"] is False
+
+
+def suspect_on_the_page(mon):
+    """/fleet greys a reading from the future and says why, in both tables, and stays accessible."""
+    from tests.support import pages
+    from tests.support.browser import chromium, wait_for
+    with chromium(1280, 900) as browser:
+        for scheme in ("light", "dark"):
+            pages.emulate(browser, scheme, 1280)
+            browser.get(mon.url + "/fleet")
+            wait_for(lambda: len(browser.find_elements("css selector", "#account-rows tr")) == 4
+                     and len(browser.find_elements("css selector", "#rows .row")) == 7, what="both tables")
+            page = browser.execute_script("""
+                function text(r) { return r.innerText; }
+                return {accounts: Array.from(document.querySelectorAll('#account-rows tr')).map(function (r) {
+                            return {label: r.querySelector('th .label').textContent, text: r.innerText,
+                                    greyed: r.querySelectorAll('td .win.stale').length}; }),
+                        hosts: Array.from(document.querySelectorAll('#rows .row')).map(function (r) {
+                            return {host: r.querySelector('.host').textContent, text: r.innerText,
+                                    greyed: r.querySelectorAll('.win.stale').length}; })};""")
+            accounts = {a["label"]: a for a in page["accounts"]}
+            assert page["accounts"][0]["label"] == "work \u00b7 acct1"
+            assert "dated in the future" not in accounts["work \u00b7 acct1"]["text"]
+            assert "read on e, dated in the future" in accounts["ahead"]["text"] and accounts["ahead"]["greyed"] == 2
+            hosts = {h["host"]: h for h in page["hosts"]}
+            assert "dated in the future" in hosts["a"]["text"] and "last reading" not in hosts["a"]["text"]
+            assert hosts["a"]["greyed"] == 2 and hosts["b"]["greyed"] == 0
+            assert "dated in the future" not in hosts["b"]["text"] + hosts["f"]["text"]
+            assert not pages.a11y_failures(browser) and not pages.contrast_failures(browser)
+
+
 HOSTILE = [
     "not a list", {"key": "x"}, [None, 3, "acct1", {"label": 5}],
     [{"label": "<img src=x onerror=alert(1)>", "key": "ZZZZ", "provider": "Claude\n", "status": "<b>",
@@ -149,7 +230,6 @@ HOSTILE = [
 
 @pytest.mark.parametrize("junk", range(len(HOSTILE)))
 def test_hostile_accounts_lists_are_whitelisted(tmp_path, anchor_tracker, monkeypatch, capsys, junk):
-    from tests.support.cli import run_json
     beat(anchor_tracker, "a", HOSTILE[junk])
     home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
     code, report = run_json(node_env(home, tracker_url=anchor_tracker.url), "status", "--json")

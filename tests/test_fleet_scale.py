@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from svcposture._time import iso_from_ms
 from svcposture.accountkey import account_key
 from svcposture.cluster import promread
 from svcposture.cluster.fleetaccounts import accounts_view
@@ -68,7 +69,7 @@ def test_ten_thousand_hosts_are_read_in_at_most_four_queries(big, monkeypatch):
     # Every host lists its three accounts, the first active; keys where the email is known.
     live = [r for r in rows if r["state"] == "live"]
     assert all(len(r["accounts"]) == 3 and sum(e["active"] for e in r["accounts"]) == 1 for r in live)
-    view = accounts_view({"hosts": rows, "source": "prometheus", "generatedAt": "2026-01-01T00:00:00.000Z"})
+    view = accounts_view({"hosts": rows, "source": "prometheus", "generatedAt": iso_from_ms(fleet.now_ms)})
     newest = fleet.expected_newest()
     keyed = [a for a in view["accounts"] if a["key"]]
     assert len(keyed) == len(newest) == 1000

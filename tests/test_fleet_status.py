@@ -167,7 +167,8 @@ def test_hostile_account_blocks_are_whitelisted(case):
     for key, value in expect.items():
         assert view[key] == value, key
     assert set(view) == {"key", "label", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
-                         "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms", "age_s", "stale"}
+                         "seven_day_resets_at", "wall_at", "probed_at", "probe_interval_ms", "age_s", "stale",
+                         "suspect"}
 
 
 def test_hostile_peer_metadata_through_the_real_command(tmp_path, anchor_tracker):
@@ -204,6 +205,44 @@ def test_hostile_peer_metadata_through_the_real_command(tmp_path, anchor_tracker
     assert rows["f"]["state"] == "missing"
     assert [u["host"] for u in report["unlisted"]] == ["stranger?[2J"]
     assert "stranger" not in {h["host"] for h in report["hosts"]}
+
+
+def test_no_stamp_from_the_future_makes_a_heartbeat_fresh(tmp_path, anchor_tracker):
+    now = time.time()
+
+    def stamped(host, published_s, updated_s, url=None, label="acct1"):
+        published = iso_from_ms(int((now + published_s) * 1000))
+        anchor_tracker.put_attachment("OPS-1", url or liveness.heartbeat_url(host), subtitle=published,
+                                      updated_at=iso_from_ms(int((now + updated_s) * 1000)),
+                                      metadata={"host": host, "publishedAt": published, "publishIntervalMs": 60000,
+                                                "account": {"label": label}})
+    year = 365 * 86400.0
+    # A host whose clock ran a year fast, and which the tracker last heard from an hour ago: dead,
+    # however fresh its own stamp says it is.
+    stamped("gone", year, -3600)
+    # A live host with a fast clock: the tracker heard it a moment ago.
+    stamped("fast", year, -2)
+    # Both stamps from the future: nothing tells when it published.
+    stamped("lost", year, year)
+    # A minute's drift is a clock's ordinary error.
+    stamped("drift", 30, 30)
+    # One host under two urls: a beat from the future does not hide the newest real one.
+    stamped("dup", 2, -2, label="real")
+    stamped("dup", year, -7200, url="svc://heartbeat/%64up", label="from the future")
+    anchor_tracker.put_attachment("OPS-1", liveness.heartbeat_url("stranger"), subtitle=None,
+                                  updated_at=iso_from_ms(int((now - 600) * 1000)),
+                                  metadata={"publishedAt": iso_from_ms(int((now + year) * 1000))})
+    roster = ["gone", "fast", "lost", "drift", "dup"]
+    home = make_node(tmp_path, "dup", roster, anchor="OPS-1")
+    code, report = run_json(node_env(home, tracker_url=anchor_tracker.url), "status", "--json")
+    rows = {h["host"]: h for h in report["hosts"]}
+    assert code == 3 and "error" not in report
+    assert rows["gone"]["state"] == "stale" and 3599 <= rows["gone"]["ageS"] < 3700, rows["gone"]
+    assert rows["fast"]["state"] == "live" and 1 <= rows["fast"]["ageS"] < 60, rows["fast"]
+    assert rows["lost"]["state"] == "stale" and rows["lost"]["ageS"] is None
+    assert rows["drift"]["state"] == "live" and rows["drift"]["ageS"] is not None
+    assert rows["dup"]["state"] == "live" and rows["dup"]["account"]["label"] == "real"
+    assert [(u["host"], 599 <= u["ageS"] < 700) for u in report["unlisted"]] == [("stranger", True)]
 
 
 def test_wall_at_comes_from_the_forecast_of_the_binding_window(tmp_path):

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcposture.settings import Settings
-from svcposture.cluster import liveness, promread
+from svcposture.cluster import liveness, promql, promread
 from svcposture.monitor.exposition import render_metrics
 from svcposture.paths import Paths
 from tests.support.cli import run_cluster
@@ -199,6 +199,38 @@ def test_the_node_filter_matches_exactly_the_names_it_is_given(names, others):
     # What the engine reads: PromQL unescapes the string once, then matches the whole label value.
     pattern = re.compile("(?:%s)" % promread.node_pattern(sorted(names)).replace("\\\\", "\\"))
     assert {n for n in names | others if pattern.fullmatch(n)} == names
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
+
+
+def unquoted(inside):
+    # What the engine reads back from a double-quoted PromQL string: the escapes promql.py writes
+    # are JSON's (tests/test_fleet_odd_hosts.py has both real engines echo them).
+    return json.loads('"%s"' % inside)
+
+
+@given(TEXT)
+@settings(max_examples=300, deadline=None)
+def test_a_value_written_as_a_promql_string_reads_back_exactly(value):
+    written = promql.promql_string(value)
+    assert "\n" not in written and unquoted(written) == value
+
+
+@given(st.sets(TEXT, min_size=1, max_size=20), st.sets(TEXT, max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_the_node_filter_matches_exactly_any_names_it_is_given(names, others):
+    pattern = re.compile("(?:%s)" % unquoted(promql.node_pattern(sorted(names))), re.S)
+    assert {n for n in names | others if pattern.fullmatch(n)} == names
+
+
+@pytest.mark.parametrize("places", [[("node-a", "acct1\n")], [("node-a\n", "acct1")], [("node-a", 'x"y')],
+                                    [("node-a", "acct1"), ("node-\\b", "acct1")]])
+def test_a_name_or_label_ending_in_a_newline_is_never_written_raw(places):
+    query = promread.readings_query(places, keyless=True)
+    # `$` matches before a final newline: the names and labels are matched whole, or left out.
+    assert "\n" not in query and "acct1\\n" not in query
+    assert re.findall(r'account="([^"]*)"', query) in ([], ["acct1"] * 2)
 
 
 BROKEN = {

@@ -17,6 +17,12 @@ two hosts' entries are the same account, so it is listed per host and label
 (`key` null, one host). Most urgent first: rejected, then the soonest wall,
 then the fullest window. Pure: the report comes from the tracker, Prometheus
 or the demo's simulated fleet, all in the same shape.
+
+A reading probed more than a minute after the report was read (heartbeat.MAX_AHEAD_MS)
+comes from a clock that runs fast: it is no newer than any other, however far
+ahead its stamp. It is taken only where no host has a believable reading, and
+then marked (`suspect` on each window taken from it); otherwise one fast clock
+would hide every fresh reading of the account, a rejected one included.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .._time import parse_iso_ms
 from ..vendors import DEFAULT_PROVIDER, block_keys
+from .heartbeat import ahead
 
 WINDOWS = (("fiveHour", "five_hour_pct", "five_hour_resets_at"),
            ("sevenDay", "seven_day_pct", "seven_day_resets_at"))
@@ -64,19 +71,23 @@ def _identity(entry: Mapping[str, Any], host: str) -> Tuple[str, ...]:
     return ("host", host, provider, entry["label"])
 
 
-def _window(readings: List[Tuple[int, str, Mapping[str, Any]]], pct_field: str,
-            reset_field: str) -> Dict[str, Any]:
-    """The window of the newest reading that has it; nulls when no host has read it."""
-    for probed, host, entry in readings:
+# (suspect, order, host, entry): sorted, the newest believable reading first, then the suspect
+# ones, the nearest the present first.
+Reading = Tuple[bool, int, str, Mapping[str, Any]]
+
+
+def _window(readings: List[Reading], pct_field: str, reset_field: str) -> Dict[str, Any]:
+    """The window of the first reading that has it; nulls when no host has read it."""
+    for suspect, _, host, entry in readings:
         if entry.get(pct_field) is not None:
             return {"pct": entry[pct_field], "resetsAt": entry.get(reset_field),
-                    "probedAt": entry.get("probed_at"), "host": host}
-    return {"pct": None, "resetsAt": None, "probedAt": None, "host": None}
+                    "probedAt": entry.get("probed_at"), "host": host, "suspect": suspect}
+    return {"pct": None, "resetsAt": None, "probedAt": None, "host": None, "suspect": False}
 
 
 def _account(group: Dict[str, Any]) -> Dict[str, Any]:
-    readings = sorted(group["readings"], key=lambda r: -r[0])
-    newest = readings[0][2] if readings else {}
+    readings = sorted(group["readings"], key=lambda r: r[:2])
+    newest = readings[0][3] if readings else {}
     out = {"key": group["key"], "provider": group["provider"], "labels": group["labels"], "hosts": group["hosts"],
            "status": newest.get("status") or group["status"]}
     for name, pct_field, reset_field in WINDOWS:
@@ -94,12 +105,16 @@ def urgency(account: Mapping[str, Any]) -> Tuple[int, float, float]:
             -max(pcts) if pcts else 0.0)
 
 
-def accounts_view(report: Mapping[str, Any]) -> Dict[str, Any]:
-    """The body of GET /api/fleet/accounts from a fleet status report. Pure. The loop runs once
+def accounts_view(report: Mapping[str, Any], now: Optional[int] = None) -> Dict[str, Any]:
+    """The body of GET /api/fleet/accounts from a fleet status report. Pure. A reading is suspect
+    when probed more than heartbeat.MAX_AHEAD_MS after `now` (ms; default: the report's
+    `generatedAt`, when it was read; without either, none is). The loop runs once
     per account of every host (30,000 at 10,000 hosts): a reading's time is parsed only where an
     entry has one, and Mapping is collections.abc's (typing's alias takes twice as long to check)."""
     groups: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     blocks = block_keys()
+    read = _ms(report.get("generatedAt")) if now is None else now
+    believed = float("inf") if read is None else read
     for row in report.get("hosts") or []:
         host = row.get("host") if isinstance(row, Mapping) else None
         if not isinstance(host, str):
@@ -118,7 +133,8 @@ def accounts_view(report: Mapping[str, Any]) -> Dict[str, Any]:
             stamp = entry.get("probed_at")
             probed = _ms(stamp) if stamp is not None else None
             if probed is not None:
-                group["readings"].append((probed, host, entry))
+                suspect = ahead(probed, believed)
+                group["readings"].append((suspect, probed if suspect else -probed, host, entry))
             elif group["status"] is None:
                 group["status"] = entry.get("status")
     accounts = sorted((_account(g) for g in groups.values()),

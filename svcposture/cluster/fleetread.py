@@ -16,6 +16,12 @@ under `vendors.block_key` (`account` for the default vendor), as in a heartbeat.
 
 Labels are checked where they are read (every one must be a string), figures
 field by field: a reply comes from a service this node does not control.
+
+When each account was read (`svc_account_probed_at_seconds`) is the value its
+host exports, from that host's clock: a reading more than a minute ahead of
+this reader's (heartbeat.MAX_AHEAD_MS) is suspect. It is an account's newest
+only where no host has a believable reading, and is then marked (`suspect` on
+the active block); otherwise one fast clock would hide every fresh reading.
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ from .._time import iso_from_ms
 from ..accountkey import valid_key
 from ..errors import SvcpostureError
 from ..vendors import DEFAULT_BLOCK_KEY, DEFAULT_PROVIDER, block_keys
-from .heartbeat import MAX_LABEL, MAX_PCT
+from .heartbeat import MAX_AHEAD_MS, MAX_LABEL, MAX_PCT
 from .hostaccounts import MAX_ACCOUNTS, PROVIDER_RE
 
 _PCT = {"five_hour": "five_hour_pct", "seven_day": "seven_day_pct"}
@@ -67,6 +73,15 @@ def _clean_label(value: str) -> Optional[str]:
     return value if value and len(value) <= MAX_LABEL and not has_control(value) else None
 
 
+def _newer(value: float, held: float, believed: float) -> bool:
+    """Whether a reading at `value` (epoch s) replaces one at `held` as an account's newest: a
+    believable one (at most `believed`) beats any suspect one; among the suspect, the nearest the
+    present wins."""
+    if held > believed:
+        return value <= believed or value < held
+    return held < value <= believed
+
+
 def _iso_s(seconds: float) -> Optional[str]:
     try:
         return iso_from_ms(int(seconds * 1000)) if math.isfinite(seconds) and seconds > 0 else None
@@ -75,16 +90,20 @@ def _iso_s(seconds: float) -> Optional[str]:
 
 
 class FleetRead:
-    """What each node and each account says, one reply at a time."""
+    """What each node and each account says, one reply at a time; `now_s` is the reader's clock
+    (epoch s), against which a reading from the future is told."""
 
-    def __init__(self) -> None:
+    def __init__(self, now_s: float) -> None:
+        # A reading stamped after this is suspect (heartbeat.MAX_AHEAD_MS).
+        self.believed_s = now_s + MAX_AHEAD_MS / 1000.0
         self.up: Dict[str, float] = {}
         self.seen: Dict[str, float] = {}
         self.errors: Set[Tuple[str, str]] = set()
         # node -> [(not the default vendor's, label, provider, key, when its figures were read, epoch s)]
         self.members: Dict[str, List[Tuple[bool, str, str, str, float]]] = {}
         self.active: Set[Place] = set()
-        # key -> ((node, provider, label), when read): where the newest reading of the account is
+        # key -> ((node, provider, label), when read): where the newest reading of the account is,
+        # a suspect one only where no reading is believable (the nearest the present of them)
         self.newest: Dict[str, Tuple[Place, float]] = {}
         self._figures: Dict[Place, Dict[str, Any]] = {}
         self._fields: Dict[Place, Dict[str, Any]] = {}
@@ -97,7 +116,7 @@ class FleetRead:
                 up[node] = value
 
     def accounts(self, samples: List[Sample]) -> None:
-        newest, members, default = self.newest, self.members, DEFAULT_PROVIDER
+        newest, members, default, believed = self.newest, self.members, DEFAULT_PROVIDER, self.believed_s
         for labels, value in samples:
             node, key = _label(labels, "node"), _label(labels, "account_key")
             provider, label = _label(labels, "provider") or default, _label(labels, "account")
@@ -108,8 +127,12 @@ class FleetRead:
                 held = members[node] = []
             # The default vendor's first, then by label: the order of a row's entries, by a plain tuple sort.
             held.append((provider != default, label, provider, key, value))
-            if key and math.isfinite(value) and (key not in newest or value > newest[key][1]):
-                newest[key] = ((node, provider, label), value)
+            # A reading whose label a row would drop (docs/fleet.md: printable, at most 64) is no
+            # account's newest, as in a heartbeat: one host's odd label costs its own entry only.
+            if key and math.isfinite(value) and _clean_label(label) is not None:
+                best = newest.get(key)
+                if best is None or _newer(value, best[1], believed):
+                    newest[key] = ((node, provider, label), value)
 
     def actives(self, samples: List[Sample]) -> None:
         """Each node's active accounts, valued when their series was last scraped (so when the
@@ -171,7 +194,7 @@ _ENTRY_FIGURES = tuple(_NO_READING)
 # An active block before its figures, copied for each (a copy of a dict is one C call).
 _BLOCK = {"key": None, "label": None, "status": None, "five_hour_pct": None, "seven_day_pct": None,
           "five_hour_resets_at": None, "seven_day_resets_at": None, "wall_at": None, "probed_at": None,
-          "probe_interval_ms": None, "age_s": None, "stale": False}
+          "probe_interval_ms": None, "age_s": None, "stale": False, "suspect": False}
 _QUOTA_FIELDS = ("five_hour_pct", "seven_day_pct", "five_hour_resets_at", "seven_day_resets_at")
 
 
@@ -256,11 +279,13 @@ class Draft:
         if made is None:
             fields = self.read.fields(place, read_s) if place is not None else {}
             probed_s = fields.get("probed_s")
-            age = round(max(0.0, self.now_s - probed_s), 1) \
-                if fields.get("probed_at") and probed_s is not None else None
+            known = bool(fields.get("probed_at")) and probed_s is not None
+            suspect = known and probed_s > self.read.believed_s
+            age = round(max(0.0, self.now_s - probed_s), 1) if known and not suspect else None
             figures = {name: fields.get(name) for name in ("status",) + _QUOTA_FIELDS + ("wall_at", "probed_at")}
             figures["age_s"] = age
-            figures["stale"] = age is not None and age * 1000 > 2 * self.interval_ms
+            figures["stale"] = suspect or (age is not None and age * 1000 > 2 * self.interval_ms)
+            figures["suspect"] = suspect
             quota = {f: figures[f] for f in _QUOTA_FIELDS if figures[f] is not None}
             made = self._made[place] = (figures, quota or None)
         return made

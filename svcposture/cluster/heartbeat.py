@@ -73,6 +73,10 @@ MAX_TIME_TEXT = 40
 MAX_QUOTA_TEXT = 100
 # A pct beyond this is not a utilization, it is junk.
 MAX_PCT = 1e6
+# How far ahead of the reader's clock a peer's stamp may be and still count as an instant that has
+# passed: clocks drift by seconds, not minutes. A stamp further ahead comes from a fast clock (or a
+# peer lying); taken at its word it would be the newest reading, and a heartbeat always fresh, forever.
+MAX_AHEAD_MS = 60000
 _WINDOW_OF_PREFIX = {"five_hour": "fiveHour", "seven_day": "sevenDay"}
 
 
@@ -213,29 +217,44 @@ def account_source(current: Callable[[], Optional[Mapping[str, Any]]], trajector
 
 # ---------------------------------------------------------------- reading (status, /api/fleet)
 
-def published_ms(heartbeat: Any) -> Optional[int]:
+def ahead(stamp_ms: float, now: float) -> bool:
+    """Whether a peer's stamp is further ahead of the reader's clock (`now`, ms) than drift explains."""
+    return stamp_ms > now + MAX_AHEAD_MS
+
+
+def published_ms(heartbeat: Any, now: Optional[int] = None) -> Optional[int]:
     """When a heartbeat (a tracker.Heartbeat) was published: its `publishedAt`, else the
-    attachment's subtitle, else its last update; None when none of them is an instant."""
+    attachment's subtitle, else its last update; None when none of them is an instant.
+
+    A stamp more than MAX_AHEAD_MS ahead of `now` (default: the clock) is no instant of
+    publication and the next one is taken: `publishedAt` and the subtitle come from the peer's
+    clock, the update time from the tracker's, so a host whose clock runs fast is judged by when
+    the tracker last saw its heartbeat, and a host with no believable stamp is never fresh."""
+    current = now_ms() if now is None else now
     meta = heartbeat.metadata if isinstance(heartbeat.metadata, Mapping) else {}
     for value in (meta.get("publishedAt"), heartbeat.subtitle, heartbeat.updated_at):
         if isinstance(value, str):
             try:
-                return parse_iso_ms(value)
+                stamp = parse_iso_ms(value)
             except (ValueError, OverflowError):
                 continue
+            if not ahead(stamp, current):
+                return stamp
     return None
 
 
-def newest_by_host(heartbeats: Iterable[Any]) -> Dict[str, Any]:
+def newest_by_host(heartbeats: Iterable[Any], now: Optional[int] = None) -> Dict[str, Any]:
     """One heartbeat per host: of duplicates (two urls decoding to one host, a
-    tracker repeating a node), the newest published wins."""
+    tracker repeating a node), the newest published wins (published_ms: a stamp
+    from the future does not make a duplicate the newest)."""
+    current = now_ms() if now is None else now
     by_host: Dict[str, Any] = {}
     for heartbeat in heartbeats:
         host = host_of_heartbeat_url(heartbeat.url)
         if host is None:
             continue
         seen = by_host.get(host)
-        if seen is None or (published_ms(heartbeat) or 0) >= (published_ms(seen) or 0):
+        if seen is None or (published_ms(heartbeat, current) or 0) >= (published_ms(seen, current) or 0):
             by_host[host] = heartbeat
     return by_host
 
@@ -293,8 +312,11 @@ def peer_account(value: Any, *, publish_interval_ms: float, now: Optional[int] =
     `age_s`, seconds since `probed_at` (null when unknown), and `stale`, true
     when that age exceeds twice the longer of the peer's publish interval and
     its probe interval: such values are shown greyed with their age, never as
-    current. A label may hold any printable text (a page shows it escaped);
-    a status outside the node-status vocabulary becomes null.
+    current. `suspect` is true when `probed_at` is more than MAX_AHEAD_MS ahead
+    of `now`: a clock runs fast, so nothing tells how old the reading is (its
+    `age_s` is null) and it is stale too. A label may hold any printable text
+    (a page shows it escaped); a status outside the node-status vocabulary
+    becomes null.
     """
     if not isinstance(value, dict):
         return None
@@ -309,12 +331,16 @@ def peer_account(value: Any, *, publish_interval_ms: float, now: Optional[int] =
     interval = clean_number(value.get("probe_interval_ms"), 365 * 86400 * 1000.0)
     block["probe_interval_ms"] = int(interval) if interval else None
     age_s: Optional[float] = None
+    suspect = False
     if block["probed_at"] is not None:
         current = now_ms() if now is None else now
-        age_s = round(max(0, current - parse_iso_ms(block["probed_at"])) / 1000.0, 1)
+        probed = parse_iso_ms(block["probed_at"])
+        suspect = ahead(probed, current)
+        age_s = None if suspect else round(max(0, current - probed) / 1000.0, 1)
     block["age_s"] = age_s
     limit_ms = 2 * max(publish_interval_ms, block["probe_interval_ms"] or 0)
-    block["stale"] = age_s is not None and age_s * 1000 > limit_ms
+    block["stale"] = suspect or (age_s is not None and age_s * 1000 > limit_ms)
+    block["suspect"] = suspect
     return block
 
 
@@ -352,12 +378,21 @@ def account_schema() -> Dict[str, Any]:
         "status": {"type": ["string", "null"], "enum": list(NODE_STATUSES) + [None]},
         "probe_interval_ms": {"type": ["integer", "null"], "minimum": 0},
         "age_s": {"type": ["number", "null"], "minimum": 0,
-                  "description": "Seconds since probed_at, when the report was read."},
+                  "description": "Seconds since probed_at, when the report was read; null when unknown or "
+                                 "suspect."},
         "stale": {"type": "boolean", "description": "age_s beyond twice the longer of the host's publish "
-                                                    "and probe intervals: shown greyed, never as current."}}
+                                                    "and probe intervals, or the reading is suspect: shown "
+                                                    "greyed, never as current."},
+        "suspect": {"type": "boolean",
+                    "description": "probed_at is more than %d s ahead of the reader's clock (a clock runs "
+                                   "fast): the reading's age is unknown, and it is an account's newest only "
+                                   "where no host has a believable one. Every reader sets it; absent (the "
+                                   "demo's simulated fleet) means false."
+                                   % (MAX_AHEAD_MS // 1000)}}
     props.update({f: {"type": ["number", "null"], "minimum": 0} for f in PCT_FIELDS})
     props.update({f: nullable_time for f in TIME_FIELDS})
-    return {"type": "object", "additionalProperties": False, "required": sorted(props), "properties": props}
+    required = sorted(p for p in props if p != "suspect")
+    return {"type": "object", "additionalProperties": False, "required": required, "properties": props}
 
 
 def quota_schema() -> Dict[str, Any]:

@@ -284,8 +284,10 @@ def start_publisher(paths: Paths, settings: Settings, node: str,
 
 def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], now: int,
                 local_interval_ms: int) -> List[Dict[str, Any]]:
-    """Each roster host live (within 2 of its own intervals), stale, or missing."""
-    by_host = heartbeat.newest_by_host(heartbeats)
+    """Each roster host live (within 2 of its own intervals), stale, or missing. A heartbeat
+    is judged by when it was published as far as `now` can believe it (heartbeat.published_ms):
+    one whose only stamps lie in the future is stale, never fresh."""
+    by_host = heartbeat.newest_by_host(heartbeats, now)
     blocks = block_keys()
     rows: List[Dict[str, Any]] = []
     for host in dict.fromkeys(roster):
@@ -295,7 +297,7 @@ def peer_states(roster: Sequence[str], heartbeats: Iterable[tracker.Heartbeat], 
                          "accounts": []})
             continue
         interval = heartbeat.peer_interval_ms(beat.metadata.get("publishIntervalMs"), local_interval_ms)
-        published = heartbeat.published_ms(beat)
+        published = heartbeat.published_ms(beat, now)
         quota = heartbeat.peer_quota(beat.metadata.get("quota"))
         if published is None:
             row = {"host": host, "state": "stale", "ageS": None, "quota": quota}
@@ -380,8 +382,8 @@ def collect_status(paths: Paths, settings: Settings) -> Dict[str, Any]:
         report["publishIntervalMs"] = budget.interval_in_force_ms(interval, len(set(hosts)), stated,
                                                                   settings.tracker_window_ms, now)
     report["hosts"] = peer_states(hosts, issue.heartbeats, now, interval)
-    by_host = heartbeat.newest_by_host(issue.heartbeats)
-    report["unlisted"] = unlisted_rows(hosts, {h: heartbeat.published_ms(b) for h, b in by_host.items()}, now)
+    by_host = heartbeat.newest_by_host(issue.heartbeats, now)
+    report["unlisted"] = unlisted_rows(hosts, {h: heartbeat.published_ms(b, now) for h, b in by_host.items()}, now)
     if issue.archived_at or issue.trashed:
         report["warning"] = "anchor %s is %s" % (anchor, "trashed" if issue.trashed else "archived")
     return report

@@ -47,9 +47,10 @@ from .._version import __version__
 from ..settings import PROMETHEUS_URL_ENV
 from ..vendors import DEFAULT_PROVIDER
 from .fleetread import FleetRead, PrometheusError, PrometheusResponseError, Sample, draft_rows
+from .promql import node_pattern, promql_string
 
 __all__ = ["PrometheusError", "PrometheusConfigError", "PrometheusUnreachableError", "PrometheusResponseError",
-           "fleet_queries", "readings_query", "fleet_rows"]
+           "fleet_queries", "readings_query", "fleet_rows", "node_pattern"]
 
 # One deadline for all the queries of one status, not one per request.
 READ_DEADLINE_S = 10.0
@@ -69,7 +70,7 @@ class PrometheusUnreachableError(PrometheusError, ConnectionError):
 def _default_vendor(expr: str) -> str:
     """The default vendor's node-level series have no `provider` label (the contract's, as the
     shipped rules read them): name it."""
-    return 'label_replace(%s, "provider", "%s", "provider", "")' % (expr, DEFAULT_PROVIDER)
+    return 'label_replace(%s, "provider", "%s", "provider", "")' % (expr, promql_string(DEFAULT_PROVIDER))
 
 
 # A reading's windows and forecast wall, asked by name. Its status is a family of one series per
@@ -86,10 +87,15 @@ _KEYLESS = 'node!="",account_key=""'
 # VictoriaMetrics refuses a query over 16 KiB by default. Past this, the readings are asked of
 # every node, which is correct, only slower.
 MAX_QUERY = 15000
-_NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
-# Labels written into a selector as they are (no PromQL escaping needed), and at most this many
-# selectors: a fleet with more labels than that is asked by node alone.
-_LABEL_RE = re.compile(r"^[A-Za-z0-9._@+-]{1,64}$")
+# Names and labels come from the replies, so from whatever the hosts export. Each is matched whole
+# (fullmatch: `$` would also match before a final newline) and every value written is escaped
+# (promql.py), so that one host's odd label costs at most its own figures, never the whole read.
+# Nodes named like hosts are asked by a regex of their names; any other name, and the filter
+# is left out.
+_NODE_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,253}")
+# Nodes are grouped by the label of their newest reading when every such label is a plain
+# one, and there are at most this many: else they are asked by node alone.
+_LABEL_RE = re.compile(r"[A-Za-z0-9._@+-]{1,64}")
 MAX_LABEL_GROUPS = 16
 
 
@@ -120,11 +126,11 @@ def readings_query(places: Sequence[Tuple[str, str]], keyless: bool) -> Optional
     twice, in one selector; else every node's."""
     nodes = sorted({node for node, _ in places})
     shapes: List[str] = []
-    if nodes and all(_NODE_NAME_RE.match(n) for n in nodes):
+    if nodes and all(_NODE_NAME_RE.fullmatch(n) for n in nodes):
         by_label: Dict[str, List[str]] = {}
         for node, label in sorted(places):
             by_label.setdefault(label, []).append(node)
-        if len(by_label) <= MAX_LABEL_GROUPS and all(_LABEL_RE.match(label) for label in by_label):
+        if len(by_label) <= MAX_LABEL_GROUPS and all(_LABEL_RE.fullmatch(label) for label in by_label):
             shapes.append(_by_label(by_label))
         matcher = 'node=~"%s"' % node_pattern(nodes)
         shapes += [_SPLIT % {"m": matcher}, _ONE_SELECTOR % {"m": matcher}]
@@ -141,47 +147,12 @@ def readings_query(places: Sequence[Tuple[str, str]], keyless: bool) -> Optional
 def _by_label(by_label: Dict[str, List[str]]) -> str:
     """The readings query of nodes grouped by the label of the account each holds the newest
     reading of: one selector per label, for its nodes."""
-    groups = [(label, node_pattern(nodes)) for label, nodes in sorted(by_label.items())]
+    groups = [(promql_string(label), node_pattern(nodes)) for label, nodes in sorted(by_label.items())]
     figures = " or ".join('{__name__=~"%s",account="%s",node=~"%s"}' % ("|".join(FIGURE_NAMES), label, pattern)
                           for label, pattern in groups)
     statuses = " or ".join('svc_account_status{account="%s",node=~"%s"}' % group for group in groups)
     return ("max by (__name__, node, provider, account, window) (%s)"
             " or max by (node, provider, account, status) ((%s) == 1)" % (figures, statuses))
-
-
-def node_pattern(names: Sequence[str]) -> str:
-    """A PromQL regex matching exactly `names` (host names: letters, digits, `.`, `_`, `-`), each
-    shared prefix written once. A fleet's names share most of their letters (`host-00417`), and
-    the filter has to be written twice in one query under the engine's length limit: 979 such
-    names take 1,439 characters instead of 10,768."""
-    trie: Dict[str, Any] = {}
-    for name in names:
-        node = trie
-        for char in name:
-            node = node.setdefault(char, {})
-        node[""] = {}
-    return _pattern_of(trie)
-
-
-def _pattern_of(node: Dict[str, Any]) -> str:
-    leaves = [c for c in sorted(node) if c and list(node[c]) == [""]]
-    parts = [_escaped(c) + _pattern_of(node[c]) for c in sorted(node) if c and c not in leaves]
-    if len(leaves) > 1:
-        # In a class `.` is itself; `-` is itself last.
-        parts.insert(0, "[%s]" % "".join(sorted(leaves, key=lambda c: c == "-")))
-    elif leaves:
-        parts.insert(0, _escaped(leaves[0]))
-    if not parts:
-        return ""
-    body = parts[0] if len(parts) == 1 else "(?:%s)" % "|".join(parts)
-    if "" in node:  # a name ends here and others go on
-        body = body + "?" if len(body) == 1 else "(?:%s)?" % body
-    return body
-
-
-def _escaped(char: str) -> str:
-    # A PromQL string unescapes once, the regex once more.
-    return "\\\\." if char == "." else char
 
 
 def base_url(url: str) -> str:
@@ -258,7 +229,8 @@ def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
     base = base_url(prometheus_url)
     deadline = time.monotonic() + READ_DEADLINE_S
     hosts_query, accounts_query, active_query = fleet_queries(interval_ms)
-    read = FleetRead()
+    # The reader's clock when the read starts: readings stamped well after it are suspect.
+    read = FleetRead((time.time() * 1000 if now is None else now) / 1000.0)
     with _collections_paused():
         hosts = _in_background(instant_query, base, hosts_query, deadline)
         active = _in_background(instant_query, base, active_query, deadline)

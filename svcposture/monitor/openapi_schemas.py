@@ -305,11 +305,15 @@ def _fleet_report_schema() -> Dict[str, Any]:
 
 def _fleet_accounts_schema() -> Dict[str, Any]:
     """GET /api/fleet/accounts (cluster/fleetaccounts.py)."""
-    window = {"type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "probedAt", "host"],
+    window = {"type": "object", "additionalProperties": False,
+              "required": ["pct", "resetsAt", "probedAt", "host", "suspect"],
               "properties": {"pct": {"type": ["number", "null"], "minimum": 0}, "resetsAt": _time(),
                              "probedAt": _time(description="When the newest reading of the window was "
                                                                  "probed, on `host`."),
-                             "host": {"type": ["string", "null"]}}}
+                             "host": {"type": ["string", "null"]},
+                             "suspect": {"type": "boolean", "description": "probedAt is more than a minute after "
+                                         "the fleet was read (`host`'s clock runs fast): no host has a "
+                                         "believable reading of this window, and this one's age is unknown."}}}
     account = {"type": "object", "additionalProperties": False,
                "required": ["key", "provider", "labels", "hosts", "status", "fiveHour", "sevenDay", "wallAt"],
                "properties": {

@@ -43,6 +43,19 @@
 
   function elapsedS() { return fetchedAt ? (Date.now() - fetchedAt) / 1000 : 0; }
 
+  // A reading stamped more than a minute after the fleet was read (`suspect`) comes from a clock
+  // that runs fast: how old it is nobody can tell, so it is greyed and says so, never shown as current.
+  var SUSPECT_NOTE = "dated in the future: a clock runs fast";
+  var SUSPECT_TITLE = "This reading is stamped later than the fleet was read, so the host that took it has a " +
+                      "clock that runs fast and its age is unknown. A reading with a believable time always " +
+                      "comes first.";
+
+  function suspectMark(cls, text) {
+    var mark = el("span", cls + " suspect", text);
+    mark.title = SUSPECT_TITLE;
+    return mark;
+  }
+
   function pill(word) {
     var text = typeof word === "string" && word ? word : "unknown";
     return el("span", "pill pill-" + (STATE_ORDER.hasOwnProperty(text) || /^[a-z_]+$/.test(text) ? text : "unknown"), text);
@@ -165,8 +178,11 @@
     var who = (host.host || "host") + " " + (account.label || "");
     var cells = [acct, windowCell(account.five_hour_pct, account.five_hour_resets_at, who + " 5-hour window"),
                  windowCell(account.seven_day_pct, account.seven_day_resets_at, who + " 7-day window"), wallCell(account)];
-    if (account.stale) {
-      acct.appendChild(el("span", "stale-note", "last reading " + duration((account.age_s || 0) + elapsedS()) + " ago"));
+    var note = account.suspect === true ? suspectMark("stale-note", SUSPECT_NOTE)
+             : account.stale ? el("span", "stale-note", "last reading " + duration((account.age_s || 0) + elapsedS()) + " ago")
+             : null;
+    if (note) {
+      acct.appendChild(note);
       for (var i = 1; i < cells.length; i++) cells[i].className += " stale";
       acct.className += " stale-acct";
     }
@@ -235,12 +251,14 @@
   function readOn(win) {
     var probed = win ? msOf(win.probedAt) : null;
     if (probed === null) return null;
+    if (win.suspect === true) return suspectMark("read-on", (win.host ? "read on " + win.host + ", " : "") + SUSPECT_NOTE);
     var text = "read " + duration((Date.now() - probed) / 1000) + " ago" + (win.host ? " on " + win.host : "");
     return el("span", "read-on", text);
   }
 
   function accountWindow(win, name, who) {
     var cell = windowCell(win ? win.pct : null, win ? win.resetsAt : null, who + " " + name + " window");
+    if (win && win.suspect === true) cell.className += " stale";
     var read = readOn(win);
     if (read) cell.appendChild(read);
     return cell;
