@@ -2,7 +2,8 @@
 
 A node's accounts belong to vendors, each a package implementing the `Vendor`
 protocol (`vendor.py`): Claude (the contract's accounts, `MODEL_TOKEN_*`
-lines) and Codex (`CODEX_HOME_*` lines) are built in; another is registered
+lines), Codex (`CODEX_HOME_*` lines), GitHub Copilot (`COPILOT_TOKEN_*`),
+z.ai (`ZAI_API_KEY_*`) and Kimi (`KIMI_API_KEY_*`) are built in; another is registered
 with `register_vendor(vendor)` or named in `$SVC_VENDORS` (importable modules,
 comma-separated, each with a `VENDOR`; `settings.vendor_modules` reads it and
 `load_vendor_modules` registers them). Every vendor-neutral part of the
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 DEFAULT_PROVIDER = "claude"
 PROVIDER_PARAM = "provider"
 # The built-in vendors' modules, relative to this package; the first is the default vendor.
-_BUILT_IN = (".claude.vendor", ".codex.vendor")
+_BUILT_IN = (".claude.vendor", ".codex.vendor", ".copilot.vendor", ".zai.vendor", ".kimi.vendor")
 
 _lock = threading.Lock()
 _vendors: List[Any] = []
