@@ -40,6 +40,7 @@ class KeyServer(Served):
     """One vendor's usage endpoint; the subclasses name its path, scheme and refusal body."""
 
     handler = _Handler
+    provider = ""
     path = "/"
     scheme = "Bearer"
     refusal: Any = {"error": "unauthorized"}
@@ -58,6 +59,7 @@ class KeyServer(Served):
 class CopilotServer(KeyServer):
     """`GET /copilot_internal/user`, `Authorization: token <t>`; GitHub's 401 body otherwise."""
 
+    provider = "copilot"
     path = "/copilot_internal/user"
     scheme = "token"
     refusal = {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest", "status": "401"}
@@ -66,6 +68,7 @@ class CopilotServer(KeyServer):
 class ZaiServer(KeyServer):
     """`GET /api/monitor/usage/quota/limit`, `Authorization: Bearer <key>`; z.ai's refusal envelope otherwise."""
 
+    provider = "zai"
     path = "/api/monitor/usage/quota/limit"
     refusal = {"code": 401, "msg": "token expired or incorrect", "success": False}
 
@@ -73,5 +76,6 @@ class ZaiServer(KeyServer):
 class KimiServer(KeyServer):
     """`GET /coding/v1/usages`, `Authorization: Bearer <key>`; a 401 otherwise (its body is not captured)."""
 
+    provider = "kimi"
     path = "/coding/v1/usages"
     refusal = {"error": {"message": "Invalid Authentication", "type": "invalid_authentication_error"}}
