@@ -34,6 +34,7 @@ def _envelope_error(body: Mapping[str, Any]) -> Optional[BodyError]:
     code = body.get("code")
     if body.get("success") is not False and (code is None or code == 200):
         return None
+    code = code if is_int(code) else None
     if code in REFUSED_CODES:
         return BodyError(401)
     return BodyError(429 if code in LIMITED_CODES else None)
