@@ -58,6 +58,10 @@ def test_the_endpoint_got_githubs_token_scheme_and_nothing_else(node):
     assert node.auths_are("token")
 
 
+def test_the_body_holds_to_its_schema_in_the_openapi_document(node):
+    assert node.posture_fits_the_document()
+
+
 def test_the_advice_stays_and_ranks_the_free_accounts(node):
     status, advice = node.mon.get_json("/api/advice?provider=copilot")
     assert status == 200 and advice["provider"] == "copilot" and advice["active"]["label"] == "copilot-pro"

@@ -39,6 +39,10 @@ def test_the_endpoint_got_a_bearer_key_and_nothing_else(node):
     assert node.auths_are("Bearer")
 
 
+def test_the_body_holds_to_its_schema_in_the_openapi_document(node):
+    assert node.posture_fits_the_document()
+
+
 def test_the_advice_ranks_the_account_with_the_most_room(node):
     status, advice = node.mon.get_json("/api/advice?provider=kimi")
     assert status == 200 and advice["advice"] == "stay" and [r["label"] for r in advice["ranked"]] == ["kimi-pools"]

@@ -45,6 +45,16 @@ class PlanNode(NamedTuple):
         assert status == 200, body
         return body
 
+    def posture_fits_the_document(self) -> bool:
+        """Whether the vendor's posture body holds to its schema in the served OpenAPI document
+        (`<display name>Posture`, every account and window whitelisted there)."""
+        from tests.test_metrics_openapi import _validate
+
+        doc = self.mon.get_json("/api/openapi.json")[1]
+        name = vendor_named(self.provider).display_name
+        _validate(doc, {"$ref": "#/components/schemas/%sPosture" % name}, self.posture())
+        return True
+
     def accounts(self) -> Dict[str, Any]:
         """The vendor's posture body's accounts by label."""
         return {a["label"]: a for a in self.posture().get("accounts") or ()}
