@@ -89,9 +89,9 @@ def test_metrics_carry_each_account_under_the_copilot_provider(node):
     # The monthly quotas are extra windows, which /metrics does not carry; the statuses say them.
     assert node.series("svc_posture_available") == [1.0]
     assert node.series("svc_node_active_account", node="plans-node", account="copilot-pro") == [1.0]
-    assert [node.series("svc_account_status", account=label, status=status)
-            for label, status in (("copilot-spent", "rejected"), ("copilot-biz", "degraded"), ("copilot-gone", "error"))] \
-        == [[1.0]] * 3
+    expected = (("copilot-spent", "rejected"), ("copilot-biz", "degraded"), ("copilot-gone", "error"))
+    assert [node.series("svc_account_status", account=label, status=status) for label, status in expected] == \
+        [[1.0]] * 3
     assert node.series("svc_account_utilization_percent") == []
 
 

@@ -162,7 +162,8 @@ def test_an_account_with_only_extra_windows_is_bound_by_the_worst():
 def test_the_child_takes_the_keys_from_its_environment_and_the_first_active_one():
     text = ('PLANS_KEY_ONE="k1"  # one@x.example\nexport PLANS_KEY_TWO=k2\nPLANS_KEY_EMPTY=\n'
             'PLANS_KEY_TODO=PASTE_TOKEN_HERE\nexport PLANS_KEY="$PLANS_KEY_TWO"\n')
-    environ = {"PLANS_KEY_ONE": "k1", "PLANS_KEY_TWO": "k2", "PLANS_KEY_EMPTY": "", "PLANS_KEY_TODO": "PASTE_TOKEN_HERE",
+    environ = {"PLANS_KEY_ONE": "k1", "PLANS_KEY_TWO": "k2", "PLANS_KEY_EMPTY": "",
+               "PLANS_KEY_TODO": "PASTE_TOKEN_HERE",
                "PLANS_KEY_THREE": "k2", "PLANS_KEY": "k2"}
     sweep = KeySweep(VENDOR, text, environ)
     assert sweep.check() == {"usable": ["plans-one", "plans-two", "plans-three"],

@@ -21,8 +21,8 @@ def test_the_week_the_five_hours_and_the_ratio_pools_are_placed_by_length(node):
     assert posture["status"] == "ok" and posture["active"]["label"] == "kimi-one"
     assert windows_of(accounts["kimi-one"]) == ([(27.0, "allowed"), (26.0, "allowed")], [])
     assert windows_of(accounts["kimi-member"]) == ([(0.0, "allowed"), (66.0, "allowed")], [])
-    assert windows_of(accounts["kimi-pools"]) == ([(0.0, "allowed"), None], [("limit_month_total", 3.4, "allowed", 43200),
-                                                                        ("limit_month_code", 0.0, "allowed", 43200)])
+    assert windows_of(accounts["kimi-pools"]) == ([(0.0, "allowed"), None], [
+        ("limit_month_total", 3.4, "allowed", 43200), ("limit_month_code", 0.0, "allowed", 43200)])
     assert windows_of(accounts["kimi-spent"]) == ([(100.0, "rejected"), (58.0, "allowed")], [])
     # Nine fractional digits, truncated to the millisecond.
     assert accounts["kimi-nanos"]["fiveHour"]["resetsAt"].endswith(".443Z")

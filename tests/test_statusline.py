@@ -398,8 +398,8 @@ def test_help_and_bad_arguments(tmp_path):
     done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "statusline", "--help"], env=env,
                           capture_output=True, timeout=20)
     assert done.returncode == 0 and done.stderr == b""
-    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] [--provider claude|codex|copilot|zai|kimi] "
-                                  b"[--no-color]")
+    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] "
+                                  b"[--provider claude|codex|copilot|zai|kimi] [--no-color]")
     assert b'"statusLine": {"type": "command", "command": "svc-monitor statusline"}' in done.stdout
     assert run(env, "--bogus") == "svc: statusline: bad argument '--bogus' (see svc-monitor statusline --help)"
     for bad in ("ftp://x", "http://", "http://h:99999", "http://user@h:1", "http://h:1/?q", "x" * 5000,

@@ -17,12 +17,14 @@ node = node_fixture(ZaiServer, "ONE", ONE="zai-quota-pro-live.json", CREDIT="zai
 def test_windows_are_read_by_unit_and_length_whatever_the_type_is_called(node):
     accounts = node.accounts()
     assert node.posture()["status"] == "ok" and node.active() == "zai-one"
-    assert windows_of(accounts["zai-one"]) == ([(17.0, "allowed"), (3.0, "allowed")], [("time_limit", 0.0, "allowed", 43200)])
+    assert windows_of(accounts["zai-one"]) == ([(17.0, "allowed"), (3.0, "allowed")],
+                                               [("time_limit", 0.0, "allowed", 43200)])
     assert windows_of(accounts["zai-credit"]) == ([(0.0, "allowed"), (98.6, "allowed_warning")], [])
     assert accounts["zai-credit"]["fiveHour"]["resetsAt"] is None and accounts["zai-credit"]["sevenDay"]["resetsAt"]
     assert windows_of(accounts["zai-lite"]) == ([(1.0, "allowed"), None], [("time_limit", 28.0, "allowed", 43200)])
     assert windows_of(accounts["zai-spent"]) == ([(100.1, "rejected"), None], [("time_limit", 1.9, "allowed", 43200)])
-    assert accounts["zai-spent"]["bindingWindow"] == "five_hour" and accounts["zai-spent"]["bindingStatus"] == "rejected"
+    spent = accounts["zai-spent"]
+    assert (spent["bindingWindow"], spent["bindingStatus"]) == ("five_hour", "rejected")
     assert [accounts[label]["planType"] for label in ("zai-one", "zai-credit", "zai-lite")] == ["pro", "lite", "lite"]
 
 
