@@ -203,6 +203,8 @@ def test_a_reply_echoing_the_key_keeps_its_windows_and_loses_the_key(provider, e
 def test_a_status_is_one_accounts_error(provider, status, headers, kind, endpoint):
     row = _exchange(endpoint, provider, http_reply(status, {"error": KEY}, headers))
     assert row["error"]["kind"] == kind and row["error"]["httpStatus"] == status and not _guard_goes(provider, row)
+    # A 429 keeps its reset when the reply carries one.
+    assert (row["error"]["retryAt"] is not None) == ("retry-after" in headers)
 
 
 @pytest.mark.parametrize("provider", ["copilot", "zai", "kimi"])

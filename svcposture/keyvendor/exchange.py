@@ -26,6 +26,7 @@ from .. import _time
 from .._text import loads_bounded, read_number
 from .._version import __version__
 from .._http import Exchange
+from ..errors import SvcpostureError
 from ..probe.providerhttp import classify_transport, retry_after_s
 from ..settings import knob_value
 
@@ -35,7 +36,7 @@ MAX_RETRY_S = 7 * 86400
 _HEADERS = ("retry-after", "x-ratelimit-remaining", "x-ratelimit-reset")
 
 
-class BodyError(ValueError):
+class BodyError(SvcpostureError, ValueError):
     """The vendor's own error in a 2xx reply's body: `status` is the HTTP status it stands for
     (401, 403, 429), or None for any other error the body names."""
 

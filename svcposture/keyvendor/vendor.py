@@ -56,7 +56,8 @@ class KeyVendor:
         self._errors: Optional[KeyErrors] = None
 
     def _own(self, module: str) -> Any:
-        return importlib.import_module("%s.%s" % (self.package, module))
+        """One of the vendor's own modules (`setup`, `reply`, `demo`), imported when first needed."""
+        return importlib.import_module("." + module, self.package)
 
     @property
     def setup_help(self) -> SetupHelp:
