@@ -275,6 +275,14 @@ class DemoPart(Protocol):
         is not for it (another part's route)."""
 
 
+def check_listing(entries: List[Mapping[str, Any]], unusable: List[str], active: Optional[str],
+                  duplicates: List[str]) -> Dict[str, Any]:
+    """What a sweep's `check()` lists for `probe check` (no network): its usable entries' labels in
+    file order, the unusable ones, the active one and any that name the active value too."""
+    return {"usable": [e["label"] for e in entries], "unusable": unusable, "active": active,
+            "duplicateActive": duplicates}
+
+
 def optional_member(vendor: Any, name: str) -> Any:
     """A vendor's optional member (docs/vendors.md), None when it has none."""
     return getattr(vendor, name, None)

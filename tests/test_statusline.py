@@ -409,7 +409,8 @@ def test_help_and_bad_arguments(tmp_path):
     done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "statusline", "--help"], env=env,
                           capture_output=True, timeout=20)
     assert done.returncode == 0 and done.stderr == b""
-    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] [--provider claude|codex] [--no-color]")
+    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] "
+                                  b"[--provider claude|codex|copilot|zai|kimi] [--no-color]")
     assert b'"statusLine": {"type": "command", "command": "svc-monitor statusline"}' in done.stdout
     assert run(env, "--bogus") == "svc: statusline: bad argument '--bogus' (see svc-monitor statusline --help)"
     for bad in ("ftp://x", "http://", "http://h:99999", "http://user@h:1", "http://h:1/?q", "x" * 5000,
@@ -464,3 +465,24 @@ def test_monitor_url_reads_only_a_sane_record(tmp_path):
     record.write_bytes(b'{"pid": 1, "url": "http://127.0.0.1:7777", "startedAt": "x"}')
     assert statusline.monitor_url(environ) == "http://127.0.0.1:7777"
     assert statusline.monitor_url({"HOME": "relative"}) == statusline.DEFAULT_URL
+
+
+def test_an_account_with_only_extra_windows_is_shown_by_them():
+    """A Copilot plan's monthly quotas (no 5-hour or weekly window) are what its status line and HUD
+    strip show; an account with a 5-hour or weekly window keeps showing those."""
+    from svcposture.term.line import hud_line, status_line
+
+    now = 1_790_000_000_000
+    extras = [{"pct": 95.6, "resetsAt": None, "status": "allowed_warning", "derived": True, "seconds": 2592000,
+               "name": "premium_interactions"}, {"pct": 9.0, "resetsAt": None, "status": "allowed",
+                                                 "derived": True, "seconds": 2592000, "name": "chat"}]
+    active = {"label": "copilot-pro", "email": None, "active": True, "fiveHour": None, "sevenDay": None,
+              "extraWindows": extras, "bindingStatus": "allowed_warning", "error": None}
+    body = {"available": True, "node": "n", "generatedAt": "2026-09-21T00:00:00.000Z", "probedAt": now,
+            "cached": False, "status": "degraded", "active": active, "accounts": [active],
+            "siblingWithHeadroom": None}
+    assert status_line(body, now=now, stale_ms=10 ** 9).startswith("copilot-pro premium_interactions 95.6% | chat 9%")
+    assert "| DEGRADED | premium_interactions 95.6% | chat 9%" in hud_line(body, now=now, stale_ms=10 ** 9)
+    five = {"pct": 10.0, "resetsAt": None, "status": "allowed", "derived": True}
+    both = dict(body, active=dict(active, fiveHour=five))
+    assert status_line(both, now=now, stale_ms=10 ** 9).startswith("copilot-pro 5h 10% | 7d --")

@@ -158,8 +158,8 @@ def _vendor_posture_schemas(vendor: Any) -> Dict[str, Any]:
         "pct": {"type": "number", "minimum": 0, "description": "Percent used; may exceed 100."},
         "resetsAt": _time(),
         "status": {"type": "string", "enum": list(_STATUSES),
-                   "description": ("Derived from pct (the vendor sends none): rejected at 100, "
-                                   "allowed_warning from 90.")},
+                   "description": ("Derived from pct (the vendor sends none): rejected at 100 (and at 0 "
+                                   "left of a quota above 0), allowed_warning from 90.")},
         "derived": {"const": True}}
     window = {"type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "status", "derived"],
               "properties": window_props}
@@ -167,15 +167,22 @@ def _vendor_posture_schemas(vendor: Any) -> Dict[str, Any]:
              "required": ["pct", "resetsAt", "status", "derived", "seconds", "name"],
              "properties": dict(window_props, seconds={"type": ["integer", "null"], "minimum": 1,
                                                          "description": "The window's length; null for a "
-                                                                        "credit plan's limit (`credits`)."},
+                                                                        "limit without one (`credits`)."},
                                 name={"type": ["string", "null"],
-                                      "description": "The model (limit_name, else limit_id), `credits`, or "
-                                                     "`usage limit` (a 429 saying the login's limit is reached)."})}
+                                      "description": "The limit's name as the vendor gives it: a model, a "
+                                                     "quota (`premium_interactions`), `credits`, or `usage limit` "
+                                                     "(a 429 saying the login's limit is reached)."},
+                                windowMinutes={"type": ["integer", "null"], "minimum": 1,
+                                               "description": "The length in minutes, where the vendor gives "
+                                                              "one (a month counts 43,200)."})}
     error = {"type": "object", "required": ["kind", "message"],
              "properties": {"kind": {"type": "string", "enum": list(vendor.error_kinds)},
                             "message": {"type": "string"}, "httpStatus": {"type": ["integer", "null"]},
                             "fix": {"type": ["string", "null"],
-                                    "description": "What to do, e.g. run `%s login`." % vendor.name}}}
+                                    "description": "What the operator does about it (the vendor's fixed sentence)."},
+                            "retryAt": {"type": ["string", "null"], "format": "date-time",
+                                        "description": "When a rate limit on the usage endpoint lifts, where "
+                                                       "its reply said."}}}
     return {name + "Window": window, name + "ExtraWindow": extra, name + "Error": error,
             name + "Account": _vendor_account_schema(vendor), name + "Posture": _vendor_posture_schema(name)}
 

@@ -326,8 +326,8 @@ def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now
     parts.append(_ill_words(active, ill).upper() if active and ill else status.upper())
     if active:
         walls = forecast_walls(trajectory, active.get("label"))
-        for short, field in _WINDOWS:
-            parts.append(_hud_window(short, active.get(field), walls.get(field), now))
+        parts += _extras_instead(active) or [_hud_window(short, active.get(field), walls.get(field), now)
+                                             for short, field in _WINDOWS]
     said = advised(body, advice)
     text = _advice_text(said, hud=True, now=now)
     if active and ill:
@@ -388,9 +388,10 @@ def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, 
             parts.append("no other account can take over")
         return paint(_clip(" | ".join(parts), MAX_STATUS_CHARS), status, colour)
     if active:
-        windows = [_status_window(short, active.get(field), now) for short, field in _WINDOWS]
+        windows = _extras_instead(active) or [_status_window(short, active.get(field), now)
+                                              for short, field in _WINDOWS]
         parts.append("%s %s" % (_word(active.get("label")), windows[0]))
-        parts.append(windows[1])
+        parts += windows[1:]
         walls = forecast_walls(trajectory, active.get("label"))
         beating = [wall for field, wall in walls.items()
                    if _beats_reset(wall, active.get(field))]
@@ -493,6 +494,14 @@ def login_line(login: "Any", *, hud: bool, colour: bool = False, now: "Optional[
             parts.append("sampled %s ago" % duration(max(0, now - sampled)))
         return paint(_clip(" | ".join(parts), MAX_HUD_CHARS), status, colour)
     return paint(_clip("%s: %s" % (mark, " | ".join(windows)), MAX_STATUS_CHARS), status, colour)
+
+
+def _extras_instead(account: "Mapping[str, Any]") -> "List[str]":
+    """An account with no 5-hour or weekly window but extra ones (a Copilot plan's monthly quotas, a
+    credit limit) is shown by those, `<name> <pct>` each; any other shows its 5h and 7d (empty)."""
+    if any(isinstance(account.get(field), dict) for _short, field in _WINDOWS):
+        return []
+    return _login_extras(account.get("extraWindows"))
 
 
 # Extra windows shown in the HUD's login strip at most (the strip is clipped anyway).
