@@ -62,7 +62,9 @@ def test_the_advice_stays_and_ranks_the_free_accounts(node):
     status, advice = node.mon.get_json("/api/advice?provider=copilot")
     assert status == 200 and advice["provider"] == "copilot" and advice["active"]["label"] == "copilot-pro"
     assert advice["advice"] == "stay"
-    assert [r["label"] for r in advice["ranked"]] == ["copilot-free", "copilot-oldfree"]
+    # Every other account is ranked with its health; the free plans are the candidates.
+    assert [r["label"] for r in advice["ranked"] if r["candidate"]] == ["copilot-free", "copilot-oldfree"]
+    assert {r["label"]: r["health"] for r in advice["ranked"]}["copilot-gone"] == "refused"
 
 
 def test_guard_goes_on_room_holds_on_a_spent_quota_and_is_unavailable_on_a_refusal(node):

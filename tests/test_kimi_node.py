@@ -42,7 +42,9 @@ def test_the_endpoint_got_a_bearer_key_and_nothing_else(node):
 
 def test_the_advice_ranks_the_account_with_the_most_room(node):
     status, advice = node.mon.get_json("/api/advice?provider=kimi")
-    assert status == 200 and advice["advice"] == "stay" and [r["label"] for r in advice["ranked"]] == ["kimi-pools"]
+    assert status == 200 and advice["advice"] == "stay"
+    assert [r["label"] for r in advice["ranked"] if r["candidate"]] == ["kimi-pools"]
+    assert {r["label"]: r["health"] for r in advice["ranked"]}["kimi-gone"] == "refused"
 
 
 def test_guard_goes_holds_and_is_unavailable_as_the_windows_say(node):

@@ -152,8 +152,9 @@ def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:
 
 
 def test_each_vendors_block_is_under_account_for_the_default_and_its_name_for_others() -> None:
-    assert [block_key(name) for name in provider_names()] == ["account", "codex"]
-    assert block_keys() == (("claude", "account"), ("codex", "codex"))
+    assert [block_key(name) for name in provider_names()] == ["account", "codex", "copilot", "zai", "kimi"]
+    assert block_keys() == (("claude", "account"), ("codex", "codex"), ("copilot", "copilot"), ("zai", "zai"),
+                            ("kimi", "kimi"))
     # Any other name, registered or not, is its own field: the rule needs no registry.
     assert block_key("acme") == "acme"
 

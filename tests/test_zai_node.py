@@ -44,8 +44,12 @@ def test_the_endpoint_got_a_bearer_key_and_nothing_else(node):
 
 def test_the_advice_stays_on_the_account_with_the_most_room(node):
     status, advice = node.mon.get_json("/api/advice?provider=zai")
-    assert status == 200 and advice["advice"] == "stay" and advice["ranked"] == []
-    assert advice["active"] == {"label": "zai-one", "email": "one@x.example"}
+    assert status == 200 and advice["advice"] == "stay"
+    # Every other account is ranked with its health; none has more room than the active one.
+    assert [r["label"] for r in advice["ranked"] if r["candidate"]] == []
+    assert {r["label"] for r in advice["ranked"]} >= {"zai-spent", "zai-credit"}
+    assert (advice["active"]["label"], advice["active"]["email"], advice["active"]["health"]) == \
+        ("zai-one", "one@x.example", "ok")
 
 
 def test_guard_reads_every_window_and_holds_on_the_spent_five_hours(node):
