@@ -200,6 +200,10 @@ MONITOR_URL_RULE = ("127.0.0.1 at $SVC_MONITOR_PORT and $SVC_MONITOR_BIND when e
                     "else the url in ~/svc/run/monitor.json, else http://127.0.0.1:%d" % DEFAULT_PORT)
 
 
+# What every client that finds no monitor says next, after the URL it tried.
+MONITOR_START_HINT = "start one with `svc-monitor` (or `svc-stack start` to run it in the background)"
+
+
 def monitor_url(environ: Mapping[str, str]) -> str:
     """Where a terminal client looks for the monitor when it is given no --url: the one rule.
 
@@ -472,17 +476,23 @@ def _probe_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
         reset_margin_s=DEFAULT_RESET_MARGIN_S)
 
 
+def quota_interval_s(environ: Mapping[str, str]) -> float:
+    """$SVC_QUOTA_POLL_INTERVAL_S (300 s), never below the usage endpoint's budget (180 s): how often
+    the login's usage is sampled, and what a client counts the login's reading stale by."""
+    return max(MIN_QUOTA_INTERVAL_S, float(env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S",
+                                                      DEFAULT_QUOTA_INTERVAL_S, low=0.0)))
+
+
 def _quota_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
     """The quota sampler: on unless SVC_QUOTA_SAMPLER=0; its interval never below the
     usage endpoint's budget (a note says so)."""
-    interval_s = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
-    if interval_s < MIN_QUOTA_INTERVAL_S:
+    asked = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
+    if asked < MIN_QUOTA_INTERVAL_S:
         notes.append(("SVC_QUOTA_POLL_INTERVAL_S",
                       "SVC_QUOTA_POLL_INTERVAL_S=%g is below the usage endpoint's budget; polling every %g s"
-                      % (interval_s, MIN_QUOTA_INTERVAL_S)))
-        interval_s = MIN_QUOTA_INTERVAL_S
+                      % (asked, MIN_QUOTA_INTERVAL_S)))
     return dict(quota_sampler=environ.get("SVC_QUOTA_SAMPLER", "1").strip() != "0",
-                quota_poll_interval_s=float(interval_s))
+                quota_poll_interval_s=quota_interval_s(environ))
 
 
 def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:

@@ -465,7 +465,7 @@ def _advice_schemas() -> Dict[str, Any]:
 
 def _advice_schema() -> Dict[str, Any]:
     required = ["available", "node", "generatedAt", "probedAt", "reservePct", "provider", "active", "advice", "to",
-                "waitS", "reason", "ranked"]
+                "waitS", "waitUntil", "reason", "ranked"]
     return {"type": "object", "additionalProperties": False, "required": required,
             "properties": {
                 "available": {"const": True}, "node": {"type": "string"},
@@ -481,6 +481,9 @@ def _advice_schema() -> Dict[str, Any]:
                 "waitS": {"type": ["integer", "null"], "minimum": 0,
                           "description": "Seconds until the active account's holding window resets "
                                          "(advice `wait` and `none`)."},
+                "waitUntil": {"type": ["string", "null"], "format": "date-time",
+                              "description": "When the active account's holding window resets (advice `wait` "
+                                             "and `none`): the instant every countdown of the wait counts to."},
                 "reason": {"type": "string"},
                 "ranked": {"type": "array", "items": ref("AdviceCandidate"),
                            "description": "The candidates, best first."}}}

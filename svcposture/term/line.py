@@ -63,6 +63,12 @@ def local_clock(at_ms: int, now_ms: int) -> str:
     return time.strftime("%H:%M" if 0 <= at_ms - now_ms < 86_400_000 else "%a %H:%M", stamp)
 
 
+def until(at_ms: int, now_ms: int) -> str:
+    """How long until an instant and its local clock time: `1m 40s (14:32)`, `now (14:32)`."""
+    clock = local_clock(at_ms, now_ms)
+    return duration(at_ms - now_ms) + (" (%s)" % clock if clock else "")
+
+
 def stale_after_ms(environ: "Mapping[str, str]") -> int:
     """How old a reading is before it shows as stale: STALE_INTERVALS of the monitor's probe
     interval, which a client reads from its own environment by the monitor's rule."""
@@ -233,6 +239,54 @@ def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool, now: "Optional[
             return "no account has headroom until %s" % clock if clock else "no account has headroom"
         return "no sibling with headroom"
     return None
+
+
+def wait_until_ms(advice: "Any", now: int) -> "Optional[int]":
+    """When the advice's wait ends: its waitUntil (the holding window's resetsAt, so every
+    countdown ticks to the same instant), else waitS from `now`; None without either."""
+    if not isinstance(advice, dict):
+        return None
+    until = _instant_ms(advice.get("waitUntil"))
+    if until is not None:
+        return until
+    wait = advice.get("waitS")
+    return now + wait * 1000 if isinstance(wait, int) and not isinstance(wait, bool) else None
+
+
+def _used_text(body: "Any", label: str) -> str:
+    """`acct2, at 43%`: an account and its fuller window, from the posture."""
+    accounts = body.get("accounts") if isinstance(body, dict) else None
+    for view in accounts if isinstance(accounts, list) else []:
+        if not isinstance(view, dict) or view.get("label") != label:
+            continue
+        pcts = [parsed[0] for parsed in (_window(view.get(field)) for _short, field in _WINDOWS)
+                if parsed is not None and parsed[0] is not None]
+        if pcts:
+            return "%s, at %s" % (_word(label), pct_text(max(pcts)))
+    return _word(label)
+
+
+def advice_words(advice: "Any", body: "Any", now: int) -> str:
+    """The guard's hold line's `; advice: ...`: what the advice names (switch to whom and how full
+    it is, how long to wait and the alternative, or that nothing has headroom and until when);
+    empty for anything else."""
+    if not isinstance(advice, dict):
+        return ""
+    word, to, ranked = advice.get("advice"), advice.get("to"), advice.get("ranked")
+    first = ranked[0] if isinstance(ranked, list) and ranked and isinstance(ranked[0], dict) else None
+    other = first.get("label") if first is not None and isinstance(first.get("label"), str) else None
+    until = wait_until_ms(advice, now)
+    if word == "switch" and isinstance(to, dict) and isinstance(to.get("label"), str):
+        return "; advice: switch to %s" % _used_text(body, to["label"])
+    if word == "wait" and until is not None:
+        return "; advice: wait %s for the reset%s" % (duration(until - now),
+                                                      ", or switch to %s" % _used_text(body, other) if other else "")
+    if word == "none":
+        reserve = advice.get("reservePct")
+        below = " below the %s reserve" % pct_text(reserve) if isinstance(reserve, int) and reserve > 0 else ""
+        return "; advice: none, no other account has headroom%s%s" % (
+            below, " until %s" % local_clock(until, now) if until is not None else "")
+    return ""
 
 
 def _acting(said: "Optional[Mapping[str, Any]]") -> bool:
