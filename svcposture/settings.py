@@ -255,6 +255,20 @@ def _recorded_monitor_url(environ: Mapping[str, str]) -> Optional[str]:
     return url.rstrip("/")
 
 
+def terminal_columns(environ: Mapping[str, str], fd: int) -> Optional[int]:
+    """How many columns a line written to `fd` has: $COLUMNS when it is a positive number, else the
+    terminal's own width when `fd` is one; None when neither says (a pipe, a file)."""
+    raw = (environ.get("COLUMNS") or "").strip()
+    if raw.isascii() and raw.isdigit() and 0 < int(raw) <= 100000:
+        return int(raw)
+    import os
+    try:
+        columns = os.get_terminal_size(fd).columns
+    except (OSError, ValueError):
+        return None
+    return columns if columns > 0 else None
+
+
 def statusline_budget_ms(environ: Mapping[str, str]) -> int:
     """$SVC_STATUSLINE_BUDGET_MS (10 to 60000), else 250; junk means the default."""
     return _budget_ms(environ.get("SVC_STATUSLINE_BUDGET_MS", ""))
