@@ -486,8 +486,9 @@ def local_line(payload: "Any", *, colour: bool = False, now: "Optional[int]" = N
             continue
         pct = _number(window.get("used_percentage"))
         if pct is not None:
-            # The agent's own number, unchecked: clamped to 0..100 as the monitor clamps the provider's.
-            pct = min(100.0, max(0.0, pct))
+            # The agent's own number, unchecked: none below 0; past 100 it is written as every
+            # surface writes it (`100%+`).
+            pct = max(0.0, pct)
         resets = _local_reset_ms(window.get("resets_at"))
         if pct is None and resets is None:
             continue
