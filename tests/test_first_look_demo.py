@@ -3,6 +3,7 @@ simulated fleet on /fleet, a taken --port refused; and the exhausted banner's
 recommendation, which follows the forecasts."""
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 import subprocess
@@ -34,6 +35,24 @@ def test_printed_commands_run_as_written_and_the_fleet_is_simulated(tmp_path):
                               input="", timeout=60)
         assert done.returncode == 0 and "5h " in done.stdout and "monitor not running" not in done.stdout, done
         assert "/fleet" in text
+        # The fleet in a terminal, as printed: the page's words, durations and order (exhausted first).
+        fleet_cmd = [l for l in started.lines if "fleet in a terminal: " in l][0].split("fleet in a terminal: ", 1)[1]
+        done = subprocess.run(shlex.split(fleet_cmd), cwd=str(REPO), env=env, capture_output=True, text=True,
+                              timeout=60)
+        lines = done.stdout.splitlines()
+        assert done.returncode == 3 and "Traceback" not in done.stderr, done  # a host is stale, one missing
+        assert lines[0].startswith("Fleet of the monitor at %s: heartbeats of the demo's simulated fleet, read at "
+                                   % started.url), lines
+        assert lines[1] == "6 hosts: 4 live, 1 stale, 1 missing, 1 not in roster", lines
+        assert "source:" not in done.stdout and "anchor:" not in done.stdout
+        assert not re.search(r"\d\.\ds\b|\d+s ago.*\d+\.\d", done.stdout), done.stdout  # no `357.2s`
+        table = lines[lines.index("") + 1:]
+        assert table[0].split() == ["STATE", "HOST", "HEARTBEAT", "ACTIVE", "ACCOUNT", "5H", "·", "RESETS", "IN",
+                                    "7D", "·", "RESETS", "IN", "REACHES", "100", "%"], table
+        assert table[1].split()[:2] == ["live", "staging-1"] and "acct1 rejected" in table[1], table
+        assert "at 100% now" in table[1] and re.search(r"  \d+(m \d+s|s) ago  ", table[1]), table
+        assert [r.split()[1] for r in table[1:7]] == ["staging-1", "build-02", "ci-runner-3", "laptop-ada", "gpu-box",
+                                                      "build-01"], table
         fleet = get_json(started.url + "/api/fleet")
         assert "error" not in fleet and fleet["source"] == "demo"
         assert len(fleet["hosts"]) >= 5

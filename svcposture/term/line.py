@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from .._names import NODE_STATUSES
-from .._text import finite_number, pct_text, printable, read_pct
+from .._text import duration, finite_number, pct_text, printable, read_pct
 from ..settings import DEFAULT_INTERVAL_S as DEFAULT_PROBE_INTERVAL_S, probe_interval_s
 
 TYPE_CHECKING = False
@@ -40,19 +40,6 @@ _WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
 
 
 # ---------------------------------------------------------------- small pieces
-
-def duration(ms: float) -> str:
-    """`3d 6h`, `2h 30m`, `48m 5s`, `59s` (a zero second part left out), or `now` when the
-    instant has passed: the one way the pages write a duration too."""
-    if ms <= 0:
-        return "now"
-    s = int(ms // 1000)
-    d, h, m, sec = s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60
-    for big, big_unit, small, small_unit in ((d, "d", h, "h"), (h, "h", m, "m"), (m, "m", sec, "s")):
-        if big:
-            return "%d%s" % (big, big_unit) + (" %d%s" % (small, small_unit) if small else "")
-    return "%ds" % s
-
 
 def local_clock(at_ms: int, now_ms: int) -> str:
     """The local wall-clock time of an instant: `14:30` within a day, else `Mon 14:30`."""
