@@ -220,7 +220,11 @@ def _reply_schemas() -> Dict[str, Any]:
                              "version": {"type": "string"}, "startedAt": {"type": "string", "format": "date-time"},
                              "probeIntervalS": {"type": "number", "exclusiveMinimum": 0,
                                                 "description": "SVC_PROBE_INTERVAL_S: a posture whose probedAt "
-                                                               "is older than twice this is stale."}}}
+                                                               "is older than twice this is stale."},
+                             "accountsFile": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$",
+                                              "description": "Which accounts env file the monitor watches, as a "
+                                                             "fingerprint (svc-monitor switch compares it with the "
+                                                             "file it edits); null when its directory is missing."}}}
     return {"Forbidden": forbidden, "Error": error, "Health": health}
 
 
