@@ -334,7 +334,7 @@ def _trajectory_schemas() -> Dict[str, Any]:
         "type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "forecast"],
         "properties": {"pct": {"type": ["number", "null"]}, "resetsAt": _time(), "forecast": ref("Forecast")}})
     alert = {"type": "object", "required": ["v", "id", "ts", "attributes"],
-             "description": "An account.quota.threshold or account.quota.forecast event (v2 envelope).",
+             "description": "An account.quota.threshold, .forecast, .wall or .usable event (v2 envelope).",
              "properties": {"v": {"const": 2}, "id": {"type": "string"}, "ts": {"type": "string"},
                             "attributes": {"type": "object"}}}
     return {"Forecast": forecast, "TrajectoryWindow": window, "TrajectoryAccount": _trajectory_account_schema(),

@@ -617,6 +617,14 @@
       return a["account.handle"] + " " + win + ": forecast to reach 100% at " +
         localClock(Date.parse(a["ratelimit.wall_at"])) + ", before its reset";
     }
+    if (a["event.name"] === "account.quota.wall") {
+      var usable = Date.parse(a["ratelimit.usable_at"]);
+      return a["account.handle"] + " " + win + " reached 100% (" + fmtPct(a["ratelimit.pct"]) + ")" +
+        (isNaN(usable) ? "" : ": usable again at " + localClock(usable));
+    }
+    if (a["event.name"] === "account.quota.usable") {
+      return a["account.handle"] + " is usable again: its " + win + " window reset (now " + fmtPct(a["ratelimit.pct"]) + ")";
+    }
     return a["account.handle"] + " " + win + " reached " + a["ratelimit.threshold"] + "% (" + fmtPct(a["ratelimit.pct"]) + ")";
   }
 
@@ -624,7 +632,8 @@
     var box = $("alerts");
     box.textContent = "";
     (list || []).forEach(function (ev) {
-      var kind = ev.attributes && ev.attributes["event.name"] === "account.quota.forecast" ? "forecast" : "threshold";
+      var name = ev.attributes && ev.attributes["event.name"];
+      var kind = typeof name === "string" ? name.replace(/^account\.quota\./, "") : "threshold";
       var li = el("li", "kind-" + kind);
       li.setAttribute("data-id", ev.id || "");
       var ts = Date.parse(ev.ts);
