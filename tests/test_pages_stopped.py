@@ -3,7 +3,7 @@
 The demo's dashboard and fleet are open when the demo is stopped. After three failed
 reconnects each page says that its monitor stopped answering (and since when), greys
 its advice (the dashboard's advice box and banner, the fleet's alarms and pills) by
-colour, so every text keeps WCAG AA contrast, and keeps what it showed. Screenshots
+colour, so every text keeps WCAG AA contrast (and axe-core finds nothing), and keeps what it showed. Screenshots
 at 360 and 1280 px in both colour schemes go to $SVC_SCREENSHOT_DIR (else a temporary
 folder), whose path is printed.
 """
@@ -14,7 +14,7 @@ import re
 import tempfile
 
 from tests.support import pages
-from tests.support.browser import chromium, require_chromium, wait_for
+from tests.support.browser import axe_run, axe_script, chromium, require_chromium, wait_for
 from tests.support.firstlook import Demo
 
 WIDTHS = (360, 1280)
@@ -54,6 +54,7 @@ def _stopped(driver, name):
 
 def test_a_page_whose_monitor_stopped_says_so_and_greys_its_advice(tmp_path):
     require_chromium()
+    axe_script()
     shots = _shots()
     demo = Demo(tmp_path / "home", ["--port", "0"]).wait_ready()
     problems = []
@@ -86,6 +87,8 @@ def test_a_page_whose_monitor_stopped_says_so_and_greys_its_advice(tmp_path):
                         wait_for(lambda: driver.execute_script("return window.innerWidth") == width, what="resize")
                         where = "%s stopped %s %dpx" % (name, scheme, width)
                         problems.extend("%s contrast: %s" % (where, f) for f in pages.contrast_failures(driver))
+                        audit = axe_run(driver)
+                        problems.extend("%s axe: %s" % (where, v) for v in audit.get("violations", [audit]))
                         size = pages.overflow(driver)
                         if size["scroll"] > size["inner"]:
                             problems.append("%s scrolls sideways: %s" % (where, size))
