@@ -14,6 +14,7 @@ import pytest
 
 from svcposture.demo import main as demo
 from svcposture.demo.fleet import simulated_report
+from svcposture.steering.advice import iso_ms
 from tests.support.browser import chromium, wait_for
 from tests.support.firstlook import Demo, get_json
 from tests.support.home import REPO, clean_env
@@ -96,6 +97,19 @@ def test_simulated_fleet_moves_with_the_clock():
     assert first["hosts"][0]["account"]["five_hour_pct"] != later["hosts"][0]["account"]["five_hour_pct"]
 
 
+# The two waits the dashboard shows: the banner's and the advice box's, read in one go.
+WAITS_JS = """
+function wait(id) { var m = document.getElementById(id).textContent.match(/Wait ((\\d+[dhm]\\s?)*\\d+[dhms])/);
+                    return m ? m[1].replace(/\\s/g, " ") : null; }
+return {banner: wait("banner"), advice: wait("advice")};
+"""
+
+
+def _seconds(text):
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return sum(int(part[:-1]) * units[part[-1]] for part in text.split())
+
+
 def test_banner_waits_for_a_reset_seconds_away_rather_than_switching(tmp_path):
     # acct1 exhausted (its 5-hour window), which resets a few minutes later; acct2 has headroom now but
     # its forecast hits 100 % before its reset; acct3 is steady at 91 % of its week. Leaving an
@@ -124,6 +138,17 @@ def test_banner_waits_for_a_reset_seconds_away_rather_than_switching(tmp_path):
             assert advice["advice"] == "wait" and 0 < advice["waitS"] <= 600 and advice["to"] is None
             pct = driver.find_element("css selector", '#claude-cards [data-label="acct1"] .win-pct').text
             assert pct == "100%+"
+            # The advice box and the banner count down to one instant (the advice's waitUntil, the
+            # window's own reset), each second, and always say the same wait.
+            seen = []
+            for _ in range(3):
+                waits = driver.execute_script(WAITS_JS)
+                assert waits["banner"] and waits["banner"] == waits["advice"], waits
+                seen.append(_seconds(waits["banner"]))
+                time.sleep(1.1)  # the page's own one-second tick, not a wait for a condition
+            assert seen[0] > seen[-1] and seen == sorted(seen, reverse=True), seen
+            until = iso_ms(advice["waitUntil"])
+            assert abs(until / 1000.0 - time.time() - seen[-1]) < 5, (advice, seen)
     finally:
         mon.stop()
         provider.stop()
