@@ -51,7 +51,7 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py tests/test_fleet_engines.py
   tests/test_tracker_budget.py tests/test_codex_pages.py tests/test_codex_schemathesis.py
   tests/test_pages_browser.py tests/test_first_look_demo.py tests/test_reserve_config.py
-  tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py
+  tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py tests/test_pages_stopped.py
   tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
   tests/test_mirror_join.py tests/test_promread.py tests/test_fleet_scale.py tests/test_fleet_accounts.py
   tests/test_mcp.py tests/test_vendor_deadlines.py tests/test_one_advice.py tests/test_login_profile.py

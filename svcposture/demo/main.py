@@ -282,11 +282,16 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
                            fleet_source=fleet.fleet_source(provider.started, provider.clock))
     finally:
         provider.stop()
-        if args.keep_home:
-            print("svc-monitor demo: stopped; kept its temporary home %s" % node.root, flush=True)
-        else:
-            node.remove()
-            print("svc-monitor demo: stopped; its temporary home is removed", flush=True)
+        _stopped(node, args.keep_home)
+
+
+def _stopped(node: DemoNode, keep_home: bool) -> None:
+    """The demo's last line, however it was stopped: that it stopped, and where its home went."""
+    if keep_home:
+        print("svc-monitor demo: stopped; kept its temporary home %s" % node.root, flush=True)
+    else:
+        node.remove()
+        print("svc-monitor demo: stopped; its temporary home is removed", flush=True)
 
 
 def _port_arg(text: Optional[str]) -> Optional[int]:
