@@ -45,7 +45,7 @@ def test_a_traceback_names_the_exception_as_callers_catch_it(tmp_path):
 def test_dir_is_exactly_all():
     assert dir(svcposture) == sorted(svcposture.__all__)
     svcposture.read_posture  # noqa: B018 (loads submodules into the package namespace)
-    importlib.import_module("svcposture.history")
+    importlib.import_module("svcposture.trajectory.history")
     assert dir(svcposture) == sorted(svcposture.__all__)
     for name in svcposture.__all__:
         assert getattr(svcposture, name) is not None

@@ -1,4 +1,4 @@
-"""The terminal clients live in svcposture.term, node set-up in svcposture.nodeinit;
+"""The terminal clients live in svcposture.term, node set-up in svcposture.firstrun;
 svcposture.monitor is the HTTP side only. The commands are where they were."""
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_the_monitor_package_holds_no_terminal_client(name):
 
 
 @pytest.mark.parametrize("module", ["svcposture.term.hud", "svcposture.term.statusline", "svcposture.term.line",
-                                    "svcposture.nodeinit"])
+                                    "svcposture.firstrun.init"])
 def test_each_client_is_at_its_new_home(module):
     assert importlib.util.find_spec(module) is not None
 
