@@ -41,8 +41,8 @@ def main() -> int:
         if key != "statuses":
             print("%-32s %s" % (key, value))
     print("seed %d%s" % (seed, "; kept %s" % workdir if args.keep else ""))
-    alerts_ok = (result["alert_duplicates"] == 0 and result["alerts_lost"] == 0 and result["alerts_wrong_threshold"] == 0
-                 and result["wall_duplicates"] == 0 and result["walls_lost"] == 0 and result["usable_faults"] == 0)
+    alerts_ok = all(result[key] == 0 for key in ("alert_duplicates", "alerts_lost", "alerts_wrong_threshold",
+                                                 "wall_duplicates", "walls_lost", "usable_faults"))
     ok = (result["consistent"] and result["duplicates"] == 0 and result["lost"] == 0 and result["tracebacks"] == 0
           and alerts_ok)
     figures = [

@@ -228,7 +228,8 @@ def test_wall_and_usable_are_exactly_once_across_a_crash(tmp_path):
     assert fresh.observe([_account(101, reset)]) == []
     assert _names(fresh.observe([_account(1, reset + 5 * HOUR)])) == [("usable", "five_hour")]
     # Again after the usable alert: the newest of the two says the account is not held.
-    (tmp_path / "svc" / "alert-latch.json").write_text(json.dumps({"version": 1, "windows": {}, "held": {"acct1": "five_hour"}}))
+    (tmp_path / "svc" / "alert-latch.json").write_text(json.dumps({"version": 1, "windows": {},
+                                                                   "held": {"acct1": "five_hour"}}))
     assert _latch(tmp_path).observe([_account(2, reset + 5 * HOUR)]) == []
     # A monitor down across the reset: its first reading after it names the account all the same.
     latch = _latch(tmp_path)

@@ -60,7 +60,7 @@ def test_text_output(tmp_path, anchor_tracker):
     assert proc.returncode == 3  # b has no heartbeat
     lines = proc.stdout.splitlines()
     assert lines[0] == "Fleet: heartbeats from the tracker (its issue OPS-1)", lines
-    assert lines[1] == "2 hosts: 1 live, 0 stale, 1 missing"
+    assert lines[1] == "2 hosts: 1 live, 1 missing"
     assert lines[2] == "A heartbeat every 2m; a host is live when seen within 4m."
     # Not live first; the heartbeat's age in the pages' words; the login's quota when no account block.
     assert lines[5].split()[:2] == ["missing", "b"] and lines[6].split()[:4] == ["live", "a", "1s", "ago"], lines

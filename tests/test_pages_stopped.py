@@ -27,14 +27,16 @@ STOPPED_JS = {
     "dashboard": """
         var note = document.getElementById('stopped'), line = document.querySelector('#advice .advice-line');
         var muted = getComputedStyle(document.querySelector('.muted') || document.body).color;
-        return {shown: !note.hidden, text: note.textContent, greyed: document.body.classList.contains('monitor-stopped'),
+        return {shown: !note.hidden, text: note.textContent,
+                greyed: document.body.classList.contains('monitor-stopped'),
                 adviceColour: line ? getComputedStyle(line).color : null, muted: muted,
                 conn: document.getElementById('conn').textContent,
                 cards: document.querySelectorAll('#claude-cards article.card').length};""",
     "fleet": """
         var note = document.getElementById('notice'), alarm = document.querySelector('.wall.alarm');
         var muted = getComputedStyle(document.querySelector('.muted')).color;
-        return {shown: !note.hidden, text: note.textContent, greyed: document.body.classList.contains('monitor-stopped'),
+        return {shown: !note.hidden, text: note.textContent,
+                greyed: document.body.classList.contains('monitor-stopped'),
                 adviceColour: alarm ? getComputedStyle(alarm).color : null, muted: muted, conn: null,
                 cards: document.querySelectorAll('#rows .row').length};""",
 }
@@ -92,8 +94,8 @@ def test_a_page_whose_monitor_stopped_says_so_and_greys_its_advice(tmp_path):
                         size = pages.overflow(driver)
                         if size["scroll"] > size["inner"]:
                             problems.append("%s scrolls sideways: %s" % (where, size))
-                        pages.full_screenshot(driver, os.path.join(shots, "%s-stopped-%d-%s.png" % (name, width, scheme)),
-                                              width)
+                        shot = os.path.join(shots, "%s-stopped-%d-%s.png" % (name, width, scheme))
+                        pages.full_screenshot(driver, shot, width)
     finally:
         demo.stop()
     assert not problems, "\n".join(problems[:40])

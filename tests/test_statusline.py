@@ -186,7 +186,8 @@ def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
 
     assert never_closed(mon.url).startswith("\x1b[32macct1 5h 61.4% ")   # stdin is not even read
     dead = dead_url()
-    assert never_closed(dead) == "svc: monitor not running at " + dead + START_IT  # read until the deadline, half a payload
+    # Read until the deadline, half a payload:
+    assert never_closed(dead) == "svc: monitor not running at " + dead + START_IT
     # A terminal on stdin (the command run by hand): not read at all.
     master, slave = pty.openpty()
     try:

@@ -125,8 +125,9 @@ def summary_lines(report: Mapping[str, Any], where: Optional[str]) -> List[str]:
     head = ("Fleet of the monitor at %s: heartbeats %s" % (printable(where)[:200], words) if where
             else "Fleet: heartbeats %s" % words)
     hosts = report.get("hosts") or []
-    counts = ["%d %s" % (sum(1 for h in hosts if h.get("state") == state), state) for state in STATES
-              if state != "unknown" or any(h.get("state") == "unknown" for h in hosts)]
+    # A state no host is in goes unsaid: a fleet whose liveness is unknown has no host called missing.
+    counts = ["%d %s" % (n, state) for n, state in ((sum(1 for h in hosts if h.get("state") == s), s)
+                                                    for s in STATES) if n]
     unlisted = report.get("unlisted") if isinstance(report.get("unlisted"), list) else []
     if unlisted:
         counts.append("%d not in roster" % len(unlisted))

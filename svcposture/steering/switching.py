@@ -233,6 +233,9 @@ def _record(paths: Paths, node: str, provider: str, pending: Dict[str, Any],
 def _target(data: bytes, provider: str, to_label: str, env_path: str) -> Any:
     """The entry to switch to; SwitchError when the text says the switch would not hold, or when
     the file has no such account (the refusal lists the ones it has)."""
+    why_not = refusal(data, provider, to_label)
+    if why_not is not None:
+        raise SwitchError("%s cannot be made active: %s, %s" % (to_label, env_path, why_not))
     found = {e.label: e for e in entries(data, provider)}
     target = found.get(to_label)
     if target is None:
@@ -241,9 +244,6 @@ def _target(data: bytes, provider: str, to_label: str, env_path: str) -> Any:
         raise SwitchError("%s is not an account in %s; the %s accounts there: %s" % (
             printable(to_label)[:80], env_path, vendor.display_name if vendor is not None else provider,
             known or "none"))
-    why_not = refusal(data, provider, to_label)
-    if why_not is not None:
-        raise SwitchError("%s cannot be made active: %s, %s" % (to_label, env_path, why_not))
     if not target.usable:
         raise SwitchError("%s has no usable value in %s (empty or %s)"
                           % (to_label, env_path, _unfilled(provider)))

@@ -9,7 +9,9 @@ It asks the local monitor as the status line does (a cached plain read of
 - exit 0, go;
 - exit 1, hold: the account (default: the active one) is rejected, or any of
   its windows (extra windows included) is at or above 100 - reserve percent;
-  the line then says what the monitor's advice (/api/advice) names;
+  the line then says when that window resets and what the advice names under
+  the reserve of the call (the monitor's /api/advice when it used the same
+  reserve, else the same function over its posture and forecasts);
 - exit 69 (EX_UNAVAILABLE): the monitor did not answer, what answered is not
   the monitor's posture, the posture is unavailable or failed, older than
   twice the probe interval or more than 60 s in the future, or the account has
@@ -19,9 +21,12 @@ It asks the local monitor as the status line does (a cached plain read of
 - exit 2, bad usage, and an --account the posture does not have (the known
   labels are listed; --wait does not wait it out).
 
-One reason line goes to stderr; `--json` prints the decision on stdout.
-`--wait S` follows /api/accounts/stream and exits 0 on the first frame that
-says go, else after S seconds with the last decision (1 for hold).
+A node with no usable accounts file is judged on this machine's own login
+(GET /api/login), as the status line shows it. One reason line goes to stderr;
+`--json` prints the decision on stdout. `--wait S` follows /api/accounts/stream
+and exits 0 on the first frame that says go, else after S seconds with the last
+decision (1 for hold); it writes one more line at once when it starts to wait
+(what holds, until when), so a dispatcher's log never looks hung.
 
 Only the C socket layer and the plain-socket client of svcposture._http are
 imported, so a decision costs little more than the interpreter's start.
@@ -69,13 +74,15 @@ It reads the local monitor (a cached read; it never calls the provider and
 never prints a token) within 250 ms ($SVC_GUARD_BUDGET_MS changes that), and exits
   0   go
   1   hold: the account is rejected, or any window (extra windows included) is
-      at or above 100 - reserve %; the line says what the monitor advises
+      at or above 100 - reserve %; the line says when that window resets and
+      what the advice names under the reserve of the call
   69  unavailable: no monitor, a reply that is not its posture, a failed probe,
       a posture older than twice the probe interval ($SVC_PROBE_INTERVAL_S, 300)
       or from the future, a window whose pct cannot be read, or no readable
       window at all; 0 with --fail-open
   2   bad usage, or an --account this node does not have (the known ones listed)
-and says why in one line on stderr.
+and says why in one line on stderr. A node with no usable accounts file is judged
+on this machine's own coding-agent login, as the status line shows it.
 
 options:
   --provider P     {providers}: whose accounts to judge
@@ -84,7 +91,8 @@ options:
                    svc.posture.reservePct, else 0): automation holds once a
                    window reaches 100 - PCT %
   --wait S         follow the monitor's stream for up to S seconds; exit 0 as
-                   soon as the decision is go, else the last decision (1 for hold)
+                   soon as the decision is go, else the last decision (1 for hold);
+                   one line at once says what holds and until when
   --fail-open      exit 0 when the monitor is unavailable (one line on stderr)
   --json           print {decision, account, provider, reason, window, pct,
                    reservePct, resetsAt, retryAfterS} on stdout
@@ -344,9 +352,11 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float,
 def hold_note(judge: Judge, body: "Any", result: "Mapping[str, Any]") -> str:
     """What the hold line adds to the reason: when the holding window resets, and what the advice
     names for that account under this run's reserve (`--reserve` included)."""
+    if result["decision"] != HOLD:
+        return ""
     now = int(time.time() * 1000)
     at = resets_ms(result)
-    note = "; resets in %s" % line.until(at, now) if at is not None and result["decision"] == HOLD else ""
+    note = "; resets in %s" % line.until(at, now) if at is not None else ""
     if judge.target is None or judge.on_login or not isinstance(body, dict):
         return note
     active = body.get("active") if isinstance(body.get("active"), dict) else None

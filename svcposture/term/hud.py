@@ -131,8 +131,8 @@ def iter_sse(lines: Iterator[bytes], comments: bool = False
              ) -> Iterator[Tuple[str, str, Optional[str], Optional[int]]]:
     """(event, data, id, retry) per dispatched event, per the WHATWG parsing rules.
 
-    With `comments`, each comment line also comes out, as ("", text, id, retry):
-    the keepalives are the HUD's clock for re-drawing countdowns."""
+    With `comments`, each comment line also comes out, as ("", text, id, retry): a
+    keepalive says the stream is alive even when no frame comes."""
     event, data, last_id, retry = "", [], None, None  # type: str, List[str], Optional[str], Optional[int]
     first = True
     for raw in lines:

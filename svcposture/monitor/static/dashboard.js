@@ -623,7 +623,8 @@
         (isNaN(usable) ? "" : ": usable again at " + localClock(usable));
     }
     if (a["event.name"] === "account.quota.usable") {
-      return a["account.handle"] + " is usable again: its " + win + " window reset (now " + fmtPct(a["ratelimit.pct"]) + ")";
+      return a["account.handle"] + " is usable again: its " + win + " window reset (now " +
+        fmtPct(a["ratelimit.pct"]) + ")";
     }
     return a["account.handle"] + " " + win + " reached " + a["ratelimit.threshold"] + "% (" + fmtPct(a["ratelimit.pct"]) + ")";
   }
