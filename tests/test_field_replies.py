@@ -340,6 +340,7 @@ def test_hud_shows_the_logins_extra_windows(login_node):
     mon = login_node[0]
     _login_with(login_node, "claude-usage-limits-fable.json")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env.pop("COLUMNS", None)  # the whole strip: pytest-xdist's workers set a terminal width of their own
     hud = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", mon.url],
                          env=env, capture_output=True, text=True, timeout=30)
     assert hud.returncode == 0, hud.stderr

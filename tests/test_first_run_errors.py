@@ -188,6 +188,6 @@ def test_a_port_in_use_suggests_port_0_and_the_running_monitor(tmp_path):
 def test_a_mistyped_subcommand_lists_the_subcommands(tmp_path):
     done = cli(clean_env(_home(tmp_path)), "monitor", "dmeo")
     assert done.returncode == 2 and done.stdout == ""
-    assert re.search(r"unknown subcommand 'dmeo' \(choose from 'init', 'hud', 'statusline', 'guard', 'switch', 'mcp', 'demo'\); "
-                     r"did you mean 'demo'\?", done.stderr), done.stderr
+    assert re.search(r"unknown subcommand 'dmeo' \(choose from 'init', 'hud', 'statusline', 'guard', 'switch', "
+                     r"'reserve', 'mcp', 'demo'\); did you mean 'demo'\?", done.stderr), done.stderr
     assert done.stderr.startswith("usage: svc-monitor")

@@ -350,6 +350,8 @@ def test_the_monitor_down_is_a_tool_error_naming_the_url(node: Dict[str, Any]) -
         assert result.is_error is True, name
         text = result.content[0].text
         assert "the monitor at %s did not answer" % CLOSED_URL in text, (name, text)
+        # And how to start one.
+        assert "start one with `svc-monitor`" in text, (name, text)
     # The guard's own answer comes with it: unavailable.
     assert payload(results["guard"])["decision"] == "unavailable"
     assert resource_error is not None and CLOSED_URL in resource_error.message

@@ -38,6 +38,9 @@ from tests.support.rawserver import HANG, RawServer, http_reply
 from tests.support.waiting import wait_until
 from svcposture.term import statusline
 
+# How to start a monitor, said by the line that found none.
+START_IT = " (start it: svc-monitor)"
+
 TOK1 = canary("sl1")
 TOK2 = canary("sl2")
 ANSI = re.compile(rb"\x1b\[[0-9;]*m")
@@ -194,7 +197,8 @@ def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
 
     assert never_closed(mon.url).startswith("\x1b[32macct1 5h 61.4% ")   # stdin is not even read
     dead = dead_url()
-    assert never_closed(dead) == "svc: monitor not running at " + dead     # read until the deadline, half a payload
+    # Read until the deadline, half a payload:
+    assert never_closed(dead) == "svc: monitor not running at " + dead + START_IT
     # A terminal on stdin (the command run by hand): not read at all.
     master, slave = pty.openpty()
     try:
@@ -240,8 +244,8 @@ def test_no_monitor_falls_back_to_the_agents_numbers(tmp_path):
     local = run(env, "--url", url, stdin=agent_payload())
     assert local.startswith("\x1b[32m5h 61.4% ") and local.endswith("(local)\x1b[0m")
     assert run(env, "--url", url, stdin=agent_payload(five_pct=100)).startswith("\x1b[1;31m5h 100% ")
-    assert run(env, "--url", url) == "svc: monitor not running at " + url
-    assert run(env, "--url", url, stdin=None) == "svc: monitor not running at " + url
+    assert run(env, "--url", url) == "svc: monitor not running at " + url + START_IT
+    assert run(env, "--url", url, stdin=None) == "svc: monitor not running at " + url + START_IT
 
 
 @pytest.mark.parametrize("stdin", [
@@ -253,7 +257,7 @@ def test_no_monitor_falls_back_to_the_agents_numbers(tmp_path):
 ], ids=["binary", "not-json", "truncated", "deep", "huge-int", "over-64k", "hostile", "wrong-shape", "nan"])
 def test_unreadable_payload_without_a_monitor(tmp_path, stdin):
     url = dead_url()
-    assert run(clean_env(tmp_path), "--url", url, stdin=stdin) == "svc: monitor not running at " + url
+    assert run(clean_env(tmp_path), "--url", url, stdin=stdin) == "svc: monitor not running at " + url + START_IT
 
 
 def test_a_payload_just_under_the_limit_is_read(tmp_path):
@@ -288,7 +292,7 @@ def test_a_hung_monitor_gives_the_fallback(tmp_path):
     # Accepts and reads the request, never answers.
     with RawServer({"/api/accounts": HANG}) as server:
         assert LOCAL.match(run(env, "--url", server.url, "--no-color", stdin=agent_payload(), timeout=10))
-        assert run(env, "--url", server.url, timeout=10) == "svc: monitor not running at " + server.url
+        assert run(env, "--url", server.url, timeout=10) == "svc: monitor not running at " + server.url + START_IT
     # Listens and never even accepts: the kernel completes the handshake, nothing more.
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))

@@ -85,9 +85,11 @@ def test_the_dashboard_shows_the_third_vendors_section_and_advice(servers, drive
         for width in (360, 1280):
             pages.emulate(driver, "light", width)
             driver.get(mon.url + "/")
+            # Each vendor's stream brings its own first frame: the Acme cards and the Claude section both.
             found = wait_for(lambda: (lambda s: s if any(x["id"] == "vendor-acme" and len(x["cards"]) == 2
-                                                         for x in s) else None)(driver.execute_script(SECTIONS)),
-                             timeout=30, what="the Acme section with its two cards")
+                                                         for x in s) and any(x["id"] == "vendor-claude" and x["shown"]
+                                                                             for x in s) else None)(
+                driver.execute_script(SECTIONS)), timeout=30, what="the Acme section with its two cards, and Claude's")
             # One section per registered vendor, in the API's order; Codex has no account here.
             assert [s["id"] for s in found] == ["vendor-claude", "vendor-codex", "vendor-acme"]
             claude, codex, acme_section = found

@@ -251,7 +251,11 @@ def _reply_schemas() -> Dict[str, Any]:
                              "version": {"type": "string"}, "startedAt": {"type": "string", "format": "date-time"},
                              "probeIntervalS": {"type": "number", "exclusiveMinimum": 0,
                                                 "description": "SVC_PROBE_INTERVAL_S: a posture whose probedAt "
-                                                               "is older than twice this is stale."}}}
+                                                               "is older than twice this is stale."},
+                             "accountsFile": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$",
+                                              "description": "Which accounts env file the monitor watches, as a "
+                                                             "fingerprint (svc-monitor switch compares it with the "
+                                                             "file it edits); null when its directory is missing."}}}
     return {"Forbidden": forbidden, "Error": error, "Health": health}
 
 
@@ -365,7 +369,7 @@ def _trajectory_schemas() -> Dict[str, Any]:
         "type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "forecast"],
         "properties": {"pct": {"type": ["number", "null"]}, "resetsAt": _time(), "forecast": ref("Forecast")}})
     alert = {"type": "object", "required": ["v", "id", "ts", "attributes"],
-             "description": "An account.quota.threshold or account.quota.forecast event (v2 envelope).",
+             "description": "An account.quota.threshold, .forecast, .wall or .usable event (v2 envelope).",
              "properties": {"v": {"const": 2}, "id": {"type": "string"}, "ts": {"type": "string"},
                             "attributes": {"type": "object"}}}
     return {"Forecast": forecast, "TrajectoryWindow": window, "TrajectoryAccount": _trajectory_account_schema(),
@@ -515,7 +519,7 @@ def _advice_schemas() -> Dict[str, Any]:
 
 def _advice_schema() -> Dict[str, Any]:
     required = ["available", "node", "generatedAt", "probedAt", "reservePct", "provider", "active", "advice", "to",
-                "waitS", "reason", "ranked"]
+                "waitS", "waitUntil", "reason", "ranked"]
     return {"type": "object", "additionalProperties": False, "required": required,
             "properties": {
                 "available": {"const": True}, "node": {"type": "string"},
@@ -531,6 +535,9 @@ def _advice_schema() -> Dict[str, Any]:
                 "waitS": {"type": ["integer", "null"], "minimum": 0,
                           "description": "Seconds until the active account's holding window resets "
                                          "(advice `wait` and `none`)."},
+                "waitUntil": {"type": ["string", "null"], "format": "date-time",
+                              "description": "When the active account's holding window resets (advice `wait` "
+                                             "and `none`): the instant every countdown of the wait counts to."},
                 "reason": {"type": "string"},
                 "ranked": {"type": "array", "items": ref("AdviceCandidate"),
                            "description": "Every other account of the vendor: the candidates first, best "

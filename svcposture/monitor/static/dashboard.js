@@ -50,9 +50,11 @@
   // ------------------------------------------------------------ formatting
 
   function fmtPct(p) {
-    if (typeof p !== "number") return "no reading";
-    // Past the limit the exact figure says nothing more: "101%" reads as a bug.
-    return p > 100 ? "100%+" : (Math.round(p * 10) / 10) + "%";
+    // One rule on every surface (the terminals' too): to the nearest tenth, halves up, a trailing
+    // ".0" dropped, none below 0, and past the limit "100%+" (the exact figure says nothing more,
+    // and "101%" reads as a bug).
+    if (typeof p !== "number" || !isFinite(p)) return "no reading";
+    return p > 100 ? "100%+" : (Math.round(Math.max(0, p) * 10) / 10) + "%";
   }
   function windowWords(name) { return WINDOW_WORDS[name] || String(name).replace(/_/g, " ") + " window"; }
   function setProgress(bar, pct, label) {
@@ -122,7 +124,7 @@
     }
     if (typeof f.pctAtReset === "number") {
       var rate = typeof f.ratePctPerHour === "number" ? f.ratePctPerHour : 0;
-      return { text: "Forecast: about " + Math.round(f.pctAtReset) + "% when it resets (" +
+      return { text: "Forecast: about " + fmtPct(f.pctAtReset) + " when it resets (" +
                (rate >= 0.05 ? "rising " + rate + "% an hour)" : "steady)"), alarm: false };
     }
     if (!isNaN(wall)) return { text: "Forecast: 100% in " + fmtDuration(wall - Date.now()), alarm: false };
@@ -305,6 +307,16 @@
     banner.hidden = false;
   }
 
+  function waitEnds(provider) {
+    // When the advice's wait ends: its waitUntil, the holding window's own reset, so the advice
+    // line and the banner count down to one instant; else waitS from when the advice was read.
+    var held = advice[provider];
+    if (!held || !held.body) return NaN;
+    var until = typeof held.body.waitUntil === "string" ? Date.parse(held.body.waitUntil) : NaN;
+    if (isNaN(until) && typeof held.body.waitS === "number") until = held.at + held.body.waitS * 1000;
+    return until;
+  }
+
   function bannerText(body, a) {
     var active = body.active;
     var who = active ? active.label : "The active account";
@@ -317,13 +329,14 @@
       return msg + "Switch to " + a.to.label + (a.to.email ? " (" + a.to.email + ")" : "") +
         (first && first.reachesReset ? ": its forecast reaches the reset with headroom." : ": it has the most headroom left.");
     }
+    var until = waitEnds(defaultName), left = until - Date.now();
     if (a.advice === "wait") {
-      return msg + "Wait " + (a.waitS > 0 ? fmtDuration(a.waitS * 1000) : "a moment") +
+      return msg + "Wait " + (left > 0 ? fmtDuration(left) : "a moment") +
         " for its reset: waiting is cheaper than switching.";
     }
     if (unreadInAdvice(a)) return msg + sentence(a.reason);
     return msg + "No sibling account is forecast to reach its reset with headroom" +
-      (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtDuration(a.waitS * 1000) + "." : ".");
+      (isNaN(until) ? "." : "; " + who + " resets in " + fmtDuration(left) + ".");
   }
 
   // ------------------------------------------------------------ health: accounts that were not read
@@ -407,7 +420,7 @@
         " is forecast to reach 100% at " + localClock(wall) + ", before it resets.";
     }
     if (f && typeof f.pctAtReset === "number") {
-      return "Stay on " + label + " — its " + best.spec.words + " reaches its reset at " + Math.round(f.pctAtReset) + "%.";
+      return "Stay on " + label + " — its " + best.spec.words + " reaches its reset at " + fmtPct(f.pctAtReset) + ".";
     }
     var reset = best.w.resetsAt ? Date.parse(best.w.resetsAt) : NaN;
     return "Stay on " + label + " — its " + best.spec.words + " is at " + fmtPct(best.w.pct) +
@@ -420,7 +433,7 @@
     var a = held.body;
     if (!a || a.available !== true || typeof a.advice !== "string") return null;
     var active = a.active && a.active.label;
-    var until = typeof a.waitS === "number" ? held.at + a.waitS * 1000 : NaN;
+    var until = waitEnds(provider);
     // The active account not read (its token refused...), or none and another not read: the reason
     // says what is wrong and the fix.
     if ((a.active && healthOf(a.active) !== "ok") || (a.advice === "none" && unreadInAdvice(a))) {
@@ -434,7 +447,7 @@
     if (a.advice === "switch" && a.to) {
       var first = (a.ranked || [])[0] || {};
       return "Switch to " + a.to.label + (a.to.email ? " (" + a.to.email + ")" : "") + ": " +
-        (typeof first.headroomPct === "number" ? first.headroomPct + "% headroom left" : "it has headroom") +
+        (typeof first.headroomPct === "number" ? fmtPct(first.headroomPct) + " headroom left" : "it has headroom") +
         (first.reachesReset ? ", and its forecast reaches its reset." : ", the most of any account.");
     }
     if (a.advice === "none") {
@@ -633,7 +646,7 @@
     var words = label + " " + spec.words + ": " + (w && typeof w.pct === "number" ? fmtPct(w.pct) + " now" : "no reading now");
     var f = tw && tw.forecast, wall = f && f.wallAt ? Date.parse(f.wallAt) : NaN;
     if (f && f.beforeReset && !isNaN(wall)) words += ", forecast 100% at " + localClock(wall);
-    else if (f && typeof f.pctAtReset === "number") words += ", forecast " + Math.round(f.pctAtReset) + "% at its reset";
+    else if (f && typeof f.pctAtReset === "number") words += ", forecast " + fmtPct(f.pctAtReset) + " at its reset";
     var reset = w && w.resetsAt ? Date.parse(w.resetsAt) : NaN;
     if (!isNaN(reset)) words += ", resets " + localClock(reset);
     return words + "; " + readings + " readings over the last " + fmtDuration(spec.span) + ".";
@@ -668,6 +681,15 @@
       return a["account.handle"] + " " + win + ": forecast to reach 100% at " +
         localClock(Date.parse(a["ratelimit.wall_at"])) + ", before its reset";
     }
+    if (a["event.name"] === "account.quota.wall") {
+      var usable = Date.parse(a["ratelimit.usable_at"]);
+      return a["account.handle"] + " " + win + " reached 100% (" + fmtPct(a["ratelimit.pct"]) + ")" +
+        (isNaN(usable) ? "" : ": usable again at " + localClock(usable));
+    }
+    if (a["event.name"] === "account.quota.usable") {
+      return a["account.handle"] + " is usable again: its " + win + " window reset (now " +
+        fmtPct(a["ratelimit.pct"]) + ")";
+    }
     return a["account.handle"] + " " + win + " reached " + a["ratelimit.threshold"] + "% (" + fmtPct(a["ratelimit.pct"]) + ")";
   }
 
@@ -675,7 +697,8 @@
     var box = $("alerts");
     box.textContent = "";
     (list || []).forEach(function (ev) {
-      var kind = ev.attributes && ev.attributes["event.name"] === "account.quota.forecast" ? "forecast" : "threshold";
+      var name = ev.attributes && ev.attributes["event.name"];
+      var kind = typeof name === "string" ? name.replace(/^account\.quota\./, "") : "threshold";
       var li = el("li", "kind-" + kind);
       li.setAttribute("data-id", ev.id || "");
       var ts = Date.parse(ev.ts);
@@ -887,6 +910,7 @@
       sec.meta.textContent = words;
       tickCards(sec.cards.childNodes, isStale(body.probedAt), words);
     });
+    tickStopped();
     if (!last || last.available !== true) { tickLogin(); return; }
     var a = last.active;
     text("bar-5h-text", a && a.fiveHour ? windowText(a.fiveHour) : "");
@@ -924,23 +948,60 @@
     node.className = "conn conn-" + state;
   }
 
+  // A monitor that stopped answering: after STOPPED_AFTER failed reconnects of the stream that
+  // drives the connection pill, the page says so, and greys its advice and banner (they are the
+  // last reading's, and may no longer hold). The first answer clears it.
+  var STOPPED_AFTER = 3;
+  var failedReconnects = -1;  // -1: connected (the next error is the drop itself, not a failed reconnect)
+  var lostAt = 0;
+
+  function answered() {
+    failedReconnects = -1;
+    lostAt = 0;
+    document.body.classList.remove("monitor-stopped");
+    $("stopped").hidden = true;
+    text("advice-title", "Which account to use now");
+  }
+
+  function unanswered() {
+    if (!lostAt) lostAt = Date.now();
+    failedReconnects++;
+    if (failedReconnects < STOPPED_AFTER) return;
+    setConn("stopped");
+    document.body.classList.add("monitor-stopped");
+    text("advice-title", "Which account to use now (the last advice, before the monitor stopped answering)");
+    tickStopped();
+  }
+
+  function tickStopped() {
+    if (failedReconnects < STOPPED_AFTER) return;
+    var box = $("stopped");
+    box.hidden = false;
+    box.textContent = "The monitor stopped answering " + fmtDuration(Date.now() - lostAt) + " ago (" +
+      new Date(lostAt).toLocaleTimeString() + "), after " + failedReconnects + " failed reconnects. What this " +
+      "page shows is its last reading; the page keeps trying, and fills in again when the monitor is back.";
+  }
+
   function connect(path, handlers, showState) {
     if (reconnectTimers[path]) { clearTimeout(reconnectTimers[path]); reconnectTimers[path] = null; }
     if (sources[path]) sources[path].close();
-    if (showState) setConn("connecting");
+    if (showState && failedReconnects < STOPPED_AFTER) setConn("connecting");
     var source = new EventSource(path);
     sources[path] = source;
-    source.addEventListener("open", function () { if (showState) setConn("live"); });
+    source.addEventListener("open", function () { if (showState) { setConn("live"); answered(); } });
     Object.keys(handlers).forEach(function (name) {
       source.addEventListener(name, function (ev) {
-        if (showState) setConn("live");
+        if (showState) { setConn("live"); answered(); }
         var data;
         try { data = JSON.parse(ev.data); } catch (e) { text("message", "Bad frame from the stream."); return; }
         handlers[name](data);
       });
     });
     source.addEventListener("error", function () {
-      if (showState) setConn("reconnecting");
+      if (showState) {
+        if (failedReconnects < STOPPED_AFTER - 1) setConn("reconnecting");
+        unanswered();
+      }
       // The browser retries by itself after `retry:`; when it gives up (the
       // stream ended with an error status) start a fresh one.
       if (source.readyState === EventSource.CLOSED && !reconnectTimers[path]) {
