@@ -1,4 +1,5 @@
-// svc-monitor dashboard: live from each vendor's /api/accounts/stream and /api/trajectory/stream,
+// svc-monitor dashboard: live from the default vendor's /api/accounts/stream and /api/trajectory/stream
+// (each other vendor's posture re-read at every trajectory push),
 // no build step, no CDN, SVG drawn by hand.
 // Everything is written with textContent: emails and labels are never parsed as HTML.
 // The page names no vendor: the list, its order and the display names come from /api/vendors.
@@ -571,7 +572,9 @@
     accountExtras(node, a, vendor, !!note);
     // An account never read has no figures to draw: its note says why.
     var unread = health !== "ok" && typeof a.readAt !== "number" && !a.fiveHour && !a.sevenDay;
-    if (!unread) WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
+    // An account whose limits are all of other lengths (a monthly quota) is shown by those alone.
+    var othersOnly = !a.fiveHour && !a.sevenDay && (a.extraWindows || []).length > 0;
+    if (!unread && !othersOnly) WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
     var stale = el("p", "stale-note", "");
     stale.hidden = true;
     node.appendChild(stale);
@@ -768,9 +771,10 @@
     traj = body;
     // Readings of a vendor the page does not follow yet: the node has started to show it.
     var unfollowed = (body.accounts || []).some(function (a) {
-      return typeof a.provider === "string" && !streams[streamPath(a.provider)];
+      return typeof a.provider === "string" && a.provider !== defaultName && !followed[a.provider];
     });
     if (unfollowed && Date.now() - vendorsFetched >= VENDORS_AGAIN_MS) loadVendors();
+    readFollowed();
     (body.alerts || []).forEach(function (ev) { alertsSeen[ev.id] = true; });
     renderAlerts(body.alerts);
     if (typeof body.probedAt === "number") {
@@ -1028,26 +1032,44 @@
                                 : "/api/accounts/stream?provider=" + encodeURIComponent(name);
   }
 
+  // Another vendor's posture is read, not streamed: the browser gives a page six connections to
+  // the monitor, and a node of five vendors would spend them all on streams. The trajectory
+  // stream pushes after every vendor's probe, so each push re-reads the vendors the page shows
+  // (a cached read, answered from memory).
+  var followed = {};    // vendor name -> true while the node shows its accounts
+  var reading = {};     // vendor name -> a read in flight
+
+  function readVendor(name) {
+    if (reading[name]) return;
+    reading[name] = true;
+    fetch("/api/accounts?provider=" + encodeURIComponent(name), { cache: "no-store" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) { if (body && followed[name]) renderVendor(name, body); })
+      .catch(function () { /* the stream's reconnects say when the monitor stopped answering */ })
+      .then(function () { reading[name] = false; });
+  }
+
+  function readFollowed() { Object.keys(followed).forEach(readVendor); }
+
   function syncStreams() {
     // The default vendor's stream always: it says when the node has nothing to show, and its
-    // state is the connection pill's. Another vendor's only while the node shows its accounts:
-    // each stream holds one of the browser's six connections to the monitor.
+    // state is the connection pill's. Every other vendor the node shows is followed by reads.
+    var path = defaultName === null ? null : streamPath(defaultName);
+    if (path !== null && !streams[path]) {
+      streams[path] = [{ account: function (body) { renderVendor(defaultName, body); } }, true, defaultName];
+      connect(path, streams[path][0], streams[path][1]);
+    }
     var wanted = {};
-    vendors.forEach(function (v) {
-      if (v.name === defaultName || v.shown === true) wanted[streamPath(v.name)] = v.name;
-    });
-    Object.keys(streams).forEach(function (path) {
-      var name = streams[path][2];
-      if (name == null || wanted[path] === name) return;
-      closeStream(path);
-      delete streams[path];
+    vendors.forEach(function (v) { if (v.name !== defaultName && v.shown === true) wanted[v.name] = true; });
+    Object.keys(followed).forEach(function (name) {
+      if (wanted[name]) return;
+      delete followed[name];
       renderVendor(name, null);
     });
-    Object.keys(wanted).forEach(function (path) {
-      if (streams[path]) return;
-      var name = wanted[path];
-      streams[path] = [{ account: function (body) { renderVendor(name, body); } }, name === defaultName, name];
-      connect(path, streams[path][0], streams[path][1]);
+    Object.keys(wanted).forEach(function (name) {
+      if (followed[name]) return;
+      followed[name] = true;
+      readVendor(name);
     });
   }
 
