@@ -9,9 +9,6 @@ well before the sweep's.
 from __future__ import annotations
 
 import json
-import select
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from tests.support.codex import make_login, token_count_line, usage_reply, write
 from tests.support.home import accounts_path, canary, monitor_env, write_accounts
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
-from tests.support.rawserver import RawServer
+from tests.support.rawserver import RawServer, Trickle
 from tests.support.waiting import wait_until
 
 from svcposture.codex.errors import CODEX_MESSAGES
@@ -27,39 +24,6 @@ from svcposture.codex.errors import CODEX_MESSAGES
 CLAUDE_TOKEN = canary("slowcx")
 CODEX_TOKEN = "codex-access-CANARY-slow-" + "5" * 12
 USAGE_PATH = "/backend-api/wham/usage"
-
-
-class Trickle:
-    """A RawServer answer: the head at once, then the body one byte every `every_s` seconds."""
-
-    def __init__(self, body: bytes, every_s: float = 0.5) -> None:
-        self.body = body
-        self.every_s = every_s
-        self.started = threading.Event()
-        self.stop = threading.Event()
-        self.conn: "socket.socket | None" = None
-
-    def __call__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self.started.set()
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                     b"Connection: close\r\n\r\n" % len(self.body))
-        for i in range(len(self.body)):
-            if self.stop.wait(self.every_s):
-                return
-            conn.sendall(self.body[i:i + 1])
-
-    def client_gone(self) -> bool:
-        """Whether the client has closed its end (its process exited, or it gave up)."""
-        conn = self.conn
-        if conn is None:
-            return False
-        try:
-            # A socket with a timeout would wait that long in recv: ask select first, without waiting.
-            readable, _, _ = select.select([conn], [], [], 0)
-            return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):  # ValueError: the stand-in closed it after a failed send
-            return True
 
 
 def test_a_trickling_codex_endpoint_does_not_hold_claudes_posture(tmp_path: Path) -> None:

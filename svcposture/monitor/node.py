@@ -15,7 +15,8 @@ Methods for the caller:
     node.app                           the MonitorApp a MonitorServer serves
     node.postures                      the posture services, by vendor name
     node.start()                       every posture service (each first probe is
-                                       under way at once), then the background services
+                                       under way at once, all in one probe child),
+                                       then the background services
     node.close_streams()               end every open stream (before the server closes)
     node.stop()                        stop all start() started, newest first
 """
@@ -139,9 +140,12 @@ class Node:
     def _postures(self) -> Dict[str, Any]:
         """One posture service per registered vendor, on a schedule of its own (docs/vendors.md). Each
         result goes to the latch, then the forecasts, the advice (which names siblingWithHeadroom)
-        and the automatic switch, before it is cached or pushed."""
+        and the automatic switch, before it is cached or pushed. The services share one probe
+        batcher: the probes that start together share one child, each vendor's block delivered as
+        soon as it is done."""
         from ..posture.latch import Latch, LatchError
         from ..posture.service import PostureService
+        from ..probe.batcher import ProbeBatcher
 
         latch = Latch(self.paths.latch, self.event_log, self.name)
         try:
@@ -149,6 +153,7 @@ class Node:
         except (LatchError, OSError) as exc:
             log.warning("latch could not be loaded: %s", one_line(exc))
         candidates = self._candidates()
+        batcher = ProbeBatcher()
         postures: Dict[str, Any] = {}
         for vendor in registered():
             observers = [self.trajectory.observer(vendor.name), self.advisor.observer(vendor.name)]
@@ -158,7 +163,7 @@ class Node:
             postures[vendor.name] = PostureService(
                 vendor, self.paths, node=self.name, settings=self.settings, latch=latch, environ=self.environ,
                 probe_enabled=self.probe, observers=observers, candidates=candidates,
-                speaks_for_node=vendor.name == DEFAULT_PROVIDER)
+                speaks_for_node=vendor.name == DEFAULT_PROVIDER, batcher=batcher)
         return postures
 
     def _candidates(self) -> Optional[Callable[[], Any]]:

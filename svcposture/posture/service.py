@@ -2,9 +2,13 @@
 
 Each service owns one vendor's accounts on this node: the cache of its
 posture body, one probe at a time (single flight), the periodic probe, the
-probe at each reset, and the subscribers of its stream. A probe is one run
-of the token-scoped child for this vendor's accounts only, so no vendor's
-rows wait for another's endpoint, and each child keeps its own deadline.
+probe at each reset, and the subscribers of its stream. A probe asks the
+node's probe batcher (probe.batcher, handed in when the service is built)
+for this vendor's report: the vendors whose probes start within the same
+few milliseconds share one token-scoped child, and each gets its own block
+the moment the child has it, so no vendor's rows wait for another's
+endpoint. The periodic probes of a node's services fall together because
+each ticks on a fixed cadence from its start (the node starts them at once).
 The child's block goes through the vendor's `clean_block` and `summarize`
 (pure, in the vendor's package), then every account gets its health beside
 the last good figures kept for it (posture.health, the same for every vendor);
@@ -21,7 +25,7 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from .. import _time
 from .._text import is_number
@@ -34,6 +38,9 @@ from ..vendor import optional_member
 from .health import Kept, apply_health
 from .resetschedule import ResetSchedule, reset_instants_ms
 from .singleflight import SingleFlight
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from ..probe.batcher import ProbeBatcher
 
 log = logging.getLogger("svcposture.posture")
 
@@ -74,7 +81,7 @@ def read_posture(home: "Optional[os.PathLike[str] | str]" = None, *,
     if not probing_on(paths.environ):
         return disabled_body(node)
     vendor = default_vendor()
-    report = runner.run_headers(paths, paths.environ, deadline_s=deadline_s, vendor=vendor.name)
+    report = runner.run_headers(paths, paths.environ, deadline_s=deadline_s, vendors=[vendor.name])
     summary = summary_of(vendor, report, node, _time.now_ms(), {}, True)[0]
     summary = apply_health(summary, {}, probe_interval_s(paths.environ) * 1000.0,
                            optional_member(vendor, "error_health"))[0]
@@ -123,16 +130,18 @@ class PostureService:
     - Besides the periodic probe, one probe at each reset of the active
       account's binding window and of every rejected account's, plus a margin.
     - While the accounts env file is unchanged since a probe found no line of
-      this vendor, no child is started for it.
+      this vendor, no child is asked for it.
+    - Each probe's child comes from `batcher`, the node's one ProbeBatcher (None: a
+      batcher of this service's own, with no other vendor to wait for).
     """
 
     def __init__(self, vendor: Any, paths: Paths, *, node: str, settings: Settings, latch: Any = None,
                  environ: Optional[Mapping[str, str]] = None, probe_enabled: bool = True,
                  observers: Sequence[Observer] = (), candidates: Optional[Candidates] = None,
-                 speaks_for_node: bool = False) -> None:
-        # The probe module (and subprocess with it) loads with the first
-        # service, not with this module: the summary functions stay pure.
-        from ..probe import runner
+                 speaks_for_node: bool = False, batcher: "Optional[ProbeBatcher]" = None) -> None:
+        # The probe's modules (subprocess with the runner) load with the first
+        # probe, not with this module: the summary functions stay pure.
+        from ..probe.batcher import ProbeBatcher
 
         self.vendor = vendor
         self.provider: str = vendor.name
@@ -150,7 +159,7 @@ class PostureService:
         self.resets = ResetSchedule(settings.reset_margin_s)
         self._observers: Tuple[Observer, ...] = tuple(observers)
         self._speaks_for_node = speaks_for_node
-        self._run_headers = runner.run_headers
+        self._batcher = batcher if batcher is not None else ProbeBatcher(window_s=0.0)
         self._flight = SingleFlight(self._fly, "posture-%s" % self.provider)
         self._poll = vendor.poll_memory()
         self._candidates = _CandidateCache(candidates, self.provider)
@@ -169,6 +178,9 @@ class PostureService:
         self._absent_in: Optional[FileKey] = None
         self._probed_mono = 0.0
         self._started_mono: Optional[float] = None
+        # Where the periodic ticks count from: start(), so that the services a node starts
+        # together keep ticking together (their probes then share a child).
+        self._epoch_mono = 0.0
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._reprobe = threading.Event()
@@ -187,6 +199,7 @@ class PostureService:
         if not self.probe_enabled:
             self.broadcast.publish(disabled_body(self.node))
             return
+        self._epoch_mono = time.monotonic()
         with self._lock:
             self._begin_locked()
         self._loop = threading.Thread(target=self._run_loop, name="posture-%s-loop" % self.provider, daemon=True)
@@ -210,7 +223,7 @@ class PostureService:
 
     def _run_loop(self) -> None:
         # A tick that finds a probe in flight (the first one, a slow one) joins it.
-        next_periodic = time.monotonic() + self.interval_s
+        next_periodic = self._epoch_mono + self.interval_s
         while not self._stop.is_set():
             self._wake.clear()  # before reading the schedule: a new result wakes the wait below
             if self._reprobe.is_set():
@@ -229,7 +242,12 @@ class PostureService:
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("periodic %s probe failed", self.provider)
             if periodic:
-                next_periodic = time.monotonic() + self.interval_s
+                next_periodic = self._next_tick(time.monotonic())
+
+    def _next_tick(self, now: float) -> float:
+        """The first periodic tick after `now`: ticks fall every interval from start(), whatever each
+        probe took, and a tick a long probe overran is skipped, not run late."""
+        return self._epoch_mono + (math.floor((now - self._epoch_mono) / self.interval_s) + 1) * self.interval_s
 
     def _probe_after_change(self) -> None:
         self._reprobe.clear()
@@ -328,14 +346,15 @@ class PostureService:
                     self.broadcast.publish(reply(summary, cached=False))
 
     def _run_child(self) -> Any:
-        """This vendor's run of the token-scoped child (none while the file still has no line of it)."""
+        """This vendor's report from the token-scoped child, through the batcher (none asked while
+        the file still has no line of it)."""
         key = _file_key(self.paths.accounts_env)
         with self._lock:
             if key is not None and key == self._absent_in:
                 return {"available": False}
         try:
-            report = self._run_headers(self.paths, self._child_environ(), deadline_s=self.deadline_s,
-                                       cancel=self._stop, vendor=self.provider)
+            report = self._batcher.report(self.paths, self.provider, self._child_environ(),
+                                          deadline_s=self.deadline_s, cancel=self._stop)
         except Exception:  # noqa: BLE001 - a probe failure is an error posture
             log.error("the %s probe raised; reporting an internal error", self.provider)
             return {"error": {"kind": "internal"}}

@@ -3,7 +3,10 @@
 `python -m svcposture.probe` is its command line (__main__). One job per module,
 nothing imported here:
 
+- command:      the command line, for people (the parent's half) and for the child
 - runner:       the parent: opens the accounts env file, starts the child, bounds it, reads its answer
+- batcher:      the node's one child for the vendors whose probes start together
+- vendorlines:  the child's line per vendor, printed as each is done, read by the parent as it comes
 - child:        the child: sources nothing itself, runs each registered vendor's sweep
 - providerhttp: how the child reads a provider's reply (its request timeout, a timeout or
                 transport error, retry-after); the requests go through svcposture._http

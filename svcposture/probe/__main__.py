@@ -2,7 +2,7 @@
 import os
 import sys
 
-from .runner import main
+from .command import main
 
 code = main()
 # Worker threads still waiting on a slow provider must not hold the exit.

@@ -2,9 +2,10 @@
 
 `python -m svcposture.probe headers|usage|check --json --child` lands here
 (docs/posture.md). The child takes tokens from its own environment only, probes the
-provider and returns token-free data; the runner's `main` prints it. The sweep
-loops over the registered vendors (docs/vendors.md): each vendor's block is
-under its name in the report. Every error it
+provider and returns token-free data; the command line (`command`) prints it. The sweep
+loops over the registered vendors, or those named by `--vendor` (docs/vendors.md): each
+vendor's block is under its name in the report, and each vendor's own report is also
+printed as its own line the moment that vendor is done (`vendorlines`). Every error it
 reports comes from the fixed vocabulary, and anything unexpected becomes
 `internal`, never a traceback, which could quote a token.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Tuple
 
 from ..envfile.lint import line_problems, opened_quote_line
 from ..envfile.entries import MAX_ENV_FILE_BYTES
@@ -26,18 +27,22 @@ MAX_IN_FLIGHT = 4
 # A report names at most this many line problems; a file with more has one mistake made everywhere.
 MAX_LINE_PROBLEMS = 50
 
+# Called with (vendor name, that vendor's report) once per vendor, as soon as it is done.
+Emit = Callable[[str, Dict[str, Any]], None]
+
 
 def main(subcommand: str, environ: Mapping[str, str], env_fd: Optional[int] = None,
-         vendor: Optional[str] = None) -> Dict[str, Any]:
+         vendors: Optional[Collection[str]] = None, emit: Optional[Emit] = None) -> Dict[str, Any]:
     """The child's report for `headers`, `usage`, `login`, `check` or `lines`; never raises.
 
-    `vendor` (a registered name) limits `headers` to that vendor's accounts."""
+    `vendors` (registered names) limits `headers` to those vendors' accounts; `emit`, when given,
+    gets each vendor's own report as soon as that vendor is done (probe.vendorlines)."""
     try:
         if subcommand == "lines":
             return lines(env_fd)
         if subcommand in ("usage", "login"):
             return login_command(subcommand, environ)
-        return headers(environ, check_only=(subcommand == "check"), env_fd=env_fd, only=vendor)
+        return headers(environ, check_only=(subcommand == "check"), env_fd=env_fd, only=vendors, emit=emit)
     except Exception:  # noqa: BLE001 - never a traceback, it could quote a token
         return {"error": error("internal")}
 
@@ -76,11 +81,11 @@ def _env_text(env_fd: Optional[int]) -> str:
     return os.pread(env_fd, MAX_ENV_FILE_BYTES + 1, 0).decode("utf-8", "replace")
 
 
-def _sweeps(text: str, environ: Mapping[str, str], only: Optional[str]) -> List[Tuple[Any, Any]]:
-    """(vendor, its sweep) of every registered vendor (or only the one named), in registration order."""
+def _sweeps(text: str, environ: Mapping[str, str], only: Optional[Collection[str]]) -> List[Tuple[Any, Any]]:
+    """(vendor, its sweep) of every registered vendor (or only those named), in registration order."""
     from ..vendors import registered
 
-    return [(v, v.sweep(text, environ)) for v in registered() if only is None or v.name == only]
+    return [(v, v.sweep(text, environ)) for v in registered() if only is None or v.name in only]
 
 
 def line_problems_of(text: str) -> List[Dict[str, Any]]:
@@ -104,14 +109,15 @@ def lines(env_fd: Optional[int]) -> Dict[str, Any]:
 
 
 def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Optional[int] = None,
-            only: Optional[str] = None) -> Dict[str, Any]:
+            only: Optional[Collection[str]] = None, emit: Optional[Emit] = None) -> Dict[str, Any]:
     """Probe every usable entry of the accounts env file (or only list them, `check_only`).
 
     The report holds each vendor's block under its name, there only when the
     file has a line of that vendor, and `available`: whether any vendor has
     an account to probe. Each vendor's exchanges run on their own pool and are
     waited for until that vendor's own deadline (at most the sweep's), so one
-    vendor's slow endpoint never holds another's rows."""
+    vendor's slow endpoint never holds another's rows; `emit` gets each
+    vendor's own report the moment it is done."""
     started = time.monotonic()
     try:
         text = _env_text(env_fd)
@@ -134,21 +140,45 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
     pools = [ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT) for _ in sweeps]
     futures = [s.submit(pool, v.request_timeout_s(environ), secrets) if s.present else []
                for (v, s), pool in zip(sweeps, pools)]
-    cuts = [_wait_for(fs, min(budget, v.exchange_deadline_s(environ)), budget, begun)
-            for (v, _s), fs in zip(sweeps, futures)]
+    limits = [min(budget, v.exchange_deadline_s(environ)) for v, _s in sweeps]
+    blocks = _blocks_as_done(sweeps, futures, limits, budget, begun, emit)
     # Probes still running are abandoned: the probe's entry point exits with os._exit.
     for pool in pools:
         pool.shutdown(wait=False)
-    return _with_blocks({"available": True}, [(v, s.block(cut)) for (v, s), cut in zip(sweeps, cuts)])
+    return _with_blocks({"available": True}, [(v, block) for (v, _s), block in zip(sweeps, blocks)])
 
 
-def _wait_for(futures: List[Any], limit_s: float, budget_s: float, begun: float) -> str:
-    """Wait until `futures` are done or `limit_s` after `begun`; what cut the wait
-    short for any still running: 'exchange' (the vendor's own deadline) or 'sweep'."""
-    from concurrent.futures import wait
+def _blocks_as_done(sweeps: List[Tuple[Any, Any]], futures: List[List[Any]], limits: List[float], budget_s: float,
+                    begun: float, emit: Optional[Emit]) -> List[Optional[Dict[str, Any]]]:
+    """Each vendor's block, taken the moment its exchanges are all done or its own limit (seconds
+    after `begun`) has passed, and emitted then: no vendor's block waits for another's endpoint.
+    An exchange still running at its limit is cut by 'exchange' (the vendor's own deadline) when
+    that limit is under the sweep's budget, else by 'sweep'."""
+    from concurrent.futures import FIRST_COMPLETED, wait
 
-    wait(futures, timeout=max(0.0, limit_s - (time.monotonic() - begun)))
-    return "exchange" if limit_s < budget_s else "sweep"
+    blocks: Dict[int, Optional[Dict[str, Any]]] = {}
+    while True:
+        elapsed = time.monotonic() - begun
+        for i, (vendor, sweep) in enumerate(sweeps):
+            if i in blocks or (elapsed < limits[i] and not all(f.done() for f in futures[i])):
+                continue
+            blocks[i] = sweep.block("exchange" if limits[i] < budget_s else "sweep")
+            if emit is not None:
+                emit(vendor.name, _alone(vendor, sweep, blocks[i]))
+        waiting = [i for i in range(len(sweeps)) if i not in blocks]
+        if not waiting:
+            return [blocks[i] for i in range(len(sweeps))]
+        running = [f for i in waiting for f in futures[i] if not f.done()]
+        if running:  # (none left: they finished since the look above, so look again at once)
+            next_limit = min(limits[i] for i in waiting)
+            wait(running, timeout=max(0.0, next_limit - (time.monotonic() - begun)), return_when=FIRST_COMPLETED)
+
+
+def _alone(vendor: Any, sweep: Any, block: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The report a child run for this vendor alone would answer."""
+    if not sweep.present:
+        return {"available": False}
+    return _with_blocks({"available": True}, [(vendor, block)])
 
 
 def _with_blocks(report: Dict[str, Any], blocks: List[Tuple[Any, Optional[Dict[str, Any]]]]) -> Dict[str, Any]:

@@ -3,14 +3,16 @@
 The parent (the monitor, the doctor, the library) opens the accounts env
 file once without reading it, checks that descriptor (fstat), and starts a
 child through `/bin/sh` with it, which sources `/dev/fd/N` and `exec`s
-`python -m <this module> headers|usage|login|check --json --child --env-fd N`.
+`python -m svcposture.probe headers|usage|login|check --json --child --env-fd N`.
 The child inherits no token variable, so only the file decides; it is killed
-at the sweep deadline. What comes back is token-free JSON (docs/posture.md).
+at the sweep deadline. What comes back is token-free JSON (docs/posture.md):
+its last JSON line, and, for a header run given a `VendorLines`, each vendor's
+own line handed on as soon as it arrives (`vendorlines`).
 
 The child's half lives in `child` (the sweep) and each vendor's package
-(`claude/`, `codex/`); `probetext` words a result for a person. Run by hand, `python -m svcposture.probe
-headers --json` does the parent half, so the result is exactly what the
-monitor would see.
+(`claude/`, `codex/`); `text` words a result for a person; `command` is the
+command line. Run by hand, `python -m svcposture.probe headers --json` does the
+parent half, so the result is exactly what the monitor would see.
 """
 from __future__ import annotations
 
@@ -23,22 +25,30 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from .._dirs import unsafe_dir_reason
 from .._spawn import child_env, kill_group, module_command, popen
 from ..envfile.entries import MAX_ENV_FILE_BYTES
 from ..errors import MESSAGES, error
-from ..paths import HomeError, Paths, home_of
+from ..paths import Paths
 from .._text import is_int
-from .text import accounts_notes, human
 from ..envfile.shellword import syntax_error_line
 from ..settings import ACCOUNTS_ENV_ENV, DEADLINE_AT_ENV, DEADLINE_ENV, sweep_deadline_s
+from .vendorlines import VendorLines
 
 # What the parent keeps of the child's stdout; a runaway file cannot fill memory.
 MAX_CHILD_OUTPUT = 4 * 1024 * 1024
 # What it keeps of the shell's stderr, where only a syntax error's line number is looked for.
 MAX_SHELL_STDERR = 64 * 1024
+
+
+class Cancel(Protocol):
+    """What stops a child early: `is_set()` is asked at every look at the running child (a
+    threading.Event set when the monitor stops, or a probe batch that no one waits for any more)."""
+
+    def is_set(self) -> bool:
+        ...
 
 
 def _state_of(st: os.stat_result) -> Tuple[str, Optional[Dict[str, Any]]]:
@@ -95,34 +105,38 @@ def open_env_file(path: "os.PathLike[str] | str") -> Tuple[str, Any]:
     return "ready", fd
 
 
-def child_command(subcommand: str, env_fd: Optional[int] = None, vendor: Optional[str] = None) -> List[str]:
-    """The child's argv: through /bin/sh sourcing the accounts env file when
-    `env_fd` (the descriptor open_env_file checked) is given.
+def child_command(subcommand: str, env_fd: Optional[int] = None, vendors: Sequence[str] = ()) -> List[str]:
+    """The child's argv (`vendors`: only those vendors' accounts): through /bin/sh sourcing the
+    accounts env file when `env_fd` (the descriptor open_env_file checked) is given.
 
     The shell sources /dev/fd/N, never the path, and the Python child reads
-    the labels from that descriptor too. `--child` and `--env-fd` are on the
-    command line, where the sourced file cannot change them.
+    the labels from that descriptor too. `--child`, `--env-fd` and `--vendor`
+    are on the command line, where the sourced file cannot change them.
     """
-    if vendor is not None:
-        from ..vendors import vendor_named
-        if vendor_named(vendor) is None:
-            raise ValueError("no vendor named %r is registered" % (vendor,))
+    from ..vendors import vendor_named
+
+    for name in vendors:
+        if vendor_named(name) is None:
+            raise ValueError("no vendor named %r is registered" % (name,))
     # Started as every child of the package is (module_command): nothing is imported from the
     # working directory, which is / here besides. A registered vendor name is lower-case letters,
     # digits and _.
-    extra_args = ["--vendor", vendor] if vendor is not None else []
+    extra_args = [arg for name in vendors for arg in ("--vendor", name)]
     argv = module_command("probe", subcommand, *extra_args, "--json", "--child")
     if env_fd is not None:
         # The shell's own stderr reaches the parent (shell_syntax_line reads a line
-        # number from it); the Python child's never does.
+        # number from it); the Python child's never does. What the sourced file prints
+        # (its commands and their background jobs) goes to /dev/null: the pipe carries
+        # the Python child's lines only.
         args = " ".join(shlex.quote(a) for a in argv[1:] + ["--env-fd", str(env_fd)])
-        return ["/bin/sh", "-c", 'set -a; . /dev/fd/%d; set +a; exec "$PYTHON" %s 2>/dev/null' % (env_fd, args)]
+        return ["/bin/sh", "-c",
+                'set -a; . /dev/fd/%d >/dev/null; set +a; exec "$PYTHON" %s 2>/dev/null' % (env_fd, args)]
     return argv
 
 
 # ---------------------------------------------------------------- one child
 
-def _wait_exit(proc: "subprocess.Popen[bytes]", deadline: float, cancel: Optional[threading.Event]) -> str:
+def _wait_exit(proc: "subprocess.Popen[bytes]", deadline: float, cancel: Optional[Cancel]) -> str:
     """'exited', 'timeout' or 'cancelled'. The child is not reaped, so its process
     group id stays valid (and cannot be reused) until the group has been killed."""
     waitid = getattr(os, "waitid", None)
@@ -145,15 +159,17 @@ def _wait_exit(proc: "subprocess.Popen[bytes]", deadline: float, cancel: Optiona
         delay = min(delay * 2, 0.02)
 
 
-def _drain(proc: "subprocess.Popen[bytes]", tail: bytearray) -> None:
-    """Read the child's stdout to its end, keeping only the last MAX_CHILD_OUTPUT bytes:
-    the result is the last line, and whatever the sourced file printed before
-    it cannot fill memory."""
+def _drain(proc: "subprocess.Popen[bytes]", tail: bytearray, lines: Optional[VendorLines] = None) -> None:
+    """Read the child's stdout to its end as it comes, keeping only the last MAX_CHILD_OUTPUT bytes:
+    the result is the last line, and whatever came before it cannot fill memory. With `lines`, each
+    vendor's line is handed on the moment it is read (VendorLines bounds a line the same way)."""
     assert proc.stdout is not None
     while True:
         block = proc.stdout.read1(65536) if hasattr(proc.stdout, "read1") else proc.stdout.read(65536)
         if not block:
             return
+        if lines is not None:
+            lines.feed(block)
         tail.extend(block)
         if len(tail) > MAX_CHILD_OUTPUT:
             del tail[:len(tail) - MAX_CHILD_OUTPUT]
@@ -199,8 +215,10 @@ def _last_json_object(out: bytes) -> Optional[Dict[str, Any]]:
 
 def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Optional[Path] = None,
               env_fd: Optional[int] = None, deadline_s: Optional[float] = None,
-              cancel: Optional[threading.Event] = None, vendor: Optional[str] = None) -> Dict[str, Any]:
-    """Run one probe child and return its JSON object (`vendor`: only that vendor's accounts).
+              cancel: Optional[Cancel] = None, vendors: Sequence[str] = (),
+              lines: Optional[VendorLines] = None) -> Dict[str, Any]:
+    """Run one probe child and return its JSON object (`vendors`: only those vendors' accounts;
+    `lines`: each vendor's own line handed on as soon as it is read).
 
     With `env_fd` (from open_env_file; the caller closes it), the child is
     started through /bin/sh sourcing that descriptor; `accounts_env`, the
@@ -209,33 +227,54 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
     gives `{"error": {...}}` in the fixed vocabulary; a shell that stopped at
     a syntax error in the file gives the config error for it and `"line"`, the
     line the shell named. Of what was written to stderr only that number is
-    read, and stdout is used only through its last JSON line. Setting
-    `cancel` kills the child early (the monitor is stopping).
+    read, and stdout is used only through its last JSON line (and, with
+    `lines`, each asked-for vendor's line). Setting `cancel` kills the child
+    early (the monitor is stopping).
     """
     if deadline_s is None:
         deadline_s = sweep_deadline_s(environ)
+    proc = _start_child(subcommand, environ, accounts_env, env_fd, float(deadline_s), vendors)
+    if proc is None:
+        return {"error": error("internal", MESSAGES["internal"].not_started)}
+    outcome, out, shell_err = _watch(proc, float(deadline_s), cancel, lines)
+    result = _child_result(proc, outcome, out, shell_err, env_fd)
+    if env_fd is not None and isinstance(result.get("error"), dict) \
+            and result["error"].get("message") in (MESSAGES["config"].shell_syntax, MESSAGES["internal"].no_result):
+        return _explained(result, environ, env_fd)
+    return result
+
+
+def _start_child(subcommand: str, environ: Mapping[str, str], accounts_env: Optional[Path], env_fd: Optional[int],
+                 deadline_s: float, vendors: Sequence[str]) -> "Optional[subprocess.Popen[bytes]]":
+    """The child started in a session of its own, or None when it could not be."""
     extra = {"PYTHON": sys.executable or "python3",
-             DEADLINE_ENV: repr(float(deadline_s)),
+             DEADLINE_ENV: repr(deadline_s),
              # Wall-clock instant of the kill, so that the child's budget includes its own start-up.
-             DEADLINE_AT_ENV: repr(time.time() + float(deadline_s))}
+             DEADLINE_AT_ENV: repr(time.time() + deadline_s)}
     if accounts_env is not None:
         extra[ACCOUNTS_ENV_ENV] = str(accounts_env)
     try:
-        proc = popen(child_command(subcommand, env_fd, vendor), env=child_env(environ, **extra),
+        return popen(child_command(subcommand, env_fd, vendors), env=child_env(environ, **extra),
                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE if env_fd is not None else subprocess.DEVNULL,
                      cwd="/", close_fds=True, pass_fds=(env_fd,) if env_fd is not None else (),
                      start_new_session=True)
     except OSError:
-        return {"error": error("internal", MESSAGES["internal"].not_started)}
+        return None
+
+
+def _watch(proc: "subprocess.Popen[bytes]", deadline_s: float, cancel: Optional[Cancel],
+           lines: Optional[VendorLines]) -> Tuple[str, bytes, bytes]:
+    """(outcome, the tail of its stdout, the head of the shell's stderr) of a started child: read as
+    it runs, killed with its whole session when it exits, at the deadline or on `cancel`."""
     tail, shell_err = bytearray(), bytearray()
-    readers = [threading.Thread(target=_drain, args=(proc, tail), name="probe-child-reader", daemon=True)]
+    readers = [threading.Thread(target=_drain, args=(proc, tail, lines), name="probe-child-reader", daemon=True)]
     if proc.stderr is not None:
         readers.append(threading.Thread(target=_drain_bounded, args=(proc.stderr, shell_err),
                                         name="probe-shell-stderr", daemon=True))
     for reader in readers:
         reader.start()
-    outcome = _wait_exit(proc, time.monotonic() + float(deadline_s), cancel)
+    outcome = _wait_exit(proc, time.monotonic() + deadline_s, cancel)
     # The env file may have started background jobs; the whole session goes.
     kill_group(proc.pid)
     try:
@@ -250,11 +289,7 @@ def run_child(subcommand: str, environ: Mapping[str, str], *, accounts_env: Opti
                 stream.close()
         except (OSError, ValueError):
             pass
-    result = _child_result(proc, outcome, bytes(tail), bytes(shell_err), env_fd)
-    if env_fd is not None and isinstance(result.get("error"), dict) \
-            and result["error"].get("message") in (MESSAGES["config"].shell_syntax, MESSAGES["internal"].no_result):
-        return _explained(result, environ, env_fd)
-    return result
+    return outcome, bytes(tail), bytes(shell_err)
 
 
 # The text-only child reads a file of at most 1 MiB; it has no network to wait for.
@@ -319,7 +354,8 @@ def _child_result(proc: "subprocess.Popen[bytes]", outcome: str, out: bytes, she
 # ---------------------------------------------------------------- the three probes
 
 def _sweep(subcommand: str, paths: Paths, environ: Mapping[str, str], deadline_s: Optional[float],
-           cancel: Optional[threading.Event], vendor: Optional[str] = None) -> Tuple[str, Dict[str, Any]]:
+           cancel: Optional[Cancel], vendors: Sequence[str] = (),
+           lines: Optional[VendorLines] = None) -> Tuple[str, Dict[str, Any]]:
     """(state, result) of one child over the node's accounts env file: the
     file's state ('missing', 'empty', 'error' or 'ready') and, when ready, the child's report."""
     path = paths.accounts_env
@@ -330,23 +366,26 @@ def _sweep(subcommand: str, paths: Paths, environ: Mapping[str, str], deadline_s
         return state, {}
     try:
         return state, run_child(subcommand, environ, accounts_env=Path(os.path.abspath(str(path))), env_fd=found,
-                                deadline_s=deadline_s, cancel=cancel, vendor=vendor)
+                                deadline_s=deadline_s, cancel=cancel, vendors=vendors, lines=lines)
     finally:
         os.close(found)
 
 
 def run_headers(paths: Paths, environ: Optional[Mapping[str, str]] = None,
-                deadline_s: Optional[float] = None, cancel: Optional[threading.Event] = None,
-                vendor: Optional[str] = None) -> Dict[str, Any]:
-    """The header sweep as the monitor runs it; `vendor` (a registered name): that vendor's accounts only,
-    in a child of its own, so that no vendor waits for another's endpoint (docs/vendors.md).
+                deadline_s: Optional[float] = None, cancel: Optional[Cancel] = None,
+                vendors: Optional[Sequence[str]] = None, lines: Optional[VendorLines] = None) -> Dict[str, Any]:
+    """The header sweep as the monitor runs it; `vendors` (registered names): those vendors' accounts
+    only (None: every vendor's), in one child (docs/vendors.md).
 
     Returns `{"available": False}` (disabled), `{"error": {...}}` (node-level
     error) or the child's report `{"available": True, "<vendor>": {...}, ...}`,
-    each vendor's block under its name.
+    each vendor's block under its name. With `lines` (probe.vendorlines), each
+    vendor's own report is handed on as soon as the child prints it, before
+    the run ends, so that no vendor waits for another's endpoint; a vendor
+    whose line never came is answered from what this returns.
     """
     environ = paths.environ if environ is None else environ
-    state, result = _sweep("headers", paths, environ, deadline_s, cancel, vendor)
+    state, result = _sweep("headers", paths, environ, deadline_s, cancel, vendors or (), lines)
     return result if state in ("ready", "error") else {"available": False}
 
 
@@ -389,67 +428,3 @@ def run_usage(paths: Paths, environ: Optional[Mapping[str, str]] = None,
     """The interactive-login usage probe, in a token-free child."""
     environ = paths.environ if environ is None else environ
     return run_child("usage", environ, deadline_s=deadline_s, cancel=cancel)
-
-
-# ---------------------------------------------------------------- command line
-
-def _parser() -> Any:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m svcposture.probe",
-        description="Probe the model-provider accounts of this node without exposing a token. "
-                    "'headers' probes every usable account of the accounts env file "
-                    "($SVC_ACCOUNTS_ENV, default ~/.config/svc/model-accounts.env) for its rate-limit "
-                    "headers; 'usage' reads the interactive login's usage; 'login' names the "
-                    "interactive login's email (no network); 'check' lists usable "
-                    "entries, the active one, duplicate active tokens and the lines the shell takes "
-                    "wrongly (no network); 'lines' names those lines without sourcing the file. "
-                    "The file is sourced in a child shell; the output is token-free.")
-    parser.add_argument("subcommand", choices=("headers", "usage", "check", "login", "lines"))
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    # Set by the parent on the child's command line, where the sourced file cannot
-    # change it: the child probes with the tokens of its own environment.
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    # The descriptor of the accounts env file the parent checked; the child reads it, never the path.
-    parser.add_argument("--env-fd", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--vendor", default=None, help="only this vendor's accounts (headers)")
-    return parser
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """`python -m svcposture.probe headers|usage|login|check [--json]`; 1 when the probe failed."""
-    import json
-
-    from ..vendor import InvalidVendor
-    from ..settings import VENDORS_ENV, vendor_modules
-    from ..vendors import load_vendor_modules, vendor_named
-
-    args = _parser().parse_args(argv)
-    environ = os.environ
-    try:
-        home_of(environ)
-        load_vendor_modules(vendor_modules(environ), VENDORS_ENV)
-    except (HomeError, InvalidVendor) as exc:
-        print("svcposture.probe: error: %s" % exc, file=sys.stderr)
-        return 2
-    if args.vendor is not None and (vendor_named(args.vendor) is None or args.subcommand != "headers"):
-        print("svcposture.probe: error: --vendor takes a registered vendor, with headers", file=sys.stderr)
-        return 2
-    if args.child:
-        from . import child
-        result = child.main(args.subcommand, environ, env_fd=args.env_fd, vendor=args.vendor)
-    elif args.subcommand == "headers":
-        result = run_headers(Paths(environ=environ), environ, vendor=args.vendor)
-    else:
-        runner = {"check": run_check, "usage": run_usage, "login": run_login,
-                  "lines": run_lines}[args.subcommand]
-        result = runner(Paths(environ=environ), environ)
-    if args.json:
-        sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
-    else:
-        notes = [] if args.child else accounts_notes(result, Paths(environ=environ).accounts_env)
-        sys.stdout.write("\n".join([human(args.subcommand, result)] + notes) + "\n")
-    sys.stdout.flush()
-    failed = bool(result.get("error")) or (args.subcommand in ("usage", "login") and not result.get("ok"))
-    return 1 if failed else 0

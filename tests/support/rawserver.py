@@ -10,13 +10,16 @@ trickled, or never sent at all.
 `routes` maps a request path to what is sent back:
 - bytes: written whole, then the connection is closed;
 - HANG: nothing is sent and the connection is held open until the server stops;
-- a callable(sock): does whatever it likes with the socket.
+- a callable(sock): does whatever it likes with the socket, e.g. a `Trickle`
+  (the head at once, then the body a byte at a time, telling whether the client
+  has gone).
 A path not in `routes` gets `default` (404 unless set). `requests` lists the
 paths asked for, in order.
 """
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -115,3 +118,36 @@ class RawServer:
                 conn.close()
             except OSError:
                 pass
+
+
+class Trickle:
+    """A RawServer answer: the head at once, then the body one byte every `every_s` seconds."""
+
+    def __init__(self, body: bytes, every_s: float = 0.5) -> None:
+        self.body = body
+        self.every_s = every_s
+        self.started = threading.Event()
+        self.stop = threading.Event()
+        self.conn: "socket.socket | None" = None
+
+    def __call__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.started.set()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                     b"Connection: close\r\n\r\n" % len(self.body))
+        for i in range(len(self.body)):
+            if self.stop.wait(self.every_s):
+                return
+            conn.sendall(self.body[i:i + 1])
+
+    def client_gone(self) -> bool:
+        """Whether the client has closed its end (its process exited, or it gave up)."""
+        conn = self.conn
+        if conn is None:
+            return False
+        try:
+            # A socket with a timeout would wait that long in recv: ask select first, without waiting.
+            readable, _, _ = select.select([conn], [], [], 0)
+            return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):  # ValueError: the stand-in closed it after a failed send
+            return True
