@@ -264,10 +264,38 @@
     return cell;
   }
 
+  // An account's health (docs/posture.md): shown beside its status only when it is not ok, in the
+  // dashboard's few words; ok says nothing more than the figures do.
+  var HEALTH_WORDS = { refused: "token refused", limited: "reading rate-limited", unreachable: "provider unreachable",
+                       stale: "no fresh reading", unread: "not read yet" };
+
+  function healthPill(health) {
+    if (typeof health !== "string" || health === "ok" || !HEALTH_WORDS.hasOwnProperty(health)) return null;
+    var mark = el("span", "pill pill-health pill-" + health, HEALTH_WORDS[health]);
+    mark.title = "health: " + health;
+    return mark;
+  }
+
+  function statusCell(account) {
+    var box = el("span", "acct-status");
+    box.appendChild(pill(account.status));
+    var health = healthPill(account.health);
+    if (health) box.appendChild(health);
+    return box;
+  }
+
+  function hostWords(h) {
+    var said = [];
+    if (h.active) said.push("active");
+    if (typeof h.health === "string" && HEALTH_WORDS.hasOwnProperty(h.health)) said.push(HEALTH_WORDS[h.health]);
+    return h.host + (said.length ? " (" + said.join(", ") + ")" : "");
+  }
+
   function accountRow(account) {
     var tr = el("tr", "acct-row");
     tr.setAttribute("role", "row");
     tr.dataset.status = account.status || "unknown";
+    tr.dataset.health = typeof account.health === "string" ? account.health : "unknown";
     var labels = Array.isArray(account.labels) ? account.labels.join(" · ") : "";
     var name = el("th", "acct-name");
     name.setAttribute("scope", "row");
@@ -283,16 +311,14 @@
                             : "Without the account's email nothing tells whether another host uses the same login.";
     name.appendChild(key);
     tr.appendChild(name);
-    tr.appendChild(td("Status", pill(account.status)));
+    tr.appendChild(td("Status", statusCell(account)));
     var who = labels || "account";
     tr.appendChild(td("5-hour window", accountWindow(account.fiveHour, "5-hour", who)));
     tr.appendChild(td("7-day window", accountWindow(account.sevenDay, "7-day", who)));
     var resets = {five_hour_resets_at: account.fiveHour && account.fiveHour.resetsAt,
                   seven_day_resets_at: account.sevenDay && account.sevenDay.resetsAt, wall_at: account.wallAt};
     tr.appendChild(td("Reaches 100 %", wallCell(resets)));
-    var hosts = (Array.isArray(account.hosts) ? account.hosts : []).map(function (h) {
-      return h.host + (h.active ? " (active)" : "");
-    });
+    var hosts = (Array.isArray(account.hosts) ? account.hosts : []).map(hostWords);
     tr.appendChild(td("Hosts", el("span", "acct-hosts", hosts.join(", ") || "—")));
     return tr;
   }
