@@ -114,5 +114,10 @@ def test_status_and_a_monitor_answer_for_ten_thousand_hosts(big):
         body = wait_until(answered, timeout=120, interval=1, message="the monitor's first read")
         assert body["source"] == "prometheus" and len(body["accounts"]) == 1000 + HOSTS // 50
         assert sum(len(a["hosts"]) for a in body["accounts"]) == 3 * (HOSTS - HOSTS // 500)
+        # The owner around the wall answers from the same read: no query of its own.
+        reads = mon.get_json("/api/fleet")[1]["generatedAt"]
+        owner = mon.get_json("/api/fleet/owner?ticket=ENG-1")[1]
+        assert owner["owner"] in owner["candidates"] and len(owner["candidates"]) == HOSTS - HOSTS // 500
+        assert owner["livenessKnown"] is True and mon.get_json("/api/fleet")[1]["generatedAt"] == reads
     finally:
         mon.stop(timeout=20, check=False)

@@ -251,10 +251,11 @@ def _reply_schemas() -> Dict[str, Any]:
 # ------------------------------------------------------------------ the fleet (docs/fleet.md)
 
 def _fleet_schemas() -> Dict[str, Any]:
-    """FleetReport (GET /api/fleet), its host rows, the heartbeat's blocks, and GET /api/fleet/accounts."""
+    """FleetReport (GET /api/fleet), its host rows, the heartbeat's blocks, GET /api/fleet/accounts and
+    GET /api/fleet/owner."""
     return {"FleetReport": _fleet_report_schema(), "FleetHost": _fleet_host_schema(others()),
             "HostAccount": entry_schema(), "HeartbeatAccount": account_schema(), "HeartbeatQuota": quota_schema(),
-            "FleetAccounts": _fleet_accounts_schema()}
+            "FleetAccounts": _fleet_accounts_schema(), "FleetOwner": _fleet_owner_schema()}
 
 
 def _fleet_host_schema(vendors: Any) -> Dict[str, Any]:
