@@ -1,6 +1,6 @@
 """Dispatch around the wall: a ticket's owner among the hosts with headroom (docs/liveness.md).
 
-    owner_with_headroom(ticket, report, accounts, provider, reserve)
+    owner_with_headroom(ticket, report, view, provider, reserve)
 
 maps a fleet status report (`svc-cluster status --json`, GET /api/fleet, the
 demo's simulated fleet: all in one shape) and its accounts view

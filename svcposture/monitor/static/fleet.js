@@ -360,7 +360,7 @@
     box.replaceChildren(el("p", "owner-problem", text));
   }
 
-  function ownerLine(body, found) {
+  function ownerLine(body, skipped, found) {
     var line = el("p", "owner-line");
     var vendor = vendorNamed(body.provider);
     var whose = vendor ? displayName(vendor) : body.provider;
@@ -371,8 +371,8 @@
     if (found) {
       line.appendChild(document.createTextNode(body.ticket + " goes to "));
       line.appendChild(el("b", "owner-host", body.owner));
-      line.appendChild(document.createTextNode(body.skipped.length
-        ? ", around " + body.skipped.length + (body.skipped.length === 1 ? " host" : " hosts") + " without headroom for " + whose + "."
+      line.appendChild(document.createTextNode(skipped.length
+        ? ", around " + skipped.length + (skipped.length === 1 ? " host" : " hosts") + " without headroom for " + whose + "."
         : ": it has headroom for " + whose + "."));
       return line;
     }
@@ -388,7 +388,7 @@
     var found = !!body.owner && !skipped.some(function (s) { return s.host === body.owner; });
     var box = document.getElementById("owner-result");
     var frag = document.createDocumentFragment();
-    frag.appendChild(ownerLine(body, found));
+    frag.appendChild(ownerLine(body, skipped, found));
     if (skipped.length) {
       var list = el("ul", "owner-skipped");
       list.setAttribute("aria-label", "hosts skipped");
