@@ -11,7 +11,8 @@ server, which answers every request after a fixed latency (200 ms):
 
 Also measured: the child's start-up overhead (a sweep over a file with no
 usable entry: fork + sh + source + Python start + package import) next to a
-bare `python -c pass`.
+bare `python -c pass`; and what a node watching five vendors costs beside one
+watching two, in CPU per sweep and resident set (scripts/vendor_nodes.py).
 
 Prints the figures, then one JSON line `{"figures": [...]}` (see bench_all.py).
 """
@@ -32,6 +33,7 @@ from svcposture.probe import runner as probe
 from svcposture.claude import provider as wire
 from svcposture.claude.knobs import DEFAULT_PROBE_MODEL
 from svcposture.paths import Paths
+from scripts.vendor_nodes import figures as vendor_figures
 from tests.support.provider import ProviderServer
 
 ACCOUNTS = 4
@@ -84,7 +86,8 @@ def main() -> int:
             t0 = time.perf_counter()
             report = probe.run_headers(Paths(home, environ=environ), environ)
             ours.append(time.perf_counter() - t0)
-            assert report.get("available") and all(a["error"] is None for a in report["accounts"]), report
+            rows = (report.get("claude") or {}).get("accounts") or []
+            assert report.get("available") and rows and all(a["error"] is None for a in rows), report
             t0 = time.perf_counter()
             sequential_sweep(provider.url, tokens)
             base.append(time.perf_counter() - t0)
@@ -115,6 +118,7 @@ def main() -> int:
          "baseline": round(bare_ms, 1), "baseline_label": "python -c pass",
          "ratio": round(start_ms / bare_ms, 2) if bare_ms else None, "target": None, "ok": None},
     ]
+    figures += vendor_figures(args.quick)
     print(json.dumps({"figures": figures}))
     return 0
 

@@ -3,7 +3,8 @@
 flips between ok and rejected every second (short probe interval, TTL and floor
 via SVC_* env vars). Prints the figures: answered probes, real edges, events,
 duplicates, lost, and how many kills landed between an edge's emit and advance; and the
-threshold alerts of the same run (one per 5-hour window cycle that reached 90 %: duplicates, lost).
+threshold alerts of the same run (one per 5-hour window cycle that reached 90 %: duplicates, lost),
+and its wall and usable alerts (one wall per cycle at the wall; a usable never twice without a wall).
 
 The last stdout line is the bench_all JSON {"figures": [...]}. --quick runs 15.
 """
@@ -40,7 +41,8 @@ def main() -> int:
         if key != "statuses":
             print("%-32s %s" % (key, value))
     print("seed %d%s" % (seed, "; kept %s" % workdir if args.keep else ""))
-    alerts_ok = result["alert_duplicates"] == 0 and result["alerts_lost"] == 0 and result["alerts_wrong_threshold"] == 0
+    alerts_ok = all(result[key] == 0 for key in ("alert_duplicates", "alerts_lost", "alerts_wrong_threshold",
+                                                 "wall_duplicates", "walls_lost", "usable_faults"))
     ok = (result["consistent"] and result["duplicates"] == 0 and result["lost"] == 0 and result["tracebacks"] == 0
           and alerts_ok)
     figures = [
@@ -62,6 +64,10 @@ def main() -> int:
          "baseline": None, "ratio": None, "target": "0", "ok": result["alert_duplicates"] == 0},
         {"figure": "crash: lost threshold alerts", "value": result["alerts_lost"], "unit": "", "baseline": None,
          "ratio": None, "target": "0", "ok": result["alerts_lost"] == 0},
+        {"figure": "crash: duplicate or lost wall alerts / usable alerts without a wall before",
+         "value": "%d / %d" % (result["wall_duplicates"] + result["walls_lost"], result["usable_faults"]), "unit": "",
+         "baseline": None, "ratio": None, "target": "0 / 0",
+         "ok": result["wall_duplicates"] + result["walls_lost"] + result["usable_faults"] == 0},
         {"figure": "crash: kills between emit and advance", "value": result["kills_between_emit_and_advance"],
          "unit": "", "baseline": None, "ratio": None, "target": None, "ok": None},
     ]

@@ -30,9 +30,13 @@ DEBIAN_NEEDS=(
   "prometheus promtool : prometheus"                   # the rule, rule-test and scrape tests
   "victoria-metrics : victoria-metrics"                # the fleet engine tests (remote_write, 10,000-host import)
   "prometheus-alertmanager amtool : prometheus-alertmanager"   # the grouped-notification and config tests
+  "node npm : nodejs npm"                              # axe-core for the page audits; the pages' own scripts
 )
 # pip packages for the default interpreter's whole suite (the package itself needs none at run time).
-PIP_NEEDS="pytest pytest-xdist hypothesis selenium axe-selenium-python schemathesis setuptools wheel mcp"
+PIP_NEEDS="pytest pytest-xdist hypothesis selenium schemathesis setuptools wheel mcp"
+# npm packages for the default interpreter's whole suite, each directory with its package.json: axe-core, the
+# current 4.x, that tests/test_pages_axe.py audits the pages with.
+NPM_NEEDS="tests/support/axe"
 # pip packages for the core runs on the other interpreters.
 CORE_PIP_NEEDS="pytest pytest-xdist hypothesis setuptools wheel"
 # What the core runs leave out; the default interpreter runs all of it. The browser pages and the
@@ -47,14 +51,15 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py tests/test_fleet_engines.py
   tests/test_tracker_budget.py tests/test_codex_pages.py tests/test_codex_schemathesis.py
   tests/test_pages_browser.py tests/test_first_look_demo.py tests/test_reserve_config.py
-  tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py
+  tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py tests/test_pages_stopped.py
   tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
   tests/test_mirror_join.py tests/test_promread.py tests/test_fleet_scale.py tests/test_fleet_accounts.py
   tests/test_mcp.py tests/test_vendor_deadlines.py tests/test_one_advice.py tests/test_login_profile.py
   tests/test_child_cwd.py tests/test_field_replies.py tests/test_third_vendor.py tests/test_third_vendor_fleet.py
   tests/test_advice_http.py tests/test_switch_hostile.py tests/test_heartbeat_claims.py tests/test_codex_token_pieces.py
   tests/test_monitor_url.py tests/test_mcp_hostile.py tests/test_accounts_lint.py
-  tests/test_third_vendor_dashboard.py tests/test_scrape_prometheus.py tests/test_dispatch.py"
+  tests/test_third_vendor_dashboard.py tests/test_scrape_prometheus.py tests/test_copilot_node.py
+  tests/test_zai_node.py tests/test_kimi_node.py tests/test_dispatch.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then
@@ -147,6 +152,9 @@ main_run() {
 if [ -z "${SVC_TEST_NO_INSTALL:-}" ]; then
   install_debian_needs
   "$PY" -m pip install -q --disable-pip-version-check -e . $PIP_NEEDS
+  for dir in $NPM_NEEDS; do
+    npm install --prefix "$dir" --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null
+  done
   byte_compile "$PY"
 fi
 

@@ -16,7 +16,7 @@ from .errors import SvcpostureError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any, Optional, Tuple
 
 RESERVE_KEY = "svc.posture.reservePct"
 MAX_RESERVE = 50
@@ -66,6 +66,11 @@ def reserve_pct(home: str) -> int:
     integer 0..50, or a file that is not a JSON object, raises ReserveError
     naming the file. A missing file counts as unset.
     """
+    return reserve_source(home)[0]
+
+
+def reserve_source(home: str) -> "Tuple[int, Optional[str]]":
+    """(the reserve, the file it was read from: None when no file sets it), by reserve_pct's rule."""
     for name in RESERVE_FILES:
         path = os.path.join(home, ".config", "svc", name)
         try:
@@ -90,8 +95,8 @@ def reserve_pct(home: str) -> int:
         if pct is None:
             raise ReserveError("%s: %s must be an integer from 0 to %d, not %s"
                                % (path, RESERVE_KEY, MAX_RESERVE, _shown(value)))
-        return pct
-    return 0
+        return pct, path
+    return 0, None
 
 
 def reserve_or_zero(home: str) -> int:

@@ -1,5 +1,5 @@
 """Text that is safe to show, words that are safe to copy, and JSON that is safe to read
-(what counts as a number in it included, and a percent read and written one way).
+(what counts as a number in it included, and a percent and a duration read and written one way).
 
 Anything printed to a terminal or a log may have come from a hostile peer, a
 tracker or a monitor reply; an escape sequence in it could rewrite the
@@ -236,19 +236,6 @@ def read_pct(value: Any, high: float = MAX_PCT, text: bool = False) -> Optional[
     return float(number)
 
 
-def duration_text(ms: float) -> str:
-    """A duration the one way every page and terminal writes it: `3d 6h`, `2h 30m`, `48m 5s`,
-    `59s` (a zero second part left out), or `now` when the instant has passed."""
-    if ms <= 0:
-        return "now"
-    s = int(ms // 1000)
-    d, h, m, sec = s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60
-    for big, big_unit, small, small_unit in ((d, "d", h, "h"), (h, "h", m, "m"), (m, "m", sec, "s")):
-        if big:
-            return "%d%s" % (big, big_unit) + (" %d%s" % (small, small_unit) if small else "")
-    return "%ds" % s
-
-
 def pct_text(pct: Any, missing: str = "?") -> str:
     """A percent written for a person, one way on every surface, the pages' included:
     rounded to the nearest tenth with a trailing `.0` dropped (`68.7%`, `68%`), `100%+`
@@ -267,3 +254,18 @@ def pct_figure(value: float) -> str:
     round (`Math.round`), a trailing `.0` dropped; below 0 it is 0 (no reading is)."""
     whole, tenth = divmod(math.floor(max(0.0, min(float(value), 1e15)) * 10 + 0.5), 10)
     return "%d.%d" % (whole, tenth) if tenth else "%d" % whole
+
+
+# ---------------------------------------------------------------- durations
+
+def duration(ms: float) -> str:
+    """`3d 6h`, `2h 30m`, `48m 5s`, `59s` (a zero second part left out), or `now` when the
+    instant has passed: the one way every page and terminal writes a duration."""
+    if ms <= 0:
+        return "now"
+    s = int(ms // 1000)
+    d, h, m, sec = s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60
+    for big, big_unit, small, small_unit in ((d, "d", h, "h"), (h, "h", m, "m"), (m, "m", sec, "s")):
+        if big:
+            return "%d%s" % (big, big_unit) + (" %d%s" % (small, small_unit) if small else "")
+    return "%ds" % s

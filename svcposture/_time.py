@@ -5,11 +5,34 @@ import datetime as _dt
 import re
 import time
 
+# Annotations only: typing costs a status line render more than this module does.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
 _UTC = _dt.timezone.utc
 _ISO_RE = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?$",
     re.ASCII,  # \d must not accept other scripts' digits
 )
+
+
+# Epoch milliseconds beyond this (year 5138) are not an instant.
+MAX_MS = 10 ** 14
+
+
+def read_ms(value: object) -> Optional[int]:
+    """Epoch milliseconds as a JSON integer (or an integral float) in range, else None: how a
+    monitor reads an instant its child printed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    try:
+        ms = int(value)
+    except (OverflowError, ValueError):
+        return None
+    return ms if 0 <= ms <= MAX_MS else None
 
 
 def now_ms() -> int:

@@ -116,6 +116,8 @@ MONITOR_COMMANDS = (
             fast=True),
     Command("switch", "term.switch", "main", "(--to LABEL | --best) [--provider P] [--dry-run] [--json] [--url URL]",
             "make another account the active one", fast=False),
+    Command("reserve", "term.reserve", "main", "[PCT] [--json]",
+            "show or set the human reserve: the share of every account automation leaves for people", fast=False),
     Command("mcp", "mcp.main", "main", "[--url URL] [--allow-switch]",
             "a Model Context Protocol server on stdio for coding agents (posture, advice, guard tools)", fast=True),
     Command("demo", "monitor.main", "demo_main", "[--port PORT]",

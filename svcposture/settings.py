@@ -226,6 +226,10 @@ MONITOR_URL_RULE = ("127.0.0.1 at $SVC_MONITOR_PORT and $SVC_MONITOR_BIND when e
                     "else the url in ~/svc/run/monitor.json, else http://127.0.0.1:%d" % DEFAULT_PORT)
 
 
+# What every client that finds no monitor says next, after the URL it tried.
+MONITOR_START_HINT = "start one with `svc-monitor` (or `svc-stack start` to run it in the background)"
+
+
 def monitor_url(environ: Mapping[str, str]) -> str:
     """Where a terminal client looks for the monitor when it is given no --url: the one rule.
 
@@ -275,6 +279,20 @@ def _recorded_monitor_url(environ: Mapping[str, str]) -> Optional[str]:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 2048:
         return None
     return url.rstrip("/")
+
+
+def terminal_columns(environ: Mapping[str, str], fd: int) -> Optional[int]:
+    """How many columns a line written to `fd` has: $COLUMNS when it is a positive number, else the
+    terminal's own width when `fd` is one; None when neither says (a pipe, a file)."""
+    raw = (environ.get("COLUMNS") or "").strip()
+    if raw.isascii() and raw.isdigit() and 0 < int(raw) <= 100000:
+        return int(raw)
+    import os
+    try:
+        columns = os.get_terminal_size(fd).columns
+    except (OSError, ValueError):
+        return None
+    return columns if columns > 0 else None
 
 
 def statusline_budget_ms(environ: Mapping[str, str]) -> int:
@@ -520,17 +538,23 @@ def _probe_knobs(environ: Mapping[str, str]) -> Dict[str, Any]:
         reset_margin_s=DEFAULT_RESET_MARGIN_S)
 
 
+def quota_interval_s(environ: Mapping[str, str]) -> float:
+    """$SVC_QUOTA_POLL_INTERVAL_S (300 s), never below the usage endpoint's budget (180 s): how often
+    the login's usage is sampled, and what a client counts the login's reading stale by."""
+    return max(MIN_QUOTA_INTERVAL_S, float(env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S",
+                                                      DEFAULT_QUOTA_INTERVAL_S, low=0.0)))
+
+
 def _quota_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:
     """The quota sampler: on unless SVC_QUOTA_SAMPLER=0; its interval never below the
     usage endpoint's budget (a note says so)."""
-    interval_s = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
-    if interval_s < MIN_QUOTA_INTERVAL_S:
+    asked = env_number(environ, "SVC_QUOTA_POLL_INTERVAL_S", DEFAULT_QUOTA_INTERVAL_S, low=0.0)
+    if asked < MIN_QUOTA_INTERVAL_S:
         notes.append(("SVC_QUOTA_POLL_INTERVAL_S",
                       "SVC_QUOTA_POLL_INTERVAL_S=%g is below the usage endpoint's budget; polling every %g s"
-                      % (interval_s, MIN_QUOTA_INTERVAL_S)))
-        interval_s = MIN_QUOTA_INTERVAL_S
+                      % (asked, MIN_QUOTA_INTERVAL_S)))
     return dict(quota_sampler=environ.get("SVC_QUOTA_SAMPLER", "1").strip() != "0",
-                quota_poll_interval_s=float(interval_s))
+                quota_poll_interval_s=quota_interval_s(environ))
 
 
 def _trajectory_knobs(environ: Mapping[str, str], notes: List[Tuple[str, str]]) -> Dict[str, Any]:

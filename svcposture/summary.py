@@ -55,9 +55,18 @@ def _worst_window(view: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]
         if best is None or key > best:
             best, chosen = key, field
     if chosen is None:
-        return None, view.get("overallStatus")
+        return None, _worst_extra_status(view) or view.get("overallStatus")
     status = view[chosen].get("status")
     return CLAIM_OF_FIELD[chosen], status if status is not None else view.get("overallStatus")
+
+
+def _worst_extra_status(view: Mapping[str, Any]) -> Optional[str]:
+    """The worst status among the extra windows, for an account that has no 5-hour or weekly
+    window (a monthly quota, a credit limit): it binds the account then, so the node status
+    says rejected at its wall rather than unknown."""
+    statuses = [w.get("status") for w in view.get("extraWindows") or () if isinstance(w, Mapping)]
+    ranked = [s for s in statuses if isinstance(s, str) and s in STATUS_RANK]
+    return max(ranked, key=lambda s: STATUS_RANK[s]) if ranked else None
 
 
 def node_status(active: Optional[Mapping[str, Any]]) -> str:
@@ -82,6 +91,28 @@ def sibling_with_headroom(accounts: List[Dict[str, Any]], reserve_pct: int = 0) 
         if best is None or key < best:
             best, chosen = key, acct
     return {"label": chosen["label"], "email": chosen["email"]} if chosen else None
+
+
+# What an account view of a vendor other than the default one carries beyond the posture fields,
+# from the outcome it shows (its own sample or error, or the last one remembered).
+VENDOR_FIELDS = ("extraWindows", "codeReview", "planType", "credits", "resetCredits", "source", "sampledAt")
+
+
+def account_view(row: Mapping[str, Any], provider: str, shown: Mapping[str, Any]) -> Dict[str, Any]:
+    """One account of a vendor other than the default one, in the posture account shape plus its
+    vendor fields (pure): `row` is a whitelisted row of the vendor's block, `shown` the outcome
+    to show (windows, error and the VENDOR_FIELDS). The vendor sends no status words, so the
+    overall status and claim are null and the binding window is the worst one."""
+    view: Dict[str, Any] = {
+        "label": row["label"], "email": row.get("email"), "active": row.get("active") is True,
+        "overallStatus": None, "representativeClaim": None, "bindingWindow": None, "bindingStatus": None,
+        "fiveHour": shown.get("fiveHour"), "sevenDay": shown.get("sevenDay"), "error": shown.get("error"),
+        "provider": provider}
+    view.update((key, shown.get(key)) for key in VENDOR_FIELDS)
+    view["envLine"] = row.get("envLine")
+    view["extraWindows"] = view["extraWindows"] or []
+    view["bindingWindow"], view["bindingStatus"] = binding_window(view)
+    return view
 
 
 def error_summary(node: str, probed_at: int, err: Any) -> Dict[str, Any]:

@@ -208,7 +208,8 @@ class SetupHelp(NamedTuple):
 
 
 # The demo's simulated stories (docs/vendors.md), one per demo account: `cycle` goes ok ->
-# degraded -> rejected -> ok every three minutes (the first vendor's active account); `wall`
+# degraded -> rejected -> ok in the demo's first minutes, then climbs at a steady pace through real
+# 5-hour windows (the default vendor's active account); `wall`
 # climbs 30 %/h and meets its wall before its 5-hour reset; `weekly` sits near its weekly limit;
 # `pace` climbs 12 %/h from 35 % with its week at 62 % (any other name is `pace`).
 DEMO_TIMELINES = ("cycle", "wall", "weekly", "pace")
@@ -273,6 +274,14 @@ class DemoPart(Protocol):
                now_s: float) -> Optional[DemoReply]:
         """Its endpoint's reply to `request` at the demo's clock `now_s`, or None when the request
         is not for it (another part's route)."""
+
+
+def check_listing(entries: List[Mapping[str, Any]], unusable: List[str], active: Optional[str],
+                  duplicates: List[str]) -> Dict[str, Any]:
+    """What a sweep's `check()` lists for `probe check` (no network): its usable entries' labels in
+    file order, the unusable ones, the active one and any that name the active value too."""
+    return {"usable": [e["label"] for e in entries], "unusable": unusable, "active": active,
+            "duplicateActive": duplicates}
 
 
 def optional_member(vendor: Any, name: str) -> Any:

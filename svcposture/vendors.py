@@ -2,7 +2,8 @@
 
 A node's accounts belong to vendors, each a package implementing the `Vendor`
 protocol (`vendor.py`): Claude (the contract's accounts, `MODEL_TOKEN_*`
-lines) and Codex (`CODEX_HOME_*` lines) are built in; another is registered
+lines), Codex (`CODEX_HOME_*` lines), GitHub Copilot (`COPILOT_TOKEN_*`),
+z.ai (`ZAI_API_KEY_*`) and Kimi (`KIMI_API_KEY_*`) are built in; another is registered
 with `register_vendor(vendor)` or named in `$SVC_VENDORS` (importable modules,
 comma-separated, each with a `VENDOR`; `settings.vendor_modules` reads it and
 `load_vendor_modules` registers them). Every vendor-neutral part of the
@@ -40,7 +41,7 @@ DEFAULT_BLOCK_KEY = "account"
 # Fields of the heartbeat and of a status row that a vendor's block, kept under its name, would overwrite.
 _FLEET_FIELDS = frozenset(("account", "accounts", "host", "quota", "state", "version"))
 # The built-in vendors' modules, relative to this package; the first is the default vendor.
-_BUILT_IN = (".claude.vendor", ".codex.vendor")
+_BUILT_IN = (".claude.vendor", ".codex.vendor", ".copilot.vendor", ".zai.vendor", ".kimi.vendor")
 
 _lock = threading.Lock()
 _vendors: List[Any] = []
@@ -60,7 +61,7 @@ def _add(vendor: Any) -> None:
     if vendor.name in _FLEET_FIELDS:
         raise InvalidVendor("a vendor may not be named %s: the heartbeat has a field of that name" % vendor.name)
     if _vendors and not vendor.lines.label_prefix and vendor not in _vendors:
-        raise InvalidVendor("vendor %s needs a label prefix (only the first vendor has none)" % vendor.name)
+        raise InvalidVendor("vendor %s needs a label prefix (only the default vendor has none)" % vendor.name)
     for known in _vendors:
         if known is vendor:
             return

@@ -19,7 +19,7 @@ from svcposture._time import iso_from_ms
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000
-KEYS = {"provider", "active", "advice", "to", "waitS", "reason", "ranked"}
+KEYS = {"provider", "active", "advice", "to", "waitS", "waitUntil", "reason", "ranked"}
 RANK_KEYS = {"label", "email", "health", "candidate", "headroomPct", "wallAt", "reachesReset", "note", "fix"}
 
 
@@ -83,6 +83,8 @@ def test_an_account_that_resets_in_30_s_is_waited_for_not_left() -> None:
     body = posture(acct("acct1", 100, active=True, five_reset=30_000), acct("acct2", 20), acct("acct3", 5))
     out = run(body)
     assert out["advice"] == "wait" and out["to"] is None and out["waitS"] == 30
+    # The instant the wait ends is the holding window's own reset, which every countdown counts to.
+    assert out["waitUntil"] == body["active"]["fiveHour"]["resetsAt"]
     assert "waiting" in out["reason"]
     # The siblings are still ranked, for the pages that show them.
     assert [r["label"] for r in cands(out)] == ["acct3", "acct2"]
@@ -139,6 +141,7 @@ def test_no_candidate_stays_while_below_the_limit_and_says_its_forecast() -> Non
 def test_none_says_when_the_holding_window_resets() -> None:
     out = run(posture(acct("acct1", 100, active=True, five_reset=2 * HOUR), acct("acct2", 100)))
     assert out["advice"] == "none" and out["waitS"] == 7200 and out["to"] is None
+    assert out["waitUntil"] == iso_from_ms(NOW + 2 * HOUR)
 
 
 def test_the_reserve_and_the_wait_setting() -> None:
@@ -269,6 +272,10 @@ def test_the_advice_never_names_a_worse_or_unreadable_account(body: Dict[str, An
         assert out["to"] is None
     if out["advice"] == "wait":
         assert out["waitS"] is not None and 0 <= out["waitS"] <= wait_s
+    # waitUntil and waitS come together, and say the same instant to the second.
+    assert (out["waitUntil"] is None) == (out["waitS"] is None)
+    if out["waitUntil"] is not None:
+        assert out["waitS"] == max(0, -(-(advice.iso_ms(out["waitUntil"]) - NOW) // 1000))
     if out["advice"] == "stay" and active is not None:
         used = _used(active)
         assert used is not None and used < limit and not active.get("error")

@@ -31,7 +31,7 @@ CXA, CXB, CXC = canary("advcxa"), canary("advcxb"), canary("advcxc")
 QUIET = {"SVC_PROBE_INTERVAL_S": "300", "SVC_POSTURE_TTL_S": "300", "SVC_REFRESH_FLOOR_S": "0",
          "SVC_STATUSLINE_BUDGET_MS": "5000", "SVC_GUARD_BUDGET_MS": "5000"}
 KEYS = {"available", "node", "generatedAt", "probedAt", "reservePct", "provider", "active", "advice", "to", "waitS",
-        "reason", "ranked"}
+        "waitUntil", "reason", "ranked"}
 
 
 def cli(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:

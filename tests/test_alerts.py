@@ -176,3 +176,67 @@ def test_recent_alerts_are_newest_first_and_bounded(tmp_path):
     assert len(recent) == 20
     stamps = [e["attributes"]["ratelimit.resets_at"] for e in recent]
     assert stamps == sorted(stamps, reverse=True)
+
+
+# ---------------------------------------------------------------- the wall, and usable again
+
+def _both(five, five_reset, seven, seven_reset, label="acct1"):
+    """An account with both windows: (pct, reset ms) each."""
+    account = _account(five, five_reset, label=label)
+    account["sevenDay"] = {"pct": seven, "resetsAt": iso_from_ms(seven_reset), "forecast": None}
+    return account
+
+
+def _names(events):
+    return [(e["attributes"]["event.name"].rsplit(".", 1)[1], e["attributes"]["ratelimit.window"]) for e in events]
+
+
+def test_the_wall_says_when_the_account_is_usable_again_and_its_reset_names_it_once(tmp_path):
+    latch = _latch(tmp_path)
+    five, seven = now_ms() + HOUR, now_ms() + 50 * HOUR
+    assert _names(latch.observe([_both(95, five, 40, seven)])) == [("threshold", "five_hour")]
+    fired = latch.observe([_both(100.4, five, 40, seven)])
+    assert _names(fired) == [("wall", "five_hour")]
+    attrs = fired[0]["attributes"]
+    assert attrs["ratelimit.usable_at"] == attrs["ratelimit.resets_at"] == iso_from_ms(five)
+    assert attrs["ratelimit.pct"] == 100.4 and attrs["account.handle"] == "acct1"
+    # Still at the wall, and at it again in the same cycle: nothing more.
+    assert latch.observe([_both(102, five, 40, seven)]) == []
+    # The week reaches its limit too: its own wall alert, and the account is usable only when both reset.
+    fired = latch.observe([_both(102, five, 100, seven)])
+    assert _names(fired) == [("threshold", "seven_day"), ("wall", "seven_day")]
+    assert fired[1]["attributes"]["ratelimit.usable_at"] == iso_from_ms(seven)
+    # The 5-hour window resets; the week still holds: not usable yet.
+    later = five + 5 * HOUR
+    assert latch.observe([_both(3, later, 100, seven)]) == []
+    # The week resets: one usable alert names the account, after the window that held it.
+    fired = latch.observe([_both(5, later, 2, seven + 7 * 24 * HOUR)])
+    assert _names(fired) == [("usable", "seven_day")]
+    assert fired[0]["attributes"]["ratelimit.pct"] == 2.0
+    assert latch.observe([_both(6, later, 2, seven + 7 * 24 * HOUR)]) == []
+    kinds = [e["attributes"]["event.name"] for e in _alert_events(tmp_path)]
+    assert kinds.count(alerts.USABLE) == 1 and kinds.count(alerts.WALL) == 2
+
+
+def test_wall_and_usable_are_exactly_once_across_a_crash(tmp_path):
+    latch = _latch(tmp_path)
+    reset = now_ms() + HOUR
+    assert _names(latch.observe([_account(101, reset)])) == [("threshold", "five_hour"), ("wall", "five_hour")]
+    # kill -9 after the append, before the latch write: the file is gone, the log says held.
+    (tmp_path / "svc" / "alert-latch.json").unlink()
+    fresh = _latch(tmp_path)
+    assert fresh.observe([_account(101, reset)]) == []
+    assert _names(fresh.observe([_account(1, reset + 5 * HOUR)])) == [("usable", "five_hour")]
+    # Again after the usable alert: the newest of the two says the account is not held.
+    (tmp_path / "svc" / "alert-latch.json").write_text(json.dumps({"version": 1, "windows": {},
+                                                                   "held": {"acct1": "five_hour"}}))
+    assert _latch(tmp_path).observe([_account(2, reset + 5 * HOUR)]) == []
+    # A monitor down across the reset: its first reading after it names the account all the same.
+    latch = _latch(tmp_path)
+    assert _names(latch.observe([_account(100, reset + 5 * HOUR)])) == [("threshold", "five_hour"),
+                                                                         ("wall", "five_hour")]
+    assert _names(_latch(tmp_path).observe([_account(0, reset + 10 * HOUR)])) == [("usable", "five_hour")]
+    # A latch file from before these alerts (no `held`, cycles without `wall`) is read as it is.
+    (tmp_path / "svc" / "alert-latch.json").write_text(json.dumps(
+        {"version": 1, "windows": {"acct1/five_hour": [{"resetsAt": 1, "fired": [80], "forecast": False}]}}))
+    assert _latch(tmp_path).moved_aside is None

@@ -292,7 +292,7 @@ def test_hud_and_statusline_pick_the_vendor(nodes):
     assert run(statusline, b'{"rate_limits": {"primary": {"used_percent": 3}}}').startswith("codex-work")
     assert run(statusline, b"not json").startswith("acct1")
     assert run(statusline).startswith("acct1")
-    assert "--provider must be claude or codex" in run(statusline + ["--provider", "gemini"])
+    assert "--provider must be claude, codex, copilot, zai or kimi" in run(statusline + ["--provider", "gemini"])
 
 
 # ---------------------------------------------------------------- a node without Codex, and the tokens

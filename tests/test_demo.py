@@ -43,6 +43,26 @@ def test_timeline_moves_ok_degraded_rejected_ok_within_three_minutes():
     assert demo.account_state("acct1", 100.0, start)["5h"][2] == start + 135.0
 
 
+def test_the_active_account_is_used_as_a_real_account_is():
+    # A day before the demo and ten hours of it, a reading a minute: every 5-hour window is a real one
+    # (it resets 5 h after the last, but for the window the demo starts in), never a comb of
+    # three-minute teeth; within a window the figure only climbs, and the first act's window is the
+    # one its history climbs in (so the forecast has that window's readings at the first probe).
+    start = 1_800_000_000.0
+    resets, last = [], None
+    for minute in range(-25 * 60, 10 * 60):
+        state = demo.account_state("acct1", minute * 60.0, start)
+        pct, _status, reset = state["5h"]
+        if last is not None and reset == last[1]:
+            assert pct >= last[0], minute
+        elif last is not None:
+            resets.append(reset)
+        last = (pct, reset)
+    gaps = [b - a for a, b in zip(resets, resets[1:])]
+    assert len(resets) <= 8 and all(gap == 5 * 3600 for gap in gaps), (len(resets), gaps)
+    assert demo.account_state("acct1", -50 * 60.0, start)["5h"][2] == start + 135.0
+
+
 def test_simulated_provider_speaks_the_wire_format():
     clock = [1_800_000_000.0]
     provider = demo.SimulatedProvider(clock=lambda: clock[0]).start()
@@ -153,6 +173,8 @@ def test_demo_command_smoke(tmp_path):
         # Within three minutes of the start: a forecast that beats its reset, and a threshold alert.
         traj = wait_until(trajectory, timeout=180, interval=1.0, message="a forecast before reset and an alert")
         assert _acct(traj, "acct2")["fiveHour"]["forecast"]["ratePctPerHour"] > 0
+        # The active account has its forecast too, from the history of the window it is in.
+        assert _acct(traj, "acct1")["fiveHour"]["forecast"]["samples"] >= 3
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
         assert not home.exists()
@@ -182,6 +204,28 @@ def test_the_demo_fleet_ages_and_counts_down_with_the_clock():
     assert later["unlisted"][0]["ageS"] == pytest.approx(first["unlisted"][0]["ageS"] + 60)
 
 
+def test_the_demo_fleets_live_hosts_beat():
+    # A live host publishes every interval, as a real one does: whenever it is read, its heartbeat and
+    # the readings it carries are younger than two intervals (what `live` means); a stale host only ages.
+    from svcposture._time import parse_iso_ms
+    from svcposture.demo import fleet
+
+    start = 1_800_000_000.0
+    limit_s = 2 * fleet.BEAT_S
+    stale_ages = []
+    for elapsed in range(0, 1200, 7):
+        report = fleet.moving_report(start, start + elapsed)
+        for host in report["hosts"]:
+            if host["state"] == "live":
+                assert host["ageS"] < limit_s, (elapsed, host["host"], host["ageS"])
+                for entry in host["accounts"]:
+                    read_s = start + elapsed - parse_iso_ms(entry["probed_at"]) / 1000
+                    assert read_s < limit_s, (elapsed, host["host"], read_s)
+            elif host["host"] == "gpu-box":
+                stale_ages.append((elapsed % fleet.LOOP_S, host["ageS"]))
+    assert all(b[1] > a[1] for a, b in zip(stale_ages, stale_ages[1:]) if b[0] > a[0])
+
+
 def _started_demo(tmp_path):
     """A demo process and its temporary home (the directory that holds home/ and codex-home/)."""
     proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "demo", "--port", "0"],
@@ -198,6 +242,27 @@ def _started_demo(tmp_path):
     proc.kill()
     proc.wait(5)
     raise AssertionError("the demo did not announce its home: %s" % proc.stderr.read().decode()[-2000:])
+
+
+def test_ctrl_c_on_the_demo_prints_a_clean_stop(tmp_path):
+    """Ctrl-C reaches the terminal's whole process group, the probe children of the moment too: the
+    demo stops with one line saying so, and never calls a child it stopped a failure. Stopped as the
+    dashboard comes up (its first probes and the login's first usage poll in flight) and later."""
+    from tests.support.browser import wait_for
+    from tests.support.firstlook import DASHBOARD_RE, Demo
+
+    for settle in (False, True):
+        started = Demo(tmp_path / ("home-%s" % settle), ["--port", "0"])
+        try:
+            wait_for(lambda: DASHBOARD_RE.search(started.text()), timeout=60, what="the dashboard line")
+            if settle:
+                started.wait_ready()
+        finally:
+            code = started.stop()
+        text = started.text()
+        assert code == 0, text
+        assert started.lines[-1] == "svc-monitor demo: stopped; its temporary home is removed", text
+        assert "failed" not in text and "Traceback" not in text and "error" not in text.lower(), text
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])

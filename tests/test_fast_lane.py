@@ -80,7 +80,8 @@ def test_pipelined_fast_and_slow_requests_answer_in_order(node, provider):
     bodies = [json.loads(a[2]) for a in answers]
     assert bodies[0]["available"] is True and bodies[0]["cached"] is True
     assert bodies[2] == {"ok": True, "node": bodies[0]["node"], "version": bodies[2]["version"],
-                         "startedAt": bodies[2]["startedAt"], "probeIntervalS": bodies[2]["probeIntervalS"]}
+                         "startedAt": bodies[2]["startedAt"], "probeIntervalS": bodies[2]["probeIntervalS"],
+                         "accountsFile": bodies[2]["accountsFile"]}
     assert bodies[3]["probedAt"] == bodies[0]["probedAt"]
     assert provider.message_calls() == calls  # cached reads spend no probe
 

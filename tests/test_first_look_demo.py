@@ -3,6 +3,7 @@ simulated fleet on /fleet, a taken --port refused; and the exhausted banner's
 recommendation, which follows the forecasts."""
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from svcposture.demo import main as demo
 from svcposture.demo.fleet import simulated_report
+from svcposture.steering.advice import iso_ms
 from tests.support.browser import chromium, wait_for
 from tests.support.firstlook import Demo, get_json
 from tests.support.home import REPO, clean_env
@@ -34,6 +36,24 @@ def test_printed_commands_run_as_written_and_the_fleet_is_simulated(tmp_path):
                               input="", timeout=60)
         assert done.returncode == 0 and "5h " in done.stdout and "monitor not running" not in done.stdout, done
         assert "/fleet" in text
+        # The fleet in a terminal, as printed: the page's words, durations and order (exhausted first).
+        fleet_cmd = [l for l in started.lines if "fleet in a terminal: " in l][0].split("fleet in a terminal: ", 1)[1]
+        done = subprocess.run(shlex.split(fleet_cmd), cwd=str(REPO), env=env, capture_output=True, text=True,
+                              timeout=60)
+        lines = done.stdout.splitlines()
+        assert done.returncode == 3 and "Traceback" not in done.stderr, done  # a host is stale, one missing
+        assert lines[0].startswith("Fleet of the monitor at %s: heartbeats of the demo's simulated fleet, read at "
+                                   % started.url), lines
+        assert lines[1] == "6 hosts: 4 live, 1 stale, 1 missing, 1 not in roster", lines
+        assert "source:" not in done.stdout and "anchor:" not in done.stdout
+        assert not re.search(r"\d\.\d+s\b", done.stdout), done.stdout  # durations as the pages write them: no `357.2s`
+        table = lines[lines.index("") + 1:]
+        assert table[0].split() == ["STATE", "HOST", "HEARTBEAT", "ACTIVE", "ACCOUNT", "5H", "·", "RESETS", "IN",
+                                    "7D", "·", "RESETS", "IN", "REACHES", "100", "%"], table
+        assert table[1].split()[:2] == ["live", "staging-1"] and "acct1 rejected" in table[1], table
+        assert "at 100% now" in table[1] and re.search(r"  \d+(m \d+s|s) ago  ", table[1]), table
+        assert [r.split()[1] for r in table[1:7]] == ["staging-1", "build-02", "ci-runner-3", "laptop-ada", "gpu-box",
+                                                      "build-01"], table
         fleet = get_json(started.url + "/api/fleet")
         assert "error" not in fleet and fleet["source"] == "demo"
         assert len(fleet["hosts"]) >= 5
@@ -77,6 +97,19 @@ def test_simulated_fleet_moves_with_the_clock():
     assert first["hosts"][0]["account"]["five_hour_pct"] != later["hosts"][0]["account"]["five_hour_pct"]
 
 
+# The two waits the dashboard shows: the banner's and the advice box's, read in one go.
+WAITS_JS = """
+function wait(id) { var m = document.getElementById(id).textContent.match(/Wait ((\\d+[dhm]\\s?)*\\d+[dhms])/);
+                    return m ? m[1].replace(/\\s/g, " ") : null; }
+return {banner: wait("banner"), advice: wait("advice")};
+"""
+
+
+def _seconds(text):
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return sum(int(part[:-1]) * units[part[-1]] for part in text.split())
+
+
 def test_banner_waits_for_a_reset_seconds_away_rather_than_switching(tmp_path):
     # acct1 exhausted (its 5-hour window), which resets a few minutes later; acct2 has headroom now but
     # its forecast hits 100 % before its reset; acct3 is steady at 91 % of its week. Leaving an
@@ -105,6 +138,17 @@ def test_banner_waits_for_a_reset_seconds_away_rather_than_switching(tmp_path):
             assert advice["advice"] == "wait" and 0 < advice["waitS"] <= 600 and advice["to"] is None
             pct = driver.find_element("css selector", '#claude-cards [data-label="acct1"] .win-pct').text
             assert pct == "100%+"
+            # The advice box and the banner count down to one instant (the advice's waitUntil, the
+            # window's own reset), each second, and always say the same wait.
+            seen = []
+            for _ in range(3):
+                waits = driver.execute_script(WAITS_JS)
+                assert waits["banner"] and waits["banner"] == waits["advice"], waits
+                seen.append(_seconds(waits["banner"]))
+                time.sleep(1.1)  # the page's own one-second tick, not a wait for a condition
+            assert seen[0] > seen[-1] and seen == sorted(seen, reverse=True), seen
+            until = iso_ms(advice["waitUntil"])
+            assert abs(until / 1000.0 - time.time() - seen[-1]) < 5, (advice, seen)
     finally:
         mon.stop()
         provider.stop()

@@ -60,7 +60,9 @@ def test_placeholders_still_there_are_named_with_their_lines(tmp_path):
     assert cli(env, "monitor", "init", "--host-name", "n1").returncode == 0
     path = _accounts(home)
     lines = path.read_text().splitlines()
-    expected = [n for n, line in enumerate(lines, start=1) if "=PASTE_TOKEN_HERE" in line]
+    # The other vendors' commented examples hold the placeholder too; only live lines are entries.
+    expected = [n for n, line in enumerate(lines, start=1)
+                if "=PASTE_TOKEN_HERE" in line and not line.lstrip().startswith("#")]
     assert expected == [7, 8]
     where = "line 7 (acct1), line 8 (acct2)"
 
@@ -186,6 +188,6 @@ def test_a_port_in_use_suggests_port_0_and_the_running_monitor(tmp_path):
 def test_a_mistyped_subcommand_lists_the_subcommands(tmp_path):
     done = cli(clean_env(_home(tmp_path)), "monitor", "dmeo")
     assert done.returncode == 2 and done.stdout == ""
-    assert re.search(r"unknown subcommand 'dmeo' \(choose from 'init', 'hud', 'statusline', 'guard', 'switch', 'mcp', 'demo'\); "
-                     r"did you mean 'demo'\?", done.stderr), done.stderr
+    assert re.search(r"unknown subcommand 'dmeo' \(choose from 'init', 'hud', 'statusline', 'guard', 'switch', "
+                     r"'reserve', 'mcp', 'demo'\); did you mean 'demo'\?", done.stderr), done.stderr
     assert done.stderr.startswith("usage: svc-monitor")

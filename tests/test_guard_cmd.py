@@ -11,6 +11,7 @@ how fast a decision is belongs to scripts/bench_guard.py.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -34,15 +35,15 @@ CLOCKS = {"SVC_PROBE_INTERVAL_S": "5", "SVC_POSTURE_TTL_S": "5", "SVC_REFRESH_FL
           "SVC_GUARD_BUDGET_MS": "60000"}
 
 
-def guard(env: Dict[str, str], *args: str, timeout: float = 60) -> Tuple[int, str, str]:
+def guard(env: Dict[str, str], *args: str, timeout: float = 60, lines: int = 1) -> Tuple[int, str, str]:
     proc = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "guard", *args], env=env,
                           capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
     out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
     assert "Traceback" not in err, err
     for tok in (TOK1, TOK2):
         assert tok not in out + err, "a token leaked"
-    # Exactly one reason line on stderr, whatever the outcome.
-    assert err.endswith("\n") and err.count("\n") == 1, err
+    # Exactly one reason line on stderr (--wait: one more when it starts to wait), whatever the outcome.
+    assert err.endswith("\n") and err.count("\n") == lines, err
     return proc.returncode, out, err
 
 
@@ -135,6 +136,71 @@ def test_the_reserve_from_the_node_config_and_the_flag_overriding_it(node: Dict[
         assert code == 2 and out == "" and "cluster-secrets.json" in err and "reservePct" in err, (bad, err)
 
 
+# "resets in 1m 40s (14:32)": the duration the pages write, then the local clock time.
+RESETS_IN = r"; resets in (\d+[hm] )?\d+[ms]( \d+s)? \(\d\d:\d\d\)"
+
+
+def test_the_hold_line_says_when_it_resets_and_what_the_advice_names_under_the_reserve(
+        node: Dict[str, Any]) -> None:
+    # acct1 at 68.7 % resets in 100 s, acct2 is at 43 %: under a 50 % reserve acct1 holds; the reset
+    # is near enough to wait for, and acct2 is the alternative. The monitor's own advice (no reserve)
+    # would say stay: the hold line's advice is taken under the reserve the run holds on.
+    node["provider"].set_account(TOK2, five_hour=(0.43, "allowed"), seven_day=(0.05, "allowed"))
+    refresh(node, five_hour=(0.687, "allowed"), seven_day=(0.20, "allowed"), reset_5h=time.time() + 100)
+    code, out, err = guard(node["env"], "--reserve", "50")
+    assert code == 1, err
+    assert re.search(r"^svc-monitor guard: hold: acct1 5h at 68\.7%, at or above 50% \(reserve 50%\)" + RESETS_IN
+                     + r"; advice: wait 1m \d+s for the reset, or switch to acct2, at 43%$", err.strip()), err
+    # The reset an hour away is past the wait: the advice is the switch, with how full acct2 is.
+    refresh(node, status="rejected", five_hour=(1.007, "rejected"), seven_day=(0.20, "allowed"),
+            reset_5h=time.time() + 3600)
+    code, body, err = decision(node["env"])
+    assert code == 1 and 3000 < body["retryAfterS"] <= 3601
+    assert re.search(r"acct1 5h at 100%\+, at or above 100% \(reserve 0%\)" + RESETS_IN
+                     + r"; advice: switch to acct2, at 43%$", body["reason"]), body["reason"]
+    # No account below the reserve: none, until the active account's reset.
+    node["provider"].set_account(TOK2, five_hour=(0.96, "allowed_warning"), seven_day=(0.05, "allowed"))
+    refresh(node, status="rejected", five_hour=(1.007, "rejected"), seven_day=(0.20, "allowed"),
+            reset_5h=time.time() + 3600)
+    code, body, err = decision(node["env"], "--reserve", "5")
+    assert code == 1 and re.search(r"; advice: none, no other account has headroom below the 5% reserve "
+                                   r"until \d\d:\d\d$", body["reason"]), body["reason"]
+
+
+def test_a_node_with_only_the_login_is_gated_on_it_as_the_status_line_shows_it(tmp_path: Path) -> None:
+    # No accounts file: the statusline shows this machine's Claude Code login, and guard judges the same numbers.
+    from tests.support.firstlook import get_json, login_only_node, login_usage, start_login_monitor
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    token = canary("guardlogin")
+    with ProviderServer() as provider:
+        env = login_only_node(home, provider, token)
+        mon = start_login_monitor(env)
+        try:
+            env = dict(env, SVC_MONITOR_PORT=str(mon.port), SVC_GUARD_BUDGET_MS="60000",
+                       SVC_STATUSLINE_BUDGET_MS="60000")
+            code, body, err = decision(env)
+            assert (code, body["decision"], body["account"]) == (0, "go", "login"), err
+            assert body["reason"].startswith("this machine's Claude Code login (no accounts file): 5h 37.5%, 7d 62%")
+            assert body["pct"] == 62.0 and body["window"] == "seven_day"
+            provider.set_usage(token, login_usage(five=100.7))
+            wait_until(lambda: (get_json(mon.url + "/api/login").get("fiveHour") or {}).get("pct") == 100.7,
+                       timeout=30, message="the login's next sample")
+            code, body, err = decision(env)
+            assert (code, body["decision"], body["window"]) == (1, "hold", "five_hour"), err
+            assert re.search(r"login \(no accounts file\): 5h at 100%\+, at or above 100% \(reserve 0%\)"
+                             + RESETS_IN + "$", body["reason"]), body["reason"]
+            assert 7000 < body["retryAfterS"] <= 7801
+            status = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "statusline", "--no-color"],
+                                    env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+            assert "5h 100%+" in status.stdout.decode(), status.stdout
+            # --account names a posture's account, and the login is none: still the posture's answer.
+            assert decision(env, "--account", "acct1")[0] == 69
+        finally:
+            mon.stop()
+
+
 def test_rejected_holds_whatever_the_pct(node: Dict[str, Any]) -> None:
     refresh(node, status="rejected", five_hour=(0.50, "rejected"), seven_day=(0.20, "allowed"),
             representative_claim="five_hour", reset_5h=time.time() + 600)
@@ -158,6 +224,8 @@ def test_no_monitor_is_unavailable_and_fail_open_goes(tmp_path: Path) -> None:
     env = monitor_env(tmp_path, "http://127.0.0.1:9")
     code, body, err = decision(env, "--url", CLOSED_URL)
     assert code == 69 and body["decision"] == "unavailable" and "did not answer" in body["reason"]
+    # Which URL it tried, and how to start a monitor there.
+    assert "the monitor at %s did not answer; start one with `svc-monitor`" % CLOSED_URL in err, err
     code, out, err = guard(env, "--url", CLOSED_URL, "--fail-open")
     assert code == 0 and out == "" and "--fail-open" in err and err.startswith("svc-monitor guard: unavailable")
 
@@ -214,14 +282,19 @@ def _subscribers(node: Dict[str, Any]) -> int:
 
 
 def test_wait_returns_go_on_a_pushed_frame(node: Dict[str, Any]) -> None:
-    refresh(node, status="rejected", five_hour=(1.02, "rejected"), seven_day=(0.20, "allowed"))
+    refresh(node, status="rejected", five_hour=(1.02, "rejected"), seven_day=(0.20, "allowed"),
+            reset_5h=time.time() + 3600)
     before = _subscribers(node)
     proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "guard", "--wait", "60", "--json"],
                             env=node["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        # It follows the stream, holding, before the account recovers.
+        # It follows the stream, holding, before the account recovers, and says so at once: what
+        # holds and until when, so a dispatcher's log never looks hung.
         wait_until(lambda: _subscribers(node) > before, 30, message="guard on the stream")
+        first = proc.stderr.readline().decode()
         assert proc.poll() is None
+        assert re.search(r"^svc-monitor guard: hold, waiting up to 1m for go: acct1 5h at 100%\+, at or above 100% "
+                         r"\(reserve 0%\)" + RESETS_IN + "; advice: switch to acct2, at 5%$", first.strip()), first
         refresh(node, five_hour=(0.30, "allowed"), seven_day=(0.20, "allowed"))
         out, err = proc.communicate(timeout=30)
     finally:
@@ -230,22 +303,28 @@ def test_wait_returns_go_on_a_pushed_frame(node: Dict[str, Any]) -> None:
             proc.wait()
     assert proc.returncode == 0, err
     assert json.loads(out)["decision"] == "go" and json.loads(out)["pct"] == 30.0
-    assert err.decode().startswith("svc-monitor guard: go")
+    # One more line when it lets go, and nothing else.
+    assert err.decode().count("\n") == 1 and err.decode().startswith("svc-monitor guard: go: acct1")
+    assert re.search(r"\(after waiting \d+s\)$", err.decode().strip()), err
 
 
 def test_wait_times_out_with_hold(node: Dict[str, Any]) -> None:
     refresh(node, status="rejected", five_hour=(1.02, "rejected"), seven_day=(0.20, "allowed"))
     started = time.monotonic()
-    code, body, err = decision(node["env"], "--wait", "1.5")
+    code, out, err = guard(node["env"], "--json", "--wait", "1.5", lines=2)
+    body = json.loads(out)
     assert time.monotonic() - started >= 1.5
-    assert code == 1 and body["decision"] == "hold" and "waited" in body["reason"]
+    assert code == 1 and body["decision"] == "hold" and body["reason"].endswith("(waited 1s)")
+    assert err.startswith("svc-monitor guard: hold, waiting up to 1s for go: acct1 5h at 100%+")
 
 
 def test_wait_without_a_monitor_is_unavailable_at_the_end(tmp_path: Path) -> None:
     env = monitor_env(tmp_path, "http://127.0.0.1:9")
-    code, body, _ = decision(env, "--url", CLOSED_URL, "--wait", "1")
-    assert code == 69 and body["decision"] == "unavailable"
-    assert guard(env, "--url", CLOSED_URL, "--wait", "1", "--fail-open")[0] == 0
+    code, out, err = guard(env, "--json", "--url", CLOSED_URL, "--wait", "1", lines=2)
+    assert code == 69 and json.loads(out)["decision"] == "unavailable"
+    assert err.startswith("svc-monitor guard: unavailable, waiting up to 1s for go: the monitor at %s did not "
+                          "answer; start one with" % CLOSED_URL), err
+    assert guard(env, "--url", CLOSED_URL, "--wait", "1", "--fail-open", lines=2)[0] == 0
 
 
 # ---------------------------------------------------------------- the provider's budget

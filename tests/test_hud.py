@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -125,6 +126,8 @@ def test_once_unreachable_is_a_clear_error(tmp_path):
                            "http://127.0.0.1:9"], env=clean_env(tmp_path), capture_output=True, timeout=30)
     assert proc.returncode == 1
     assert proc.stderr.startswith(b"svc-monitor hud: cannot reach the monitor") and b"Traceback" not in proc.stderr
+    # How to start a monitor, said where it is missed.
+    assert b"start one with `svc-monitor`" in proc.stderr
     bad = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--url", "ftp://x"],
                          env=clean_env(tmp_path), capture_output=True, timeout=30)
     assert bad.returncode == 2
@@ -164,6 +167,49 @@ def test_live_strip_updates_in_place_on_a_tty(mon):
         proc.terminate()
         proc.wait(10)
         os.close(master)
+
+
+ANSI = re.compile(rb"\x1b\[[0-9;]*m")
+
+
+def _drawn(raw: bytes) -> list:
+    """Each line the strip drew on a terminal, without its colour codes."""
+    return [ANSI.sub(b"", part).decode() for part in raw.split(b"\r\x1b[2K") if part]
+
+
+def test_the_strip_fits_the_terminal_and_its_countdowns_tick(mon):
+    # An 80-column pane (tmux): the strip never wraps; the email goes first, then the clock times.
+    # Its 5h window resets in about 95 s: the countdown moves every second without a new frame
+    # (the monitor probes every 300 s and keeps the stream alive every 15 s).
+    mon.provider.set_account(TOK1, five_hour=(0.5, "allowed"), reset_5h=time.time() + 95)
+    mon.get("/api/accounts?refresh=true", {"X-Svc-Refresh": "1"})
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "svcposture", "monitor", "hud", "--url", mon.url],
+                            env=dict(mon.env, COLUMNS="80"), stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        first = _read_until(master, b"acct1", 15)
+        later = _read_until(master, b"never comes", 3.5)
+    finally:
+        mon.provider.set_account(TOK1, five_hour=(0.5, "allowed"))
+        proc.terminate()
+        proc.wait(10)
+        os.close(master)
+    drawn = _drawn(first + later)
+    assert drawn and all(len(text) < 80 for text in drawn), drawn
+    assert all("acct1 |" in text and "h@example.com" not in text for text in drawn), drawn
+    countdowns = {re.search(r"5h 50% \((1m \d+s|\d+s)[,)]", text).group(1) for text in drawn}
+    assert len(countdowns) >= 2, drawn  # ticking between readings
+    assert b"\n" not in first + later
+    # With room, the whole line: the email and the clock times are back.
+    wide = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", mon.url],
+                          env=dict(mon.env, COLUMNS="200"), capture_output=True, timeout=30).stdout.decode()
+    assert "acct1 <h@example.com> | OK | 5h 50% (" in wide and re.search(r"\(\d+[hm][^)]*, \d\d:\d\d\)", wide)
+    narrow = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", mon.url],
+                            env=dict(mon.env, COLUMNS="60"), capture_output=True, timeout=30).stdout.decode()
+    assert len(narrow.rstrip("\n")) <= 60 and "h@example.com" not in narrow
+    assert not re.search(r"\d\d:\d\d", narrow), narrow
 
 
 def test_live_strip_no_color_and_piped(mon):

@@ -72,7 +72,8 @@ def _dead_url() -> str:
         return "http://127.0.0.1:%d" % s.getsockname()[1]
 
 
-def test_the_payload_fallback_clamps_percentages_to_0_100(tmp_path):
+def test_the_payload_fallback_writes_percentages_as_every_surface_does(tmp_path):
+    # Past the limit `100%+`, as the pages, HUD and guard write it; nothing below 0.
     now = time.time()
     payload = {"rate_limits": {"five_hour": {"used_percentage": 250.5, "resets_at": int(now + 3 * 3600 + 300)},
                                "seven_day": {"used_percentage": -5, "resets_at": int(now + 4 * 86400 + 300)}}}
@@ -80,5 +81,5 @@ def test_the_payload_fallback_clamps_percentages_to_0_100(tmp_path):
                 stdin=json.dumps(payload).encode())
     assert proc.returncode == 0 and proc.stderr == b""
     out = proc.stdout.decode()
-    assert out.startswith("5h 100% 3h ") and "| 7d 0% 4d (local)" in out, out
+    assert out.startswith("5h 100%+ 3h ") and "| 7d 0% 4d (local)" in out, out
     assert "-5%" not in out and "250" not in out

@@ -58,8 +58,13 @@ def test_text_output(tmp_path, anchor_tracker):
     beat(anchor_tracker, "a", 1, quota={"five_hour_pct": 12.5})
     proc = run_cluster(node_env(home, tracker_url=anchor_tracker.url), "status")
     assert proc.returncode == 3  # b has no heartbeat
-    assert "anchor: OPS-1" in proc.stdout
-    assert "live" in proc.stdout and "missing" in proc.stdout and "5h 12.5%" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Fleet: heartbeats from the tracker (its issue OPS-1)", lines
+    assert lines[1] == "2 hosts: 1 live, 1 missing"
+    assert lines[2] == "A heartbeat every 2m; a host is live when seen within 4m."
+    # Not live first; the heartbeat's age in the pages' words; the login's quota when no account block.
+    assert lines[5].split()[:2] == ["missing", "b"] and lines[6].split()[:4] == ["live", "a", "1s", "ago"], lines
+    assert "login 5h 12.5%" in lines[6]
 
 
 @pytest.mark.parametrize("ages,expected", [((1, 5), 0), ((1, 500), 3), ((1, None), 3), ((None, None), 3)])

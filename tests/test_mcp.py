@@ -137,7 +137,8 @@ def test_initialize_lists_the_read_tools_with_closed_schemas(node: Dict[str, Any
     assert tools["guard"].input_schema["properties"]["reserve"] == {
         "type": "integer", "minimum": 0, "maximum": 50, "description": tools["guard"].input_schema[
             "properties"]["reserve"]["description"]}
-    assert tools["posture"].input_schema["properties"]["provider"]["enum"] == ["claude", "codex"]
+    assert tools["posture"].input_schema["properties"]["provider"]["enum"] == ["claude", "codex", "copilot", "zai",
+                                                                          "kimi"]
 
 
 # ---------------------------------------------------------------- posture and the resources
@@ -173,9 +174,11 @@ def test_both_resources_list_and_read_as_json(node: Dict[str, Any]) -> None:
             missing = exc
         return listed, reads, missing
     listed, reads, missing = run_client(node["env"], [], body)
-    assert [str(r.uri) for r in listed.resources] == ["svcposture://posture/claude", "svcposture://posture/codex"]
+    assert [str(r.uri) for r in listed.resources] == ["svcposture://posture/" + name for name in (
+        "claude", "codex", "copilot", "zai", "kimi")]
     assert {r.mime_type for r in listed.resources} == {"application/json"}
-    claude, codex = (json.loads(r.contents[0].text) for r in reads)
+    claude, codex, *others = (json.loads(r.contents[0].text) for r in reads)
+    assert [body["available"] for body in others] == [False, False, False]  # no line of theirs on this node
     assert reads[0].contents[0].mime_type == "application/json"
     assert claude["active"]["label"] == "acct1" and codex["active"]["label"].startswith("codex-")
     assert "httpStatus" not in json.dumps(claude)
@@ -351,6 +354,8 @@ def test_the_monitor_down_is_a_tool_error_naming_the_url(node: Dict[str, Any]) -
         assert result.is_error is True, name
         text = result.content[0].text
         assert "the monitor at %s did not answer" % CLOSED_URL in text, (name, text)
+        # And how to start one.
+        assert "start one with `svc-monitor`" in text, (name, text)
     # The guard's own answer comes with it: unavailable.
     assert payload(results["guard"])["decision"] == "unavailable"
     assert resource_error is not None and CLOSED_URL in resource_error.message

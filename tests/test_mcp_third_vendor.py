@@ -95,9 +95,9 @@ def test_the_read_tools_and_the_resource_take_the_third_vendor(node: Dict[str, A
         return listed, resources, calls, await client.read_resource("svcposture://posture/acme")
     listed, resources, (posture, advice, go, hold), read = run_client(node["env"], [], body)
     schema = {tool.name: tool.input_schema for tool in listed.tools}["posture"]
-    assert schema["properties"]["provider"]["enum"] == ["claude", "codex", "acme"]
-    assert [str(r.uri) for r in resources.resources] == ["svcposture://posture/claude", "svcposture://posture/codex",
-                                                         "svcposture://posture/acme"]
+    assert schema["properties"]["provider"]["enum"] == ["claude", "codex", "copilot", "zai", "kimi", "acme"]
+    assert [str(r.uri) for r in resources.resources] == ["svcposture://posture/" + name for name in (
+        "claude", "codex", "copilot", "zai", "kimi", "acme")]
     assert [r.name for r in resources.resources][-1] == "Acme posture"
     assert not any(r.is_error for r in (posture, advice, go, hold))
     body = payload(posture)

@@ -44,7 +44,8 @@ def probe_check(env) -> dict:
 
 
 # The file init writes for the built-in vendors, word for word: Claude's placeholder entries and where its
-# token comes from, then Codex's commented example (each vendor's `setup_help`, docs/vendors.md).
+# token comes from, then the commented example of Codex, Copilot, z.ai and Kimi (each vendor's
+# `setup_help`, docs/vendors.md).
 WRITTEN = [
     "# The model-provider accounts of this node, sourced as POSIX sh by the monitor's probe child.",
     "# Replace each PASTE_TOKEN_HERE with the account's token and you@example.com with its email.",
@@ -61,9 +62,30 @@ WRITTEN = [
     '# To get one: mkdir -p ~/.codex-work && CODEX_HOME=~/.codex-work codex login',
     '# CODEX_HOME_WORK="$HOME/.codex"  # you@example.com',
     '# export CODEX_HOME="$CODEX_HOME_WORK"',
+    '#',
+    '# Copilot keys (optional): one line per key; the active one is what COPILOT_GITHUB_TOKEN names.',
+    "# To get a GitHub token with the account's Copilot seat: gh auth login, then gh auth token;",
+    '# or the oauth_token in ~/.config/github-copilot/apps.json of an editor signed in to Copilot.',
+    '# COPILOT_TOKEN_WORK=PASTE_TOKEN_HERE  # you@example.com',
+    '# export COPILOT_GITHUB_TOKEN="$COPILOT_TOKEN_WORK"',
+    '#',
+    '# z.ai keys (optional): one line per key; the active one is what ZAI_API_KEY names.',
+    '# To get a z.ai key: create one at https://z.ai/manage-apikey/apikey-list, signed in as the',
+    '# account with the GLM Coding Plan (the key Claude Code is given as ANTHROPIC_AUTH_TOKEN).',
+    '# ZAI_API_KEY_WORK=PASTE_TOKEN_HERE  # you@example.com',
+    '# export ZAI_API_KEY="$ZAI_API_KEY_WORK"',
+    '#',
+    '# Kimi keys (optional): one line per key; the active one is what KIMI_API_KEY names.',
+    '# To get a Kimi Code key: create one in the Kimi Code console (https://www.kimi.com/code/console);',
+    '# a Moonshot Open Platform key has no coding plan to read.',
+    '# KIMI_API_KEY_WORK=PASTE_TOKEN_HERE  # you@example.com',
+    '# export KIMI_API_KEY="$KIMI_API_KEY_WORK"',
 ]
 FIRST_STEP = ("Get a long-lived token for each Claude account: run `claude setup-token` signed in as it "
-              "(it prints sk-ant-oat01-...); for a Codex login: CODEX_HOME=<dir> codex login")
+              "(it prints sk-ant-oat01-...); for a Codex login: CODEX_HOME=<dir> codex login; "
+              "for a Copilot account: gh auth token (signed in as its GitHub user); "
+              "for a z.ai GLM Coding Plan: an API key from https://z.ai/manage-apikey/apikey-list; "
+              "for a Kimi Code plan: an API key from https://www.kimi.com/code/console")
 
 
 def test_the_file_and_the_first_step_word_for_word(home: Path, env: dict) -> None:

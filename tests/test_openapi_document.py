@@ -53,14 +53,16 @@ def test_a_registered_vendor_joins_every_provider_list_and_sentence() -> None:
     assert done.returncode == 0, done.stderr.decode()
     doc = json.loads(done.stdout)
     lists = list(provider_lists(doc))
-    assert len(lists) == 9 and all(names == ["claude", "codex", "acme"] for names in lists), lists
+    names = list(provider_names()) + ["acme"]
+    assert len(lists) == 9 and all(found == names for found in lists), lists
     advice = doc["paths"]["/api/advice"]["get"]
     assert advice["parameters"][0]["description"] == \
-        "Whose accounts: `claude` (default), `codex` or `acme`. Anything else: 400."
-    assert advice["responses"]["400"]["description"] == "`provider` is not `claude`, `codex` or `acme`."
+        "Whose accounts: `claude` (default), `codex`, `copilot`, `zai`, `kimi` or `acme`. Anything else: 400."
+    assert advice["responses"]["400"]["description"] == \
+        "`provider` is not `claude`, `codex`, `copilot`, `zai`, `kimi` or `acme`."
     accounts = doc["paths"]["/api/accounts"]["get"]
-    assert "(claude, codex, acme)" in accounts["responses"]["400"]["description"]
-    assert "such as `codex` or `acme`" in accounts["parameters"][-1]["description"]
+    assert "(claude, codex, copilot, zai, kimi, acme)" in accounts["responses"]["400"]["description"]
+    assert "such as `codex`, `copilot`, `zai`, `kimi` or `acme`" in accounts["parameters"][-1]["description"]
 
 
 def test_the_modules_that_build_it_name_no_vendor() -> None:
@@ -68,9 +70,9 @@ def test_the_modules_that_build_it_name_no_vendor() -> None:
         tree = ast.parse(Path(module.__file__).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                assert node.value.lower() not in ("claude", "codex"), (module.__name__, node.lineno)
+                assert node.value.lower() not in provider_names(), (module.__name__, node.lineno)
             if isinstance(node, ast.ImportFrom):
-                assert not {"claude", "codex"} & set((node.module or "").split(".")), (module.__name__, node.lineno)
+                assert not set(provider_names()) & set((node.module or "").split(".")), (module.__name__, node.lineno)
 
 
 def test_every_reference_names_a_component() -> None:

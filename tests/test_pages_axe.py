@@ -1,16 +1,18 @@
-"""axe-core (through axe-selenium-python) on every page, as a new user sees it.
+"""axe-core, the current 4.x from npm, on every page, as a new user sees it.
 
 The demo's dashboard and fleet, and the dashboard of a machine with only Claude
 Code's login, at 360 and 1280 px in both colour schemes: 0 violations. axe-core
-is the engine browsers' own audits use; the checks in tests/support/pages.py
-stay beside it for what axe does not measure (sideways scroll, motion).
+is the engine browsers' own audits use; scripts/run_tests.sh installs it with npm
+(tests/support/axe/package.json), not the 2018 copy axe-selenium-python bundles. The
+checks in tests/support/pages.py stay beside it for what axe does not measure
+(sideways scroll, motion).
 """
 from __future__ import annotations
 
 import pytest
 
 from tests.support import pages
-from tests.support.browser import chromium, require_chromium, wait_for
+from tests.support.browser import axe_run, axe_script, chromium, require_chromium, wait_for
 from tests.support.firstlook import Demo, login_only_node, start_login_monitor
 from tests.support.home import canary
 from tests.support.provider import ProviderServer
@@ -19,21 +21,10 @@ WIDTHS = (360, 1280)
 SCHEMES = ("light", "dark")
 
 
-def _axe():
-    try:
-        from axe_selenium_python import Axe
-    except ImportError:
-        import os
-        if os.environ.get("CI"):
-            pytest.fail("axe-selenium-python missing under CI (scripts/run_tests.sh installs it)")
-        pytest.skip("axe-selenium-python not installed")
-    return Axe
-
-
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory):
     require_chromium()
-    _axe()
+    axe_script()
     demo = Demo(tmp_path_factory.mktemp("demo-home"), ["--port", "0"]).wait_ready()
     provider = ProviderServer().start()
     login = None
@@ -58,10 +49,11 @@ def _pages(sites):
 
 
 def violations(driver):
-    axe = _axe()(driver)
-    axe.inject()
-    result = axe.run()
-    return [(v["id"], v["impact"], [n.get("target") for n in v.get("nodes", [])][:3]) for v in result["violations"]]
+    result = axe_run(driver)
+    assert "error" not in result, result
+    # The engine is the current 4.x, not the 2018 copy (3.x) axe-selenium-python bundles.
+    assert result["version"].split(".")[0] == "4", result["version"]
+    return [(v["id"], v["impact"], v["targets"]) for v in result["violations"]]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

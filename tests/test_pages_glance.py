@@ -19,6 +19,7 @@ from tests.support.browser import chromium, require_chromium, wait_for
 from tests.support.firstlook import Demo, get_json, login_only_node, start_login_monitor
 from tests.support.home import canary
 from tests.support.provider import ProviderServer
+from svcposture.vendors import registered
 
 CARDS_DRAWN = "return document.querySelectorAll('#claude-cards article.card').length >= 3"
 ADVICE_SHOWN = "return !document.getElementById('advice').hidden && document.getElementById('advice-claude').textContent"
@@ -86,7 +87,8 @@ def test_no_internal_words_and_one_duration_format(sites, driver):
         assert not OTHER_DURATIONS.findall(text), (path, OTHER_DURATIONS.findall(text))
         if path == "/":
             # A dash stands for no value nowhere (the advice's sentences use one as punctuation).
-            lines = [line for line in text.splitlines() if not re.match(r"(Claude|Codex): ", line)]
+            names = "|".join(re.escape(v.display_name) for v in registered())
+            lines = [line for line in text.splitlines() if not re.match(r"(%s): " % names, line)]
             assert not [line for line in lines if "—" in line], lines
             assert re.search(r"resets in (\d+[dhm]\s?)+", text.replace("\u00a0", " "))
 

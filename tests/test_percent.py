@@ -56,8 +56,36 @@ def test_the_text_is_the_pages_math_round_to_a_tenth(value: float) -> None:
     assert not text.endswith(".0%")
 
 
+# Figures at the edges of the rule: halves, the limit, past it, below 0, the largest.
+EDGES = [0, 0.04, 0.05, 0.15, 0.25, 1.45, 12, 42.5, 68.25, 68.24, 68.7, 99.94, 99.95, 99.96, 100, 100.0000001,
+         100.7, 101, 250.5, 1e6, MAX_PCT, -0.04, -3, 1 / 3, 2 / 3, 33.349999, 33.35, 7.05]
+
+
+def _node() -> str:
+    import os
+    import shutil
+    import pytest
+    found = shutil.which("node")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("node missing under CI (scripts/run_tests.sh installs it)")
+        pytest.skip("node not installed")
+    return found
+
+
 def test_the_pages_write_a_percent_by_the_same_rule() -> None:
-    # The pages' scripts are not Python: this pins the rule they share with pct_text.
-    for page in ("dashboard.js", "fleet.js"):
+    # The pages' own functions, run by a JavaScript engine on the same figures as pct_text: every
+    # reading is written one way on every page and terminal.
+    import json
+    import subprocess
+    values = EDGES + [i / 100 for i in range(0, 10001, 7)]
+    for page, name, missing in (("dashboard.js", "fmtPct", "no reading"), ("fleet.js", "pctText", "\u2014")):
         source = (REPO / "svcposture" / "monitor" / "static" / page).read_text()
-        assert '> 100 ? "100%+" : (Math.round(p' in source and '* 10) / 10) + "%"' in source, page
+        found = re.search(r"\n(  function %s\(p\) \{\n.*?\n  \})\n" % name, source, re.S)
+        assert found, "%s has no %s(p)" % (page, name)
+        script = "%s\nprocess.stdout.write(JSON.stringify(%s.map(%s)));" % (
+            found.group(1), json.dumps(values + [None, "42", float("nan")], allow_nan=True), name)
+        done = subprocess.run([_node(), "-e", script], capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        written = json.loads(done.stdout)
+        assert written == [pct_text(v) for v in values] + [missing] * 3, page

@@ -51,6 +51,40 @@ def test_the_bundle_carries_it_and_join_writes_it(tmp_path: Path) -> None:
     assert secrets["svc"]["posture"]["reservePct"] == 20
 
 
+def test_the_reserve_command_shows_and_sets_it_and_guard_holds_on_it(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    secrets = Path(env["HOME"]) / ".config" / "svc" / "cluster-secrets.json"
+    done = cli(env, "monitor", "reserve")
+    assert done.returncode == 0 and done.stdout == ("svc-monitor reserve: the human reserve is 0%% (%s is not set): "
+                                                    "automation may use every account up to 100%%\n" % KEY), done
+    done = cli(env, "monitor", "reserve", "30", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"key": KEY, "value": 30, "previous": 0, "file": str(secrets), "changed": True}
+    assert json.loads(secrets.read_text())["svc"]["posture"]["reservePct"] == 30
+    assert os.stat(str(secrets)).st_mode & 0o777 == 0o600
+    done = cli(env, "monitor", "reserve")
+    assert "is 30%% (%s in %s): automation holds once a window reaches 70%%, leaving 30%% for people" % (
+        KEY, secrets) in done.stdout, done.stdout
+    # The guard holds on it (its JSON says the reserve even when no monitor answers).
+    guard = cli(env, "monitor", "guard", "--json", "--url", "http://127.0.0.1:9")
+    assert json.loads(guard.stdout)["reservePct"] == 30
+    assert cli(env, "monitor", "reserve", "30").stdout.strip().endswith("already 30%; nothing changed")
+    # Kept beside what else the file holds; config.json's value comes second, as for every SHARED key.
+    write_json(secrets, {"svc": {"cluster": {"livenessAnchorIssue": "OPS-1"}, "posture": {"reservePct": 30}}})
+    assert cli(env, "monitor", "reserve", "12").returncode == 0
+    assert json.loads(secrets.read_text())["svc"] == {"cluster": {"livenessAnchorIssue": "OPS-1"},
+                                                        "posture": {"reservePct": 12}}
+    # A PCT outside 0-50, and a corrupt file, are refused with the file left as it was.
+    for bad in ("51", "-1", "ten", "1.5", ""):
+        done = cli(env, "monitor", "reserve", bad)
+        assert done.returncode == 2 and "0 to 50" in done.stderr and done.stdout == "", (bad, done.stderr)
+    secrets.write_text("{corrupt")
+    done = cli(env, "monitor", "reserve", "10")
+    assert done.returncode == 2 and "cluster-secrets.json" in done.stderr and secrets.read_text() == "{corrupt"
+    assert "Traceback" not in done.stderr
+    assert "svc-monitor reserve" in cli(env, "monitor", "--help").stdout
+
+
 def test_join_refuses_a_reserve_out_of_range(tmp_path: Path) -> None:
     env = _env(tmp_path)
     for bad in (51, -5, "20", 12.5, True, None, [10]):

@@ -56,7 +56,9 @@ DEFAULTS = {
     "tracker_url": "https://api.linear.app/graphql", "tracker_window_ms": 3600000, "notes": (),
     "vendor_knobs": (("claude", "SVC_PROVIDER_URL", "https://api.anthropic.com"),
                      ("claude", "SVC_PROBE_MODEL", "claude-haiku-4-5-20251001"),
-                     ("codex", "SVC_CODEX_URL", "https://chatgpt.com")),
+                     ("codex", "SVC_CODEX_URL", "https://chatgpt.com"),
+                     ("copilot", "SVC_COPILOT_URL", "https://api.github.com"),
+                     ("zai", "SVC_ZAI_URL", "https://api.z.ai"), ("kimi", "SVC_KIMI_URL", "https://api.kimi.com")),
 }
 
 # Knob -> (attribute, its default): the timing knobs that fall back to their default on a bad value.
@@ -360,9 +362,13 @@ def test_each_vendor_knob_is_read_through_the_registry_into_settings():
     from svcposture.settings import knob_value
 
     given = Settings.from_environ({"SVC_PROVIDER_URL": " http://127.0.0.1:7/ ", "SVC_PROBE_MODEL": "m",
-                                   "SVC_CODEX_URL": "http://127.0.0.1:8//", "SVC_CODEX_STATE": "{}"})
-    assert given.vendor_knobs == (("claude", "SVC_PROVIDER_URL", "http://127.0.0.1:7"),
-                                  ("claude", "SVC_PROBE_MODEL", "m"), ("codex", "SVC_CODEX_URL", "http://127.0.0.1:8"))
+                                   "SVC_CODEX_URL": "http://127.0.0.1:8//", "SVC_CODEX_STATE": "{}",
+                                   "SVC_ZAI_URL": "http://127.0.0.1:9/"})
+    assert given.vendor_knobs[:3] == (("claude", "SVC_PROVIDER_URL", "http://127.0.0.1:7"),
+                                      ("claude", "SVC_PROBE_MODEL", "m"), ("codex", "SVC_CODEX_URL", "http://127.0.0.1:8"))
+    assert given.vendor_knob("SVC_ZAI_URL") == "http://127.0.0.1:9"
+    assert [name for _vendor, name, _value in given.vendor_knobs[3:]] == ["SVC_COPILOT_URL", "SVC_ZAI_URL",
+                                                                            "SVC_KIMI_URL"]
     assert given.vendor_knob("SVC_CODEX_URL") == "http://127.0.0.1:8" and given != Settings()
     with pytest.raises(KeyError):
         given.vendor_knob("SVC_CODEX_STATE")  # the monitor's message to its child is no setting

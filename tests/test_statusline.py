@@ -38,6 +38,9 @@ from tests.support.rawserver import HANG, RawServer, http_reply
 from tests.support.waiting import wait_until
 from svcposture.term import statusline
 
+# How to start a monitor, said by the line that found none.
+START_IT = " (start it: svc-monitor)"
+
 TOK1 = canary("sl1")
 TOK2 = canary("sl2")
 ANSI = re.compile(rb"\x1b\[[0-9;]*m")
@@ -194,7 +197,8 @@ def test_stdin_left_open_or_a_terminal_does_not_hold_the_line(mon):
 
     assert never_closed(mon.url).startswith("\x1b[32macct1 5h 61.4% ")   # stdin is not even read
     dead = dead_url()
-    assert never_closed(dead) == "svc: monitor not running at " + dead     # read until the deadline, half a payload
+    # Read until the deadline, half a payload:
+    assert never_closed(dead) == "svc: monitor not running at " + dead + START_IT
     # A terminal on stdin (the command run by hand): not read at all.
     master, slave = pty.openpty()
     try:
@@ -240,8 +244,8 @@ def test_no_monitor_falls_back_to_the_agents_numbers(tmp_path):
     local = run(env, "--url", url, stdin=agent_payload())
     assert local.startswith("\x1b[32m5h 61.4% ") and local.endswith("(local)\x1b[0m")
     assert run(env, "--url", url, stdin=agent_payload(five_pct=100)).startswith("\x1b[1;31m5h 100% ")
-    assert run(env, "--url", url) == "svc: monitor not running at " + url
-    assert run(env, "--url", url, stdin=None) == "svc: monitor not running at " + url
+    assert run(env, "--url", url) == "svc: monitor not running at " + url + START_IT
+    assert run(env, "--url", url, stdin=None) == "svc: monitor not running at " + url + START_IT
 
 
 @pytest.mark.parametrize("stdin", [
@@ -253,7 +257,7 @@ def test_no_monitor_falls_back_to_the_agents_numbers(tmp_path):
 ], ids=["binary", "not-json", "truncated", "deep", "huge-int", "over-64k", "hostile", "wrong-shape", "nan"])
 def test_unreadable_payload_without_a_monitor(tmp_path, stdin):
     url = dead_url()
-    assert run(clean_env(tmp_path), "--url", url, stdin=stdin) == "svc: monitor not running at " + url
+    assert run(clean_env(tmp_path), "--url", url, stdin=stdin) == "svc: monitor not running at " + url + START_IT
 
 
 def test_a_payload_just_under_the_limit_is_read(tmp_path):
@@ -288,7 +292,7 @@ def test_a_hung_monitor_gives_the_fallback(tmp_path):
     # Accepts and reads the request, never answers.
     with RawServer({"/api/accounts": HANG}) as server:
         assert LOCAL.match(run(env, "--url", server.url, "--no-color", stdin=agent_payload(), timeout=10))
-        assert run(env, "--url", server.url, timeout=10) == "svc: monitor not running at " + server.url
+        assert run(env, "--url", server.url, timeout=10) == "svc: monitor not running at " + server.url + START_IT
     # Listens and never even accepts: the kernel completes the handshake, nothing more.
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
@@ -409,7 +413,8 @@ def test_help_and_bad_arguments(tmp_path):
     done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "statusline", "--help"], env=env,
                           capture_output=True, timeout=20)
     assert done.returncode == 0 and done.stderr == b""
-    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] [--provider claude|codex] [--no-color]")
+    assert done.stdout.startswith(b"usage: svc-monitor statusline [--url URL] "
+                                  b"[--provider claude|codex|copilot|zai|kimi] [--no-color]")
     assert b'"statusLine": {"type": "command", "command": "svc-monitor statusline"}' in done.stdout
     assert run(env, "--bogus") == "svc: statusline: bad argument '--bogus' (see svc-monitor statusline --help)"
     for bad in ("ftp://x", "http://", "http://h:99999", "http://user@h:1", "http://h:1/?q", "x" * 5000,
@@ -464,3 +469,24 @@ def test_monitor_url_reads_only_a_sane_record(tmp_path):
     record.write_bytes(b'{"pid": 1, "url": "http://127.0.0.1:7777", "startedAt": "x"}')
     assert statusline.monitor_url(environ) == "http://127.0.0.1:7777"
     assert statusline.monitor_url({"HOME": "relative"}) == statusline.DEFAULT_URL
+
+
+def test_an_account_with_only_extra_windows_is_shown_by_them():
+    """A Copilot plan's monthly quotas (no 5-hour or weekly window) are what its status line and HUD
+    strip show; an account with a 5-hour or weekly window keeps showing those."""
+    from svcposture.term.line import hud_line, status_line
+
+    now = 1_790_000_000_000
+    extras = [{"pct": 95.6, "resetsAt": None, "status": "allowed_warning", "derived": True, "seconds": 2592000,
+               "name": "premium_interactions"}, {"pct": 9.0, "resetsAt": None, "status": "allowed",
+                                                 "derived": True, "seconds": 2592000, "name": "chat"}]
+    active = {"label": "copilot-pro", "email": None, "active": True, "fiveHour": None, "sevenDay": None,
+              "extraWindows": extras, "bindingStatus": "allowed_warning", "error": None}
+    body = {"available": True, "node": "n", "generatedAt": "2026-09-21T00:00:00.000Z", "probedAt": now,
+            "cached": False, "status": "degraded", "active": active, "accounts": [active],
+            "siblingWithHeadroom": None}
+    assert status_line(body, now=now, stale_ms=10 ** 9).startswith("copilot-pro premium_interactions 95.6% | chat 9%")
+    assert "| DEGRADED | premium_interactions 95.6% | chat 9%" in hud_line(body, now=now, stale_ms=10 ** 9)
+    five = {"pct": 10.0, "resetsAt": None, "status": "allowed", "derived": True}
+    both = dict(body, active=dict(active, fiveHour=five))
+    assert status_line(both, now=now, stale_ms=10 ** 9).startswith("copilot-pro 5h 10% | 7d --")

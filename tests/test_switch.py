@@ -113,6 +113,8 @@ def test_switch_to_rewrites_only_the_claude_export_value(home: Path) -> None:
         == {"account.from": "acct1", "account.to": "acct2", "account.provider": "claude",
             "switch.reason": "manual", "node.name": "switch-node"}
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    # The monitor named with --url did not answer: the switch says so, and how to start one.
+    assert "the monitor at %s did not answer" % CLOSED_URL in err and "start one with `svc-monitor`" in err, err
     # Already active: nothing written, no event.
     before = path.stat().st_mtime_ns
     code, out, _ = switch(offline_env(home), "--to", "acct2", "--url", CLOSED_URL)
@@ -175,6 +177,12 @@ def test_unknown_and_unusable_labels_leave_the_file_untouched(home: Path) -> Non
         code, out, err = switch(offline_env(home), "--to", label)
         assert code == 1 and out == "" and err.count("\n") == 1, (label, err)
     assert path.read_bytes() == MIXED and switched_events(home) == []
+    # A label the file does not have: the ones it has are listed, each vendor's for its own --provider.
+    code, _, err = switch(offline_env(home), "--to", "acct9")
+    assert err.strip().endswith("acct9 is not an account in %s; the Claude accounts there: acct1, acct2, "
+                                "spare (no value yet)" % path), err
+    code, _, err = switch(offline_env(home), "--provider", "codex", "--to", "codex-play")
+    assert code == 1 and err.strip().endswith("the Codex accounts there: codex-work, codex-home"), err
 
 
 def test_a_symlinked_env_file_is_refused_and_its_target_untouched(home: Path, tmp_path: Path) -> None:
@@ -348,6 +356,30 @@ def test_best_without_a_monitor_is_unavailable(home: Path) -> None:
     path = env_file(home)
     code, _, err = switch(offline_env(home), "--best", "--url", CLOSED_URL)
     assert code == 69 and "--to" in err and path.read_bytes() == MIXED
+    assert "did not answer" in err and "start one with `svc-monitor`" in err, err
+
+
+def test_a_monitor_that_watches_another_accounts_file_is_refused(node: Dict[str, Any], tmp_path: Path) -> None:
+    # Another node's file, under the same labels: the monitor at --url (this test's node) has other
+    # accounts, emails included, so its posture must not decide or describe a switch of this file.
+    other = tmp_path / "other"
+    (other / ".config" / "svc").mkdir(parents=True, mode=0o700)
+    set_host_name(other, "other-node")
+    path = env_file(other, b"MODEL_TOKEN_ACCT1=a  # mine@example.com\nMODEL_TOKEN_ACCT2=b  # yours@example.com\n"
+                           b'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT1"\n')
+    before = path.read_bytes()
+    env = dict(offline_env(other), SVC_MONITOR_PORT=str(node["mon"].port))
+    for args in (("--to", "acct2", "--url", node["url"]), ("--best", "--url", node["url"]), ("--to", "acct2")):
+        code, out, err = switch(env, *args)
+        assert code == 2 and "watches another accounts file than %s" % path in err, (args, err)
+    assert path.read_bytes() == before and switched_events(other) == []
+    # The monitor says which file it watches, as a fingerprint: the same for its own file, whatever
+    # the switch rewrites into place, and nothing of the path in it.
+    health = node["mon"].get_json("/healthz")[1]
+    assert len(health["accountsFile"]) == 16 and int(health["accountsFile"], 16) >= 0
+    code, out, err = switch(node["env"], "--to", "acct3", "--url", node["url"], "--json")
+    assert code == 0 and json.loads(out)["to"] == "acct3", err
+    assert node["mon"].get_json("/healthz")[1]["accountsFile"] == health["accountsFile"]
 
 
 def test_help_explains_itself(home: Path) -> None:

@@ -84,11 +84,11 @@ def test_posture_for_the_third_vendor_is_served_beside_claude(node) -> None:
     assert "provider" not in claude["accounts"][0]
     # The registry is the only list of names: a bad value names the third vendor too.
     status, bad = mon.get_json("/api/accounts?provider=acmee")
-    assert status == 400 and "claude, codex, acme" in bad["message"]
+    assert status == 400 and "claude, codex, copilot, zai, kimi, acme" in bad["message"]
     status, spec = mon.get_json("/api/openapi.json")
     enums = [p["schema"]["enum"] for p in spec["paths"]["/api/accounts"]["get"]["parameters"]
              if p["name"] == "provider"]
-    assert enums == [["claude", "codex", "acme"]]
+    assert enums == [["claude", "codex", "copilot", "zai", "kimi", "acme"]]
 
 
 def test_the_stream_serves_the_third_vendor(node) -> None:
@@ -112,7 +112,7 @@ def test_the_advice_names_the_third_vendors_accounts(node) -> None:
     assert "acme-one" in body["reason"]
     status, vendors = mon.get_json("/api/vendors")
     assert status == 200 and {"name": "acme", "displayName": "Acme", "shown": True} in vendors["vendors"]
-    assert [v["name"] for v in vendors["vendors"]] == ["claude", "codex", "acme"]
+    assert [v["name"] for v in vendors["vendors"]] == ["claude", "codex", "copilot", "zai", "kimi", "acme"]
 
 
 def test_history_and_metrics_carry_the_third_vendor(node) -> None:
@@ -163,7 +163,7 @@ def test_without_the_registry_line_nothing_knows_the_third_vendor(node) -> None:
     home, env, mon = node
     plain = {k: v for k, v in env.items() if k != "SVC_VENDORS"}
     code, _out, err = run(plain, "guard", "--provider", "acme")
-    assert code == 2 and "--provider must be claude or codex" in err
+    assert code == 2 and "--provider must be claude, codex, copilot, zai or kimi" in err
     code, _out, err = run(plain, "switch", "--provider", "acme", "--to", "acme-two")
     assert code == 2
     code, _out, err = run(dict(env, SVC_VENDORS="tests.support.no_such_vendor"), "guard", "--provider", "acme")

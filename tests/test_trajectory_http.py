@@ -272,3 +272,44 @@ def test_disabled_node_has_the_disabled_trajectory(tmp_path, monitors):
     assert event["event"] == "trajectory" and json.loads(event["data"])["available"] is False
     status, _, _ = http_get(mon.url, "/api/history?hours=2")
     assert status == 200
+
+
+def test_the_wall_says_when_it_is_usable_again_and_the_reset_names_it_once(tmp_path, monitors):
+    # acct1 is at 101 % of its 5-hour window, which resets a few seconds later (then the provider
+    # answers 0 %, as it does after a reset): one wall alert saying when it is usable again, one
+    # usable alert after the reset, and neither again after a kill -9 and a restart.
+    token = canary("trajwall")
+    home = tmp_path / "home"
+    home.mkdir()
+    reset = int(time.time()) + 6
+    with ProviderServer() as provider:
+        provider.set_account(token, status="rejected", five_hour=(1.01, "rejected"), seven_day=(0.30, "allowed"),
+                             reset_5h=reset, rolls_over=True)
+        env = node_env(home, provider.url, [("ACCT1", token, "ada@example.com")], active="ACCT1",
+                       extra={"SVC_PROBE_INTERVAL_S": "0.3", "SVC_POSTURE_TTL_S": "0.3", "SVC_REFRESH_FLOOR_S": "0.05"})
+        mon = monitors.start(env)
+        walls = wait_until(lambda: [e for e in _events(home) if e["attributes"]["event.name"] == "account.quota.wall"],
+                           message="the wall alert")
+        attrs = walls[0]["attributes"]
+        assert attrs["ratelimit.usable_at"] == attrs["ratelimit.resets_at"] == "%s.000Z" % time.strftime(
+            "%Y-%m-%dT%H:%M:%S", time.gmtime(reset))
+        assert attrs["ratelimit.pct"] == 101.0 and attrs["account.handle"] == "acct1"
+        usable = wait_until(lambda: [e for e in _events(home) if e["attributes"]["event.name"] ==
+                                     "account.quota.usable"], timeout=30, message="the usable alert after the reset")
+        assert usable[0]["attributes"]["ratelimit.pct"] == 0.0 and usable[0]["attributes"]["ratelimit.window"] == \
+            "five_hour"
+        # Counted once the probe that emitted it is handled, which the log can be ahead of.
+        wait_until(lambda: 'svc_alerts_total{kind="usable"} 1' in mon.get("/metrics")[2].decode(),
+                   message="the usable alert counted")
+        assert 'svc_alerts_total{kind="wall"} 1' in mon.get("/metrics")[2].decode()
+        assert [a["attributes"]["event.name"] for a in _trajectory(mon)["alerts"]][:2] == [
+            "account.quota.usable", "account.quota.wall"]
+        mon.kill9()
+        count = len(_events(home))
+        (home / "svc" / "alert-latch.json").unlink()  # as if killed before the latch write
+        again = monitors.start(env)
+        first = _trajectory(again)
+        wait_until(lambda: (_trajectory(again).get("probedAt") or 0) > (first.get("probedAt") or 0) + 1000,
+                   message="probes after the restart")
+        assert len(_events(home)) == count
+        again.stop()

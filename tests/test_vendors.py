@@ -19,16 +19,23 @@ from svcposture.vendors import (bad_provider_message, block_key, block_keys, is_
                                 provider_from_query, provider_names, provider_of_label, register_vendor, registered,
                                 vendor_named)
 
+BUILT_IN = ("claude", "codex", "copilot", "zai", "kimi")
+
 
 def test_the_built_in_vendors_in_order_with_their_lines() -> None:
-    assert provider_names() == ("claude", "codex")
-    claude, codex = registered()
+    assert provider_names() == BUILT_IN
+    claude, codex, copilot, zai, kimi = registered()
     assert claude.lines.label("ACCT2") == "acct2" and codex.lines.label("WORK") == "codex-work"
     assert claude.lines.export_line("ACCT2") == 'export MODEL_CODE_OAUTH_TOKEN="$MODEL_TOKEN_ACCT2"'
     assert claude.lines.owns_var("MODEL_TOKEN_X") and codex.lines.owns_var("CODEX_HOME")
     assert not claude.lines.owns_var("CODEX_HOME_X") and not codex.lines.owns_var("MODEL_TOKEN_X")
-    assert names_text() == "claude or codex"
-    assert bad_provider_message() == "provider must be one of: claude, codex (given once, or left out for claude)."
+    assert copilot.lines.export_line("WORK") == 'export COPILOT_GITHUB_TOKEN="$COPILOT_TOKEN_WORK"'
+    assert zai.lines.export_line("WORK") == 'export ZAI_API_KEY="$ZAI_API_KEY_WORK"'
+    assert kimi.lines.export_line("WORK") == 'export KIMI_API_KEY="$KIMI_API_KEY_WORK"'
+    assert [v.lines.label("WORK") for v in (copilot, zai, kimi)] == ["copilot-work", "zai-work", "kimi-work"]
+    assert names_text() == "claude, codex, copilot, zai or kimi"
+    assert bad_provider_message() == ("provider must be one of: claude, codex, copilot, zai, kimi (given once, "
+                                      "or left out for claude).")
 
 
 def test_each_vendor_implements_every_member() -> None:
@@ -82,7 +89,7 @@ class _Copy:
 def test_a_vendor_that_lacks_a_member_or_takes_anothers_is_refused(vendor, says: str) -> None:
     with pytest.raises(InvalidVendor, match=says):
         register_vendor(vendor)
-    assert provider_names() == ("claude", "codex")
+    assert provider_names() == BUILT_IN
 
 
 @pytest.mark.parametrize("knobs, says", [
@@ -99,7 +106,7 @@ def test_a_vendor_whose_knobs_are_malformed_or_taken_is_refused(knobs, says: str
     vendor.knobs = knobs
     with pytest.raises(InvalidVendor, match=says):
         register_vendor(vendor)
-    assert provider_names() == ("claude", "codex")
+    assert provider_names() == BUILT_IN
     vendor.knobs = (Knob("SVC_OTHER_URL", "", "its URL", as_text),)
     check_vendor(vendor)  # the same vendor with a knob of its own is a vendor
 
@@ -135,7 +142,7 @@ def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:
         "from svcposture._spawn import without_tokens\n"
         "from tests.support.thirdvendor import VENDOR\n"
         "register_vendor(VENDOR); register_vendor(VENDOR)\n"
-        "assert provider_names() == ('claude', 'codex', 'acme')\n"
+        "assert provider_names() == ('claude', 'codex', 'copilot', 'zai', 'kimi', 'acme')\n"
         "assert provider_of_label('acme-one') == 'acme'\n"
         "assert provider_from_query('provider=acme') == ('acme', None)\n"
         "assert without_tokens({'ACME_KEY_ONE': 'k', 'ACME_KEY': 'k', 'KEEP': '1'}) == {'KEEP': '1'}\n"
@@ -145,8 +152,9 @@ def test_a_registered_vendor_joins_every_loop_of_its_process() -> None:
 
 
 def test_each_vendors_block_is_under_account_for_the_default_and_its_name_for_others() -> None:
-    assert [block_key(name) for name in provider_names()] == ["account", "codex"]
-    assert block_keys() == (("claude", "account"), ("codex", "codex"))
+    assert [block_key(name) for name in provider_names()] == ["account", "codex", "copilot", "zai", "kimi"]
+    assert block_keys() == (("claude", "account"), ("codex", "codex"), ("copilot", "copilot"), ("zai", "zai"),
+                            ("kimi", "kimi"))
     # Any other name, registered or not, is its own field: the rule needs no registry.
     assert block_key("acme") == "acme"
 

@@ -186,6 +186,8 @@ class QuotaSampler:
         return email if isinstance(email, str) else None
 
     def _failed(self, result: Mapping[str, Any]) -> float:
+        if self._stop.is_set():
+            return self.interval_s  # the poll was stopped with the monitor: nothing failed
         err = clean_error(result.get("error")) or clean_error({"kind": "internal"})
         assert err is not None
         self._note(err["kind"], "quota poll failed: %s" % err["message"])

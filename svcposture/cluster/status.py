@@ -1,56 +1,162 @@
-"""`svc-cluster status`: every roster host as live, stale or missing, and the heartbeat interval in force."""
+"""`svc-cluster status`: every roster host as live, stale or missing, and the heartbeat interval in force.
+
+The text is the fleet page's (docs/fleet.md): its words, its way of writing durations and
+percents, and its order (a host with an exhausted account first, then the soonest wall, then
+the hosts that are not live); `--json` is the report itself."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Any, Dict, Optional
+import time
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple
 
 from .._http import DeadlineExceeded
 from .._http import get as deadline_get
-from .._text import is_number, loads_bounded, pct_text, printable
+from .._text import duration, is_number, loads_bounded, pct_text, printable
+from .._time import parse_iso_ms
 from .._version import __version__
 from ..paths import Paths
 from ..settings import Settings
+from ..vendors import block_keys, registered
 from ._common import print_json
 from .liveness import collect_status
 
 
-def _format_quota(quota: Optional[Dict[str, Any]]) -> str:
-    if not quota:
+# Where the heartbeats came from, in the fleet page's words (the report's `source`).
+SOURCE_WORDS = {"demo": "of the demo's simulated fleet", "tracker": "from the tracker", "prometheus": "from Prometheus",
+                "mirror": "from the mirror", "loki": "from Loki"}
+# Problems first, as on the fleet page: a host that is not live is what an operator looks for.
+STATE_ORDER = {"missing": 0, "stale": 1, "unknown": 2, "live": 3}
+STATES = ("live", "stale", "missing", "unknown")
+_FAR = float("inf")
+
+
+def _ms(stamp: Any) -> Optional[int]:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return parse_iso_ms(stamp)
+    except (ValueError, OverflowError):
+        return None
+
+
+def active_blocks(row: Mapping[str, Any]) -> List[Tuple[str, Mapping[str, Any]]]:
+    """(provider, block) of each vendor's active account on the host, the default vendor's first."""
+    found = []
+    for provider, field in block_keys():
+        block = row.get(field)
+        if isinstance(block, Mapping) and isinstance(block.get("label"), str):
+            found.append((provider, block))
+    return found
+
+
+def host_urgency(row: Mapping[str, Any]) -> Tuple[int, float, int, str]:
+    """Sort key, most urgent first, as the fleet page sorts: a host with an exhausted account,
+    then the soonest wall of its accounts, then a host that is not live, then its name."""
+    most = (1, _FAR)
+    for _provider, block in active_blocks(row):
+        wall = _ms(block.get("wall_at"))
+        most = min(most, (0 if block.get("status") == "rejected" else 1, float(wall) if wall is not None else _FAR))
+    return most + (STATE_ORDER.get(str(row.get("state")), 9), str(row.get("host")))
+
+
+def _window(pct: Any, resets_at: Any, now_ms: int) -> str:
+    """`100%+ · 35m 12s`: the pct and the time to its reset, as the fleet page writes a window."""
+    if not is_number(pct):
         return "-"
-    parts = []
-    for key, label in (("five_hour_pct", "5h"), ("seven_day_pct", "7d"), ("seven_day_large_pct", "7d-large")):
-        value = quota.get(key)
-        if is_number(value):
-            parts.append("%s %s" % (label, pct_text(value)))
-    return " ".join(parts) or "-"
+    reset = _ms(resets_at)
+    return pct_text(pct) + (" · %s" % duration(reset - now_ms) if reset is not None else "")
 
 
-def _format_row(row: Dict[str, Any]) -> str:
-    """The active account and its windows, else the heartbeat's quota block."""
-    account = row.get("account")
-    if isinstance(account, dict) and isinstance(account.get("label"), str):
-        text = _format_quota(account)
-        status = account.get("status")
-        return "%s %s%s" % (printable(account["label"])[:64], "" if text == "-" else text + " ",
-                            printable(status)[:12] if isinstance(status, str) else "")
-    quota = row.get("quota")
-    return _format_quota(quota if isinstance(quota, dict) else None)
+def _wall(block: Mapping[str, Any], now_ms: int) -> str:
+    """When the account reaches 100 %, in the fleet page's words."""
+    wall = _ms(block.get("wall_at"))
+    if wall is None:
+        return "no forecast"
+    resets = [r for r in (_ms(block.get("five_hour_resets_at")), _ms(block.get("seven_day_resets_at")))
+              if r is not None]
+    if resets and wall >= min(resets):
+        return "not before its reset"
+    return "at 100% now" if wall <= now_ms else "100% in " + duration(wall - now_ms)
+
+
+def _account(block: Mapping[str, Any], vendor: Optional[str], now_ms: int) -> List[str]:
+    """The account cells of one active account: who (and whose, for another vendor), 5h, 7d, wall."""
+    who = printable(block["label"])[:64]
+    status = block.get("status")
+    who += " " + (printable(status)[:12] if isinstance(status, str) else "unknown")
+    if vendor is not None:
+        who = "%s: %s" % (vendor, who)
+    if block.get("stale") is True and is_number(block.get("age_s")):
+        who += " (last reading %s ago)" % duration(block["age_s"] * 1000)
+    return [who, _window(block.get("five_hour_pct"), block.get("five_hour_resets_at"), now_ms),
+            _window(block.get("seven_day_pct"), block.get("seven_day_resets_at"), now_ms), _wall(block, now_ms)]
+
+
+def host_lines(row: Mapping[str, Any], now_ms: int, names: Mapping[str, str]) -> List[List[str]]:
+    """The table's rows of one host: its own, then one per other vendor's active account."""
+    age = row.get("ageS")
+    head = [printable(row.get("state"))[:12], printable(row.get("host")), "-" if not is_number(age) else
+            "%s ago" % duration(age * 1000)]
+    blocks = active_blocks(row)
+    if not blocks:
+        quota = row.get("quota") if isinstance(row.get("quota"), Mapping) else {}
+        login = "login 5h %s" % pct_text(quota["five_hour_pct"]) if is_number(quota.get("five_hour_pct")) else ""
+        return [head + [login or ("no account data" if row.get("state") in ("live", "stale") else "-"), "-", "-", ""]]
+    lines = []
+    for index, (provider, block) in enumerate(blocks):
+        vendor = names.get(provider) if index or len(blocks) > 1 else None
+        lines.append((head if index == 0 else ["", "", ""]) + _account(block, vendor, now_ms))
+    return lines
+
+
+def summary_lines(report: Mapping[str, Any], where: Optional[str]) -> List[str]:
+    """The lines above the table: whose fleet, from where and when; how many hosts in each state."""
+    source = report.get("source")
+    words = SOURCE_WORDS.get(str(source), "from %s" % printable(source) if source else "")
+    anchor = report.get("anchor")
+    if source == "tracker" and isinstance(anchor, str) and anchor:
+        words += " (its issue %s)" % printable(anchor)[:64]
+    read = _ms(report.get("generatedAt"))
+    if read is not None:
+        words += ", read at %s" % time.strftime("%H:%M:%S", time.localtime(read / 1000.0))
+    head = ("Fleet of the monitor at %s: heartbeats %s" % (printable(where)[:200], words) if where
+            else "Fleet: heartbeats %s" % words)
+    hosts = report.get("hosts") or []
+    # A state no host is in goes unsaid: a fleet whose liveness is unknown has no host called missing.
+    counts = ["%d %s" % (n, state) for n, state in ((sum(1 for h in hosts if h.get("state") == s), s)
+                                                    for s in STATES) if n]
+    unlisted = report.get("unlisted") if isinstance(report.get("unlisted"), list) else []
+    if unlisted:
+        counts.append("%d not in roster" % len(unlisted))
+    return [head, "%d hosts: %s" % (len(hosts), ", ".join(counts))]
 
 
 def interval_line(report: Dict[str, Any], configured_ms: int) -> str:
-    """The heartbeat interval in force, and whether the tracker's budget stretched it."""
+    """How often hosts beat and when one counts as live, and whether the tracker's budget stretched it."""
     in_force = report.get("publishIntervalMs")
     if not isinstance(in_force, int) or isinstance(in_force, bool):
         in_force = configured_ms
-    text = "interval: %g s in force" % (in_force / 1000.0)
+    live = "a host is live when seen within %s" % duration(2 * in_force)
     if report.get("source") != "tracker":
-        return text + " (live = seen within two intervals; no heartbeats are published)"
+        return "No heartbeats are published; %s." % live
+    text = "A heartbeat every %s; %s" % (duration(in_force), live)
     if in_force > configured_ms:
-        return text + " (stretched from %g s to keep the roster's heartbeats within 60 %% of the tracker's " \
-                      "limit; svc-cluster doctor, check tracker-budget)" % (configured_ms / 1000.0)
-    return text
+        return text + " (stretched from %s to keep the roster's heartbeats within 60 %% of the tracker's " \
+                      "limit; svc-cluster doctor, check tracker-budget)." % duration(configured_ms)
+    return text + "."
+
+
+def table(report: Mapping[str, Any], now_ms: int) -> List[str]:
+    """The hosts, most urgent first, in aligned columns under the fleet page's headings."""
+    names = {vendor.name: vendor.display_name for vendor in registered()}
+    rows = [["STATE", "HOST", "HEARTBEAT", "ACTIVE ACCOUNT", "5H · RESETS IN", "7D · RESETS IN", "REACHES 100 %"]]
+    for row in sorted(report.get("hosts") or [], key=host_urgency):
+        rows.extend(host_lines(row, now_ms, names))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(r, widths)).rstrip() for r in rows]
 
 
 MAX_INDENTED = 1000
@@ -96,26 +202,27 @@ def cmd_status(ns: argparse.Namespace) -> int:
         # than reading 10,000 hosts does.
         print_json(report, ensure_ascii=False, indent=2 if len(report.get("hosts") or ()) <= MAX_INDENTED else None)
         return status_exit_code(report)
-    print("source: %s   anchor: %s" % (printable(str(report.get("source"))),
-                                       printable(str(report.get("anchor") or "(unset)"))))
-    if ns.url:
-        print("read from: %s/api/fleet" % printable(ns.url.strip().rstrip("/")))
-    else:
+    where = ns.url.strip().rstrip("/") if ns.url else None
+    for text in summary_lines(report, where):
+        print(text)
+    if not ns.url:
         print(interval_line(report, settings.liveness_interval_ms))
-    # Roster names come from a shared repo: never let one drive the terminal.
-    names = [printable(h["host"]) for h in report["hosts"]]
-    width = max([len(n) for n in names] + [4])
-    print("%-*s  %-7s  %8s  %s" % (width, "HOST", "STATE", "AGE", "ACTIVE ACCOUNT (else QUOTA)"))
-    for name, row in zip(names, report["hosts"]):
-        age = "-" if row.get("ageS") is None else "%gs" % row["ageS"]
-        print("%-*s  %-7s  %8s  %s" % (width, name, printable(row["state"])[:12], age, _format_row(row)))
+    print()
+    for text in table(report, int(time.time() * 1000)):
+        print(text)
     if not report["hosts"]:
         print("(the roster is empty: svc-cluster roster add NAME, or read a running monitor's fleet view "
               "with --url URL)")
+    unlisted = [u for u in report.get("unlisted") or [] if isinstance(u, Mapping) and isinstance(u.get("host"), str)]
+    if unlisted:
+        print("Heartbeats from hosts not in the roster: %s" % ", ".join(
+            printable(u["host"]) + (" (heartbeat %s ago)" % duration(u["ageS"] * 1000) if is_number(u.get("ageS"))
+                                    else "") for u in unlisted))
     if report.get("warning"):
         print("warning: %s" % report["warning"], file=sys.stderr)
     if report.get("error"):
-        print("svc-cluster status: %s" % report["error"], file=sys.stderr)
+        print("svc-cluster status: liveness is unknown, so every host shows unknown: %s" % report["error"],
+              file=sys.stderr)
     return status_exit_code(report)
 
 

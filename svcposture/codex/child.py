@@ -21,7 +21,9 @@ from .._version import __version__
 from .. import hrw
 from .._http import Exchange
 from ..probe.providerhttp import classify_transport, retry_after_s
+from ..probe.scrub import scrub_row, shares_a_run
 from ..settings import knob_value
+from ..vendor import check_listing
 from .accounts import codex_entries_from_env, has_codex_lines, resolve_codex_active
 from .authfile import read_credentials
 from .errors import CODEX_MESSAGES, codex_error, fix_text
@@ -33,9 +35,6 @@ from .usage import header_limits, has_window, parse_usage_reply, usage_limit_win
 USAGE_PATH = "/backend-api/wham/usage"
 MAX_REPLY_BYTES = 1024 * 1024
 TICKET_PREFIX = "usage:codex:"
-# A string sharing this many consecutive characters with a secret is taken to carry a piece of it;
-# fewer is too short to be of use to anyone and too common to drop (a 7-character window name).
-MIN_SECRET_PART = 8
 _SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits", "resetCredits")
 
 
@@ -127,34 +126,13 @@ def poll_owner(account_id: Optional[str], state: Mapping[str, Any]) -> Optional[
     return owner if owner is not None and owner != node else None
 
 
-def secret_runs(secrets: Iterable[str]) -> "frozenset[str]":
-    """Every run of MIN_SECRET_PART consecutive characters of every secret."""
-    n = MIN_SECRET_PART
-    return frozenset(s[i:i + n] for s in secrets if isinstance(s, str) for i in range(len(s) - n + 1))
-
-
-def shares_a_run(text: Any, runs: "frozenset[str]") -> bool:
-    """True when `text` holds MIN_SECRET_PART or more consecutive characters of a secret."""
-    n = MIN_SECRET_PART
-    return isinstance(text, str) and any(text[i:i + n] in runs for i in range(len(text) - n + 1))
-
-
 def _scrub(row: Dict[str, Any], secrets: Iterable[str]) -> Dict[str, Any]:
     """Strings from outside (the reply's names, the file's directory in a fix) that share
-    MIN_SECRET_PART or more consecutive characters with a secret go: a reply cannot carry a
+    a run of a secret (probe.scrub) go: a reply cannot carry a
     token out whole, nor in pieces spread over several names, each padded so that it is no
     part of the token and holds none."""
-    runs = secret_runs(secrets)
-
-    def leaks(text: Any) -> bool:
-        return shares_a_run(text, runs)
-
-    if leaks(row.get("planType")):
-        row["planType"] = None
-    for window in list(row.get("extraWindows") or []) + list(row.get("codeReview") or []):
-        if leaks(window.get("name")):
-            window["name"] = None
-    if row.get("error") and leaks(row["error"].get("fix")):
+    runs = scrub_row(row, secrets, ("extraWindows", "codeReview"))
+    if row.get("error") and shares_a_run(row["error"].get("fix"), runs):
         row["error"]["fix"] = None
     return row
 
@@ -211,8 +189,7 @@ class CodexSweep:
         """What `probe check` shows of the Codex lines (no network, no auth.json read)."""
         if not self.present:
             return None
-        return {"usable": [e["label"] for e in self.entries], "unusable": self.unusable, "active": self.active,
-                "duplicateActive": self.duplicates}
+        return check_listing(self.entries, self.unusable, self.active, self.duplicates)
 
     def submit(self, pool: Any, timeout_s: float, secrets: List[str]) -> List[Any]:
         """One exchange per login on `pool`; `secrets` (every vendor's tokens) are scrubbed from its row."""

@@ -11,15 +11,13 @@ import math
 import re
 from typing import Any, Dict, List, Optional
 
-from .._names import WINDOW_STATUSES
-from .._text import EMAIL_RE, read_pct
+from .._text import EMAIL_RE
 from ..envfile.entries import env_line
+from ..windows import clean_extra, clean_window
 from .errors import clean_codex_error
 from .state import MAX_HOSTS, is_host, is_label, read_ms
-from .usage import MAX_NAME, MAX_WINDOW_S, credits_of, plan_type, reset_credits
+from .usage import credits_of, plan_type, reset_credits
 
-_ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:()+/-]*$")
 _KEY_RE = re.compile(r"^[0-9a-f]{16}$")
 MAX_ROWS = 1000
 MAX_EXTRA = 64
@@ -37,35 +35,10 @@ def _number(value: Any, low: float, high: float) -> Optional[float]:
     return value if math.isfinite(number) and low <= number <= high else None
 
 
-def clean_window(value: Any) -> Optional[Dict[str, Any]]:
-    if not isinstance(value, dict):
-        return None
-    pct = read_pct(value.get("pct"))
-    status = value.get("status")
-    if pct is None or status not in WINDOW_STATUSES:
-        return None
-    resets = value.get("resetsAt")
-    return {"pct": pct, "resetsAt": resets if isinstance(resets, str) and _ISO_RE.match(resets) else None,
-            "status": status, "derived": True}
-
-
-def _clean_extra(value: Any) -> Optional[Dict[str, Any]]:
-    window = clean_window(value)
-    seconds = value.get("seconds") if window is not None else None
-    # No length: a credit plan's limit (named `credits`).
-    if window is None or (seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
-                                                   or not 0 < seconds <= MAX_WINDOW_S)):
-        return None
-    name = value.get("name")
-    window["seconds"] = seconds
-    window["name"] = name if isinstance(name, str) and len(name) <= MAX_NAME and _NAME_RE.match(name) else None
-    return window
-
-
 def _extras(value: Any) -> List[Dict[str, Any]]:
     if not isinstance(value, list):
         return []
-    return [w for w in (_clean_extra(v) for v in value[:MAX_EXTRA]) if w is not None]
+    return [w for w in (clean_extra(v) for v in value[:MAX_EXTRA]) if w is not None]
 
 
 def _email(value: Any) -> Optional[str]:

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
+from .._time import read_ms
 from ..settings import knob_value
 from .knobs import STATE
 
@@ -18,8 +19,6 @@ from .knobs import STATE
 STATE_ENV = STATE.name
 MAX_STATE_BYTES = 64 * 1024
 MAX_HOSTS = 4096
-# Epoch milliseconds beyond this (year 5138) are not an instant.
-MAX_MS = 10 ** 14
 _HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _LABEL_RE = re.compile(r"^codex-[a-z0-9_]{1,64}$")
 
@@ -30,19 +29,6 @@ def is_host(value: Any) -> bool:
 
 def is_label(value: Any) -> bool:
     return isinstance(value, str) and _LABEL_RE.match(value) is not None
-
-
-def read_ms(value: Any) -> Optional[int]:
-    """Epoch milliseconds as a JSON integer (or an integral float) in range, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not value.is_integer():
-        return None
-    try:
-        ms = int(value)
-    except (OverflowError, ValueError):
-        return None
-    return ms if 0 <= ms <= MAX_MS else None
 
 
 def _hosts(value: Any) -> Optional[List[str]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..summary import binding_window, disabled_body, posture_body
+from ..summary import account_view, disabled_body, posture_body
 from .accounts import VENDOR_NAME as CODEX
 # What an account keeps of the child's row, beyond the posture fields.
 SAMPLE_KEYS = ("fiveHour", "sevenDay", "extraWindows", "codeReview", "planType", "credits", "resetCredits",
@@ -41,30 +41,7 @@ def codex_account_view(row: Mapping[str, Any], memory: Mapping[str, Dict[str, An
 
     `row` is a row of the whitelisted `codex` block (codex.report.clean_codex_block).
     """
-    shown = _outcome(row, memory)
-    view: Dict[str, Any] = {
-        "label": row["label"],
-        "email": row.get("email"),
-        "active": row.get("active") is True,
-        "overallStatus": None,
-        "representativeClaim": None,
-        "bindingWindow": None,
-        "bindingStatus": None,
-        "fiveHour": shown.get("fiveHour"),
-        "sevenDay": shown.get("sevenDay"),
-        "error": shown.get("error"),
-        "provider": CODEX,
-        "extraWindows": shown.get("extraWindows") or [],
-        "codeReview": shown.get("codeReview"),
-        "planType": shown.get("planType"),
-        "credits": shown.get("credits"),
-        "resetCredits": shown.get("resetCredits"),
-        "source": shown.get("source"),
-        "sampledAt": shown.get("sampledAt"),
-        "envLine": row.get("envLine"),
-    }
-    view["bindingWindow"], view["bindingStatus"] = binding_window(view)
-    return view
+    return account_view(row, CODEX, _outcome(row, memory))
 
 
 def codex_summary(block: Optional[Mapping[str, Any]], node: str, probed_at: int,

@@ -69,10 +69,11 @@ def _seconds(value: Any, unit: int) -> Optional[int]:
     number = read_number(value)
     if number is None:
         return None
-    seconds = number * unit
-    if not 0 < seconds <= MAX_WINDOW_S:
+    if not 0 < number * unit <= MAX_WINDOW_S:
         return None
-    return int(round(seconds))
+    # Whole seconds: a length under half a second is no window at all.
+    seconds = int(round(number * unit))
+    return seconds if seconds > 0 else None
 
 
 def _absolute_reset(value: Any) -> Optional[str]:

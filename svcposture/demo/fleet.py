@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from .._time import iso_from_epoch, iso_now, parse_iso_ms
 from ..accountkey import account_key
+from ..settings import DEFAULT_INTERVAL_MS
 from ..vendors import DEFAULT_PROVIDER
 
 HOUR = 3600.0
@@ -80,35 +81,42 @@ def simulated_report(started: float, now: float) -> Dict[str, Any]:
 
 
 # A real fleet's heartbeats age and its resets come nearer; the simulated one's do too, over a
-# ten-minute loop (then they start again), so a visitor sees ages and countdowns move.
+# ten-minute loop (then they start again), so a visitor sees ages and countdowns move. A live host
+# beats as a real one does, every publish interval: its heartbeat (and the readings it carries)
+# ages up to BEAT_S and is new again, so it stays live; a stale or missing host only ages.
 LOOP_S = 600.0
+BEAT_S = DEFAULT_INTERVAL_MS / 1000.0
 _AGES = ("ageS", "age_s")
-_INSTANTS = ("probed_at", "five_hour_resets_at", "seven_day_resets_at", "wall_at")
+_READ_AT = ("probed_at",)
+_INSTANTS = ("five_hour_resets_at", "seven_day_resets_at", "wall_at")
 
 
-def _moved(value: Any, seconds: float) -> Any:
-    """`value` with every age `seconds` older and every instant `seconds` earlier."""
+def _moved(value: Any, seconds: float, aged: float) -> Any:
+    """`value` with every instant `seconds` earlier, and every age (and reading time) `aged` older."""
     if isinstance(value, list):
-        return [_moved(item, seconds) for item in value]
+        return [_moved(item, seconds, aged) for item in value]
     if not isinstance(value, dict):
         return value
     out: Dict[str, Any] = {}
     for key, item in value.items():
         if key in _AGES and isinstance(item, (int, float)) and not isinstance(item, bool):
-            out[key] = round(item + seconds, 1)
+            out[key] = round(item + aged, 1)
+        elif key in _READ_AT and isinstance(item, str):
+            out[key] = iso_from_epoch(parse_iso_ms(item) / 1000.0 - aged)
         elif key in _INSTANTS and isinstance(item, str):
             out[key] = iso_from_epoch(parse_iso_ms(item) / 1000.0 - seconds)
         else:
-            out[key] = _moved(item, seconds)
+            out[key] = _moved(item, seconds, aged)
     return out
 
 
 def moving_report(started: float, now: float) -> Dict[str, Any]:
-    """simulated_report with its ages and countdowns moving with the clock."""
+    """simulated_report with its ages and countdowns moving with the clock, its live hosts beating."""
     report = simulated_report(started, now)
     seconds = (now - started) % LOOP_S
-    for key in ("hosts", "unlisted"):
-        report[key] = _moved(report.get(key), seconds)
+    report["hosts"] = [_moved(host, seconds, seconds % BEAT_S if host.get("state") == "live" else seconds)
+                       for host in report.get("hosts") or []]
+    report["unlisted"] = _moved(report.get("unlisted"), seconds, seconds)
     return report
 
 

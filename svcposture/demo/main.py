@@ -33,7 +33,6 @@ from ..vendor import DemoReply, DemoRequest, optional_member
 from ..vendors import registered
 from . import fleet, routing, timeline
 
-CYCLE_S = timeline.CYCLE_S
 DEMO_NODE = "demo-node"
 DEMO_ENV = {
     # Short clocks so that a visitor sees every transition in a few minutes.
@@ -231,11 +230,12 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
     parser = argparse.ArgumentParser(
         prog="svc-monitor demo",
         description=("Run the monitor against a simulated provider with every vendor's demo accounts in a "
-                     "temporary home, all on 127.0.0.1. The active account goes ok -> degraded -> "
-                     "rejected -> ok every three minutes, so the dashboard, the exhausted banner, "
-                     "the SSE stream and the account.status.changed events all happen for real; "
-                     "acct2 climbs towards a wall before its reset (the forecast) and threshold "
-                     "alerts fire within the first minute. "
+                     "temporary home, all on 127.0.0.1. In its first minutes the active account climbs "
+                     "to its limit and back (ok -> degraded -> rejected, then its 5-hour window resets: "
+                     "ok), so the dashboard, the exhausted banner, the SSE stream and the "
+                     "account.status.changed events all happen for real; then it is used at a steady "
+                     "pace, with a forecast, as a real account is. acct2 climbs towards a wall before "
+                     "its reset (the forecast) and threshold alerts fire within the first minute. "
                      "Ctrl-C, SIGTERM or SIGHUP stops it and removes the temporary home."))
     parser.add_argument("--port", default=None,
                         help="dashboard port on 127.0.0.1 (0 picks a free one; a port given here that is taken "
@@ -282,10 +282,16 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
                            fleet_source=fleet.fleet_source(provider.started, provider.clock))
     finally:
         provider.stop()
-        if args.keep_home:
-            print("svc-monitor demo: kept %s" % node.root, file=sys.stderr)
-        else:
-            node.remove()
+        _stopped(node, args.keep_home)
+
+
+def _stopped(node: DemoNode, keep_home: bool) -> None:
+    """The demo's last line, however it was stopped: that it stopped, and where its home went."""
+    if keep_home:
+        print("svc-monitor demo: stopped; kept its temporary home %s" % node.root, flush=True)
+    else:
+        node.remove()
+        print("svc-monitor demo: stopped; its temporary home is removed", flush=True)
 
 
 def _port_arg(text: Optional[str]) -> Optional[int]:

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
-CYCLE_S = 180.0  # ok -> degraded -> rejected -> ok once every three minutes
+# The default vendor's active account: its 5-hour window resets FIRST_RESET_S into the demo, after
+# the climb to its limit a visitor sees in the first minutes (ok -> degraded -> rejected -> ok).
+FIRST_RESET_S = 135.0
+WINDOW_S = 5 * 3600.0
+# Where the window that resets at FIRST_RESET_S stands when the demo starts, and the steady pace of
+# every window after it, as a real account is used: about 65 % when each resets.
+AT_START, STEADY_PER_H = 0.55, 0.12
 
 
 def _seven_reset(started: float) -> float:
@@ -18,36 +24,44 @@ def _seven_reset(started: float) -> float:
 
 
 def cycle(elapsed_s: float, started: float) -> Dict[str, Any]:
-    """The first vendor's active account: ok -> degraded -> rejected -> ok every CYCLE_S, its
-    5-hour window resetting as it recovers; before the demo, a real account's day."""
-    if elapsed_s < 0:
-        return _cycle_before(elapsed_s, started)
-    cycle_start = started + (elapsed_s // CYCLE_S) * CYCLE_S
-    t = elapsed_s % CYCLE_S
-    reset_5h = cycle_start + 135.0 if t < 135.0 else cycle_start + CYCLE_S + 135.0
-    if t < 45.0:
-        five, status = 0.55 + 0.23 * t / 45.0, "allowed"
-    elif t < 90.0:
-        five, status = 0.82 + 0.15 * (t - 45.0) / 45.0, "allowed_warning"
-    elif t < 135.0:
-        five, status = 1.0 + 0.02 * (t - 90.0) / 45.0, "rejected"
+    """The default vendor's active account, as a real account's windows go, with a first act in the
+    demo's first minutes: the window it is in at the start (55 %, resetting at 2m15s) climbs to its
+    limit and is rejected (ok -> degraded -> rejected), resets (ok), and from then on each 5-hour
+    window climbs at a steady pace. Its history before the start is the same window's (so its
+    forecast is there from the first probe) and, before that, whole windows each climbing 5 -> 65 %."""
+    seven = (0.41 + 0.004 * elapsed_s / 3600.0, "allowed", _seven_reset(started))
+    if elapsed_s >= FIRST_RESET_S:
+        into = (elapsed_s - FIRST_RESET_S) % WINDOW_S
+        five = (0.05 + STEADY_PER_H * into / 3600.0, "allowed", started + elapsed_s - into + WINDOW_S)
+    elif elapsed_s >= 0:
+        five = _first_act(elapsed_s, started + FIRST_RESET_S)
     else:
-        five, status = 0.05 + 0.3 * (t - 135.0) / 45.0, "allowed"
-    seven = 0.41 + 0.004 * elapsed_s / 3600.0
-    return {"status": status, "claim": "five_hour", "5h": (five, status, reset_5h),
-            "7d": (seven, "allowed", _seven_reset(started))}
+        five = _before(elapsed_s, started)
+    status = five[1]
+    return {"status": status, "claim": "five_hour", "5h": five, "7d": seven}
 
 
-def _cycle_before(elapsed_s: float, started: float) -> Dict[str, Any]:
-    """The cycling account before the demo started, as a real account is used: each 5 h window
-    climbs from 5 % to 65 % and resets, the week climbs 0.4 % an hour (the live three-minute cycle
-    would draw a day of history as a comb of ticks, and leave no forecast)."""
-    window = 5 * 3600.0
-    phase = (elapsed_s % window) / window
-    five = 0.05 + 0.60 * phase
-    return {"status": "allowed", "claim": "five_hour",
-            "5h": (five, "allowed", started + elapsed_s + (1.0 - phase) * window),
-            "7d": (0.41 + 0.004 * elapsed_s / 3600.0, "allowed", _seven_reset(started))}
+def _first_act(elapsed_s: float, reset: float) -> Any:
+    """The window the demo starts in: 55 % -> 78 % (ok), 82 % -> 97 % (degraded), then past 100 %
+    (rejected) until it resets."""
+    if elapsed_s < 45.0:
+        return AT_START + 0.23 * elapsed_s / 45.0, "allowed", reset
+    if elapsed_s < 90.0:
+        return 0.82 + 0.15 * (elapsed_s - 45.0) / 45.0, "allowed_warning", reset
+    return 1.0 + 0.02 * (elapsed_s - 90.0) / 45.0, "rejected", reset
+
+
+def _before(elapsed_s: float, started: float) -> Any:
+    """Before the demo: the start's window from its own start (5 % -> 55 %), and each 5-hour window
+    before it climbing 5 % -> 65 % and resetting."""
+    window_start = FIRST_RESET_S - WINDOW_S
+    if elapsed_s >= window_start:
+        done = (elapsed_s - window_start) / -window_start
+        return 0.05 + (AT_START - 0.05) * done, "allowed", started + FIRST_RESET_S
+    back = (window_start - elapsed_s) // WINDOW_S  # whole windows between this one and the start's
+    ends = window_start - back * WINDOW_S
+    phase = 1.0 - (ends - elapsed_s) / WINDOW_S
+    return 0.05 + 0.60 * phase, "allowed", started + ends
 
 
 def wall(elapsed_s: float, started: float) -> Dict[str, Any]:

@@ -6,4 +6,5 @@ One job per module, nothing imported here:
 - shellword:  where a shell word ends, and where the shell reports a syntax error
 - lint:       account lines the shell takes differently than their author meant
 - exportline: the export line naming the active account, and rewriting it for a switch
+- fileid:     which accounts file, as a fingerprint the monitor and a switch compare
 """

@@ -228,7 +228,7 @@ class Toolbox:
             raise ArgumentError("Invalid params: guard: %s" % printable(decision.get("reason")))
         # The monitor not answering is the tool's failure (the command names the URL it tried);
         # any other unavailable (a stale or failed posture) is the monitor's answer.
-        no_answer = (NO_ANSWER, "the monitor at %s did not answer" % printable(self.url)[:200])
+        no_answer = (NO_ANSWER, guard.no_answer(self.url))
         return decision, decision.get("decision") == UNAVAILABLE and decision.get("reason") in no_answer
 
     def _switch(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
@@ -253,8 +253,9 @@ class Toolbox:
         try:
             status, raw = get_reply(self.target, path, time.monotonic() + timeout_s, "svc-monitor-mcp")
         except OSError as exc:
-            raise MonitorUnavailable("%s did not answer (%s); is svc-monitor running? (svc-monitor mcp --url URL "
-                                     "names another)" % (where, printable(exc) or type(exc).__name__)) from None
+            from ..settings import MONITOR_START_HINT
+            raise MonitorUnavailable("%s did not answer (%s); %s, or name another with svc-monitor mcp --url URL"
+                                     % (where, printable(exc) or type(exc).__name__, MONITOR_START_HINT)) from None
         except (ValueError, UnicodeError):
             raise MonitorUnavailable("%s did not answer %s with HTTP" % (where, path)) from None
         if status == 404:

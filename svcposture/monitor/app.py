@@ -49,6 +49,7 @@ from .._time import iso_now
 from .._version import __version__
 from ..cluster.dispatch import bad_ticket, owner_with_headroom
 from ..cluster.fleetaccounts import accounts_view
+from ..envfile.fileid import file_id
 from ..settings import Settings
 from ..steering.advisor import reserve_of
 from ..summary import disabled_body
@@ -228,9 +229,11 @@ class MonitorApp:
         return Stream(TrajectoryFrames(self.trajectory), self.settings.keepalive_s)
 
     def get_healthz(self, request: Request) -> Reply:
-        # probeIntervalS: a posture older than twice it is stale (docs/posture.md).
+        # probeIntervalS: a posture older than twice it is stale (docs/posture.md); accountsFile:
+        # which accounts file it watches, for a switch to compare with the file it edits.
         return json_response(200, {"ok": True, "node": self.node, "version": __version__,
-                                   "startedAt": self.started_at, "probeIntervalS": self.settings.probe_interval_s})
+                                   "startedAt": self.started_at, "probeIntervalS": self.settings.probe_interval_s,
+                                   "accountsFile": file_id(str(self.services.paths.accounts_env))})
 
     def get_metrics(self, request: Request) -> Reply:
         figures = []

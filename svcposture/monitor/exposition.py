@@ -13,6 +13,7 @@ from .._time import parse_iso_ms
 from ..vendors import DEFAULT_PROVIDER
 from ..accountkey import account_key
 from ..summary import node_status
+from ..trajectory.alerts import ALERT_KIND_NAMES
 
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 WINDOWS = tuple(CLAIM_OF_FIELD.items())  # (body field, metric label)
@@ -239,7 +240,7 @@ def render_trajectory_metrics(figures: Mapping[str, Any],
             "When a window is forecast to reach 100 percent, Unix seconds (only while a wall is forecast).", wall)
     alerts = figures.get("alerts") or {}
     _family(lines, "svc_alerts_total", "counter", "Quota alerts emitted since start, by kind.",
-            [('{kind="%s"}' % kind, alerts.get(kind, 0)) for kind in ("threshold", "forecast")])
+            [('{kind="%s"}' % kind, alerts.get(kind, 0)) for kind in ALERT_KIND_NAMES])
     return "\n".join(lines) + "\n"
 
 

@@ -158,8 +158,8 @@ def _vendor_posture_schemas(vendor: Any) -> Dict[str, Any]:
         "pct": {"type": "number", "minimum": 0, "description": "Percent used; may exceed 100."},
         "resetsAt": _time(),
         "status": {"type": "string", "enum": list(_STATUSES),
-                   "description": ("Derived from pct (the vendor sends none): rejected at 100, "
-                                   "allowed_warning from 90.")},
+                   "description": ("Derived from pct (the vendor sends none): rejected at 100 (and at 0 "
+                                   "left of a quota above 0), allowed_warning from 90.")},
         "derived": {"const": True}}
     window = {"type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "status", "derived"],
               "properties": window_props}
@@ -167,15 +167,22 @@ def _vendor_posture_schemas(vendor: Any) -> Dict[str, Any]:
              "required": ["pct", "resetsAt", "status", "derived", "seconds", "name"],
              "properties": dict(window_props, seconds={"type": ["integer", "null"], "minimum": 1,
                                                          "description": "The window's length; null for a "
-                                                                        "credit plan's limit (`credits`)."},
+                                                                        "limit without one (`credits`)."},
                                 name={"type": ["string", "null"],
-                                      "description": "The model (limit_name, else limit_id), `credits`, or "
-                                                     "`usage limit` (a 429 saying the login's limit is reached)."})}
+                                      "description": "The limit's name as the vendor gives it: a model, a "
+                                                     "quota (`premium_interactions`), `credits`, or `usage limit` "
+                                                     "(a 429 saying the login's limit is reached)."},
+                                windowMinutes={"type": ["integer", "null"], "minimum": 1,
+                                               "description": "The length in minutes, where the vendor gives "
+                                                              "one (a month counts 43,200)."})}
     error = {"type": "object", "required": ["kind", "message"],
              "properties": {"kind": {"type": "string", "enum": list(vendor.error_kinds)},
                             "message": {"type": "string"}, "httpStatus": {"type": ["integer", "null"]},
                             "fix": {"type": ["string", "null"],
-                                    "description": "What to do, e.g. run `%s login`." % vendor.name}}}
+                                    "description": "What the operator does about it (the vendor's fixed sentence)."},
+                            "retryAt": {"type": ["string", "null"], "format": "date-time",
+                                        "description": "When a rate limit on the usage endpoint lifts, where "
+                                                       "its reply said."}}}
     return {name + "Window": window, name + "ExtraWindow": extra, name + "Error": error,
             name + "Account": _vendor_account_schema(vendor), name + "Posture": _vendor_posture_schema(name)}
 
@@ -244,7 +251,11 @@ def _reply_schemas() -> Dict[str, Any]:
                              "version": {"type": "string"}, "startedAt": {"type": "string", "format": "date-time"},
                              "probeIntervalS": {"type": "number", "exclusiveMinimum": 0,
                                                 "description": "SVC_PROBE_INTERVAL_S: a posture whose probedAt "
-                                                               "is older than twice this is stale."}}}
+                                                               "is older than twice this is stale."},
+                             "accountsFile": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$",
+                                              "description": "Which accounts env file the monitor watches, as a "
+                                                             "fingerprint (svc-monitor switch compares it with the "
+                                                             "file it edits); null when its directory is missing."}}}
     return {"Forbidden": forbidden, "Error": error, "Health": health}
 
 
@@ -401,7 +412,7 @@ def _trajectory_schemas() -> Dict[str, Any]:
         "type": "object", "additionalProperties": False, "required": ["pct", "resetsAt", "forecast"],
         "properties": {"pct": {"type": ["number", "null"]}, "resetsAt": _time(), "forecast": ref("Forecast")}})
     alert = {"type": "object", "required": ["v", "id", "ts", "attributes"],
-             "description": "An account.quota.threshold or account.quota.forecast event (v2 envelope).",
+             "description": "An account.quota.threshold, .forecast, .wall or .usable event (v2 envelope).",
              "properties": {"v": {"const": 2}, "id": {"type": "string"}, "ts": {"type": "string"},
                             "attributes": {"type": "object"}}}
     return {"Forecast": forecast, "TrajectoryWindow": window, "TrajectoryAccount": _trajectory_account_schema(),
@@ -551,7 +562,7 @@ def _advice_schemas() -> Dict[str, Any]:
 
 def _advice_schema() -> Dict[str, Any]:
     required = ["available", "node", "generatedAt", "probedAt", "reservePct", "provider", "active", "advice", "to",
-                "waitS", "reason", "ranked"]
+                "waitS", "waitUntil", "reason", "ranked"]
     return {"type": "object", "additionalProperties": False, "required": required,
             "properties": {
                 "available": {"const": True}, "node": {"type": "string"},
@@ -567,6 +578,9 @@ def _advice_schema() -> Dict[str, Any]:
                 "waitS": {"type": ["integer", "null"], "minimum": 0,
                           "description": "Seconds until the active account's holding window resets "
                                          "(advice `wait` and `none`)."},
+                "waitUntil": {"type": ["string", "null"], "format": "date-time",
+                              "description": "When the active account's holding window resets (advice `wait` "
+                                             "and `none`): the instant every countdown of the wait counts to."},
                 "reason": {"type": "string"},
                 "ranked": {"type": "array", "items": ref("AdviceCandidate"),
                            "description": "Every other account of the vendor: the candidates first, best "

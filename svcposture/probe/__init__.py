@@ -9,4 +9,5 @@ nothing imported here:
                 transport error, retry-after); the requests go through svcposture._http
 - backoff:      how long a usage poller waits after a 429
 - text:         a probe's result in words, for a person
+- scrub:        what the child drops from a row: any string from outside that carries a piece of a secret
 """

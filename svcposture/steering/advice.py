@@ -7,7 +7,7 @@ body (/api/trajectory, for the forecasts) to
 
     {"provider", "active": {label, email, health, note, fix} | None,
      "advice": "stay" | "wait" | "switch" | "none",
-     "to": {label, email} | None, "waitS", "reason",
+     "to": {label, email} | None, "waitS", "waitUntil", "reason",
      "ranked": [{label, email, health, candidate, headroomPct, wallAt, reachesReset, note, fix}]}
 
 The rules, with `limit` = 100 - reserve (or the automatic switch's threshold
@@ -33,6 +33,9 @@ when that is lower):
   `wait_s` (waitS says when; 0 never waits); switch: otherwise, to the first candidate; with
   no candidate, stay while the active account is below `limit`, else none
   (waitS: until its holding window resets).
+
+With `wait` and `none`, `waitUntil` is the holding window's resetsAt itself: every surface
+counts down to that instant, so two of them never disagree about what is left of waitS.
 
 Pure: no clock, no I/O; `now_ms` is given. Everything read may be missing,
 null, of the wrong type or out of range; such a value never makes an account
@@ -75,6 +78,12 @@ def iso_ms(text: "Any") -> "Optional[int]":
     if not (1 <= parts[1] <= 12 and 1 <= parts[2] <= 31 and parts[3] < 24 and parts[4] < 60 and parts[5] < 61):
         return None
     return calendar.timegm(parts + (0, 0, 0)) * 1000 + millis
+
+
+def ms_iso(ms: int) -> str:
+    """Epoch ms as `YYYY-MM-DDTHH:MM:SS.mmmZ`, the form every body of the package carries."""
+    import time
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".%03dZ" % (ms % 1000)
 
 
 def windows_of(view: "Mapping[str, Any]") -> "Tuple[List[Tuple[str, float, Optional[int], Any]], bool]":
@@ -261,7 +270,7 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = DEFAULT_
     if ceiling is not None and ceiling < limit:
         limit = float(ceiling)
     out: "Dict[str, Any]" = {"provider": provider, "active": None, "advice": NONE, "to": None, "waitS": None,
-                             "reason": "", "ranked": []}
+                             "waitUntil": None, "reason": "", "ranked": []}
     if not isinstance(posture, dict) or posture.get("available") is not True or "error" in posture:
         out["reason"] = "the posture is unavailable"
         return out
@@ -287,6 +296,7 @@ def advise(posture: "Any", trajectory: "Any" = None, *, provider: str = DEFAULT_
                         "reset" % (label, pct_text(limit)))
     name, resets = _holding(seen)
     wait = _wait_s(resets, now_ms)
+    out["waitUntil"] = ms_iso(resets) if wait is not None else None
     problem = _problem(label, seen, name, wait, limit)
     if wait is not None and wait <= wait_s and wait_s > 0:
         return _decided(out, WAIT, None, wait, "%s; waiting is cheaper than switching" % problem)
@@ -319,6 +329,8 @@ def _decided(out: "Dict[str, Any]", word: str, to: "Optional[Mapping[str, Any]]"
              reason: str) -> "Dict[str, Any]":
     out.update(advice=word, to={"label": to["label"], "email": to["email"]} if to else None, waitS=wait,
                reason=reason)
+    if wait is None:
+        out["waitUntil"] = None
     return out
 
 

@@ -160,6 +160,45 @@ def guard_decision(body: "Any", *, provider: str, account: "Optional[str]", rese
                    pct, window.get("resetsAt") if isinstance(window, dict) else None, retry)
 
 
+# The account field of a decision taken on this machine's own login (GET /api/login).
+LOGIN_ACCOUNT = "login"
+
+
+def login_decision(login: "Any", *, provider: str, reserve: int, now_ms: int,
+                   stale_ms: int) -> "Optional[Dict[str, Any]]":
+    """The guard's decision on this machine's own login (the /api/login body), for a node whose
+    posture is unavailable (no accounts file): its windows judged by guard_decision's rules, its
+    sampledAt standing for probedAt, so the gate says what the status line shows. None when the
+    login shows nothing."""
+    if not isinstance(login, dict) or login.get("available") is not True:
+        return None
+    sampled = iso_ms(login.get("sampledAt"))
+    name = login.get("loginName")
+    who = "this machine's %s login" % (name if isinstance(name, str) and 0 < len(name) <= 40 else "own")
+    if sampled is None:
+        return _result(UNAVAILABLE, "%s has no reading time" % who, provider, reserve, LOGIN_ACCOUNT)
+    view = {"label": LOGIN_ACCOUNT, "email": None, "active": True, "error": None, "bindingStatus": None,
+            "fiveHour": login.get("fiveHour"), "sevenDay": login.get("sevenDay"),
+            "extraWindows": login.get("extraWindows") if isinstance(login.get("extraWindows"), list) else []}
+    body = {"available": True, "node": str(login.get("node")), "generatedAt": "", "probedAt": sampled,
+            "cached": True, "status": "ok", "active": view, "accounts": [view], "siblingWithHeadroom": None}
+    result = guard_decision(body, provider=provider, account=None, reserve=reserve, now_ms=now_ms,
+                            stale_ms=stale_ms)
+    reason = result["reason"]
+    for said, meant in _LOGIN_WORDS:
+        if reason.startswith(said):
+            reason = meant + reason[len(said):]
+            break
+    result.update(account=LOGIN_ACCOUNT, reason="%s (no accounts file): %s" % (who, reason.replace(
+        "probe interval", "sampling interval")))
+    return result
+
+
+# The words of guard_decision's reasons about a posture, said of the login's reading.
+_LOGIN_WORDS = ((LOGIN_ACCOUNT + ": ", ""), (LOGIN_ACCOUNT + " ", ""), ("the posture's probe time", "its reading time"),
+                ("the posture", "its reading"))
+
+
 def _short(name: "Any") -> str:
     return {"fiveHour": "5h", "sevenDay": "7d"}.get(name, name if isinstance(name, str) else "?")
 

@@ -12,7 +12,7 @@ Pure: the clock is given, and the vendor registry is only read.
 from __future__ import annotations
 
 from .._names import HEALTH_OK, HEALTHS, LIMITED, REFUSED, STALE, UNREACHABLE, UNREAD
-from .._text import duration_text, is_int, printable
+from .._text import duration, is_int, printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ MAX_SHOWN = 200
 
 def span(seconds: int) -> str:
     """A duration the one way every surface writes it (`2h 30m`, `45s`, `0s`)."""
-    return duration_text(seconds * 1000) if seconds > 0 else "0s"
+    return duration(seconds * 1000) if seconds > 0 else "0s"
 
 
 def health_of(view: "Mapping[str, Any]") -> str:

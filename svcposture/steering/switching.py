@@ -36,7 +36,7 @@ from .. import _time
 from .._files import (
     CorruptFileError, LockBusyError, lock_file, move_aside, read_json, remove_stale_temps, write_json_atomic,
 )
-from .._text import is_int
+from .._text import is_int, printable
 from ..events import ACCOUNT_SWITCHED, EventLog, EventLogError, account_switched
 from ..paths import Paths
 from ..vendors import provider_names, vendor_named
@@ -238,13 +238,19 @@ def _record(paths: Paths, node: str, provider: str, pending: Dict[str, Any],
 
 
 def _target(data: bytes, provider: str, to_label: str, env_path: str) -> Any:
-    """The entry to switch to; SwitchError when the text says the switch would not hold."""
+    """The entry to switch to; SwitchError when the text says the switch would not hold, or when
+    the file has no such account (the refusal lists the ones it has)."""
     why_not = refusal(data, provider, to_label)
     if why_not is not None:
         raise SwitchError("%s cannot be made active: %s, %s" % (to_label, env_path, why_not))
-    target = {e.label: e for e in entries(data, provider)}.get(to_label)
+    found = {e.label: e for e in entries(data, provider)}
+    target = found.get(to_label)
     if target is None:
-        raise SwitchError("%s is not an account in %s" % (to_label, env_path))
+        vendor = vendor_named(provider)
+        known = ", ".join(e.label + ("" if e.usable else " (no value yet)") for e in found.values())
+        raise SwitchError("%s is not an account in %s; the %s accounts there: %s" % (
+            printable(to_label)[:80], env_path, vendor.display_name if vendor is not None else provider,
+            known or "none"))
     if not target.usable:
         raise SwitchError("%s has no usable value in %s (empty or %s)"
                           % (to_label, env_path, _unfilled(provider)))

@@ -9,7 +9,9 @@ It asks the local monitor as the status line does (a cached plain read of
 - exit 0, go;
 - exit 1, hold: the account (default: the active one) is rejected, or any of
   its windows (extra windows included) is at or above 100 - reserve percent;
-  the line then says what the monitor's advice (/api/advice) names;
+  the line then says when that window resets and what the advice names under
+  the reserve of the call (the monitor's /api/advice when it used the same
+  reserve, else the same function over its posture and forecasts);
 - exit 69 (EX_UNAVAILABLE): the monitor did not answer, what answered is not
   the monitor's posture, the posture is unavailable or failed, older than
   twice the probe interval or more than 60 s in the future, the account's
@@ -20,9 +22,12 @@ It asks the local monitor as the status line does (a cached plain read of
 - exit 2, bad usage, and an --account the posture does not have (the known
   labels are listed; --wait does not wait it out).
 
-One reason line goes to stderr; `--json` prints the decision on stdout.
-`--wait S` follows /api/accounts/stream and exits 0 on the first frame that
-says go, else after S seconds with the last decision (1 for hold).
+A node with no usable accounts file is judged on this machine's own login
+(GET /api/login), as the status line shows it. One reason line goes to stderr;
+`--json` prints the decision on stdout. `--wait S` follows /api/accounts/stream
+and exits 0 on the first frame that says go, else after S seconds with the last
+decision (1 for hold); it writes one more line at once when it starts to wait
+(what holds, until when), so a dispatcher's log never looks hung.
 
 Only the C socket layer and the plain-socket client of svcposture._http are
 imported, so a decision costs little more than the interpreter's start.
@@ -36,8 +41,10 @@ import time
 from .._http import MAX_BODY, get_json, open_socket, parse_url
 from .._reserve import ReserveError, parse_reserve_text, reserve_pct
 from .._text import loads_bounded, printable
-from ..steering.headroom import GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision
-from ..settings import guard_budget_ms
+from ..steering.headroom import (
+    GO, HOLD, NO_ANSWER, UNAVAILABLE, UNKNOWN_ACCOUNT, guard_decision, login_decision, resets_ms,
+)
+from ..settings import MONITOR_START_HINT, guard_budget_ms, quota_interval_s
 from ..vendors import DEFAULT_PROVIDER, with_provider
 from . import line
 from .statusline import MIN_MONITOR_S, monitor_url, process_age_s
@@ -68,14 +75,16 @@ It reads the local monitor (a cached read; it never calls the provider and
 never prints a token) within 250 ms ($SVC_GUARD_BUDGET_MS changes that), and exits
   0   go
   1   hold: the account is rejected, or any window (extra windows included) is
-      at or above 100 - reserve %; the line says what the monitor advises
+      at or above 100 - reserve %; the line says when that window resets and
+      what the advice names under the reserve of the call
   69  unavailable: no monitor, a reply that is not its posture, a failed probe,
       a posture older than twice the probe interval ($SVC_PROBE_INTERVAL_S, 300)
       or from the future, an account that was not read (its token refused: the
       line says the fix), a window whose pct cannot be read, or no readable
       window at all; 0 with --fail-open
   2   bad usage, or an --account this node does not have (the known ones listed)
-and says why in one line on stderr.
+and says why in one line on stderr. A node with no usable accounts file is judged
+on this machine's own coding-agent login, as the status line shows it.
 
 options:
   --provider P     {providers}: whose accounts to judge
@@ -84,7 +93,8 @@ options:
                    svc.posture.reservePct, else 0): automation holds once a
                    window reaches 100 - PCT %
   --wait S         follow the monitor's stream for up to S seconds; exit 0 as
-                   soon as the decision is go, else the last decision (1 for hold)
+                   soon as the decision is go, else the last decision (1 for hold);
+                   one line at once says what holds and until when
   --fail-open      exit 0 when the monitor is unavailable (one line on stderr)
   --json           print {decision, account, provider, reason, window, pct,
                    reservePct, resetsAt, retryAfterS} on stdout
@@ -164,9 +174,32 @@ def posture_path(provider: str, stream: bool = False) -> str:
     return with_provider("/api/accounts/stream" if stream else "/api/accounts", provider)
 
 
-def decide(body: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms: int) -> "Dict[str, Any]":
-    return guard_decision(body, provider=opts["provider"], account=opts["account"], reserve=reserve,
-                          now_ms=int(time.time() * 1000), stale_ms=stale_ms)
+class Judge:
+    """What the guard decides on: the options, the reserve and the staleness limits of a run.
+
+    A node with no usable accounts file (its posture is the disabled body) is judged on this
+    machine's own login (GET /api/login), as the status line shows it, for the default vendor."""
+
+    def __init__(self, target: "Any", opts: "Mapping[str, Any]", reserve: int, environ: "Mapping[str, str]") -> None:
+        self.target, self.opts, self.reserve, self.environ = target, opts, reserve, environ
+        self.stale_ms = line.stale_after_ms(environ)
+        self.login_stale_ms = int(line.STALE_INTERVALS * quota_interval_s(environ) * 1000)
+        self.on_login = False  # whether the last decision was taken on the login
+
+    def decide(self, body: "Any", deadline: float) -> "Dict[str, Any]":
+        opts, now = self.opts, int(time.time() * 1000)
+        result = guard_decision(body, provider=opts["provider"], account=opts["account"], reserve=self.reserve,
+                                now_ms=now, stale_ms=self.stale_ms)
+        self.on_login = False
+        if (result["decision"] == UNAVAILABLE and opts["provider"] == DEFAULT_PROVIDER and opts["account"] is None
+                and isinstance(body, dict) and body.get("available") is False and self.target is not None):
+            login = get_json(self.target, "/api/login", max(deadline, time.monotonic() + MIN_MONITOR_S))
+            judged = login_decision(login, provider=opts["provider"], reserve=self.reserve, now_ms=now,
+                                    stale_ms=self.login_stale_ms)
+            if judged is not None:
+                self.on_login = True
+                return judged
+        return result
 
 
 # ---------------------------------------------------------------- --wait: the stream
@@ -225,9 +258,25 @@ def follow(target: "Any", path: str, deadline: float, on_body: "Any") -> None:
         sock.close()
 
 
-def wait_for_go(target: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms: int) -> "Dict[str, Any]":
-    deadline = time.monotonic() + opts["wait"]
+# A node judged on its login gets no new stream frame when the login's reading changes: it is read again this often.
+LOGIN_RECHECK_S = 5.0
+
+
+def wait_for_go(judge: Judge, wait_s: float, say: "Any") -> "Tuple[Dict[str, Any], Any]":
+    """(the decision, the posture body it was taken on) of `--wait`: go as soon as the stream says
+    so, else the last decision after `wait_s`. The first decision that is not go goes to `say`
+    at once (what holds, until when), so a dispatcher's log shows why it waits."""
+    target, opts = judge.target, judge.opts
+    deadline = time.monotonic() + wait_s
     latest: "List[Any]" = [None]  # the newest posture body the stream sent
+    told: "List[bool]" = [False]
+
+    def judged(body: "Any") -> "Dict[str, Any]":
+        result = judge.decide(body, time.monotonic() + RECONNECT_S)
+        if result["decision"] not in _FINAL and not told[0]:
+            told[0] = True
+            say(dict(result, reason=result["reason"] + hold_note(judge, body, result)))
+        return result
 
     def on_body(text: str) -> bool:
         try:
@@ -235,28 +284,35 @@ def wait_for_go(target: "Any", opts: "Mapping[str, Any]", reserve: int, stale_ms
         except ValueError:
             return False
         latest[0] = body
-        return decide(body, opts, reserve, stale_ms)["decision"] in _FINAL
+        # A decision taken on the login ends this stream: the login is read again after a pause.
+        return judged(body)["decision"] in _FINAL or judge.on_login
 
     while time.monotonic() < deadline:
         try:
-            follow(target, posture_path(opts["provider"], stream=True), deadline, on_body)
+            if target is not None:
+                follow(target, posture_path(opts["provider"], stream=True), deadline, on_body)
         except (OSError, ValueError, UnicodeError):
             pass
-        result = decide(latest[0], opts, reserve, stale_ms)
+        result = judged(latest[0])
         if result["decision"] in _FINAL:
-            return result
-        time.sleep(max(0.0, min(RECONNECT_S, deadline - time.monotonic())))
+            return result, latest[0]
+        pause = LOGIN_RECHECK_S if judge.on_login else RECONNECT_S
+        time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
     # Judged again at the end: a frame that was fresh when it came may have aged past the limit.
-    result = decide(latest[0], opts, reserve, stale_ms)
-    if result["decision"] in _FINAL:
-        return result
-    return dict(result, reason="%s (waited %g s)" % (result["reason"], opts["wait"]))
+    return judged(latest[0]), latest[0]
 
 
 # ---------------------------------------------------------------- the command
 
-def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> "Tuple[int, bytes, bytes]":
-    """(exit status, stdout bytes, stderr bytes)."""
+def no_answer(url: str) -> str:
+    """The reason when nothing answered at `url`: which URL, and how to start a monitor there."""
+    return "the monitor at %s did not answer; %s" % (printable(url)[:200], MONITOR_START_HINT)
+
+
+def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float,
+        say: "Any" = None) -> "Tuple[int, bytes, bytes]":
+    """(exit status, stdout bytes, stderr bytes); `say(result)` is told at once when `--wait`
+    starts to wait on a decision that is not go."""
     opts, error = parse_args(argv)
     if opts["help"]:
         return 0, help_text().encode("utf-8"), b""
@@ -269,42 +325,70 @@ def run(argv: "Sequence[str]", environ: "Mapping[str, str]", started: float) -> 
             reserve = reserve_pct(home) if home and os.path.isabs(home) else 0
         except ReserveError as exc:
             return 2, b"", ("svc-monitor guard: %s\n" % printable(exc)).encode("utf-8")
-    stale_ms = line.stale_after_ms(environ)
     url = base_url(opts, environ)
-    target = parse_url(url)
+    judge = Judge(parse_url(url), opts, reserve, environ)
+    waited_from = time.monotonic()
+    held = [False]
+
+    def told(result: "Dict[str, Any]") -> None:
+        held[0] = True
+        if say is not None:
+            say(dict(result, reason=no_answer(url) if result["reason"] == NO_ANSWER else result["reason"]), opts)
     if opts["wait"]:
-        result = wait_for_go(target, opts, reserve, stale_ms)
+        result, body = wait_for_go(judge, opts["wait"], told)
     else:
         deadline = max(started + guard_budget_ms(environ) / 1000.0, time.monotonic() + MIN_MONITOR_S)
-        body = get_json(target, posture_path(opts["provider"]), deadline) if target is not None else None
-        result = decide(body, opts, reserve, stale_ms)
-    if result["decision"] == HOLD and target is not None and result["account"] is not None:
-        result["reason"] += advice_note(target, opts["provider"], result["account"],
-                                        time.monotonic() + ADVICE_BUDGET_S)
-    elif result["decision"] == UNAVAILABLE and target is not None and result["account"] is not None:
-        result["reason"] = health_note(target, opts["provider"], result["account"], result["reason"],
-                                       time.monotonic() + ADVICE_BUDGET_S)
+        body = get_json(judge.target, posture_path(opts["provider"]), deadline) if judge.target is not None else None
+        result = judge.decide(body, deadline)
     if result["reason"] == NO_ANSWER:
-        result["reason"] = "the monitor at %s did not answer" % printable(url)[:200]
+        result["reason"] = no_answer(url)
+    if result["decision"] == HOLD:
+        result["reason"] += hold_note(judge, body, result)
+    elif result["decision"] == UNAVAILABLE and judge.target is not None and result["account"] is not None \
+            and not judge.on_login:
+        result["reason"] = health_note(judge, result["account"], result["reason"], time.monotonic() + ADVICE_BUDGET_S)
+    if opts["wait"] and result["decision"] not in _FINAL:
+        result["reason"] += " (waited %s)" % line.duration(opts["wait"] * 1000)
+    elif result["decision"] == GO and held[0]:
+        result["reason"] += " (after waiting %s)" % line.duration((time.monotonic() - waited_from) * 1000)
     return report(result, opts)
 
 
-def advice_note(target: "Any", provider: str, label: str, deadline: float, body: "Any" = None) -> str:
-    """What the monitor's advice (/api/advice, else `body` when given) names, for the hold line;
-    empty when it has none for the account judged (a monitor without the route, another account)."""
-    if body is None:
-        body = get_json(target, with_provider("/api/advice", provider), deadline)
-    active = body.get("active") if isinstance(body, dict) else None
-    if not isinstance(active, dict) or active.get("label") != label:
+def hold_note(judge: Judge, body: "Any", result: "Mapping[str, Any]") -> str:
+    """What the hold line adds to the reason: when the holding window resets, and what the advice
+    names for that account under this run's reserve (`--reserve` included)."""
+    if result["decision"] != HOLD:
         return ""
-    word, to, wait = body.get("advice"), body.get("to"), body.get("waitS")
-    if word == "switch" and isinstance(to, dict) and isinstance(to.get("label"), str):
-        return "; advice: switch to %s" % printable(to["label"][:80])
-    if word == "wait" and isinstance(wait, int) and not isinstance(wait, bool):
-        return "; advice: wait %d s for the reset" % wait
-    if word == "none":
-        return "; advice: none (%s)" % nobody_words(body)
-    return ""
+    now = int(time.time() * 1000)
+    at = resets_ms(result)
+    note = "; resets in %s" % line.until(at, now) if at is not None else ""
+    if judge.target is None or judge.on_login or not isinstance(body, dict):
+        return note
+    active = body.get("active") if isinstance(body.get("active"), dict) else None
+    if active is None or active.get("label") != result.get("account"):
+        return note
+    advice = advice_for(judge, body, time.monotonic() + ADVICE_BUDGET_S)
+    return note + line.advice_words(advice, body, now)
+
+
+def advice_for(judge: Judge, body: "Mapping[str, Any]", deadline: float) -> "Any":
+    """The advice on `body` under the run's reserve: the monitor's (/api/advice) when it was taken on
+    the same probe with the same reserve, else the same function applied here to the posture and the
+    monitor's forecasts (a `--reserve` of its own)."""
+    provider = judge.opts["provider"]
+    advice = get_json(judge.target, with_provider("/api/advice", provider), deadline)
+    if isinstance(advice, dict) and advice.get("probedAt") == body.get("probedAt") \
+            and advice.get("reservePct") == judge.reserve:
+        return advice
+    from ..settings import advice_wait_s
+    from ..steering.advice import advise
+    try:
+        wait_s = advice_wait_s(judge.environ)
+    except ValueError:
+        wait_s = 600
+    trajectory = get_json(judge.target, "/api/trajectory", deadline)
+    return dict(advise(body, trajectory, provider=provider, reserve=judge.reserve, wait_s=wait_s,
+                       now_ms=int(time.time() * 1000)), reservePct=judge.reserve)
 
 
 def nobody_words(advice: "Mapping[str, Any]") -> str:
@@ -318,10 +402,10 @@ def nobody_words(advice: "Mapping[str, Any]") -> str:
     return "no other account can take over: %s" % "; ".join(unread)
 
 
-def health_note(target: "Any", provider: str, label: str, reason: str, deadline: float) -> str:
+def health_note(judge: Judge, label: str, reason: str, deadline: float) -> str:
     """The unavailable line of an account that was not read (a refused token, above all), as the
     monitor's advice says it: its note (with the fix) and what the advice names instead."""
-    body = get_json(target, with_provider("/api/advice", provider), deadline)
+    body = get_json(judge.target, with_provider("/api/advice", judge.opts["provider"]), deadline)
     if not isinstance(body, dict):
         return reason
     active = body.get("active") if isinstance(body.get("active"), dict) else {}
@@ -332,7 +416,12 @@ def health_note(target: "Any", provider: str, label: str, reason: str, deadline:
         return reason
     if active.get("label") != label:
         return note
-    return note + advice_note(target, provider, label, deadline, body)
+    word, to = body.get("advice"), body.get("to")
+    if word == "switch" and isinstance(to, dict) and isinstance(to.get("label"), str):
+        return note + "; advice: switch to %s" % printable(to["label"][:80])
+    if word == "none":
+        return note + "; advice: none (%s)" % nobody_words(body)
+    return note
 
 
 def report(result: "Dict[str, Any]", opts: "Mapping[str, Any]") -> "Tuple[int, bytes, bytes]":
@@ -360,10 +449,18 @@ def _write(fd: int, data: bytes) -> None:
             return
 
 
+def waiting_line(result: "Mapping[str, Any]", opts: "Mapping[str, Any]") -> bytes:
+    """`--wait`'s first line, written as soon as it starts to wait: what holds and until when."""
+    return ("svc-monitor guard: %s, waiting up to %s for go: %s\n"
+            % (result["decision"], line.duration(opts["wait"] * 1000), printable(result["reason"]))
+            ).encode("utf-8", "replace")
+
+
 def main(argv: "Optional[Sequence[str]]" = None) -> int:
     started = time.monotonic() - process_age_s()
     try:
-        code, out, err = run(sys.argv[1:] if argv is None else argv, os.environ, started)
+        code, out, err = run(sys.argv[1:] if argv is None else argv, os.environ, started,
+                             say=lambda result, opts: _write(2, waiting_line(result, opts)))
     except KeyboardInterrupt:
         return 130
     _write(1, out)

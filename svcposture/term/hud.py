@@ -12,7 +12,7 @@ from .._text import loads_bounded, printable
 from .._time import now_ms
 from ..errors import SvcpostureError
 from ..paths import Paths
-from ..settings import DEFAULT_PORT, MONITOR_URL_RULE, monitor_url
+from ..settings import DEFAULT_PORT, MONITOR_START_HINT, MONITOR_URL_RULE, monitor_url, terminal_columns
 from ..vendors import DEFAULT_PROVIDER, provider_names, with_provider
 from . import line
 
@@ -31,11 +31,12 @@ def default_url(paths: Paths) -> str:
 
 
 def format_line(body: Any, colour: bool = False, now: Optional[int] = None, trajectory: Any = None,
-                stale_ms: Optional[int] = None, advice: Any = None) -> str:
+                stale_ms: Optional[int] = None, advice: Any = None, width: Optional[int] = None) -> str:
     """One HUD line for a posture body (or the disabled body) and, when the monitor
-    has them, its trajectory body (the forecast) and advice; see line.hud_line."""
+    has them, its trajectory body (the forecast) and advice, in at most `width` columns;
+    see line.hud_line."""
     return line.hud_line(body, trajectory, colour=colour, now=now_ms() if now is None else now,
-                         stale_ms=stale_ms, advice=advice)
+                         stale_ms=stale_ms, advice=advice, width=width)
 
 
 def use_colour(stream: IO[str], environ: Mapping[str, str]) -> bool:
@@ -75,7 +76,8 @@ def fetch_once(base: str, timeout: float = 20.0, provider: str = DEFAULT_PROVIDE
     except urllib.error.HTTPError as exc:
         raise HudError("monitor answered HTTP %d" % exc.code) from None
     except (OSError, ValueError, http.client.HTTPException) as exc:
-        raise HudError("cannot reach the monitor at %s: %s" % (base, getattr(exc, "reason", exc))) from None
+        raise HudError("cannot reach the monitor at %s: %s; %s" % (base, getattr(exc, "reason", exc),
+                                                                   MONITOR_START_HINT)) from None
     try:
         body = json.loads(raw.decode("utf-8"))
     except ValueError:
@@ -129,8 +131,8 @@ def iter_sse(lines: Iterator[bytes], comments: bool = False
              ) -> Iterator[Tuple[str, str, Optional[str], Optional[int]]]:
     """(event, data, id, retry) per dispatched event, per the WHATWG parsing rules.
 
-    With `comments`, each comment line also comes out, as ("", text, id, retry):
-    the keepalives are the HUD's clock for re-drawing countdowns."""
+    With `comments`, each comment line also comes out, as ("", text, id, retry): a
+    keepalive says the stream is alive even when no frame comes."""
     event, data, last_id, retry = "", [], None, None  # type: str, List[str], Optional[str], Optional[int]
     first = True
     for raw in lines:
@@ -187,51 +189,102 @@ MAX_SSE_LINE = 1024 * 1024
 MAX_TRAJECTORY = 4 * 1024 * 1024
 
 
-def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int] = None,
-        sleep: Callable[[float], None] = time.sleep, provider: str = DEFAULT_PROVIDER) -> int:
-    """Draw the strip from the stream until interrupted, reconnecting with backoff.
+# On a terminal the strip is drawn again this often, so its countdowns tick between readings.
+TICK_S = 1.0
 
-    On a terminal the line is also re-drawn at every keepalive, so countdowns
-    move and an old probe turns stale even when no frame comes; piped output
-    gets one line per change of what a frame says."""
+
+class Strip:
+    """What the HUD shows: the newest bodies of the monitor, or why it has none, drawn as one line.
+
+    On a terminal the line is rewritten in place, fitted to its width (the email goes first, then
+    the clock times), at every change and every TICK_S: each countdown counts from its resetsAt,
+    so it moves between readings and an old probe turns stale without a frame. Piped output gets
+    one line per change of what a frame says."""
+
+    def __init__(self, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int],
+                 columns: Callable[[], Optional[int]]) -> None:
+        import threading
+        self.out, self.colour, self.tty, self.stale_ms, self.columns = out, colour, tty, stale_ms, columns
+        self._lock = threading.Lock()
+        self._bodies: Optional[Tuple[Any, Any, Any, Any]] = None  # posture, trajectory, advice, login
+        self._message: Optional[str] = None
+        self._shown = ""
+
+    def text(self) -> str:
+        width = self.columns()
+        # One column short of the width: a line that fills the last column wraps on some terminals.
+        width = max(20, width - 1) if width is not None and self.tty else width
+        if self._message is not None:
+            return line.paint(self._message[:width] if width else self._message, "unknown", self.colour)
+        if self._bodies is None:
+            return ""
+        body, trajectory, advice, login = self._bodies
+        return (line.login_line(login, hud=True, colour=self.colour, width=width) if login is not None else None) \
+            or format_line(body, self.colour, trajectory=trajectory, stale_ms=self.stale_ms, advice=advice,
+                           width=width)
+
+    def show(self, bodies: Optional[Tuple[Any, Any, Any, Any]] = None, message: Optional[str] = None) -> None:
+        with self._lock:
+            self._bodies = bodies if bodies is not None else self._bodies
+            self._message = message
+            self._draw()
+
+    def tick(self) -> None:
+        with self._lock:
+            if self.tty and (self._bodies is not None or self._message is not None):
+                self._draw()
+
+    def _draw(self) -> None:
+        text = self.text()
+        if self.tty:
+            self.out.write("\r\x1b[2K" + text)
+        elif text != self._shown:
+            self.out.write(text + "\n")
+        self._shown = text
+        self.out.flush()
+
+
+def _bodies(base: str, body: Dict[str, Any], provider: str) -> Tuple[Any, Any, Any, Any]:
+    """The posture body with what the strip shows beside it: the trajectory and the advice, or
+    this machine's login when the posture is unavailable."""
+    wanted = _wants_trajectory(body)
+    return (body, fetch_trajectory(base) if wanted else None, fetch_advice(base, provider) if wanted else None,
+            fetch_login(base) if _wants_login(body, provider) else None)
+
+
+def run(base: str, out: IO[str], colour: bool, tty: bool, stale_ms: Optional[int] = None,
+        sleep: Callable[[float], None] = time.sleep, provider: str = DEFAULT_PROVIDER,
+        columns: Callable[[], Optional[int]] = lambda: None) -> int:
+    """Draw the strip from the stream until interrupted, reconnecting with backoff."""
     import http.client
+    import threading
+    strip = Strip(out, colour, tty, stale_ms, columns)
+    stop = threading.Event()
+    ticker = threading.Thread(target=lambda: _tick(strip, stop), name="hud-tick", daemon=True)
+    ticker.start()
     backoff = 1.0
-    shown = ""
-    while True:
-        body: Optional[Dict[str, Any]] = None
-        trajectory: Optional[Dict[str, Any]] = None
-        advice: Optional[Dict[str, Any]] = None
-        login: Optional[Dict[str, Any]] = None
+    try:
+        while True:
+            try:
+                for item in stream_bodies(base, provider):
+                    if item is not None:
+                        backoff = 1.0
+                        strip.show(_bodies(base, item, provider))
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                strip.show(message=printable("svc: no monitor answers at %s (%s); %s; retrying"
+                                             % (base, getattr(exc, "reason", exc), MONITOR_START_HINT)))
+            sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+    finally:
+        stop.set()
+
+
+def _tick(strip: Strip, stop: Any) -> None:
+    while not stop.wait(TICK_S):
         try:
-            for item in stream_bodies(base, provider):
-                if item is None:
-                    if body is None or not tty:
-                        continue
-                else:
-                    backoff = 1.0
-                    body = item
-                    trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
-                    advice = fetch_advice(base, provider) if _wants_trajectory(body) else None
-                    login = fetch_login(base) if _wants_login(body, provider) else None
-                text = (line.login_line(login, hud=True, colour=colour) if login is not None else None) \
-                    or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms, advice=advice)
-                if tty:
-                    out.write("\r\x1b[2K" + text)
-                elif text != shown:
-                    out.write(text + "\n")
-                shown = text
-                out.flush()
-        except (OSError, ValueError, http.client.HTTPException) as exc:
-            message = printable("svc: monitor unreachable at %s (%s); retrying"
-                                % (base, getattr(exc, "reason", exc)))
-            if tty:
-                out.write("\r\x1b[2K" + line.paint(message, "unknown", colour))
-            elif message != shown:
-                out.write(message + "\n")
-            shown = message
-            out.flush()
-        sleep(backoff)
-        backoff = min(backoff * 2, 30.0)
+            strip.tick()
+        except (OSError, ValueError):
+            return  # the terminal went away; the stream loop ends the command
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -256,20 +309,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tty = hasattr(out, "isatty") and out.isatty()
     colour = use_colour(out, os.environ)
     stale_ms = line.stale_after_ms(os.environ)
+
+    def columns() -> Optional[int]:
+        # Asked at every draw: a terminal resized under the strip gets the new width.
+        try:
+            return terminal_columns(os.environ, out.fileno())
+        except (AttributeError, OSError, ValueError):
+            return None
     if args.once:
         try:
             body = fetch_once(base, provider=args.provider)
         except HudError as exc:
             print(printable("svc-monitor hud: %s" % exc), file=sys.stderr)
             return 1
-        trajectory = fetch_trajectory(base) if _wants_trajectory(body) else None
-        advice = fetch_advice(base, args.provider) if _wants_trajectory(body) else None
-        login = fetch_login(base) if _wants_login(body, args.provider) else None
-        text = line.login_line(login, hud=True, colour=colour) if login is not None else None
-        out.write((text or format_line(body, colour, trajectory=trajectory, stale_ms=stale_ms, advice=advice)) + "\n")
+        strip = Strip(out, colour, False, stale_ms, columns)
+        strip.show(_bodies(base, body, args.provider))
         return 0
     try:
-        return run(base, out, colour, tty, stale_ms, provider=args.provider)
+        return run(base, out, colour, tty, stale_ms, provider=args.provider, columns=columns)
     except KeyboardInterrupt:
         if tty:
             out.write("\n")

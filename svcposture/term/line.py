@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from .._names import HEALTH_OK, NODE_STATUSES, REFUSED
-from .._text import duration_text, finite_number, is_int, pct_text, printable, read_pct
+from .._text import duration, finite_number, is_int, pct_text, printable, read_pct
 from ..settings import DEFAULT_INTERVAL_S as DEFAULT_PROBE_INTERVAL_S, probe_interval_s
 from ..steering.healthwords import SHORT as HEALTH_SHORT, health_of, health_sentence
 
@@ -42,10 +42,6 @@ _WINDOWS = (("5h", "fiveHour"), ("7d", "sevenDay"))
 
 # ---------------------------------------------------------------- small pieces
 
-# `3d 6h`, `2h 30m`, `48m 5s`, `59s`, or `now`: the one way the pages and the advice write a duration too.
-duration = duration_text
-
-
 def local_clock(at_ms: int, now_ms: int) -> str:
     """The local wall-clock time of an instant: `14:30` within a day, else `Mon 14:30`."""
     try:
@@ -53,6 +49,12 @@ def local_clock(at_ms: int, now_ms: int) -> str:
     except (OverflowError, OSError, ValueError):
         return ""
     return time.strftime("%H:%M" if 0 <= at_ms - now_ms < 86_400_000 else "%a %H:%M", stamp)
+
+
+def until(at_ms: int, now_ms: int) -> str:
+    """How long until an instant and its local clock time: `1m 40s (14:32)`, `now (14:32)`."""
+    clock = local_clock(at_ms, now_ms)
+    return duration(at_ms - now_ms) + (" (%s)" % clock if clock else "")
 
 
 def stale_after_ms(environ: "Mapping[str, str]") -> int:
@@ -193,6 +195,15 @@ def _text_of(entry: "Any", key: str, limit: int = 300) -> "Optional[str]":
     return _word(value, limit) if isinstance(value, str) and value else None
 
 
+def _advice_until(advice: "Mapping[str, Any]", wait: "Optional[int]") -> "Optional[int]":
+    """When the advice's wait ends: its waitUntil, else waitS from when it was generated."""
+    until = _instant_ms(advice.get("waitUntil"))
+    if until is None and wait is not None:
+        generated = _instant_ms(advice.get("generatedAt"))
+        until = generated + wait * 1000 if generated is not None else None
+    return until
+
+
 def advised(body: "Mapping[str, Any]", advice: "Any") -> "Optional[Dict[str, Any]]":
     """{word, label, email, wait, fromAdvice, note, fix, unread} of the monitor's /api/advice body
     when it is about this posture (same probe, same active account): `note` and `fix` say what
@@ -207,21 +218,23 @@ def advised(body: "Mapping[str, Any]", advice: "Any") -> "Optional[Dict[str, Any
         to = advice.get("to") if isinstance(advice.get("to"), dict) else {}
         wait = advice.get("waitS")
         label = to.get("label") if isinstance(to.get("label"), str) and to.get("label") else None
+        wait = wait if isinstance(wait, int) and not isinstance(wait, bool) else None
         return {"word": advice["advice"], "label": label, "email": to.get("email"), "fromAdvice": True,
-                "active": (active or {}).get("label"),
-                "wait": wait if isinstance(wait, int) and not isinstance(wait, bool) else None,
+                "active": (active or {}).get("label"), "wait": wait, "until": _advice_until(advice, wait),
                 "note": _text_of(advice.get("active"), "note"), "fix": _text_of(advice.get("active"), "fix"),
                 "unread": _unread_others(advice)}
     sibling = _sibling(body)
     if sibling is None:
         return None
     return {"word": "sibling", "label": sibling["label"], "email": sibling.get("email"), "wait": None,
-            "fromAdvice": False}
+            "until": None, "fromAdvice": False}
 
 
-def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool, now: "Optional[int]" = None) -> "Optional[str]":
+def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool, now: "Optional[int]" = None,
+                 email: bool = True) -> "Optional[str]":
     """The advice in the words the dashboard uses, short: `switch to acct3`, `wait 30s for the
-    reset`, `no account has headroom until 02:20`, and on the HUD `stay on acct1`."""
+    reset`, `no account has headroom until 02:20`, and on the HUD `stay on acct1`. A wait counts
+    down to the advice's waitUntil, so it moves between readings as the pages' does."""
     if said is None:
         return None
     word, label = said["word"], said["label"]
@@ -230,19 +243,21 @@ def _advice_text(said: "Optional[Mapping[str, Any]]", hud: bool, now: "Optional[
     if word in ("switch", "sibling") and label:
         if not hud:
             return "next %s" % _word(label)
-        email = said.get("email")
-        return "switch to %s%s" % (_word(label), " <%s>" % _word(email, 96) if isinstance(email, str) and email
+        address = said.get("email") if email else None
+        return "switch to %s%s" % (_word(label), " <%s>" % _word(address, 96) if isinstance(address, str) and address
                                    else "")
+    until, wait = said.get("until"), said["wait"]
+    if until is None and wait is not None and now is not None:
+        until = now + wait * 1000
     if word == "wait":
-        wait = said["wait"]
-        return "wait %s for the reset" % duration(wait * 1000) if wait else "wait for the reset"
+        return "wait %s for the reset" % duration(until - now) if until is not None and now is not None and \
+            until > now else "wait for the reset"
     if word == "none":
         if said.get("unread"):
             # "Headroom" is said only of accounts that were read.
             return "no other account can take over (%s)" % said["unread"]
-        wait = said["wait"]
-        if said["fromAdvice"] and isinstance(wait, int) and now is not None:
-            clock = local_clock(now + wait * 1000, now)
+        if said["fromAdvice"] and until is not None and now is not None:
+            clock = local_clock(until, now)
             return "no account has headroom until %s" % clock if clock else "no account has headroom"
         return "no sibling with headroom"
     return None
@@ -262,6 +277,57 @@ def _ill_words(active: "Mapping[str, Any]", health: str) -> str:
     status = error.get("httpStatus")
     http = " (HTTP %d)" % status if health == REFUSED and is_int(status) else ""
     return HEALTH_SHORT.get(health, health) + http
+
+
+def wait_until_ms(advice: "Any", now: int) -> "Optional[int]":
+    """When the advice's wait ends (its waitUntil, so every countdown ticks to the same instant),
+    else waitS from `now`; None without either."""
+    if not isinstance(advice, dict):
+        return None
+    wait = advice.get("waitS")
+    wait = wait if isinstance(wait, int) and not isinstance(wait, bool) else None
+    until = _advice_until(advice, wait)
+    return until if until is not None or wait is None else now + wait * 1000
+
+
+def _used_text(body: "Any", label: str) -> str:
+    """`acct2, at 43%`: an account and its fuller window, from the posture."""
+    accounts = body.get("accounts") if isinstance(body, dict) else None
+    for view in accounts if isinstance(accounts, list) else []:
+        if not isinstance(view, dict) or view.get("label") != label:
+            continue
+        pcts = [parsed[0] for parsed in (_window(view.get(field)) for _short, field in _WINDOWS)
+                if parsed is not None and parsed[0] is not None]
+        if pcts:
+            return "%s, at %s" % (_word(label), pct_text(max(pcts)))
+    return _word(label)
+
+
+def advice_words(advice: "Any", body: "Any", now: int) -> str:
+    """The guard's hold line's `; advice: ...`: what the advice names (switch to whom and how full
+    it is, how long to wait and the alternative, or that nothing has headroom and until when);
+    empty for anything else."""
+    if not isinstance(advice, dict):
+        return ""
+    word, to, ranked = advice.get("advice"), advice.get("to"), advice.get("ranked")
+    first = ranked[0] if isinstance(ranked, list) and ranked and isinstance(ranked[0], dict) else None
+    other = first.get("label") if first is not None and isinstance(first.get("label"), str) else None
+    until = wait_until_ms(advice, now)
+    if word == "switch" and isinstance(to, dict) and isinstance(to.get("label"), str):
+        return "; advice: switch to %s" % _used_text(body, to["label"])
+    if word == "wait" and until is not None:
+        return "; advice: wait %s for the reset%s" % (duration(until - now),
+                                                      ", or switch to %s" % _used_text(body, other) if other else "")
+    if word == "none":
+        unread = _unread_others(advice)
+        if unread:
+            # "Headroom" is said only of accounts that were read.
+            return "; advice: none, no other account can take over (%s)" % unread
+        reserve = advice.get("reservePct")
+        below = " below the %s reserve" % pct_text(reserve) if isinstance(reserve, int) and reserve > 0 else ""
+        return "; advice: none, no other account has headroom%s%s" % (
+            below, " until %s" % local_clock(until, now) if until is not None else "")
+    return ""
 
 
 def _acting(said: "Optional[Mapping[str, Any]]") -> bool:
@@ -289,35 +355,62 @@ def _parts(body: "Any") -> "Tuple[str, str, Optional[Dict[str, Any]]]":
 
 # ---------------------------------------------------------------- the HUD strip
 
-def _hud_window(short: str, view: "Any", wall: "Optional[int]", now: int) -> str:
+def _hud_window(short: str, view: "Any", wall: "Optional[int]", now: int, clocks: bool = True) -> str:
     parsed = _window(view)
     if parsed is None:
         return "%s %s" % (short, MISSING)
     pct, resets = parsed
     text = "%s %s" % (short, pct_text(pct, MISSING))
     if resets is not None:
-        clock = local_clock(resets, now)
+        clock = local_clock(resets, now) if clocks else ""
         text += " (%s%s)" % (duration(resets - now), ", " + clock if clock else "")
     if wall is not None and (resets is None or wall < resets):
         text += " -> 100%% %s" % ("now" if wall <= now else "in " + duration(wall - now))
     return text
 
 
+# What the HUD leaves out, in this order, until its line fits the terminal: the email, then the
+# clock times beside the countdowns (the countdowns say the same).
+HUD_FITS = ({"email": True, "clocks": True}, {"email": False, "clocks": True}, {"email": False, "clocks": False})
+
+
+def fitted(build: "Any", width: "Optional[int]", limit: int) -> str:
+    """The first of `build(email=..., clocks=...)`'s lines (HUD_FITS order) that fits `width`
+    columns, else the shortest clipped to it; `limit` when the width is not known."""
+    text = ""
+    for fit in HUD_FITS:
+        text = build(**fit)
+        if width is None or len(text) <= width:
+            break
+    return _clip(text, min(limit, width) if width is not None else limit)
+
+
 def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now: "Optional[int]" = None,
-             stale_ms: "Optional[int]" = None, advice: "Any" = None) -> str:
-    """The HUD strip: `svc NODE | LABEL <EMAIL> | STATUS | 5h PCT (LEFT, CLOCK) | 7d ... | ...`."""
+             stale_ms: "Optional[int]" = None, advice: "Any" = None, width: "Optional[int]" = None) -> str:
+    """The HUD strip: `svc NODE | LABEL <EMAIL> | STATUS | 5h PCT (LEFT, CLOCK) | 7d ... | ...`,
+    at most `width` columns (the email goes first, then the clock times)."""
     now = int(time.time() * 1000) if now is None else now
     stale_ms = int(STALE_INTERVALS * DEFAULT_PROBE_INTERVAL_S * 1000) if stale_ms is None else stale_ms
     if not isinstance(body, dict):
         return "svc: no posture"
     node, status, active = _parts(body)
     if status == "unavailable":
-        return paint(_clip("svc %s: posture unavailable: %s" % (node, UNAVAILABLE_WHY), MAX_HUD_CHARS),
-                     status, colour)
+        text = "svc %s: posture unavailable: %s" % (node, UNAVAILABLE_WHY)
+        return paint(_clip(text, min(MAX_HUD_CHARS, width or MAX_HUD_CHARS)), status, colour)
+    age = stale_age(body, now, stale_ms)
+
+    def build(email: bool, clocks: bool) -> str:
+        return " | ".join(_hud_parts(body, trajectory, advice, now, stale_ms, email, clocks))
+    return paint(fitted(build, width, MAX_HUD_CHARS), "stale" if age is not None else status, colour)
+
+
+def _hud_parts(body: "Mapping[str, Any]", trajectory: "Any", advice: "Any", now: int, stale_ms: int,
+               email: bool, clocks: bool) -> "List[str]":
+    node, status, active = _parts(body)
     parts = ["svc %s" % node]
     if active:
         who = _word(active.get("label"))
-        if isinstance(active.get("email"), str) and active["email"]:
+        if email and isinstance(active.get("email"), str) and active["email"]:
             who += " <%s>" % _word(active["email"], 96)
         parts.append(who)
     else:
@@ -326,10 +419,10 @@ def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now
     parts.append(_ill_words(active, ill).upper() if active and ill else status.upper())
     if active:
         walls = forecast_walls(trajectory, active.get("label"))
-        for short, field in _WINDOWS:
-            parts.append(_hud_window(short, active.get(field), walls.get(field), now))
+        parts += _extras_instead(active) or [_hud_window(short, active.get(field), walls.get(field), now, clocks)
+                                             for short, field in _WINDOWS]
     said = advised(body, advice)
-    text = _advice_text(said, hud=True, now=now)
+    text = _advice_text(said, hud=True, now=now, email=email)
     if active and ill:
         # What is wrong, and the fix of a refused token, as the advice says it; then what it names.
         parts.append(said["note"] if said and said.get("note") else
@@ -350,7 +443,7 @@ def hud_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, now
     if age is not None:
         # The threshold in the words: a reading is overdue after STALE_INTERVALS probe intervals.
         parts.append("no new reading for %s (readings every %s)" % (duration(age), duration(stale_ms / STALE_INTERVALS)))
-    return paint(_clip(" | ".join(parts), MAX_HUD_CHARS), "stale" if age is not None else status, colour)
+    return parts
 
 
 # ---------------------------------------------------------------- the agent's status line
@@ -388,9 +481,10 @@ def status_line(body: "Any", trajectory: "Any" = None, *, colour: bool = False, 
             parts.append("no other account can take over")
         return paint(_clip(" | ".join(parts), MAX_STATUS_CHARS), status, colour)
     if active:
-        windows = [_status_window(short, active.get(field), now) for short, field in _WINDOWS]
+        windows = _extras_instead(active) or [_status_window(short, active.get(field), now)
+                                              for short, field in _WINDOWS]
         parts.append("%s %s" % (_word(active.get("label")), windows[0]))
-        parts.append(windows[1])
+        parts += windows[1:]
         walls = forecast_walls(trajectory, active.get("label"))
         beating = [wall for field, wall in walls.items()
                    if _beats_reset(wall, active.get(field))]
@@ -440,8 +534,9 @@ def local_line(payload: "Any", *, colour: bool = False, now: "Optional[int]" = N
             continue
         pct = _number(window.get("used_percentage"))
         if pct is not None:
-            # The agent's own number, unchecked: clamped to 0..100 as the monitor clamps the provider's.
-            pct = min(100.0, max(0.0, pct))
+            # The agent's own number, unchecked: none below 0; past 100 it is written as every
+            # surface writes it (`100%+`).
+            pct = max(0.0, pct)
         resets = _local_reset_ms(window.get("resets_at"))
         if pct is None and resets is None:
             continue
@@ -468,31 +563,42 @@ def _local_reset_ms(value: "Any") -> "Optional[int]":
 LOGIN_MARK = "this machine's Claude Code login"
 
 
-def login_line(login: "Any", *, hud: bool, colour: bool = False, now: "Optional[int]" = None) -> "Optional[str]":
-    """The HUD strip (`hud`) or the status line for a /api/login body, marked as
-    this machine's Claude Code login with its plan; None when it shows nothing."""
+def login_line(login: "Any", *, hud: bool, colour: bool = False, now: "Optional[int]" = None,
+               width: "Optional[int]" = None) -> "Optional[str]":
+    """The HUD strip (`hud`, at most `width` columns) or the status line for a /api/login body,
+    marked as this machine's Claude Code login with its plan; None when it shows nothing."""
     if not isinstance(login, dict) or login.get("available") is not True:
         return None
     now = int(time.time() * 1000) if now is None else now
     plan = login.get("plan")
     mark = LOGIN_MARK + (" (%s)" % _word(plan, 24) if isinstance(plan, str) and plan else "")
     worst = -1.0
-    windows = []
-    for short, field in _WINDOWS:
+    for _short, field in _WINDOWS:
         parsed = _window(login.get(field))
         if parsed is not None and parsed[0] is not None:
             worst = max(worst, parsed[0])
-        windows.append(_hud_window(short, login.get(field), None, now) if hud
-                       else _status_window(short, login.get(field), now))
     status = "rejected" if worst >= 100 else "degraded" if worst >= 80 else "ok" if worst >= 0 else "unknown"
-    if hud:
-        parts = ["svc %s" % _word(login.get("node") or "?", 64), mark, status.upper()] + windows
+    if not hud:
+        windows = [_status_window(short, login.get(field), now) for short, field in _WINDOWS]
+        return paint(_clip("%s: %s" % (mark, " | ".join(windows)), MAX_STATUS_CHARS), status, colour)
+
+    def build(email: bool, clocks: bool) -> str:
+        parts = ["svc %s" % _word(login.get("node") or "?", 64), mark, status.upper()]
+        parts += [_hud_window(short, login.get(field), None, now, clocks) for short, field in _WINDOWS]
         parts += _login_extras(login.get("extraWindows"))
         sampled = _instant_ms(login.get("sampledAt"))
         if sampled is not None:
             parts.append("sampled %s ago" % duration(max(0, now - sampled)))
-        return paint(_clip(" | ".join(parts), MAX_HUD_CHARS), status, colour)
-    return paint(_clip("%s: %s" % (mark, " | ".join(windows)), MAX_STATUS_CHARS), status, colour)
+        return " | ".join(parts)
+    return paint(fitted(build, width, MAX_HUD_CHARS), status, colour)
+
+
+def _extras_instead(account: "Mapping[str, Any]") -> "List[str]":
+    """An account with no 5-hour or weekly window but extra ones (a Copilot plan's monthly quotas, a
+    credit limit) is shown by those, `<name> <pct>` each; any other shows its 5h and 7d (empty)."""
+    if any(isinstance(account.get(field), dict) for _short, field in _WINDOWS):
+        return []
+    return _login_extras(account.get("extraWindows"))
 
 
 # Extra windows shown in the HUD's login strip at most (the strip is clipped anyway).

@@ -11,7 +11,7 @@ plain cached read, never the provider) and gives up after a fixed budget:
    stdin (at most 64 KB, until the same deadline; anything unparseable is
    ignored, and a terminal is not read);
 3. one line out: the monitor's answer, else the payload's own `rate_limits`
-   marked `(local)`, else `svc: monitor not running`.
+   marked `(local)`, else `svc: monitor not running at URL (start it: svc-monitor)`.
 
 It always exits 0 and prints exactly one line, whatever happens: a status
 line must never break the agent. The monitor is read over a plain socket
@@ -62,7 +62,8 @@ beats the reset, and the sibling with headroom when the status is not ok, e.g.
 It asks the local monitor (a cached read; it never calls the provider) within
 250 ms of its start ($SVC_STATUSLINE_BUDGET_MS changes that). When the monitor does not answer, it prints the agent's own
 rate_limits from the statusLine JSON on stdin, marked (local); with neither,
-`svc: monitor not running`. It always exits 0 and prints exactly one line.
+`svc: monitor not running at URL (start it: svc-monitor)`. It always exits 0 and prints
+exactly one line.
 
 options:
   --url URL     monitor base URL (default: 127.0.0.1 at $SVC_MONITOR_PORT and
@@ -124,9 +125,14 @@ def read_payload(fd: int, deadline: float) -> "Any":
 
 # ---------------------------------------------------------------- the line
 
+# The short form of settings.MONITOR_START_HINT: a status line has little room.
+START_IT = " (start it: svc-monitor)"
+
+
 def not_running(url: "Optional[str]") -> str:
-    """`svc: monitor not running at URL`: the one line when the monitor did not answer."""
-    return line.NOT_RUNNING + (" at %s" % printable(url)[:200] if url else "")
+    """`svc: monitor not running at URL (start it: svc-monitor)`: the one line when the monitor
+    did not answer, with where it looked and how to start one."""
+    return line.NOT_RUNNING + (" at %s" % printable(url)[:120] if url else "") + START_IT
 
 
 def render(body: "Any", trajectory: "Any", payload: "Any", *, colour: bool, now: int, stale_ms: int,

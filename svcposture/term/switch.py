@@ -23,7 +23,7 @@ from .._text import email_address, is_int, loads_bounded, printable
 from ..steering.advice import advise, candidates_of
 from ..steering.headroom import choose, find_account, of_provider, resets_ms
 from ..envfile.exportline import SwitchError
-from ..settings import MONITOR_URL_RULE
+from ..settings import MONITOR_START_HINT, MONITOR_URL_RULE
 from ..vendors import DEFAULT_PROVIDER, provider_names, registered, with_provider
 from ..steering.switching import AVOID_WITHOUT_RESET_MS, auto_gap_ms
 from ..vendors import is_account_label
@@ -79,9 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
+def read_posture(ns: argparse.Namespace, timeout_s: float, env_path: str) -> Any:
     """The posture body: from stdin (the monitor's own, with the advice it judged
-    under `advice`), else the local monitor, else None."""
+    under `advice`), else the local monitor, else None. SwitchError when the monitor
+    watches another accounts file than `env_path`, the one the switch edits."""
     if ns.posture_stdin:
         try:
             return loads_bounded(sys.stdin.buffer.read(MAX_POSTURE + 1), MAX_POSTURE)
@@ -93,7 +94,21 @@ def read_posture(ns: argparse.Namespace, timeout_s: float) -> Any:
     target = parse_url(ns.url)
     if target is None:
         return None
-    return get_json(target, with_provider("/api/accounts", ns.provider), time.monotonic() + timeout_s)
+    deadline = time.monotonic() + timeout_s
+    _same_file(ns.url, get_json(target, "/healthz", deadline), env_path)
+    return get_json(target, with_provider("/api/accounts", ns.provider), deadline)
+
+
+def _same_file(url: str, health: Any, env_path: str) -> None:
+    """SwitchError when the monitor's /healthz names another accounts file than the one edited: its
+    posture (which account is active, the emails, the headroom) is another file's."""
+    from ..envfile.fileid import file_id
+    theirs = health.get("accountsFile") if isinstance(health, dict) else None
+    if not isinstance(theirs, str) or theirs == file_id(env_path):
+        return  # the same file, or a monitor that does not say (it is judged by its posture alone)
+    raise SwitchError("the monitor at %s watches another accounts file than %s, the one this switch edits: its "
+                      "accounts are not this file's; run the switch on the monitor's own node, or give the --url of "
+                      "the monitor that watches this file" % (printable(url)[:200], env_path), 2)
 
 
 def _usable_posture(body: Any) -> bool:
@@ -112,6 +127,9 @@ def pick_best(ns: argparse.Namespace, body: Any, reserve: int, node: str, limits
     candidates its hysteresis allows, spread over the fleet."""
     if not _usable_posture(body):
         where = "the monitor at %s" % printable(ns.url)[:200] if ns.url else "the local monitor"
+        if body is None:
+            raise SwitchError("%s did not answer; --best needs its posture (or use --to LABEL): %s"
+                              % (where, MONITOR_START_HINT), EX_UNAVAILABLE)
         raise SwitchError("%s gave no usable posture; --best needs it (use --to LABEL)" % where,
                           EX_UNAVAILABLE)
     auto = ns.reason == "auto"
@@ -248,7 +266,8 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
         reserve = reserve_pct(str(paths.home))
     except ReserveError as exc:
         raise SwitchError(str(exc), 2) from None
-    body = read_posture(ns, POSTURE_TIMEOUT_S)
+    url_given = bool(ns.url)
+    body = read_posture(ns, POSTURE_TIMEOUT_S, str(paths.accounts_env))
     reason = ns.reason or ("best" if ns.best else "manual")
     ns.reason = reason
     advice = None
@@ -261,10 +280,16 @@ def run(ns: argparse.Namespace) -> Dict[str, Any]:
             advice = None
     to_label = pick_best(ns, body, reserve, node, auto_limits(paths, ns.provider), advice) if ns.best else ns.to
     auto = reason == "auto"
-    return perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
-                   email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,
-                   dry_run=ns.dry_run, check=auto_check(to_label, _active_label(body)) if auto else None,
-                   shell_active=_shell_active(body))
+    result = perform(paths, provider=ns.provider, to_label=to_label, reason=reason, node=node,
+                     email=_email_of(body, to_label), avoid_until_ms=_avoid_until(body) if auto else None,
+                     dry_run=ns.dry_run, check=auto_check(to_label, _active_label(body)) if auto else None,
+                     shell_active=_shell_active(body))
+    if body is None and url_given and not ns.posture_stdin:
+        # The file is edited without a monitor; the one named was looked for, and is not there.
+        result["warning"] = "; ".join(filter(None, (result.get("warning"), "the monitor at %s did not answer, so "
+                                                    "the file was not checked against its posture; %s"
+                                                    % (printable(ns.url)[:200], MONITOR_START_HINT))))
+    return result
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -8,7 +8,7 @@ package's face hands on:
 - historyindex: the monitor's in-memory index of them, behind /api/history
 - forecast:     when a window hits its wall (pure)
 - cycle:        which reset cycle a value belongs to
-- alerts:       threshold and forecast alerts, exactly once
+- alerts:       threshold, forecast, wall and usable alerts, exactly once
 - notify:       the operator's notify hook
 - hookcage:     every process a hook starts, found again
 """

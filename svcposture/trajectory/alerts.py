@@ -1,6 +1,6 @@
-"""Threshold and forecast alerts (docs/trajectory.md), exactly once across kill -9.
+"""Threshold, forecast, wall and usable alerts (docs/trajectory.md), exactly once across kill -9.
 
-Two event kinds, appended to the node's event log:
+Four event kinds, appended to the node's event log:
 
 - `account.quota.threshold`: an account's window reached a threshold of
   $SVC_ALERT_THRESHOLDS (default 80,90) for the first time in its cycle. A
@@ -8,6 +8,13 @@ Two event kinds, appended to the node's event log:
   a dip and a new rise in the same cycle fire nothing; a new cycle re-arms.
 - `account.quota.forecast`: the active account's window is forecast to hit
   100 % before it resets, within the next 60 minutes; once per cycle.
+- `account.quota.wall`: an account's window reached 100 %: the account is held
+  until then, and the alert says when it is usable again (`ratelimit.usable_at`, the
+  latest reset of its windows at the wall); once per cycle.
+- `account.quota.usable`: an account held at the wall has none of its windows there
+  any more (a window reset): one alert names it, once per time it was held. Whether an
+  account is held is the newest of its wall and usable alerts, as the status latch's
+  edges are (docs/events.md).
 
 A window's cycle is identified by its `resetsAt`: two instants within
 _cycle.CYCLE_TOLERANCE_MS are the same cycle. The state lives in ~/svc/alert-latch.json keyed by label
@@ -37,7 +44,13 @@ log = logging.getLogger("svcposture.alerts")
 
 THRESHOLD = "account.quota.threshold"
 FORECAST = "account.quota.forecast"
-ALERT_KINDS = (THRESHOLD, FORECAST)
+WALL = "account.quota.wall"
+USABLE = "account.quota.usable"
+ALERT_KINDS = (THRESHOLD, FORECAST, WALL, USABLE)
+# Their short names: svc_alerts_total's `kind` label.
+ALERT_KIND_NAMES = tuple(name.rsplit(".", 1)[-1] for name in ALERT_KINDS)
+# A window at or past this is at the wall: the account can do nothing on it until it resets.
+WALL_PCT = 100.0
 FORECAST_HORIZON_MS = 60 * 60_000
 # Cycles remembered per label and window: the current one and a few before it.
 KEEP_CYCLES = 6
@@ -77,6 +90,35 @@ def forecast_event(node: str, handle: str, email: Optional[str], window: str, wa
     return envelope(FORECAST, node, attrs, ts_ms)
 
 
+def wall_event(node: str, handle: str, email: Optional[str], window: str, pct: float, resets_at_ms: Optional[int],
+               usable_at_ms: Optional[int], ts_ms: Optional[int] = None,
+               provider: Optional[str] = None) -> Dict[str, Any]:
+    attrs: Dict[str, Any] = {"event.label": email or handle, "account.handle": handle}
+    if email is not None:
+        attrs["account.email"] = email
+    provider_attrs(attrs, provider)
+    attrs.update({"node.name": node, "ratelimit.window": window, "ratelimit.pct": pct})
+    if resets_at_ms is not None:
+        attrs["ratelimit.resets_at"] = iso_from_ms(resets_at_ms)
+    if usable_at_ms is not None:
+        attrs["ratelimit.usable_at"] = iso_from_ms(usable_at_ms)
+    return envelope(WALL, node, attrs, ts_ms)
+
+
+def usable_event(node: str, handle: str, email: Optional[str], window: str, pct: float,
+                 resets_at_ms: Optional[int], ts_ms: Optional[int] = None,
+                 provider: Optional[str] = None) -> Dict[str, Any]:
+    """`window` is the one that held the account, `pct` and `resets_at_ms` its figures now."""
+    attrs: Dict[str, Any] = {"event.label": email or handle, "account.handle": handle}
+    if email is not None:
+        attrs["account.email"] = email
+    provider_attrs(attrs, provider)
+    attrs.update({"node.name": node, "ratelimit.window": window, "ratelimit.pct": pct})
+    if resets_at_ms is not None:
+        attrs["ratelimit.resets_at"] = iso_from_ms(resets_at_ms)
+    return envelope(USABLE, node, attrs, ts_ms)
+
+
 # ---------------------------------------------------------------- pure cycle logic
 
 def find_cycle(cycles: Sequence[Dict[str, Any]], resets_at_ms: Optional[int]) -> Optional[Dict[str, Any]]:
@@ -103,7 +145,7 @@ def _valid_cycle(value: Any) -> bool:
         return False
     fired = value.get("fired")
     return (isinstance(fired, list) and all(is_int(t) for t in fired)
-            and isinstance(value.get("forecast"), bool))
+            and isinstance(value.get("forecast"), bool) and isinstance(value.get("wall", False), bool))
 
 
 def _valid_latch(data: Any) -> bool:
@@ -112,8 +154,10 @@ def _valid_latch(data: Any) -> bool:
     windows = data.get("windows")
     if not isinstance(windows, dict):
         return False
-    return all(isinstance(k, str) and isinstance(v, list) and all(_valid_cycle(c) for c in v)
-               for k, v in windows.items())
+    held = data.get("held", {})
+    return (all(isinstance(k, str) and isinstance(v, list) and all(_valid_cycle(c) for c in v)
+                for k, v in windows.items())
+            and isinstance(held, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in held.items()))
 
 
 def _key(label: str, window: str) -> str:
@@ -133,6 +177,8 @@ class AlertLatch:
         self.thresholds = tuple(thresholds)
         self._lock = threading.Lock()
         self._windows: Dict[str, List[Dict[str, Any]]] = {}
+        # label -> the window that holds the account at the wall (absent: not held).
+        self._held: Dict[str, str] = {}
         self._loaded = False
         self.moved_aside: Optional[Path] = None
 
@@ -142,6 +188,7 @@ class AlertLatch:
 
     def _load_locked(self) -> None:
         windows: Dict[str, List[Dict[str, Any]]] = {}
+        held: Dict[str, str] = {}
         try:
             data = read_json(self.path)
         except (CorruptFileError, OSError, ValueError):
@@ -151,14 +198,18 @@ class AlertLatch:
             log.warning("alert latch %s was corrupt; moved aside and rebuilt from the event log", self.path)
         elif data is not None:
             windows = {k: [dict(c) for c in v] for k, v in data["windows"].items()}
-        self._merge_log(windows)
+            held = dict(data.get("held") or {})
+        self._merge_log(windows, held)
         self._windows = windows
+        self._held = held
         self._loaded = True
         self._write_quietly()
 
-    def _merge_log(self, windows: Dict[str, List[Dict[str, Any]]]) -> None:
-        """Mark fired every alert the log holds (the log wins: fired facts only grow)."""
+    def _merge_log(self, windows: Dict[str, List[Dict[str, Any]]], held: Dict[str, str]) -> None:
+        """Mark fired every alert the log holds (the log wins: fired facts only grow), and take
+        whether each account is held from its newest wall or usable alert (the log wins there too)."""
         since = now_ms() - RECONCILE_MS
+        decided: set = set()  # labels whose newest wall or usable alert has been seen
         for event in self.log.iter_newest_first(contains=_NEEDLE):
             name = event_name(event)
             if name not in ALERT_KINDS:
@@ -175,9 +226,19 @@ class AlertLatch:
                 continue
             if ts is not None and ts < since:
                 break  # newest first: everything further back is older still
+            if name in (WALL, USABLE) and handle not in decided:
+                decided.add(handle)
+                if name == WALL:
+                    held[handle] = window
+                else:
+                    held.pop(handle, None)
+            if name == USABLE:
+                continue  # its resets_at is the new cycle's, which it fires nothing in
             cycle = self._cycle(windows, _key(handle, window), resets_ms)
             if name == FORECAST:
                 cycle["forecast"] = True
+            elif name == WALL:
+                cycle["wall"] = True
             else:
                 threshold = attrs.get("ratelimit.threshold")
                 if is_int(threshold):
@@ -189,7 +250,7 @@ class AlertLatch:
         cycles = windows.setdefault(key, [])
         cycle = find_cycle(cycles, resets_ms)
         if cycle is None:
-            cycle = {"resetsAt": resets_ms, "fired": [], "forecast": False}
+            cycle = {"resetsAt": resets_ms, "fired": [], "forecast": False, "wall": False}
             cycles.append(cycle)
             # Newest reset last; only the last few cycles matter.
             cycles.sort(key=lambda c: -1 if c["resetsAt"] is None else c["resetsAt"])
@@ -214,10 +275,13 @@ class AlertLatch:
         with self._lock:
             self._ensure_current()
             for account in trajectory_accounts:
+                readable = []
                 for field in ("fiveHour", "sevenDay"):
                     window = account.get(field)
                     if isinstance(window, Mapping) and read_pct(window.get("pct")) is not None:
+                        readable.append((CLAIM_OF_FIELD[field], window))
                         emitted.extend(self._observe_window(account, CLAIM_OF_FIELD[field], window, ts_ms))
+                emitted.extend(self._observe_wall(account, readable, ts_ms))
         return emitted
 
     def _observe_window(self, account: Mapping[str, Any], claim: str, window: Mapping[str, Any],
@@ -249,6 +313,40 @@ class AlertLatch:
                 out.append(event)
         return out
 
+    def _observe_wall(self, account: Mapping[str, Any], windows: List[Tuple[str, Mapping[str, Any]]],
+                      ts_ms: Optional[int]) -> List[Dict[str, Any]]:
+        """The wall alert of each window that reached 100 % in its cycle, and the usable alert of a
+        held account none of whose windows is at the wall any more."""
+        if not windows:
+            return []  # an account with no reading says nothing of the wall
+        label, email, provider = account["label"], account.get("email"), account.get("provider")
+        at_wall = [(claim, w) for claim, w in windows if float(w["pct"]) >= WALL_PCT]
+        usable_at = max((_reset_ms(w) or 0 for _c, w in at_wall), default=0) or None
+        out = []
+        for claim, window in at_wall:
+            cycle = self._cycle(self._windows, _key(label, claim), _reset_ms(window))
+            if cycle.get("wall"):
+                continue
+            event = wall_event(self.node, label, email, claim, float(window["pct"]), _reset_ms(window), usable_at,
+                               ts_ms, provider=provider)
+            if self._emit(event):
+                cycle["wall"] = True
+                self._held[label] = claim
+                self._write_quietly()
+                out.append(event)
+        held_by = self._held.get(label)
+        if held_by is not None and not at_wall:
+            # Named by the window that held it (its figures now: after its reset), if it is still read.
+            by_claim = dict(windows)
+            claim = held_by if held_by in by_claim else windows[0][0]
+            event = usable_event(self.node, label, email, claim, float(by_claim[claim]["pct"]),
+                                 _reset_ms(by_claim[claim]), ts_ms, provider=provider)
+            if self._emit(event):
+                del self._held[label]
+                self._write_quietly()
+                out.append(event)
+        return out
+
     def _emit(self, event: Dict[str, Any]) -> bool:
         try:
             self.log.append(event)
@@ -259,7 +357,7 @@ class AlertLatch:
 
     def _write_quietly(self) -> None:
         try:
-            write_json_atomic(self.path, {"version": LATCH_VERSION, "windows": self._windows})
+            write_json_atomic(self.path, {"version": LATCH_VERSION, "windows": self._windows, "held": self._held})
         except OSError as exc:
             # The event is durable already; the log reconciles a latch left behind.
             log.warning("cannot write %s: %s", self.path, exc.strerror or exc)
@@ -267,6 +365,14 @@ class AlertLatch:
     def snapshot(self) -> Dict[str, List[Dict[str, Any]]]:
         with self._lock:
             return {k: [dict(c) for c in v] for k, v in self._windows.items()}
+
+
+def _reset_ms(window: Mapping[str, Any]) -> Optional[int]:
+    resets = window.get("resetsAt")
+    try:
+        return parse_iso_ms(resets) if isinstance(resets, str) else None
+    except ValueError:
+        return None
 
 
 def _forecast_alarm(forecast: Any, ts_ms: Optional[int]) -> bool:

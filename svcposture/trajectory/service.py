@@ -7,7 +7,7 @@ the posture service hands the summary here. This module then
 2. keeps the recent points of every window in memory (24 h: the longest
    lookback), loaded from the history files at start;
 3. computes each window's forecast over its current cycle (forecast.py);
-4. lets the alert latch emit threshold and forecast alerts (alerts.py) and
+4. lets the alert latch emit threshold, forecast, wall and usable alerts (alerts.py) and
    queues them, with any account.status.changed edge, for the notify hook;
 5. builds the /api/trajectory body once and publishes it to the stream.
 
@@ -25,7 +25,7 @@ from .cycle import same_cycle
 from .._names import CLAIM_OF_FIELD, WINDOW_FIELDS
 from .._reserve import reserve_or_zero
 from .._text import is_int, read_pct
-from .alerts import AlertLatch, recent_alerts
+from .alerts import ALERT_KIND_NAMES, AlertLatch, recent_alerts
 from ..broadcast import Broadcast
 from ..events import EventLog
 from .forecast import LOOKBACK_MS, forecast
@@ -104,7 +104,7 @@ class TrajectoryService:
         # that vendor's posture is disabled. A vendor never seen shows nothing.
         self._vendors: Dict[str, Optional[Tuple[Optional[int], List[Dict[str, Any]]]]] = {}
         self._sampled: Dict[str, int] = {}  # label -> sampledAt of its newest history row (Codex)
-        self.alert_counts = {"threshold": 0, "forecast": 0}
+        self.alert_counts = {kind: 0 for kind in ALERT_KIND_NAMES}
 
     # ------------------------------------------------------------ start
 
@@ -172,8 +172,8 @@ class TrajectoryService:
         accounts = self._accounts(summary, now, provider)
         fired = self.alerts.observe(accounts, now)
         for event in fired:
-            kind = "forecast" if event["attributes"]["event.name"].endswith("forecast") else "threshold"
-            self.alert_counts[kind] += 1
+            kind = event["attributes"]["event.name"].rsplit(".", 1)[-1]
+            self.alert_counts[kind] = self.alert_counts.get(kind, 0) + 1
             self._recent.appendleft(event)
             if self.notifier is not None:
                 self.notifier.submit(event)

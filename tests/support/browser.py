@@ -1,7 +1,8 @@
-"""Headless Debian chromium through selenium, for the pages' tests.
+"""Headless Debian chromium through selenium, for the pages' tests, and axe-core to audit them.
 
-Missing chromium, chromedriver or selenium skips the test on a developer's
-machine and fails it under CI (`CI` set): scripts/run_tests.sh installs them.
+Missing chromium, chromedriver, selenium or axe-core skips the test on a developer's
+machine and fails it under CI (`CI` set): scripts/run_tests.sh installs them (axe-core,
+the npm package, into tests/support/axe/ from its package.json).
 """
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Dict, Iterator
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+# axe-core as npm installs it from tests/support/axe/package.json (scripts/run_tests.sh).
+AXE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "axe", "node_modules", "axe-core", "axe.min.js")
 
 
 def require_chromium() -> None:
@@ -58,6 +61,37 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def axe_script() -> str:
+    """The source of axe-core's axe.min.js, to inject into a page; skipped (failed under CI) without it."""
+    import pytest
+
+    try:
+        with open(AXE_SCRIPT, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        if os.environ.get("CI"):
+            pytest.fail("axe-core missing under CI at %s (scripts/run_tests.sh installs it with npm)" % AXE_SCRIPT)
+        pytest.skip("axe-core not installed: npm install --prefix tests/support/axe")
+    raise AssertionError("unreachable")
+
+
+_AXE_RUN = """
+var done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ["violations"]}).then(function (result) {
+  done({version: axe.version, violations: result.violations.map(function (v) {
+    return {id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map(function (n) { return n.target; })};
+  })});
+}, function (err) { done({version: axe.version, error: String(err)}); });
+"""
+
+
+def axe_run(driver: Any) -> Dict[str, Any]:
+    """axe-core injected into the page and run on the whole document: {version, violations: [{id,
+    impact, targets}]} (or {version, error})."""
+    driver.execute_script(axe_script())
+    return driver.execute_async_script(_AXE_RUN)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:

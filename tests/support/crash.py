@@ -253,13 +253,41 @@ def run_crash(workdir: Path, kills: int, seed: int, period: float = 1.0, max_del
 
 
 def _alert_figures(home: Path, proven_highs: Set[Tuple[str, str]]) -> Dict[str, Any]:
-    """Threshold alerts against the window cycles handled probes proved to be >= 90 %.
+    """Threshold, wall and usable alerts against the window cycles handled probes proved to be >= 90 %.
 
     A flip account's 5-hour window jumps from 40 % to 102 %, so each cycle it
-    is rejected in owes exactly one alert, at 90 (80 marked fired with it),
-    whatever number of rejected phases and kills the cycle saw.
+    is rejected in owes exactly one threshold alert, at 90 (80 marked fired with it),
+    and one wall alert, whatever number of rejected phases and kills the cycle saw;
+    and an account's usable alerts never come twice without a wall alert between them.
     """
-    alerts = []
+    alerts, walls, usable_faults, usables = [], [], 0, 0
+    held: Dict[str, bool] = {}
+    for attrs in _quota_alerts(home):
+        name, handle = attrs.get("event.name"), attrs.get("account.handle")
+        if name == "account.quota.threshold":
+            alerts.append(attrs)
+        elif name == "account.quota.wall":
+            walls.append((handle, attrs.get("ratelimit.window"), attrs.get("ratelimit.resets_at")))
+            held[handle] = True
+        elif name == "account.quota.usable":
+            usables += 1
+            usable_faults += not held.get(handle)
+            held[handle] = False
+    keys = [(a.get("account.handle"), a.get("ratelimit.window"), a.get("ratelimit.threshold"),
+             a.get("ratelimit.resets_at")) for a in alerts]
+    fired = {(handle, resets) for handle, window, threshold, resets in keys if window == "five_hour"}
+    walled = {(handle, resets) for handle, window, resets in walls if window == "five_hour"}
+    return {"alerts": len(alerts), "alert_cycles_proven": len(proven_highs),
+            "alert_duplicates": len(keys) - len(set(keys)),
+            "alerts_lost": len(proven_highs - fired),
+            "alerts_wrong_threshold": sum(1 for k in keys if k[2] != 90 or k[1] != "five_hour"),
+            "walls": len(walls), "wall_duplicates": len(walls) - len(set(walls)),
+            "walls_lost": len(proven_highs - walled), "usables": usables, "usable_faults": usable_faults}
+
+
+def _quota_alerts(home: Path) -> List[Dict[str, Any]]:
+    """The attributes of every account.quota.* event of the node's log, in the order appended."""
+    found = []
     events_dir = home / "svc" / "events"
     for path in sorted(events_dir.glob("*.jsonl")) if events_dir.is_dir() else []:
         for raw in path.read_bytes().split(b"\n"):
@@ -267,15 +295,10 @@ def _alert_figures(home: Path, proven_highs: Set[Tuple[str, str]]) -> Dict[str, 
                 event = json.loads(raw)
             except ValueError:
                 continue
-            if isinstance(event, dict) and (event.get("attributes") or {}).get("event.name") == "account.quota.threshold":
-                alerts.append(event["attributes"])
-    keys = [(a.get("account.handle"), a.get("ratelimit.window"), a.get("ratelimit.threshold"),
-             a.get("ratelimit.resets_at")) for a in alerts]
-    fired = {(handle, resets) for handle, window, threshold, resets in keys if window == "five_hour"}
-    return {"alerts": len(alerts), "alert_cycles_proven": len(proven_highs),
-            "alert_duplicates": len(keys) - len(set(keys)),
-            "alerts_lost": len(proven_highs - fired),
-            "alerts_wrong_threshold": sum(1 for k in keys if k[2] != 90 or k[1] != "five_hour")}
+            attrs = event.get("attributes") if isinstance(event, dict) else None
+            if isinstance(attrs, dict) and str(attrs.get("event.name")).startswith("account.quota."):
+                found.append(attrs)
+    return found
 
 
 def _iso_ms(text: str) -> int:

@@ -13,7 +13,7 @@ import calendar
 import json
 import time
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 FIELD = Path(__file__).resolve().parent.parent / "fixtures" / "field"
 # The keys whose numbers are epoch seconds in the vendors' replies and logs.
@@ -90,3 +90,59 @@ def earliest_epoch(obj: Any) -> float:
                 walk(v)
     walk(obj)
     return min(found) if found else time.time()
+
+
+# ---------------------------------------------------------------- the key vendors' instants
+
+# Keys whose values are instants in the key vendors' replies: epoch milliseconds, and ISO texts (a
+# date alone, as Copilot sends one, moves by whole days and stays a date).
+MS_KEYS = ("nextResetTime",)
+ISO_KEYS = ("resetTime", "reset_time", "resetAt", "reset_at", "quota_reset_date_utc", "quota_reset_date",
+            "limited_user_reset_date")
+
+
+def _text_s(text: str) -> float:
+    """Epoch seconds of an ISO instant (any fraction, `Z`) or of a date alone (midnight UTC)."""
+    return stamp_s(text if "T" in text else text + "T00:00:00Z")
+
+
+def _moved_text(text: str, by: float) -> str:
+    """An instant's text moved by `by` seconds, spelled as it was: a date stays a date, a fraction of
+    nine digits keeps nine."""
+    if "T" not in text:
+        return time.strftime("%Y-%m-%d", time.gmtime(_text_s(text) + -(-by // 86400) * 86400))
+    head, _, frac = text.rstrip("Z").partition(".")
+    moved = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(calendar.timegm(time.strptime(head, "%Y-%m-%dT%H:%M:%S"))
+                                                             + int(by)))
+    return moved + ("." + frac if frac else "") + "Z"
+
+
+def plan_instants(obj: Any, by: float = 0.0, found: Optional[List[float]] = None) -> Any:
+    """A key vendor's reply with its instants moved by `by` seconds; with `found`, each instant's
+    epoch seconds (as it was) appended to it."""
+    if isinstance(obj, list):
+        return [plan_instants(v, by, found) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for key, value in obj.items():
+        if key in MS_KEYS and isinstance(value, int) and not isinstance(value, bool):
+            out[key] = value + int(by * 1000)
+            if found is not None:
+                found.append(value / 1000.0)
+        elif key in ISO_KEYS and isinstance(value, str) and value:
+            out[key] = _moved_text(value, by)
+            if found is not None:
+                found.append(_text_s(value))
+        else:
+            out[key] = plan_instants(value, by, found)
+    return out
+
+
+def plan_reply_ahead(name: str, now_s: float, lead_s: float = 3600.0) -> Any:
+    """A key vendor's captured reply with every instant moved so that its earliest is `lead_s` ahead of
+    `now_s` (a reply without one as captured)."""
+    body = reply(name)
+    found: List[float] = []
+    plan_instants(body, 0.0, found)
+    return plan_instants(body, now_s + lead_s - min(found)) if found else body

@@ -47,6 +47,9 @@ def clean_env(home: Path) -> Dict[str, str]:
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("NO_COLOR", None)
+    # A terminal's size says how wide the HUD draws; pytest-xdist's workers set one of their own.
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
     return env
 
 

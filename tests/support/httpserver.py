@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Optional, Tuple, Type
 
@@ -36,3 +37,33 @@ def send_raw(handler: BaseHTTPRequestHandler, status: int, raw: bytes, content_t
     handler.end_headers()
     handler.wfile.write(raw)
     handler.close_connection = True
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A stand-in's request handler: HTTP/1.1, and no log line per request."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class Served:
+    """A stand-in served on a thread of its own at `url` while in a `with` block: a subclass names
+    its request `handler`, which finds the stand-in as `self.server.owner`; `lock` guards its state."""
+
+    handler: Type[BaseHTTPRequestHandler]
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._server = StandInServer(("127.0.0.1", 0), self, self.handler)
+        self.url = "http://127.0.0.1:%d" % self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,4 +1,5 @@
-// svc-monitor dashboard: live from each vendor's /api/accounts/stream and /api/trajectory/stream,
+// svc-monitor dashboard: live from the default vendor's /api/accounts/stream and /api/trajectory/stream
+// (each other vendor's posture re-read at every trajectory push),
 // no build step, no CDN, SVG drawn by hand.
 // Everything is written with textContent: emails and labels are never parsed as HTML.
 // The page names no vendor: the list, its order and the display names come from /api/vendors.
@@ -50,9 +51,11 @@
   // ------------------------------------------------------------ formatting
 
   function fmtPct(p) {
-    if (typeof p !== "number") return "no reading";
-    // Past the limit the exact figure says nothing more: "101%" reads as a bug.
-    return p > 100 ? "100%+" : (Math.round(p * 10) / 10) + "%";
+    // One rule on every surface (the terminals' too): to the nearest tenth, halves up, a trailing
+    // ".0" dropped, none below 0, and past the limit "100%+" (the exact figure says nothing more,
+    // and "101%" reads as a bug).
+    if (typeof p !== "number" || !isFinite(p)) return "no reading";
+    return p > 100 ? "100%+" : (Math.round(Math.max(0, p) * 10) / 10) + "%";
   }
   function windowWords(name) { return WINDOW_WORDS[name] || String(name).replace(/_/g, " ") + " window"; }
   function setProgress(bar, pct, label) {
@@ -122,7 +125,7 @@
     }
     if (typeof f.pctAtReset === "number") {
       var rate = typeof f.ratePctPerHour === "number" ? f.ratePctPerHour : 0;
-      return { text: "Forecast: about " + Math.round(f.pctAtReset) + "% when it resets (" +
+      return { text: "Forecast: about " + fmtPct(f.pctAtReset) + " when it resets (" +
                (rate >= 0.05 ? "rising " + rate + "% an hour)" : "steady)"), alarm: false };
     }
     if (!isNaN(wall)) return { text: "Forecast: 100% in " + fmtDuration(wall - Date.now()), alarm: false };
@@ -305,6 +308,16 @@
     banner.hidden = false;
   }
 
+  function waitEnds(provider) {
+    // When the advice's wait ends: its waitUntil, the holding window's own reset, so the advice
+    // line and the banner count down to one instant; else waitS from when the advice was read.
+    var held = advice[provider];
+    if (!held || !held.body) return NaN;
+    var until = typeof held.body.waitUntil === "string" ? Date.parse(held.body.waitUntil) : NaN;
+    if (isNaN(until) && typeof held.body.waitS === "number") until = held.at + held.body.waitS * 1000;
+    return until;
+  }
+
   function bannerText(body, a) {
     var active = body.active;
     var who = active ? active.label : "The active account";
@@ -317,13 +330,14 @@
       return msg + "Switch to " + a.to.label + (a.to.email ? " (" + a.to.email + ")" : "") +
         (first && first.reachesReset ? ": its forecast reaches the reset with headroom." : ": it has the most headroom left.");
     }
+    var until = waitEnds(defaultName), left = until - Date.now();
     if (a.advice === "wait") {
-      return msg + "Wait " + (a.waitS > 0 ? fmtDuration(a.waitS * 1000) : "a moment") +
+      return msg + "Wait " + (left > 0 ? fmtDuration(left) : "a moment") +
         " for its reset: waiting is cheaper than switching.";
     }
     if (unreadInAdvice(a)) return msg + sentence(a.reason);
     return msg + "No sibling account is forecast to reach its reset with headroom" +
-      (typeof a.waitS === "number" ? "; " + who + " resets in " + fmtDuration(a.waitS * 1000) + "." : ".");
+      (isNaN(until) ? "." : "; " + who + " resets in " + fmtDuration(left) + ".");
   }
 
   // ------------------------------------------------------------ health: accounts that were not read
@@ -407,7 +421,7 @@
         " is forecast to reach 100% at " + localClock(wall) + ", before it resets.";
     }
     if (f && typeof f.pctAtReset === "number") {
-      return "Stay on " + label + " — its " + best.spec.words + " reaches its reset at " + Math.round(f.pctAtReset) + "%.";
+      return "Stay on " + label + " — its " + best.spec.words + " reaches its reset at " + fmtPct(f.pctAtReset) + ".";
     }
     var reset = best.w.resetsAt ? Date.parse(best.w.resetsAt) : NaN;
     return "Stay on " + label + " — its " + best.spec.words + " is at " + fmtPct(best.w.pct) +
@@ -420,7 +434,7 @@
     var a = held.body;
     if (!a || a.available !== true || typeof a.advice !== "string") return null;
     var active = a.active && a.active.label;
-    var until = typeof a.waitS === "number" ? held.at + a.waitS * 1000 : NaN;
+    var until = waitEnds(provider);
     // The active account not read (its token refused...), or none and another not read: the reason
     // says what is wrong and the fix.
     if ((a.active && healthOf(a.active) !== "ok") || (a.advice === "none" && unreadInAdvice(a))) {
@@ -434,7 +448,7 @@
     if (a.advice === "switch" && a.to) {
       var first = (a.ranked || [])[0] || {};
       return "Switch to " + a.to.label + (a.to.email ? " (" + a.to.email + ")" : "") + ": " +
-        (typeof first.headroomPct === "number" ? first.headroomPct + "% headroom left" : "it has headroom") +
+        (typeof first.headroomPct === "number" ? fmtPct(first.headroomPct) + " headroom left" : "it has headroom") +
         (first.reachesReset ? ", and its forecast reaches its reset." : ", the most of any account.");
     }
     if (a.advice === "none") {
@@ -558,7 +572,9 @@
     accountExtras(node, a, vendor, !!note);
     // An account never read has no figures to draw: its note says why.
     var unread = health !== "ok" && typeof a.readAt !== "number" && !a.fiveHour && !a.sevenDay;
-    if (!unread) WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
+    // An account whose limits are all of other lengths (a monthly quota) is shown by those alone.
+    var othersOnly = !a.fiveHour && !a.sevenDay && (a.extraWindows || []).length > 0;
+    if (!unread && !othersOnly) WINDOWS.forEach(function (spec) { node.appendChild(windowBlock(a, spec)); });
     var stale = el("p", "stale-note", "");
     stale.hidden = true;
     node.appendChild(stale);
@@ -633,7 +649,7 @@
     var words = label + " " + spec.words + ": " + (w && typeof w.pct === "number" ? fmtPct(w.pct) + " now" : "no reading now");
     var f = tw && tw.forecast, wall = f && f.wallAt ? Date.parse(f.wallAt) : NaN;
     if (f && f.beforeReset && !isNaN(wall)) words += ", forecast 100% at " + localClock(wall);
-    else if (f && typeof f.pctAtReset === "number") words += ", forecast " + Math.round(f.pctAtReset) + "% at its reset";
+    else if (f && typeof f.pctAtReset === "number") words += ", forecast " + fmtPct(f.pctAtReset) + " at its reset";
     var reset = w && w.resetsAt ? Date.parse(w.resetsAt) : NaN;
     if (!isNaN(reset)) words += ", resets " + localClock(reset);
     return words + "; " + readings + " readings over the last " + fmtDuration(spec.span) + ".";
@@ -668,6 +684,15 @@
       return a["account.handle"] + " " + win + ": forecast to reach 100% at " +
         localClock(Date.parse(a["ratelimit.wall_at"])) + ", before its reset";
     }
+    if (a["event.name"] === "account.quota.wall") {
+      var usable = Date.parse(a["ratelimit.usable_at"]);
+      return a["account.handle"] + " " + win + " reached 100% (" + fmtPct(a["ratelimit.pct"]) + ")" +
+        (isNaN(usable) ? "" : ": usable again at " + localClock(usable));
+    }
+    if (a["event.name"] === "account.quota.usable") {
+      return a["account.handle"] + " is usable again: its " + win + " window reset (now " +
+        fmtPct(a["ratelimit.pct"]) + ")";
+    }
     return a["account.handle"] + " " + win + " reached " + a["ratelimit.threshold"] + "% (" + fmtPct(a["ratelimit.pct"]) + ")";
   }
 
@@ -675,7 +700,8 @@
     var box = $("alerts");
     box.textContent = "";
     (list || []).forEach(function (ev) {
-      var kind = ev.attributes && ev.attributes["event.name"] === "account.quota.forecast" ? "forecast" : "threshold";
+      var name = ev.attributes && ev.attributes["event.name"];
+      var kind = typeof name === "string" ? name.replace(/^account\.quota\./, "") : "threshold";
       var li = el("li", "kind-" + kind);
       li.setAttribute("data-id", ev.id || "");
       var ts = Date.parse(ev.ts);
@@ -745,9 +771,10 @@
     traj = body;
     // Readings of a vendor the page does not follow yet: the node has started to show it.
     var unfollowed = (body.accounts || []).some(function (a) {
-      return typeof a.provider === "string" && !streams[streamPath(a.provider)];
+      return typeof a.provider === "string" && a.provider !== defaultName && !followed[a.provider];
     });
     if (unfollowed && Date.now() - vendorsFetched >= VENDORS_AGAIN_MS) loadVendors();
+    readFollowed();
     (body.alerts || []).forEach(function (ev) { alertsSeen[ev.id] = true; });
     renderAlerts(body.alerts);
     if (typeof body.probedAt === "number") {
@@ -887,6 +914,7 @@
       sec.meta.textContent = words;
       tickCards(sec.cards.childNodes, isStale(body.probedAt), words);
     });
+    tickStopped();
     if (!last || last.available !== true) { tickLogin(); return; }
     var a = last.active;
     text("bar-5h-text", a && a.fiveHour ? windowText(a.fiveHour) : "");
@@ -924,23 +952,60 @@
     node.className = "conn conn-" + state;
   }
 
+  // A monitor that stopped answering: after STOPPED_AFTER failed reconnects of the stream that
+  // drives the connection pill, the page says so, and greys its advice and banner (they are the
+  // last reading's, and may no longer hold). The first answer clears it.
+  var STOPPED_AFTER = 3;
+  var failedReconnects = -1;  // -1: connected (the next error is the drop itself, not a failed reconnect)
+  var lostAt = 0;
+
+  function answered() {
+    failedReconnects = -1;
+    lostAt = 0;
+    document.body.classList.remove("monitor-stopped");
+    $("stopped").hidden = true;
+    text("advice-title", "Which account to use now");
+  }
+
+  function unanswered() {
+    if (!lostAt) lostAt = Date.now();
+    failedReconnects++;
+    if (failedReconnects < STOPPED_AFTER) return;
+    setConn("stopped");
+    document.body.classList.add("monitor-stopped");
+    text("advice-title", "Which account to use now (the last advice, before the monitor stopped answering)");
+    tickStopped();
+  }
+
+  function tickStopped() {
+    if (failedReconnects < STOPPED_AFTER) return;
+    var box = $("stopped");
+    box.hidden = false;
+    box.textContent = "The monitor stopped answering " + fmtDuration(Date.now() - lostAt) + " ago (" +
+      new Date(lostAt).toLocaleTimeString() + "), after " + failedReconnects + " failed reconnects. What this " +
+      "page shows is its last reading; the page keeps trying, and fills in again when the monitor is back.";
+  }
+
   function connect(path, handlers, showState) {
     if (reconnectTimers[path]) { clearTimeout(reconnectTimers[path]); reconnectTimers[path] = null; }
     if (sources[path]) sources[path].close();
-    if (showState) setConn("connecting");
+    if (showState && failedReconnects < STOPPED_AFTER) setConn("connecting");
     var source = new EventSource(path);
     sources[path] = source;
-    source.addEventListener("open", function () { if (showState) setConn("live"); });
+    source.addEventListener("open", function () { if (showState) { setConn("live"); answered(); } });
     Object.keys(handlers).forEach(function (name) {
       source.addEventListener(name, function (ev) {
-        if (showState) setConn("live");
+        if (showState) { setConn("live"); answered(); }
         var data;
         try { data = JSON.parse(ev.data); } catch (e) { text("message", "Bad frame from the stream."); return; }
         handlers[name](data);
       });
     });
     source.addEventListener("error", function () {
-      if (showState) setConn("reconnecting");
+      if (showState) {
+        if (failedReconnects < STOPPED_AFTER - 1) setConn("reconnecting");
+        unanswered();
+      }
       // The browser retries by itself after `retry:`; when it gives up (the
       // stream ended with an error status) start a fresh one.
       if (source.readyState === EventSource.CLOSED && !reconnectTimers[path]) {
@@ -967,26 +1032,44 @@
                                 : "/api/accounts/stream?provider=" + encodeURIComponent(name);
   }
 
+  // Another vendor's posture is read, not streamed: the browser gives a page six connections to
+  // the monitor, and a node of five vendors would spend them all on streams. The trajectory
+  // stream pushes after every vendor's probe, so each push re-reads the vendors the page shows
+  // (a cached read, answered from memory).
+  var followed = {};    // vendor name -> true while the node shows its accounts
+  var reading = {};     // vendor name -> a read in flight
+
+  function readVendor(name) {
+    if (reading[name]) return;
+    reading[name] = true;
+    fetch("/api/accounts?provider=" + encodeURIComponent(name), { cache: "no-store" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) { if (body && followed[name]) renderVendor(name, body); })
+      .catch(function () { /* the stream's reconnects say when the monitor stopped answering */ })
+      .then(function () { reading[name] = false; });
+  }
+
+  function readFollowed() { Object.keys(followed).forEach(readVendor); }
+
   function syncStreams() {
     // The default vendor's stream always: it says when the node has nothing to show, and its
-    // state is the connection pill's. Another vendor's only while the node shows its accounts:
-    // each stream holds one of the browser's six connections to the monitor.
+    // state is the connection pill's. Every other vendor the node shows is followed by reads.
+    var path = defaultName === null ? null : streamPath(defaultName);
+    if (path !== null && !streams[path]) {
+      streams[path] = [{ account: function (body) { renderVendor(defaultName, body); } }, true, defaultName];
+      connect(path, streams[path][0], streams[path][1]);
+    }
     var wanted = {};
-    vendors.forEach(function (v) {
-      if (v.name === defaultName || v.shown === true) wanted[streamPath(v.name)] = v.name;
-    });
-    Object.keys(streams).forEach(function (path) {
-      var name = streams[path][2];
-      if (name == null || wanted[path] === name) return;
-      closeStream(path);
-      delete streams[path];
+    vendors.forEach(function (v) { if (v.name !== defaultName && v.shown === true) wanted[v.name] = true; });
+    Object.keys(followed).forEach(function (name) {
+      if (wanted[name]) return;
+      delete followed[name];
       renderVendor(name, null);
     });
-    Object.keys(wanted).forEach(function (path) {
-      if (streams[path]) return;
-      var name = wanted[path];
-      streams[path] = [{ account: function (body) { renderVendor(name, body); } }, name === defaultName, name];
-      connect(path, streams[path][0], streams[path][1]);
+    Object.keys(wanted).forEach(function (name) {
+      if (followed[name]) return;
+      followed[name] = true;
+      readVendor(name);
     });
   }
 

@@ -57,6 +57,24 @@
     return mark;
   }
 
+  // Every countdown and age moves each second between reads, from the instant it counts to (a
+  // reset) or from (the read): each is a text node and the function that writes it. Past
+  // MAX_TICKING of them (a fleet of thousands) they move at each read instead.
+  var MAX_TICKING = 4000;
+  var tickers = [];
+  function ticking(node, write) {
+    node.textContent = write();
+    tickers.push([node, write]);
+  }
+  function tick() {
+    if (tickers.length > MAX_TICKING) return;
+    tickers.forEach(function (t) {
+      var words = t[1]();
+      if (t[0].textContent !== words) t[0].textContent = words;
+    });
+    tickStopped();
+  }
+
   function pill(word) {
     var text = typeof word === "string" && word ? word : "unknown";
     return el("span", "pill pill-" + (STATE_ORDER.hasOwnProperty(text) || /^[a-z_]+$/.test(text) ? text : "unknown"), text);
@@ -82,8 +100,11 @@
     // The window's name in the text too: the stacked layout of a narrow screen has no column headers.
     var text = (/5-hour/.test(label || "") ? "5h " : /7-day/.test(label || "") ? "7d " : "") + pctText(pct);
     var reset = msOf(resetsAt);
-    if (reset !== null) text += " · resets in " + duration((reset - Date.now()) / 1000);
-    cell.appendChild(el("span", "win-text", text));
+    var words = el("span", "win-text", text);
+    if (reset !== null) {
+      ticking(words, function () { return text + " · resets in " + duration((reset - Date.now()) / 1000); });
+    }
+    cell.appendChild(words);
     return cell;
   }
 
@@ -104,21 +125,25 @@
       return cell;
     }
     var reset = bindingReset(account);
-    var secs = (wall - Date.now()) / 1000;
     if (reset !== null && wall >= reset) {
       cell.textContent = "not before its reset";
       cell.className += " none";
     } else {
-      cell.textContent = secs <= 0 ? "at 100% now" : "100% in " + duration(secs);
+      ticking(cell, function () {
+        var secs = (wall - Date.now()) / 1000;
+        return secs <= 0 ? "at 100% now" : "100% in " + duration(secs);
+      });
       cell.className += " alarm";
     }
     cell.title = "wall forecast " + account.wall_at;
     return cell;
   }
 
-  function pctText(pct) {
-    if (typeof pct !== "number") return "—";
-    return pct > 100 ? "100%+" : (Math.round(pct * 10) / 10) + "%";  // past the limit: no "101%"
+  function pctText(p) {
+    // One rule on every surface (the terminals' too): to the nearest tenth, halves up, a trailing
+    // ".0" dropped, none below 0, and past the limit "100%+" (no "101%").
+    if (typeof p !== "number" || !isFinite(p)) return "—";
+    return p > 100 ? "100%+" : (Math.round(Math.max(0, p) * 10) / 10) + "%";
   }
 
   function displayName(vendor) {
@@ -166,7 +191,7 @@
     if (!account) {
       acct.appendChild(el("span", "none", host.state === "live" || host.state === "stale" ? "no account data" : "—"));
       if (host.quota && typeof host.quota.five_hour_pct === "number") {
-        acct.appendChild(el("span", "stale-note", "login 5h " + host.quota.five_hour_pct + "%"));
+        acct.appendChild(el("span", "stale-note", "login 5h " + pctText(host.quota.five_hour_pct)));
       }
       otherLines(acct, host);
       return [acct, windowCell(null), windowCell(null), wallCell(null)];
@@ -198,9 +223,11 @@
     if (!activeBlocks(host).length && !(host.quota && typeof host.quota.five_hour_pct === "number")) {
       r.className += " no-acct";
     }
-    var cells = [pill(host.state), el("span", "host", host.host),
-                 el("span", "age", host.ageS === null || host.ageS === undefined ? "—"
-                                     : duration(host.ageS + elapsedS()) + " ago")];
+    var age = el("span", "age", "—");
+    if (host.ageS !== null && host.ageS !== undefined) {
+      ticking(age, function () { return duration(host.ageS + elapsedS()) + " ago"; });
+    }
+    var cells = [pill(host.state), el("span", "host", host.host), age];
     cells = cells.concat(accountCells(host));
     cells.forEach(function (c) { c.setAttribute("role", "cell"); r.appendChild(c); });
     return r;
@@ -253,8 +280,11 @@
     var probed = win ? msOf(win.probedAt) : null;
     if (probed === null) return null;
     if (win.suspect === true) return suspectMark("read-on", (win.host ? "read on " + win.host + ", " : "") + SUSPECT_NOTE);
-    var text = "read " + duration((Date.now() - probed) / 1000) + " ago" + (win.host ? " on " + win.host : "");
-    return el("span", "read-on", text);
+    var node = el("span", "read-on");
+    ticking(node, function () {
+      return "read " + duration((Date.now() - probed) / 1000) + " ago" + (win.host ? " on " + win.host : "");
+    });
+    return node;
   }
 
   function accountWindow(win, name, who) {
@@ -325,6 +355,7 @@
   }
 
   function renderAccounts(body) {
+    tickers = tickers.filter(function (t) { return !document.getElementById("account-rows").contains(t[0]); });
     var box = document.getElementById("accounts-box");
     var accounts = body && Array.isArray(body.accounts) ? body.accounts : null;
     box.hidden = accounts === null || (!accounts.length && !!(body && body.error));
@@ -469,6 +500,7 @@
   }
 
   function render(body) {
+    tickers = tickers.filter(function (t) { return !document.getElementById("rows").contains(t[0]); });
     var hosts = Array.isArray(body.hosts) ? body.hosts : [];
     var unlisted = Array.isArray(body.unlisted) ? body.unlisted : [];
     var meta = "heartbeats " + (SOURCE_WORDS[body.source] || (body.source ? "from " + body.source : ""));
@@ -510,6 +542,38 @@
     vendors = body.vendors.filter(function (v) { return v && typeof v.name === "string" && v.name; });
   }
 
+  // A monitor that stopped answering: after STOPPED_AFTER failed reads in a row (a failed read is
+  // tried again after RETRY_MS) the page says so and greys what it shows, the last answer's.
+  var STOPPED_AFTER = 3, RETRY_MS = 5000;
+  var failedReads = 0, lostAt = 0;
+
+  function answered() {
+    failedReads = 0;
+    lostAt = 0;
+    document.body.classList.remove("monitor-stopped");
+  }
+
+  function unanswered(err) {
+    if (!lostAt) lostAt = Date.now();
+    failedReads++;
+    var notice = document.getElementById("notice");
+    notice.hidden = false;
+    if (failedReads < STOPPED_AFTER) {
+      notice.textContent = "Cannot read /api/fleet from this monitor: " + err.message + "; trying again.";
+      return;
+    }
+    document.body.classList.add("monitor-stopped");
+    tickStopped();
+  }
+
+  function tickStopped() {
+    if (failedReads < STOPPED_AFTER) return;
+    document.getElementById("notice").textContent = "The monitor stopped answering " +
+      duration((Date.now() - lostAt) / 1000) + " ago (" + new Date(lostAt).toLocaleTimeString() + "), after " +
+      failedReads + " failed reads. What this page shows is its last answer; the page keeps trying, and " +
+      "fills in again when the monitor is back.";
+  }
+
   function load() {
     // Both answer from one cached read of the fleet; an older monitor without the accounts view
     // still shows its hosts. The vendor list names each vendor's block and how to write it.
@@ -518,25 +582,36 @@
     Promise.all([getJson("/api/fleet"), accounts, named])
       .then(function (bodies) {
         fetchedAt = Date.now();
+        answered();
         setVendors(bodies[2]);
         fillProviders();
         renderAccounts(bodies[1]);
         render(bodies[0]);
         askOwner();
+        later(REFRESH_MS);
       })
       .catch(function (err) {
-        var notice = document.getElementById("notice");
-        notice.hidden = false;
-        notice.textContent = "Cannot read /api/fleet from this monitor: " + err.message;
+        unanswered(err);
+        later(RETRY_MS);
       });
   }
 
-  var timer = null;
+  var timer = null, clock = null;
+
+  function later(ms) {
+    if (timer !== null) clearTimeout(timer);
+    timer = setTimeout(load, ms);
+  }
 
   function start() {
-    if (timer !== null) clearInterval(timer);
+    if (clock === null) clock = setInterval(tick, 1000);
     load();
-    timer = setInterval(load, REFRESH_MS);
+  }
+
+  function stop() {
+    if (timer !== null) clearTimeout(timer);
+    if (clock !== null) clearInterval(clock);
+    timer = clock = null;
   }
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -546,6 +621,6 @@
   });
   // A page left in the browser's back-forward cache keeps no request running; back on
   // it, it reads the fleet again at once.
-  window.addEventListener("pagehide", function () { if (timer !== null) clearInterval(timer); timer = null; });
+  window.addEventListener("pagehide", stop);
   window.addEventListener("pageshow", function (ev) { if (ev.persisted) start(); });
 })();
