@@ -59,7 +59,7 @@ CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/
   tests/test_advice_http.py tests/test_switch_hostile.py tests/test_heartbeat_claims.py tests/test_codex_token_pieces.py
   tests/test_monitor_url.py tests/test_mcp_hostile.py tests/test_accounts_lint.py
   tests/test_third_vendor_dashboard.py tests/test_scrape_prometheus.py tests/test_copilot_node.py
-  tests/test_zai_node.py tests/test_kimi_node.py"
+  tests/test_zai_node.py tests/test_kimi_node.py tests/test_dispatch.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then

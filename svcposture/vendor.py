@@ -209,7 +209,7 @@ class SetupHelp(NamedTuple):
 
 # The demo's simulated stories (docs/vendors.md), one per demo account: `cycle` goes ok ->
 # degraded -> rejected -> ok in the demo's first minutes, then climbs at a steady pace through real
-# 5-hour windows (the first vendor's active account); `wall`
+# 5-hour windows (the default vendor's active account); `wall`
 # climbs 30 %/h and meets its wall before its 5-hour reset; `weekly` sits near its weekly limit;
 # `pace` climbs 12 %/h from 35 % with its week at 62 % (any other name is `pace`).
 DEMO_TIMELINES = ("cycle", "wall", "weekly", "pace")

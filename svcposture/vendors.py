@@ -61,7 +61,7 @@ def _add(vendor: Any) -> None:
     if vendor.name in _FLEET_FIELDS:
         raise InvalidVendor("a vendor may not be named %s: the heartbeat has a field of that name" % vendor.name)
     if _vendors and not vendor.lines.label_prefix and vendor not in _vendors:
-        raise InvalidVendor("vendor %s needs a label prefix (only the first vendor has none)" % vendor.name)
+        raise InvalidVendor("vendor %s needs a label prefix (only the default vendor has none)" % vendor.name)
     for known in _vendors:
         if known is vendor:
             return

@@ -189,7 +189,8 @@ def test_a_stream_is_a_source_the_one_pump_writes(app):
             if data.startswith(b"event:"):
                 got_frame.set()
 
-        pump = threading.Thread(target=sse.pump, args=(write, stream, stopping), daemon=True)
+        # `stopping` is also what the wait is cancelled by, so that wake() ends it now, not at a keepalive.
+        pump = threading.Thread(target=sse.pump, args=(write, stream, stopping, stopping), daemon=True)
         pump.start()
         assert got_frame.wait(30)
         stopping.set()

@@ -363,7 +363,8 @@ def test_login_and_hud_show_the_codename_buckets(login_node):
     body = _login_with(login_node, "claude-usage-codename-credits.json")
     assert [(w["name"], w["pct"], w["seconds"], w["resetsAt"]) for w in body["extraWindows"]] == [
         ("iguana_necktie", 35.5, None, "2026-11-05T07:59:00.000Z"), ("nimbus_quill", 0.0, None, None)]
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    # Wide enough for the whole strip: the HUD drops what does not fit the terminal.
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent), COLUMNS="400")
     hud = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "hud", "--once", "--url", login_node[0].url],
                          env=env, capture_output=True, text=True, timeout=30)
     assert hud.returncode == 0 and "iguana_necktie 35.5%" in hud.stdout, hud.stdout + hud.stderr

@@ -74,13 +74,68 @@ def test_a_monitor_publishes_every_account_with_its_key(tmp_path, monitors):
         # No email in the env file: no key; the account is told apart by host and label only.
         assert two["key"] is None and two["label"] == "acct2" and two["active"] is False
         assert two["status"] == "rejected" and two["five_hour_pct"] == 102.0
-        assert set(one) == {"key", "label", "provider", "status", "five_hour_pct", "five_hour_resets_at",
+        assert set(one) == {"key", "label", "provider", "status", "health", "five_hour_pct", "five_hour_resets_at",
                             "seven_day_pct", "seven_day_resets_at", "wall_at", "probed_at", "active"}
+        assert one["health"] == two["health"] == "ok"  # rejected is a reading: its figures were read
         assert not any(t in json.dumps(srv.attachments("OPS-1")) for t in tokens)
         # The same key on the monitor's own account series, for the Prometheus read.
         text = mon.get("/metrics")[2].decode()
         assert 'svc_account_active{account="acct1",provider="claude",account_key="%s"} 1' % one["key"] in text
         assert 'svc_account_active{account="acct2",provider="claude"} 0' in text
+
+
+def test_a_refused_account_says_so_in_the_fleet(tmp_path, monitors):
+    """Health in the heartbeat (docs/posture.md, "Health"): the monitor whose second token the provider
+    refused publishes it, and /api/fleet/accounts and `svc-cluster status --json` say `refused`,
+    never a reading of an account nobody read."""
+    tokens = [canary("fh1"), canary("fh2")]
+    home = make_node(tmp_path, "a", ["a", "b"], anchor="OPS-1")
+    with TrackerServer(tokens=[BEARER]) as srv, ProviderServer() as provider:
+        srv.add_issue("OPS-1")
+        provider.set_account(tokens[0], five_hour=(0.42, "allowed"), seven_day=(0.10, "allowed"))
+        provider.set_account(tokens[1], mode="auth")
+        env = monitor_env(home, provider.url, accounts=[("ACCT1", tokens[0], "ada@example.com"),
+                                                        ("ACCT2", tokens[1], "bob@example.com")], active="ACCT1",
+                          SVC_TRACKER_URL=srv.url, EXECUTION_CORE_LIVENESS_PUBLISH_INTERVAL_MS="300",
+                          SVC_FLEET_TTL_S="1")
+        mon = monitors.start(env)
+
+        def refused():
+            body = mon.get_json("/api/fleet/accounts")[1]
+            found = {a["key"]: a for a in body.get("accounts") or []}
+            bob = found.get(key("claude", "bob@example.com"))
+            return body if bob is not None and bob["health"] == "refused" else None
+        body = wait_until(refused, timeout=30, message="the fleet's accounts saying acct2 was refused")
+        _validate(json.loads(mon.get("/api/openapi.json")[2]), {"$ref": "#/components/schemas/FleetAccounts"}, body)
+        found = {a["key"]: a for a in body["accounts"]}
+        ada, bob = found[key("claude", "ada@example.com")], found[key("claude", "bob@example.com")]
+        assert ada["health"] == "ok" and ada["hosts"] == [{"host": "a", "active": True, "health": "ok"}]
+        assert bob["hosts"] == [{"host": "a", "active": False, "health": "refused"}]
+        assert bob["status"] == "error" and bob["fiveHour"]["pct"] is None  # nothing read is shown as read
+        code, report = run_json(node_env(make_node(tmp_path / "reader", "b", ["a", "b"], anchor="OPS-1"),
+                                         tracker_url=srv.url), "status", "--json")
+        entries = {e["label"]: e for e in report["hosts"][0]["accounts"]}
+        assert report["hosts"][0]["host"] == "a" and entries["acct2"]["health"] == "refused"
+        assert entries["acct1"]["health"] == "ok" and entries["acct2"]["five_hour_pct"] is None
+        assert not any(t in json.dumps(srv.attachments("OPS-1")) + json.dumps(report) for t in tokens)
+        refused_on_the_page(mon)
+
+
+def refused_on_the_page(mon):
+    """/fleet's accounts table says the refusal beside the status, and on the host that has it."""
+    from tests.support import pages
+    from tests.support.browser import chromium, wait_for
+    with chromium(1280, 900) as browser:
+        pages.emulate(browser, "light", 1280)
+        browser.get(mon.url + "/fleet")
+        wait_for(lambda: browser.find_elements("css selector", "#account-rows tr[data-health=refused]"),
+                 what="the refused account's row")
+        row = browser.execute_script("""
+            var r = document.querySelector('#account-rows tr[data-health=refused]');
+            return {status: r.querySelector('td[data-label=Status]').innerText,
+                    hosts: r.querySelector('.acct-hosts').textContent};""")
+        assert "token refused" in row["status"].lower() and row["hosts"] == "a (token refused)"
+        assert not pages.a11y_failures(browser) and not pages.contrast_failures(browser)
 
 
 # ---------------------------------------------------------------- GET /api/fleet/accounts from the tracker
@@ -120,8 +175,11 @@ def test_accounts_are_merged_by_key_and_each_window_is_the_newest_probe(tmp_path
         assert order[:3] == [(key("claude", "dee@example.com"), ["gone"]), (key("claude", "cy@example.com"), ["tight"]),
                              (ada, ["work", "acct1"])]
         shared = body["accounts"][2]
-        assert shared["hosts"] == [{"host": "a", "active": True}, {"host": "b", "active": False},
-                                   {"host": "c", "active": True}]
+        # These publishers predate health: each host's is null, and so is the account's.
+        assert shared["hosts"] == [{"host": "a", "active": True, "health": None},
+                                   {"host": "b", "active": False, "health": None},
+                                   {"host": "c", "active": True, "health": None}]
+        assert shared["health"] is None
         # c probed last but has no 5-hour figure: that window comes from b, the 7-day one from c.
         assert shared["fiveHour"]["pct"] == 70.0 and shared["fiveHour"]["host"] == "b"
         assert shared["sevenDay"] == {"pct": 11.0, "resetsAt": shared["sevenDay"]["resetsAt"],
@@ -236,8 +294,9 @@ def test_hostile_accounts_lists_are_whitelisted(tmp_path, anchor_tracker, monkey
     entries = report["hosts"][0]["accounts"]
     assert code == 3 and len(entries) <= 16
     for e in entries:
-        assert set(e) == {"key", "label", "provider", "status", "five_hour_pct", "five_hour_resets_at",
+        assert set(e) == {"key", "label", "provider", "status", "health", "five_hour_pct", "five_hour_resets_at",
                           "seven_day_pct", "seven_day_resets_at", "wall_at", "probed_at", "active"}
+        assert e["health"] is None  # none of the words: never guessed
         assert e["key"] is None or len(e["key"]) == 16
         assert e["provider"] == "claude" and e["status"] in (None, "ok") and e["active"] is False
         assert e["five_hour_pct"] is None and e["wall_at"] is None
@@ -261,7 +320,7 @@ def test_the_demo_shows_its_fleet_by_account_and_its_status_command_reads_it(tmp
         body = get_json(started.url + "/api/fleet/accounts")
         assert body["source"] == "demo" and "error" not in body
         first = body["accounts"][0]
-        assert first["status"] == "rejected" and first["hosts"] == [{"host": "staging-1", "active": True}]
+        assert first["status"] == "rejected" and first["hosts"] == [{"host": "staging-1", "active": True, "health": None}]
         by_key = {a["key"]: a for a in body["accounts"]}
         grace = by_key[key("claude", "grace@demo.invalid")]
         # The stale gpu-box read it 410 s ago: build-02's newer reading wins.

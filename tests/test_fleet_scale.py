@@ -69,6 +69,13 @@ def test_ten_thousand_hosts_are_read_in_at_most_four_queries(big, monkeypatch):
     # Every host lists its three accounts, the first active; keys where the email is known.
     live = [r for r in rows if r["state"] == "live"]
     assert all(len(r["accounts"]) == 3 and sum(e["active"] for e in r["accounts"]) == 1 for r in live)
+    # Each account's health on its host, from the same queries: refused where the provider refused
+    # the token (never read, so no figures), ok everywhere else.
+    refused = {(fleet.hosts[i], label) for i in range(HOSTS) for slot, (label, _) in enumerate(fleet.logins(i))
+               if fleet.refused(i, slot)}
+    healths = Counter((e["health"], (r["host"], e["label"]) in refused) for r in live for e in r["accounts"])
+    assert set(healths) == {("ok", False), ("refused", True)} and healths[("refused", True)] >= HOSTS // 100 - 2
+    assert all(e["five_hour_pct"] is None for r in live for e in r["accounts"] if e["health"] == "refused")
     view = accounts_view({"hosts": rows, "source": "prometheus", "generatedAt": iso_from_ms(fleet.now_ms)})
     newest = fleet.expected_newest()
     keyed = [a for a in view["accounts"] if a["key"]]
@@ -107,5 +114,10 @@ def test_status_and_a_monitor_answer_for_ten_thousand_hosts(big):
         body = wait_until(answered, timeout=120, interval=1, message="the monitor's first read")
         assert body["source"] == "prometheus" and len(body["accounts"]) == 1000 + HOSTS // 50
         assert sum(len(a["hosts"]) for a in body["accounts"]) == 3 * (HOSTS - HOSTS // 500)
+        # The owner around the wall answers from the same read: no query of its own.
+        reads = mon.get_json("/api/fleet")[1]["generatedAt"]
+        owner = mon.get_json("/api/fleet/owner?ticket=ENG-1")[1]
+        assert owner["owner"] in owner["candidates"] and len(owner["candidates"]) == HOSTS - HOSTS // 500
+        assert owner["livenessKnown"] is True and mon.get_json("/api/fleet")[1]["generatedAt"] == reads
     finally:
         mon.stop(timeout=20, check=False)

@@ -1,13 +1,14 @@
 """svc-monitor mcp (docs/mcp.md) driven by the official MCP Python SDK's stdio client, against a real
 monitor probing the stand-in providers (Claude and Codex).
 
-Every tool (posture, advice, guard, fleet_accounts, switch), both resources, `--allow-switch` and its
+Every tool (posture, advice, guard, fleet_accounts, fleet_owner, switch), both resources, `--allow-switch` and its
 absence, and the monitor being down. What the monitor does not serve on this branch's base (the advice
 and the fleet by account) is served by a scripted HTTP server with the documented bodies.
 """
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -222,7 +223,10 @@ BAD_ARGUMENTS = [("guard", {"reserve": 51}, "reserve must be an integer from 0 t
                  ("guard", {"account": "acct9"}, "acct9"),
                  ("posture", {"provider": "gemini"}, "provider must be one of claude, codex"),
                  ("advice", {"provider": None}, "provider must be a string"),
-                 ("fleet_accounts", {"x": 1}, "unknown argument 'x'")]
+                 ("fleet_accounts", {"x": 1}, "unknown argument 'x'"),
+                 ("fleet_owner", {}, "ticket is required"),
+                 ("fleet_owner", {"ticket": "ENG 1"}, "'ENG 1' is not a tracker ticket identifier"),
+                 ("fleet_owner", {"ticket": "ENG-1", "provider": "gemini"}, "provider must be one of claude, codex")]
 
 
 def _call_all(node: Dict[str, Any], mode: str = "auto") -> Any:
@@ -382,6 +386,8 @@ FLEET_ACCOUNTS = {"accounts": [{"key": "0123456789abcdef", "provider": "claude",
                                 "sevenDay": {"pct": 30.0, "resetsAt": "2026-01-05T00:00:00.000Z",
                                              "probedAt": 1, "host": "h1"}, "wallAt": None}],
                   "source": "prometheus", "readAt": "2026-01-01T00:00:00.000Z"}
+OWNER = {"ticket": "ENG-1", "owner": "h2", "candidates": ["h1", "h2"], "livenessKnown": True, "headroom": True,
+         "provider": "claude", "skipped": [{"host": "h1", "reason": "acct1 (active): 5h at 100%"}], "waitUntil": None}
 NO_FLEET = {"source": "tracker", "anchor": None, "publishIntervalMs": 60000, "hosts": [],
             "error": "no liveness anchor configured (svc-cluster set-anchor <TICKET>)"}
 
@@ -426,27 +432,32 @@ class ScriptedMonitor:
     ids=["prometheus", "anchor", "first-read"])
 def test_advice_and_fleet_accounts_where_the_node_reads_a_fleet(env: Dict[str, str], fleet: Dict[str, Any]) -> None:
     routes = {"/api/advice": ADVICE, "/api/advice?provider=codex": CODEX_ADVICE,
-              "/api/fleet": fleet, "/api/fleet/accounts": FLEET_ACCOUNTS}
+              "/api/fleet": fleet, "/api/fleet/accounts": FLEET_ACCOUNTS,
+              "/api/fleet/owner?ticket=ENG-1&provider=claude": OWNER}
     with ScriptedMonitor(routes) as scripted:
         async def body(client: Client) -> Any:
             return (await client.list_tools(), await client.call_tool("advice", {}),
-                    await client.call_tool("advice", {"provider": "codex"}), await client.call_tool("fleet_accounts"))
-        listed, advice, codex_advice, fleet = run_client(env, ["--url", scripted.url], body)
-    assert {tool.name for tool in listed.tools} == READ_TOOLS | {"fleet_accounts"}
+                    await client.call_tool("advice", {"provider": "codex"}), await client.call_tool("fleet_accounts"),
+                    await client.call_tool("fleet_owner", {"ticket": "ENG-1"}))
+        listed, advice, codex_advice, fleet, owner = run_client(env, ["--url", scripted.url], body)
+    assert {tool.name for tool in listed.tools} == READ_TOOLS | {"fleet_accounts", "fleet_owner"}
     assert payload(advice) == ADVICE and payload(codex_advice) == CODEX_ADVICE
     assert payload(fleet) == FLEET_ACCOUNTS and fleet.is_error is False
+    assert payload(owner) == OWNER and owner.is_error is False
     assert "/api/advice?provider=codex" in scripted.paths and "/api/fleet/accounts" in scripted.paths
 
 
 def test_fleet_accounts_is_not_listed_where_the_node_reads_no_fleet(env: Dict[str, str]) -> None:
     with ScriptedMonitor({"/api/fleet": NO_FLEET, "/api/fleet/accounts": FLEET_ACCOUNTS}) as scripted:
         async def body(client: Client) -> Any:
-            return await client.list_tools(), await client.call_tool("fleet_accounts", {})
-        listed, result = run_client(env, ["--url", scripted.url], body)
+            return (await client.list_tools(), await client.call_tool("fleet_accounts", {}),
+                    await client.call_tool("fleet_owner", {"ticket": "ENG-1"}))
+        listed, result, owner = run_client(env, ["--url", scripted.url], body)
     assert {tool.name for tool in listed.tools} == READ_TOOLS
-    assert result.is_error is True and "reads no fleet" in result.content[0].text
-    assert "no liveness anchor" in result.content[0].text
-    assert "/api/fleet/accounts" not in scripted.paths
+    for answer in (result, owner):
+        assert answer.is_error is True and "reads no fleet" in answer.content[0].text
+        assert "no liveness anchor" in answer.content[0].text
+    assert not any(path.startswith("/api/fleet/") for path in scripted.paths)
 
 
 def test_a_monitor_without_the_advice_says_so(env: Dict[str, str]) -> None:
@@ -464,7 +475,7 @@ def test_help_explains_itself(env: Dict[str, str]) -> None:
     text = done.stdout.decode()
     assert done.returncode == 0 and text.startswith("usage: svc-monitor mcp")
     for words in ("claude mcp add svcposture -- svc-monitor mcp", "[mcp_servers.svcposture]", "--allow-switch",
-                  "posture", "advice", "guard", "fleet_accounts", "svcposture://posture/codex"):
+                  "posture", "advice", "guard", "fleet_accounts", "fleet_owner", "svcposture://posture/codex"):
         assert words in text, words
     done = subprocess.run([sys.executable, "-m", "svcposture", "monitor", "mcp", "--bogus"], env=env,
                           capture_output=True, timeout=60, cwd=str(REPO))
@@ -481,13 +492,20 @@ def test_the_demo_reads_a_fleet_and_the_tool_gives_its_accounts(tmp_path: Path, 
 
     demo = Demo(tmp_path / "demo-home", ["--port", "0"]).wait_ready()
     try:
+        # The ticket the demo routes around its rejected host (it prints which).
+        ticket = re.search(r"ticket (\S+) skips ", demo.text()).group(1)
+
         async def body(client: Client) -> Any:
-            return await client.list_tools(), await client.call_tool("fleet_accounts", {})
-        listed, result = run_client(env, ["--url", demo.url], body)
+            return (await client.list_tools(), await client.call_tool("fleet_accounts", {}),
+                    await client.call_tool("fleet_owner", {"ticket": ticket}))
+        listed, result, owner = run_client(env, ["--url", demo.url], body)
         direct = get_json(demo.url + "/api/fleet/accounts")
+        routed = get_json(demo.url + "/api/fleet/owner?ticket=" + ticket)
     finally:
         assert demo.stop() == 0
-    assert {tool.name for tool in listed.tools} == READ_TOOLS | {"fleet_accounts"}
+    assert {tool.name for tool in listed.tools} == READ_TOOLS | {"fleet_accounts", "fleet_owner"}
+    assert owner.is_error is False and payload(owner) == routed
+    assert routed["skipped"] and routed["owner"] not in [s["host"] for s in routed["skipped"]]
     got = payload(result)
     assert result.is_error is False and got["source"] == direct["source"] == "demo"
     assert sorted(str(a["key"]) for a in got["accounts"]) == sorted(str(a["key"]) for a in direct["accounts"])

@@ -157,6 +157,43 @@ def test_states_and_account_blocks_from_four_queries(tmp_path):
                              "accounts": []}
 
 
+def sick(text: str) -> Tuple[int, bytes]:
+    """healthy(), with health: alpha's `other` rate-limited, and bravo holding an account whose token
+    the provider refused before it was ever read (no reading time: only its health says it is there)."""
+    status, raw = healthy(text)
+    if not text.startswith("max by (node, provider, account, account_key) (svc_account_probed_at_seconds"):
+        if "svc_account_health" not in text:
+            return status, raw
+        # The readings query: the health of the accounts that are not ok, by their nodes.
+        assert re.search(r'svc_account_health\{node=~"[^"]*",health!="ok"\} == 1', text), text
+        found = json.loads(raw)["data"]["result"]
+        extra = [({"node": "alpha", "account": "other", "provider": "claude", "health": "limited"}, 1),
+                 ({"node": "bravo", "account": "never", "provider": "claude", "health": "refused"}, 1)]
+        return 200, vector([(e["metric"], e["value"][1]) for e in found] + extra)
+    found = json.loads(raw)["data"]["result"]
+    flags = [({"node": "alpha", "account": "other", "provider": "claude", "health": "ok"}, 0),
+             ({"node": "bravo", "account": "never", "account_key": "fedcba9876543210", "provider": "claude",
+               "health": "ok"}, 0)]
+    return 200, vector([(e["metric"], e["value"][1]) for e in found] + flags)
+
+
+def test_health_comes_in_the_same_four_queries(tmp_path):
+    with PromStub(sick) as prom:
+        done = run_cluster(reader_env(tmp_path, prom.url), "status", "--json")
+        assert len(prom.queries) == 4
+        assert 'svc_account_health{health="ok"} == 0' in promread.fleet_queries(60000)[1]
+        assert node_filters(prom.queries[3])[-1] == "(?:alpha|bravo)"
+    rows = {r["host"]: r for r in json.loads(done.stdout)["hosts"]}
+    healths = {(h, e["label"]): e["health"] for h, r in rows.items() for e in r["accounts"]}
+    assert healths == {("alpha", "acct-a"): "ok", ("alpha", "other"): "limited", ("bravo", "never"): "refused"}
+    never = rows["bravo"]["accounts"][0]
+    assert never["key"] == "fedcba9876543210" and never["probed_at"] is None and never["five_hour_pct"] is None
+    # Without a sick account the readings query asks no health.
+    with PromStub(healthy) as prom:
+        run_cluster(reader_env(tmp_path / "well", prom.url), "status", "--json")
+        assert "svc_account_health" not in prom.queries[3]
+
+
 def test_queries_are_plain_promql_over_twice_the_interval():
     hosts_q, accounts_q, active_q = promread.fleet_queries(120000)
     assert hosts_q.startswith('max by (node) (max_over_time(up[240s]))')

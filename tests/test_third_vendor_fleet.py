@@ -35,7 +35,7 @@ KEY_TWO = "acme-key-CANARY-fleettwo-" + "6" * 12
 SECRETS = (CLAUDE_TOKEN, KEY_ONE, KEY_TWO)
 REGISTRY_LINE = {"SVC_VENDORS": "tests.support.thirdvendor"}
 ROSTER = ["a", "b", "c", "d", "e"]
-ENTRY_FIELDS = {"key", "label", "provider", "status", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
+ENTRY_FIELDS = {"key", "label", "provider", "status", "health", "five_hour_pct", "five_hour_resets_at", "seven_day_pct",
                 "seven_day_resets_at", "wall_at", "probed_at", "active"}
 
 
@@ -118,7 +118,7 @@ def test_the_heartbeat_carries_the_third_vendors_accounts_and_its_own_block(flee
     assert [(e["label"], e["provider"], e["active"]) for e in meta["accounts"]] == [
         ("acct1", "claude", True), ("acme-one", "acme", True), ("acme-two", "acme", False)]
     one, two = meta["accounts"][1:]
-    assert set(one) == ENTRY_FIELDS
+    assert set(one) == ENTRY_FIELDS and one["health"] == two["health"] == "ok"
     assert one["key"] == key("acme", "one@acme.example") and two["key"] == key("acme", "two@acme.example")
     assert (one["five_hour_pct"], one["seven_day_pct"], two["five_hour_pct"]) == (42.0, 20.0, 60.0)
     # Claude's block stays `account`; acme's is the same block under the vendor's name.
@@ -175,8 +175,11 @@ def test_the_fleet_by_account_merges_the_third_vendors_login_across_hosts(fleet)
     _validate(mon.get_json("/api/openapi.json")[1], {"$ref": "#/components/schemas/FleetAccounts"}, body)
     assert account["provider"] == "acme" and account["labels"] == ["acme-one", "acme-shared", "acme-main"]
     # d's older heartbeat gives its active acme block: an active host of the login.
-    assert account["hosts"] == [{"host": "a", "active": True}, {"host": "b", "active": False},
-                                {"host": "d", "active": True}]
+    # a's heartbeat says its health; b's entry and d's block come from publishers that predate it.
+    assert account["hosts"] == [{"host": "a", "active": True, "health": "ok"},
+                                {"host": "b", "active": False, "health": None},
+                                {"host": "d", "active": True, "health": None}]
+    assert account["health"] == "ok"
     assert account["fiveHour"]["pct"] == 42.0 and account["fiveHour"]["host"] == "a"
     by_key = {a["key"]: a for a in body["accounts"]}
     assert by_key[key("acme", "two@acme.example")]["provider"] == "acme"

@@ -1,4 +1,4 @@
-"""The first vendor: Claude accounts (docs/posture.md).
+"""Claude accounts (docs/posture.md): the registry's default vendor, whose body is the contract's.
 
 One job per module, nothing imported here:
 
@@ -10,4 +10,10 @@ One job per module, nothing imported here:
 - setup:     where a token comes from, as `svc-monitor init` writes and says it
 - replies:   the provider's side of the wire, for its stand-ins (the demo, the tests' fake provider)
 - demo:      its part of `svc-monitor demo`: three accounts, the login, the provider's answers
+- summary:   the contract's posture body from the child's Claude block (pure)
+- errors:    Claude's error vocabulary, and the health each error means
+- sampler:   the quota sampler: the interactive login's usage polled into account.ratelimit.sampled
+- jsonscan:  one member of the login's large profile file, read as a stream
+- knobs:     its environment variables (the provider's URL, the probe's model)
+- vendor:    the `Vendor` protocol over these modules
 """

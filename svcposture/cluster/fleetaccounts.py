@@ -7,10 +7,18 @@ once, keyed by `key` (svcposture.accountkey), with the labels hosts give it,
 the hosts that have it (and whether it is their active one), and each window
 from the newest probe of it across the fleet:
 
-    {"accounts": [{"key", "provider", "labels", "hosts": [{"host", "active"}],
-                   "status", "fiveHour": {"pct", "resetsAt", "probedAt", "host"},
+    {"accounts": [{"key", "provider", "labels", "hosts": [{"host", "active", "health"}],
+                   "status", "health", "fiveHour": {"pct", "resetsAt", "probedAt", "host"},
                    "sevenDay": {...}, "wallAt"}],
      "source", "readAt"}
+
+Health (docs/posture.md, "Health") is a host's: each host says whether it read
+the account with its own credential (`hosts[].health`), and the account's
+`health` is its newest reading's. A reading whose health is not `ok` (a
+refused credential, figures kept from an older reading) comes after every
+good one, however recent its probe: one host's refused token must not hide
+the account's fresh figures from the hosts that read it. Where no host read
+it well, the newest reading says why (`refused`).
 
 An account whose host does not know its email has no key: nothing says that
 two hosts' entries are the same account, so it is listed per host and label
@@ -29,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
+from .._names import HEALTH_OK
 from .._time import parse_iso_ms
 from ..vendors import DEFAULT_PROVIDER, block_keys
 from .heartbeat import ahead
@@ -36,6 +45,7 @@ from .heartbeat import ahead
 WINDOWS = (("fiveHour", "five_hour_pct", "five_hour_resets_at"),
            ("sevenDay", "seven_day_pct", "seven_day_resets_at"))
 _FAR = float("inf")
+_GOOD = (HEALTH_OK, None)
 
 
 def _ms(stamp: Any) -> Optional[int]:
@@ -71,14 +81,14 @@ def _identity(entry: Mapping[str, Any], host: str) -> Tuple[str, ...]:
     return ("host", host, provider, entry["label"])
 
 
-# (suspect, order, host, entry): sorted, the newest believable reading first, then the suspect
-# ones, the nearest the present first.
-Reading = Tuple[bool, int, str, Mapping[str, Any]]
+# (suspect, not good, order, host, entry): sorted, the newest believable good reading first, then
+# the newest believable one whose health is not ok, then the suspect ones, the nearest the present first.
+Reading = Tuple[bool, bool, int, str, Mapping[str, Any]]
 
 
 def _window(readings: List[Reading], pct_field: str, reset_field: str) -> Dict[str, Any]:
     """The window of the first reading that has it; nulls when no host has read it."""
-    for suspect, _, host, entry in readings:
+    for suspect, _, _, host, entry in readings:
         if entry.get(pct_field) is not None:
             return {"pct": entry[pct_field], "resetsAt": entry.get(reset_field),
                     "probedAt": entry.get("probed_at"), "host": host, "suspect": suspect}
@@ -86,10 +96,11 @@ def _window(readings: List[Reading], pct_field: str, reset_field: str) -> Dict[s
 
 
 def _account(group: Dict[str, Any]) -> Dict[str, Any]:
-    readings = sorted(group["readings"], key=lambda r: r[:2])
-    newest = readings[0][3] if readings else {}
+    readings = sorted(group["readings"], key=lambda r: r[:3])
+    newest = readings[0][4] if readings else {}
     out = {"key": group["key"], "provider": group["provider"], "labels": group["labels"], "hosts": group["hosts"],
-           "status": newest.get("status") or group["status"]}
+           "status": newest.get("status") or group["status"],
+           "health": newest.get("health") if readings else group["health"]}
     for name, pct_field, reset_field in WINDOWS:
         out[name] = _window(readings, pct_field, reset_field)
     out["wallAt"] = newest.get("wall_at")
@@ -125,18 +136,23 @@ def accounts_view(report: Mapping[str, Any], now: Optional[int] = None) -> Dict[
             if group is None:
                 group = groups[ident] = {"key": ident[1] if ident[0] == "key" else None,
                                          "provider": entry.get("provider") or DEFAULT_PROVIDER, "labels": [],
-                                         "hosts": [], "status": None, "readings": []}
+                                         "hosts": [], "status": None, "health": None, "readings": []}
             label = entry["label"]
             if label not in group["labels"]:
                 group["labels"].append(label)
-            group["hosts"].append({"host": host, "active": entry.get("active") is True})
+            health = entry.get("health")
+            group["hosts"].append({"host": host, "active": entry.get("active") is True, "health": health})
             stamp = entry.get("probed_at")
             probed = _ms(stamp) if stamp is not None else None
             if probed is not None:
                 suspect = ahead(probed, believed)
-                group["readings"].append((suspect, probed if suspect else -probed, host, entry))
-            elif group["status"] is None:
-                group["status"] = entry.get("status")
+                # A publisher that predates health says none: its reading counts as good.
+                group["readings"].append((suspect, health not in _GOOD, probed if suspect else -probed, host, entry))
+            else:
+                if group["status"] is None:
+                    group["status"] = entry.get("status")
+                if group["health"] is None:
+                    group["health"] = health
     accounts = sorted((_account(g) for g in groups.values()),
                       key=lambda a: (urgency(a), a["provider"], a["labels"][0], a["key"] or ""))
     body: Dict[str, Any] = {"accounts": accounts, "source": report.get("source"), "readAt": report.get("generatedAt")}

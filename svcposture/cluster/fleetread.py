@@ -17,6 +17,16 @@ under `vendors.block_key` (`account` for the default vendor), as in a heartbeat.
 Labels are checked where they are read (every one must be a string), figures
 field by field: a reply comes from a service this node does not control.
 
+Each account's health on its host (docs/posture.md, "Health") comes in two
+steps, because asking every account's six health series costs the engine
+five times what the rest of the read does: the accounts reply carries the
+accounts whose `ok` series is 0 (not ok), and the readings query asks which
+health those few have, by their nodes. Every other account is `ok`, as an
+account of a monitor that predates health is without an error (its status
+says an error where the read has one). An account its host has never read
+(a refused credential) exports no reading time, only its health: it is
+listed all the same, without figures.
+
 When each account was read (`svc_account_probed_at_seconds`) is the value its
 host exports, from that host's clock: a reading more than a minute ahead of
 this reader's (heartbeat.MAX_AHEAD_MS) is suspect. It is an account's newest
@@ -29,6 +39,7 @@ import functools
 import math
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from .._names import HEALTH_OK, HEALTHS, UNREAD
 from .._text import has_control, read_pct
 from .._time import iso_from_ms
 from ..accountkey import valid_key
@@ -105,6 +116,9 @@ class FleetRead:
         # key -> ((node, provider, label), when read): where the newest reading of the account is,
         # a suspect one only where no reading is believable (the nearest the present of them)
         self.newest: Dict[str, Tuple[Place, float]] = {}
+        # The accounts whose health is not ok, and the health the readings said each has.
+        self.unhealthy: Dict[Place, str] = {}
+        self.healths: Dict[Place, str] = {}
         self._figures: Dict[Place, Dict[str, Any]] = {}
         self._fields: Dict[Place, Dict[str, Any]] = {}
 
@@ -122,6 +136,10 @@ class FleetRead:
             provider, label = _label(labels, "provider") or default, _label(labels, "account")
             if not node or not _known_provider(provider):
                 continue  # a series no roster target labelled, or no provider this node knows
+            if "health" in labels:
+                # Its `ok` series at 0: the account is not ok (the readings say how).
+                self.unhealthy[(node, provider, label)] = key
+                continue
             held = members.get(node)
             if held is None:
                 held = members[node] = []
@@ -133,6 +151,19 @@ class FleetRead:
                 best = newest.get(key)
                 if best is None or _newer(value, best[1], believed):
                     newest[key] = ((node, provider, label), value)
+        self._unread_members()
+
+    def _unread_members(self) -> None:
+        """An account that is not ok and has no reading time (never read) is a member all the same:
+        its host has it. Its reading time is 0, which no reading has."""
+        for (node, provider, label), key in self.unhealthy.items():
+            held = self.members.setdefault(node, [])
+            if not any(m[1] == label and m[2] == provider for m in held):
+                held.append((provider != DEFAULT_PROVIDER, label, provider, key, 0.0))
+
+    def unhealthy_nodes(self) -> List[str]:
+        """The nodes with an account whose health is not ok, for the readings query to ask which."""
+        return sorted({node for node, _, _ in self.unhealthy})
 
     def actives(self, samples: List[Sample]) -> None:
         """Each node's active accounts, valued when their series was last scraped (so when the
@@ -157,6 +188,13 @@ class FleetRead:
 
     def readings(self, samples: List[Sample]) -> None:
         for labels, value in samples:
+            if "health" in labels:
+                health = _label(labels, "health")
+                if value == 1 and health in HEALTHS:
+                    place = (_label(labels, "node"), _label(labels, "provider") or DEFAULT_PROVIDER,
+                             _label(labels, "account"))
+                    self.healths[place] = health
+                continue
             # A status series has its name, or only its `status` label when asked apart.
             name = _label(labels, "__name__") or ("svc_account_status" if "status" in labels else "")
             node, provider = _label(labels, "node"), _label(labels, "provider") or DEFAULT_PROVIDER
@@ -213,6 +251,8 @@ class Draft:
         self.rows: List[Dict[str, Any]] = []
         # (entry, place, when read): an entry whose host holds the account's newest reading
         self.entries: List[Tuple[Dict[str, Any], Place, float]] = []
+        # (entry, place): an entry whose health is not ok, told by the readings
+        self.sick: List[Tuple[Dict[str, Any], Place]] = []
         # (row, block field, block, whether the host's probes fail, place or None, when read)
         self.blocks: List[Tuple[Dict[str, Any], str, Dict[str, Any], bool, Optional[Place], float]] = []
         # place -> (the block's figures, the quota they make): the same for every host with the account
@@ -225,6 +265,7 @@ class Draft:
                                                         self.entries, self.block_of)
         up, seen, members, newest, actives, errors = (read.up, read.seen, read.members, read.newest,
                                                       read.active, read.errors)
+        unhealthy, sick = read.unhealthy, self.sick
         for host in hosts:
             value, seen_s = up.get(host), seen.get(host)
             state = "missing" if value is None else ("live" if value >= 1 else "stale")
@@ -246,9 +287,11 @@ class Draft:
                     blocks.append((row, field, block, (host, provider) in errors, place, read_s))
                 if clean is None:
                     continue
-                entry = {"key": shown, "label": clean, "provider": provider, "status": None, "five_hour_pct": None,
-                         "five_hour_resets_at": None, "seven_day_pct": None, "seven_day_resets_at": None,
-                         "wall_at": None, "probed_at": None, "active": active}
+                entry = {"key": shown, "label": clean, "provider": provider, "status": None, "health": HEALTH_OK,
+                         "five_hour_pct": None, "five_hour_resets_at": None, "seven_day_pct": None,
+                         "seven_day_resets_at": None, "wall_at": None, "probed_at": None, "active": active}
+                if here in unhealthy:
+                    sick.append((entry, here))
                 if place == here:
                     pending.append((entry, here, read_s))
                 entries.append(entry)
@@ -262,6 +305,10 @@ class Draft:
             fields = read.fields(place, read_s)
             for name in _ENTRY_FIGURES:
                 entry[name] = fields[name]
+        for entry, place in self.sick:
+            # Not ok, and which the readings did not say (its host changed between two queries):
+            # nothing of it is known to have been read.
+            entry["health"] = read.healths.get(place, UNREAD)
         for row, field, block, failing, place, read_s in self.blocks:
             figures, quota = self._figures_of(place, read_s)
             block.update(figures)

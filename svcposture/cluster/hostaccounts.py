@@ -2,14 +2,18 @@
 
 Each entry is (docs/fleet.md)
 
-    {"key", "label", "provider", "status", "five_hour_pct", "five_hour_resets_at",
+    {"key", "label", "provider", "status", "health", "five_hour_pct", "five_hour_resets_at",
      "seven_day_pct", "seven_day_resets_at", "wall_at", "probed_at", "active"}
 
 in snake_case like the `account` block. `status` is the node status the
 account would give were it active (ok, degraded, rejected, error, unknown);
-`wall_at` is the forecast wall of its binding window; `probed_at` is when its
-vendor's posture was last probed. At most MAX_ACCOUNTS entries: an env file
-with more lists the first ones, the vendors in registration order (the default first).
+`health` is the account's health on this host (docs/posture.md, "Health": ok,
+refused, limited, unreachable, stale, unread; null from a publisher that
+predates it), which the figures alone do not say: a credential refused here
+may be read well on another host; `wall_at` is the forecast wall of its
+binding window; `probed_at` is when its vendor's posture was last probed. At
+most MAX_ACCOUNTS entries: an env file with more lists the first ones, the
+vendors in registration order (the default first).
 
 `key` (svcposture.accountkey) is null for an account whose email the host does
 not know: such an entry can only be told apart by host and label.
@@ -25,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .._names import FIELD_OF_CLAIM, NODE_STATUSES
+from .._names import FIELD_OF_CLAIM, HEALTHS, NODE_STATUSES
 from .._text import is_int
 from ..accountkey import account_key, valid_key
 from ..summary import node_status
@@ -34,7 +38,7 @@ from .heartbeat import (MAX_LABEL, MAX_PCT, PCT_FIELDS, TIME_FIELDS, clean_numbe
                         iso_or_none)
 
 MAX_ACCOUNTS = 16
-ENTRY_FIELDS = ("key", "label", "provider", "status") + PCT_FIELDS + TIME_FIELDS + ("active",)
+ENTRY_FIELDS = ("key", "label", "provider", "status", "health") + PCT_FIELDS + TIME_FIELDS + ("active",)
 PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _WINDOWS = (("five_hour", "fiveHour"), ("seven_day", "sevenDay"))
 
@@ -42,6 +46,11 @@ Summary = Optional[Mapping[str, Any]]
 
 
 # ---------------------------------------------------------------- building (publisher)
+
+def health_word(value: Any) -> Optional[str]:
+    """A health as a heartbeat carries it: one of the words, else null (never guessed)."""
+    return value if isinstance(value, str) and value in HEALTHS else None
+
 
 def wall_of(view: Mapping[str, Any], provider: str, trajectory: Any) -> Optional[str]:
     """The forecast wall of an account's binding window in a trajectory body; None without one."""
@@ -62,7 +71,8 @@ def wall_of(view: Mapping[str, Any], provider: str, trajectory: Any) -> Optional
 def entry(view: Mapping[str, Any], provider: str, probed_at: Optional[str], wall_at: Optional[str]) -> Dict[str, Any]:
     """One account view of a posture body as a heartbeat entry. Pure."""
     out: Dict[str, Any] = {"key": account_key(provider, view.get("email")), "label": view.get("label"),
-                           "provider": provider, "status": node_status(view)}
+                           "provider": provider, "status": node_status(view),
+                           "health": health_word(view.get("health"))}
     for prefix, field in _WINDOWS:
         window = view.get(field)
         window = window if isinstance(window, Mapping) else {}
@@ -110,7 +120,8 @@ def peer_entry(value: Any) -> Optional[Dict[str, Any]]:
     out: Dict[str, Any] = {
         "key": value["key"] if valid_key(value.get("key")) else None, "label": label,
         "provider": provider if isinstance(provider, str) and PROVIDER_RE.fullmatch(provider) else DEFAULT_PROVIDER,
-        "status": status if isinstance(status, str) and status in NODE_STATUSES else None}
+        "status": status if isinstance(status, str) and status in NODE_STATUSES else None,
+        "health": health_word(value.get("health"))}
     for field in PCT_FIELDS:
         out[field] = clean_number(value.get(field), MAX_PCT)
     for field in TIME_FIELDS:
@@ -140,6 +151,10 @@ def entry_schema() -> Dict[str, Any]:
         "label": {"type": "string", "maxLength": MAX_LABEL},
         "provider": {"type": "string", "pattern": PROVIDER_RE.pattern},
         "status": {"type": ["string", "null"], "enum": list(NODE_STATUSES) + [None]},
+        "health": {"type": ["string", "null"], "enum": list(HEALTHS) + [None],
+                   "description": "The account's health on this host (ok: read, and lately; refused: the "
+                                  "provider refused this host's credential; limited, unreachable, stale, unread: "
+                                  "its figures are not a fresh reading); null from a publisher that predates it."},
         "active": {"type": "boolean"}}
     props.update({f: {"type": ["number", "null"], "minimum": 0} for f in PCT_FIELDS})
     props.update({f: nullable_time for f in TIME_FIELDS})

@@ -8,12 +8,13 @@ fleet size (W is twice the publish interval):
 
     hosts     per node: max_over_time(up[W]) (live or stale)
     accounts  per node: every account (label, provider, account_key) with when its
-              figures were read; the newest reading of each key across the fleet
-              is picked from these
+              figures were read, and the few whose health is not ok; the newest
+              reading of each key across the fleet is picked from these
     active    per node: which account is active and when it was last scraped, and
               whether its probes fail (node status error)
     readings  the windows, wall and status of each account's newest reading (its
-              node, asked for that account), and of accounts without a key
+              node, asked for that account), and of accounts without a key; the
+              health of the accounts that are not ok (their nodes, asked by name)
 
 A roster host is `live` when a scrape of it succeeded within W, `stale` when
 it was scraped but none succeeded, and `missing` when Prometheus has no series
@@ -84,6 +85,8 @@ _SPLIT = ('max by (__name__, node, provider, account, window) ({__name__=~"%s",%
 _ONE_SELECTOR = ('max by (__name__, node, provider, account, window, status) (topk by (__name__, node, provider,'
                  ' account, window) (1, {__name__=~"%s|svc_account_status",%%(m)s}))' % "|".join(FIGURE_NAMES))
 _KEYLESS = 'node!="",account_key=""'
+# Which health an account that is not ok has: its nodes' series other than `ok`, at 1.
+_HEALTH = 'max by (node, provider, account, health) (svc_account_health{%s,health!="ok"} == 1)'
 # VictoriaMetrics refuses a query over 16 KiB by default. Past this, the readings are asked of
 # every node, which is correct, only slower.
 MAX_QUERY = 15000
@@ -106,7 +109,11 @@ def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
     which costs the engine less than checking every series it selects."""
     window_s = max(1, int(math.ceil(2 * interval_ms / 1000.0)))
     hosts = 'max by (node) (max_over_time(up[%ds]))' % window_s
-    accounts = 'max by (node, provider, account, account_key) (svc_account_probed_at_seconds)'
+    # Health, folded in: every account has six health series, and asking them all costs the engine
+    # five times the reading times' series. The `ok` series alone is one per account, and only
+    # those at 0 come back: the accounts that are not ok, a few in a working fleet.
+    accounts = ('max by (node, provider, account, account_key) (svc_account_probed_at_seconds)'
+                ' or max by (node, provider, account, account_key, health) (svc_account_health{health="ok"} == 0)')
     # The active account's series exists only in a scrape that succeeded: its timestamp is when
     # the host was last scraped, read with the account and without selecting another series.
     active = ('max by (node, provider, account) (timestamp(svc_node_active_account))'
@@ -114,10 +121,12 @@ def fleet_queries(interval_ms: int) -> Tuple[str, str, str]:
     return hosts, accounts, active
 
 
-def readings_query(places: Sequence[Tuple[str, str]], keyless: bool) -> Optional[str]:
+def readings_query(places: Sequence[Tuple[str, str]], keyless: bool,
+                   unhealthy: Sequence[str] = ()) -> Optional[str]:
     """The figures of the accounts at `places`, the (node, account label) of each account's
     newest reading: each window's series, the forecast wall and the account's current status;
-    with `keyless`, also those of every account without a key. None when there is nothing to ask.
+    with `keyless`, also those of every account without a key; and the health of the accounts
+    of the `unhealthy` nodes that are not ok. None when there is nothing to ask.
 
     The cheapest form that fits the engine's query length is sent: the nodes grouped by the
     label their reading has (a fleet names its accounts with a few labels, and a node holding
@@ -137,11 +146,25 @@ def readings_query(places: Sequence[Tuple[str, str]], keyless: bool) -> Optional
     if nodes:
         shapes.append(_SPLIT % {"m": 'node!=""'})
     tail = [_SPLIT % {"m": _KEYLESS}] if keyless else []
-    for shape in shapes or [""]:
-        query = " or ".join(([shape] if shape else []) + tail)
-        if len(query) <= MAX_QUERY:
-            return query or None
+    for health in _health_tails(unhealthy):
+        for shape in shapes or [""]:
+            query = " or ".join(([shape] if shape else []) + tail + health)
+            if len(query) <= MAX_QUERY:
+                return query or None
     return None  # not reached: the last shapes are a few hundred characters
+
+
+def _health_tails(nodes: Sequence[str]) -> List[List[str]]:
+    """The ways to ask the health of the accounts of `nodes` that are not ok, the cheapest first:
+    by their names; else (names too many to write, or a name no PromQL string can hold) of
+    every node, which is correct, only slower."""
+    if not nodes:
+        return [[]]
+    every = [_HEALTH % 'node!=""']
+    try:
+        return [[_HEALTH % ('node=~"%s"' % node_pattern(nodes))], every]
+    except ValueError:
+        return [every]
 
 
 def _by_label(by_label: Dict[str, List[str]]) -> str:
@@ -235,7 +258,7 @@ def fleet_rows(prometheus_url: str, roster: Sequence[str], interval_ms: int,
         hosts = _in_background(instant_query, base, hosts_query, deadline)
         active = _in_background(instant_query, base, active_query, deadline)
         read.accounts(instant_query(base, accounts_query, deadline))
-        query = readings_query(read.reading_places(), read.keyless())
+        query = readings_query(read.reading_places(), read.keyless(), read.unhealthy_nodes())
         readings = _in_background(instant_query, base, query, deadline) if query is not None else None
         read.hosts(hosts())
         read.actives(active())

@@ -31,7 +31,7 @@ from ..paths import Paths
 from ..settings import DEFAULT_PORT, VENDORS_ENV, vendor_modules
 from ..vendor import DemoReply, DemoRequest, optional_member
 from ..vendors import registered
-from . import fleet, timeline
+from . import fleet, routing, timeline
 
 DEMO_NODE = "demo-node"
 DEMO_ENV = {
@@ -275,8 +275,8 @@ def main(argv: Optional[Sequence[str]], *, run_monitor: Callable[..., int], conf
             print("svc-monitor demo: status line: %s statusline --url %s" % (command, server.url), flush=True)
             print("svc-monitor demo: fleet in a terminal: %s status --url %s" % (cluster_command(command), server.url),
                   flush=True)
+            routing.announce(provider, cluster_command(command), server.url)
             print("svc-monitor demo: demo home %s; events in %s" % (node.home, node.paths.events_dir), flush=True)
-
         return run_monitor(node.paths, node.environ, bind="127.0.0.1", port=port, probe_enabled=True,
                            stop_event=stop_event, on_ready=ready, liveness=False,
                            fleet_source=fleet.fleet_source(provider.started, provider.clock))

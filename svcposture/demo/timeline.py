@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
-# The first vendor's active account: its 5-hour window resets FIRST_RESET_S into the demo, after
+# The default vendor's active account: its 5-hour window resets FIRST_RESET_S into the demo, after
 # the climb to its limit a visitor sees in the first minutes (ok -> degraded -> rejected -> ok).
 FIRST_RESET_S = 135.0
 WINDOW_S = 5 * 3600.0
@@ -24,7 +24,7 @@ def _seven_reset(started: float) -> float:
 
 
 def cycle(elapsed_s: float, started: float) -> Dict[str, Any]:
-    """The first vendor's active account, as a real account's windows go, with a first act in the
+    """The default vendor's active account, as a real account's windows go, with a first act in the
     demo's first minutes: the window it is in at the start (55 %, resetting at 2m15s) climbs to its
     limit and is rejected (ok -> degraded -> rejected), resets (ok), and from then on each 5-hour
     window climbs at a steady pace. Its history before the start is the same window's (so its

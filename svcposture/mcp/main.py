@@ -39,6 +39,9 @@ tools:
                                        `svc-monitor guard --json`; never waits
   fleet_accounts {}                    the fleet by account (/api/fleet/accounts);
                                        listed only where the node reads a fleet
+  fleet_owner {ticket, provider?}      which host takes a ticket, around hosts
+                                       without headroom (/api/fleet/owner); as
+                                       fleet_accounts, where the node reads one
   switch {to}                          as `svc-monitor switch --to`; only with
                                        --allow-switch
 resources: {resources}

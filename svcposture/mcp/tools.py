@@ -67,8 +67,20 @@ TOOLS: "Dict[str, Dict[str, Any]]" = {
         "annotations": _READ_ONLY},
     "fleet_accounts": {
         "description": ("Every account across the fleet this node reads: each window from the newest probe "
-                        "of that account on any host, the hosts using it, most urgent first."),
+                        "of that account on any host, its health (and each host's), the hosts using it, most "
+                        "urgent first."),
         "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+        "annotations": _READ_ONLY},
+    "fleet_owner": {
+        "description": ("Which host of the fleet should take a ticket: the first host in the contract's "
+                        "highest-random-weight order whose accounts of the vendor have headroom (healthy, below "
+                        "100 - reserve %), skipping hosts at the wall, refused or unread, each with the reason. "
+                        "When none has, the contract's owner and waitUntil (when the first holding window "
+                        "resets)."),
+        "inputSchema": {"type": "object", "properties": {
+            "ticket": {"type": "string", "minLength": 1, "maxLength": 80,
+                       "description": "a tracker ticket identifier like ENG-123"},
+            "provider": _PROVIDER}, "required": ["ticket"], "additionalProperties": False},
         "annotations": _READ_ONLY},
     "switch": {
         "description": ("Make another account the active one for new agent sessions on this node (running "
@@ -122,7 +134,7 @@ class Toolbox:
     def names(self) -> "List[str]":
         names = ["posture", "advice", "guard"]
         if self.fleet_reason() is None:
-            names.append("fleet_accounts")
+            names += ["fleet_accounts", "fleet_owner"]
         if self.allow_switch:
             names.append("switch")
         return names
@@ -183,6 +195,17 @@ class Toolbox:
         if reason is not None:
             raise MonitorUnavailable(reason)
         return self.get_json("/api/fleet/accounts"), False
+
+    def _fleet_owner(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
+        from ..cluster.dispatch import bad_ticket
+        problem = bad_ticket(args["ticket"])
+        if problem is not None:
+            raise ArgumentError("Invalid params: fleet_owner: %s" % problem)
+        reason = self.fleet_reason(fresh=True)
+        if reason is not None:
+            raise MonitorUnavailable(reason)
+        provider = args.get("provider", DEFAULT_PROVIDER)
+        return self.get_json("/api/fleet/owner?ticket=%s&provider=%s" % (args["ticket"], provider)), False
 
     def _guard(self, args: "Dict[str, Any]") -> "Tuple[Any, bool]":
         from ..steering.headroom import NO_ANSWER, UNAVAILABLE

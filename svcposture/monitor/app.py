@@ -47,9 +47,11 @@ from urllib.parse import unquote
 
 from .._time import iso_now
 from .._version import __version__
+from ..cluster.dispatch import bad_ticket, owner_with_headroom
 from ..cluster.fleetaccounts import accounts_view
 from ..envfile.fileid import file_id
 from ..settings import Settings
+from ..steering.advisor import reserve_of
 from ..summary import disabled_body
 from ..trajectory.history import DEFAULT_HOURS, MAX_HOURS
 from ..vendors import DEFAULT_PROVIDER, provider_from_query, registered
@@ -253,6 +255,19 @@ class MonitorApp:
         """The fleet by account (docs/fleet.md), built from the same cached read as /api/fleet."""
         return Response(200, JSON_TYPE, self.fleet.view(accounts_view), JSON_HEADERS)
 
+    def get_fleet_owner(self, request: Request) -> Reply:
+        """Which host takes a ticket, around the hosts without headroom (docs/liveness.md), from the
+        same cached read as /api/fleet and the node's human reserve."""
+        ticket, problem = parse_ticket(request.query)
+        if problem is not None:
+            return json_response(400, {"error": "bad_request", "message": problem})
+        provider, bad = provider_from_query(request.query)
+        if bad is not None or provider is None:
+            return json_response(400, bad)
+        report, view = self.fleet.derived(accounts_view)
+        reserve = reserve_of(self.trajectory.body(), str(self.services.paths.home))
+        return json_response(200, owner_with_headroom(str(ticket), report, view, provider, reserve))
+
     def get_login(self, request: Request) -> Reply:
         """This machine's interactive login from its sampler's newest sample (docs/first-look.md)."""
         logins = self.services.logins
@@ -325,6 +340,7 @@ MonitorApp.ROUTES = (
     Route("GET", "/metrics", MonitorApp.get_metrics),
     Route("GET", "/api/fleet", MonitorApp.get_fleet),
     Route("GET", "/api/fleet/accounts", MonitorApp.get_fleet_accounts),
+    Route("GET", "/api/fleet/owner", MonitorApp.get_fleet_owner),
     Route("GET", "/api/login", MonitorApp.get_login),
     Route("GET", "/api/openapi.json", MonitorApp.get_openapi),
     Route("GET", "/api/advice", MonitorApp.get_advice),
@@ -345,6 +361,21 @@ def refresh_requested(query: str) -> bool:
         if name == "refresh" and value == "true":
             return True
     return False
+
+
+def parse_ticket(query: str) -> Tuple[Optional[str], Optional[str]]:
+    """(the ticket, None) of a /api/fleet/owner query, or (None, why it is refused): exactly one
+    `ticket`, a tracker ticket identifier (percent-encoding allowed)."""
+    values = [part.partition("=")[2] for part in query.split("&") if part.partition("=")[0] == "ticket"] \
+        if query else []
+    if len(values) > 1:
+        return None, "give one ticket, not %d" % len(values)
+    try:
+        ticket = unquote(values[0], errors="strict") if values else None
+    except UnicodeDecodeError:
+        return None, "the ticket is not UTF-8 text"
+    problem = bad_ticket(ticket)
+    return (ticket, None) if problem is None else (None, problem)
 
 
 def parse_hours(query: str) -> Optional[int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from .._time import iso_now
 from ..paths import Paths
@@ -22,6 +22,8 @@ from .response import dumps
 from ..posture.singleflight import SingleFlight
 
 log = logging.getLogger("svcposture.monitor")
+
+T = TypeVar("T")
 
 # How long a reader waits for a fleet read in flight before it takes the last good body, marked stale.
 DEFAULT_WAIT_S = 3.0
@@ -61,6 +63,7 @@ class FleetCache:
         # Each body is encoded when first asked for: a reader of one view never pays for the others.
         self._body = Memo()  # type: Memo[bytes]
         self._views: Dict[Any, Memo[bytes]] = {}
+        self._derived: Dict[Any, Memo[Any]] = {}
         self._at = 0.0
         self._good: Optional[Dict[str, Any]] = None  # the last report without an error, and when it was read
         self._good_at = 0.0
@@ -73,11 +76,19 @@ class FleetCache:
 
     def view(self, build: Callable[[Dict[str, Any]], Dict[str, Any]]) -> bytes:
         """The bytes of `build(report)` over the same report body() serves: one read for both,
-        and `build` runs once per report, not once per reader."""
-        report = self._current()
+        and `build` runs once per report, not once per reader (derived() shares it)."""
+        report, built = self.derived(build)
         with self._lock:
             views = self._views.setdefault(build, Memo())
-        return views.get((report,), _view_bytes, build, report)
+        return views.get((report,), dumps, built)
+
+    def derived(self, build: Callable[[Dict[str, Any]], T]) -> Tuple[Dict[str, Any], T]:
+        """(the report body() serves, build(report)): `build` runs once per report, not once per
+        reader, for answers that are computed from it per request (a ticket's owner)."""
+        report = self._current()
+        with self._lock:
+            memo = self._derived.setdefault(build, Memo())
+        return report, memo.get((report,), build, report)
 
     def _current(self) -> Dict[str, Any]:
         with self._lock:
@@ -111,8 +122,3 @@ class FleetCache:
             if not report.get("error"):
                 self._good, self._good_at = report, self._at
             self.reads += 1
-
-
-def _view_bytes(build: Callable[[Dict[str, Any]], Dict[str, Any]], report: Dict[str, Any]) -> bytes:
-    return dumps(build(report))
-

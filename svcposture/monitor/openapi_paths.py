@@ -211,6 +211,24 @@ def _fleet_paths() -> Dict[str, Any]:
                                 "newest probe across the fleet, most urgent first.",
             {"200": json_answer("The accounts view of the same cached read as /api/fleet.", "FleetAccounts",
                                 _no_store())}),
+        "/api/fleet/owner": _route(
+            "getFleetOwner", "Which host takes a ticket: the first in HRW order with headroom for the vendor "
+                             "(`svc-cluster owner --headroom --json`).",
+            {"200": json_answer("The owner, the hosts skipped and why; with no host with headroom, the "
+                                "contract's owner and waitUntil.", "FleetOwner"),
+             "400": json_answer("`ticket` is missing, repeated or not a tracker ticket identifier, or "
+                                "`provider` is not a registered vendor (%s)." % ", ".join(provider_names()),
+                                "Error")},
+            description=("Judged from the same cached read as /api/fleet (no query of its own) and this node's "
+                         "human reserve: a host has headroom when its active account of the vendor is healthy "
+                         "and below 100 - reserve on every window, or another account there is. The same "
+                         "trust rules as /api/fleet."),
+            parameters=[{"name": "ticket", "in": "query", "required": True,
+                         "schema": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*-[0-9]+$"},
+                         "examples": {"ticket": {"value": "ENG-1"}},
+                         "description": "A tracker ticket identifier like ENG-123."},
+                        _provider_parameter("Whose headroom: a registered vendor (default %s). Anything else: "
+                                            "400." % DEFAULT_PROVIDER)]),
     }
 
 

@@ -262,10 +262,11 @@ def _reply_schemas() -> Dict[str, Any]:
 # ------------------------------------------------------------------ the fleet (docs/fleet.md)
 
 def _fleet_schemas() -> Dict[str, Any]:
-    """FleetReport (GET /api/fleet), its host rows, the heartbeat's blocks, and GET /api/fleet/accounts."""
+    """FleetReport (GET /api/fleet), its host rows, the heartbeat's blocks, GET /api/fleet/accounts and
+    GET /api/fleet/owner."""
     return {"FleetReport": _fleet_report_schema(), "FleetHost": _fleet_host_schema(others()),
             "HostAccount": entry_schema(), "HeartbeatAccount": account_schema(), "HeartbeatQuota": quota_schema(),
-            "FleetAccounts": _fleet_accounts_schema()}
+            "FleetAccounts": _fleet_accounts_schema(), "FleetOwner": _fleet_owner_schema()}
 
 
 def _fleet_host_schema(vendors: Any) -> Dict[str, Any]:
@@ -326,7 +327,8 @@ def _fleet_accounts_schema() -> Dict[str, Any]:
                                          "the fleet was read (`host`'s clock runs fast): no host has a "
                                          "believable reading of this window, and this one's age is unknown."}}}
     account = {"type": "object", "additionalProperties": False,
-               "required": ["key", "provider", "labels", "hosts", "status", "fiveHour", "sevenDay", "wallAt"],
+               "required": ["key", "provider", "labels", "hosts", "status", "health", "fiveHour", "sevenDay",
+                            "wallAt"],
                "properties": {
                    "key": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$",
                            "description": "sha256(provider NUL lower-cased email), first 16 hex digits; null "
@@ -335,10 +337,17 @@ def _fleet_accounts_schema() -> Dict[str, Any]:
                    "labels": {"type": "array", "items": {"type": "string"}, "minItems": 1,
                               "description": "What the hosts call this account."},
                    "hosts": {"type": "array", "items": {
-                       "type": "object", "additionalProperties": False, "required": ["host", "active"],
-                       "properties": {"host": {"type": "string"}, "active": {"type": "boolean"}}}},
+                       "type": "object", "additionalProperties": False, "required": ["host", "active", "health"],
+                       "properties": {"host": {"type": "string"}, "active": {"type": "boolean"},
+                                      "health": dict(_nullable_health(), description=(
+                                          "The account's health on this host: whether it read the account "
+                                          "with its own credential, and lately."))}}},
                    "status": {"type": ["string", "null"],
                               "enum": ["ok", "degraded", "rejected", "error", "unknown", None]},
+                   "health": dict(_nullable_health(), description=(
+                       "The health of the reading the figures come from: `ok` when any host read the account "
+                       "well lately; else the newest reading's (`refused`: the provider refused the "
+                       "credential). Null from publishers that predate health.")),
                    "fiveHour": window, "sevenDay": window,
                    "wallAt": _time(description="The forecast wall of the binding window, from the newest "
                                                      "reading.")}}
@@ -351,6 +360,40 @@ def _fleet_accounts_schema() -> Dict[str, Any]:
                 "error": {"type": "string", "description": "The fleet could not be read; accounts is empty."},
                 "stale": {"type": "boolean", "enum": [True]},
                 "staleAgeS": {"type": "number", "minimum": 0}}}
+
+
+def _nullable_health() -> Dict[str, Any]:
+    return {"type": ["string", "null"], "enum": list(HEALTHS) + [None]}
+
+
+def _fleet_owner_schema() -> Dict[str, Any]:
+    """GET /api/fleet/owner (cluster/dispatch.py): `svc-cluster owner --headroom --json`."""
+    skipped = {"type": "object", "additionalProperties": False, "required": ["host", "reason"],
+               "properties": {"host": {"type": "string"},
+                              "reason": {"type": "string", "description": "Why the host has no headroom, in one "
+                                                                          "line: each account of the vendor there "
+                                                                          "and what keeps it out."}}}
+    return {"type": "object", "additionalProperties": False,
+            "required": ["ticket", "owner", "candidates", "livenessKnown", "headroom", "provider", "skipped",
+                         "waitUntil"],
+            "properties": {
+                "ticket": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*-[0-9]+$"},
+                "owner": {"type": ["string", "null"],
+                          "description": "The first candidate in HRW order with headroom for the vendor; with "
+                                         "none, the contract's owner (the first candidate); null for an empty "
+                                         "roster."},
+                "candidates": {"type": "array", "items": {"type": "string"},
+                               "description": "The contract's candidates: the live roster hosts when liveness is "
+                                              "known, else every roster host."},
+                "livenessKnown": {"type": "boolean"},
+                "headroom": {"const": True},
+                "provider": provider_schema(),
+                "skipped": {"type": "array", "items": skipped,
+                            "description": "The candidates tried before the owner, in HRW order; with no host "
+                                           "with headroom, every candidate."},
+                "waitUntil": _time(description="With no host with headroom: the earliest time a candidate's "
+                                               "holding windows have all reset; null otherwise, or when none "
+                                               "is known (a refused credential does not reset).")}}
 
 
 # ------------------------------------------------------------------ trajectory and history (docs/trajectory.md)

@@ -12,6 +12,9 @@ Host i holds accounts i, i+1 and i+2 of a pool of POOL logins (so each login is 
 active; every 50th host's third account has no email (no key). Host i last probed i x 37 ms
 before `now`, so every account's newest reading is on one known host. Every STALE_EVERY-th
 host's scrapes fail (up 0, no other series) and the last MISSING hosts are in the roster only.
+Every account carries its health (docs/posture.md): `ok`, but on every REFUSED_EVERY-th host
+the provider refused the second account's token before it was ever read (no figures, no
+reading time: only its health and status say it is there).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from svcposture.monitor.exposition import account_keys, render_metrics, render_t
 
 POOL = 1000
 STALE_EVERY = 500
+REFUSED_EVERY = 100
 MISSING = 5
 PORT = 7400
 
@@ -59,12 +63,20 @@ class BigFleet:
     def stale(self, i: int) -> bool:
         return i % STALE_EVERY == STALE_EVERY - 1
 
+    def refused(self, i: int, slot: int) -> bool:
+        """Whether host i's account in `slot` has a token the provider refused (never read)."""
+        return slot == 1 and i % REFUSED_EVERY == REFUSED_EVERY - 7
+
     def posture(self, i: int) -> Dict[str, Any]:
         accounts = []
         for slot, (label, mail) in enumerate(self.logins(i)):
+            if self.refused(i, slot):
+                accounts.append({"label": label, "email": mail, "active": False, "health": "refused", "readAt": None,
+                                 "error": {"kind": "auth", "message": "the provider refused the token"}})
+                continue
             five = self.five_pct(i, slot)
             status = "rejected" if five >= 98 else "allowed_warning" if five >= 80 else "allowed"
-            accounts.append({"label": label, "email": mail, "active": slot == 0, "error": None,
+            accounts.append({"health": "ok", "label": label, "email": mail, "active": slot == 0, "error": None,
                              "bindingWindow": "five_hour", "bindingStatus": status,
                              "fiveHour": {"pct": five, "resetsAt": iso_from_ms(self.now_ms + 7200000), "status": status},
                              "sevenDay": {"pct": float(i % 90), "resetsAt": iso_from_ms(self.now_ms + 259200000),
@@ -127,6 +139,6 @@ class BigFleet:
                 continue
             for slot, (_, mail) in enumerate(self.logins(i)):
                 key = account_key("claude", mail)
-                if key is not None and (key not in best or self.probed_ms(i) > best[key][0]):
+                if key is not None and not self.refused(i, slot) and (key not in best or self.probed_ms(i) > best[key][0]):
                     best[key] = (self.probed_ms(i), self.hosts[i], self.five_pct(i, slot))
         return {key: (host, pct) for key, (_, host, pct) in best.items()}

@@ -1,6 +1,7 @@
 // The fleet page: every provider account across the fleet (/api/fleet/accounts), most urgent
-// first, then every roster host (/api/fleet) by the same urgency. Plain DOM, text only:
-// host names, labels and errors come from peers and are never parsed as HTML.
+// first, which host takes a ticket (/api/fleet/owner), then every roster host (/api/fleet) by
+// the same urgency. Plain DOM, text only: host names, labels and errors come from peers and are
+// never parsed as HTML.
 // The page names no vendor: the list, its order and the display names come from /api/vendors.
 "use strict";
 (function () {
@@ -294,10 +295,38 @@
     return cell;
   }
 
+  // An account's health (docs/posture.md): shown beside its status only when it is not ok, in the
+  // dashboard's few words; ok says nothing more than the figures do.
+  var HEALTH_WORDS = { refused: "token refused", limited: "reading rate-limited", unreachable: "provider unreachable",
+                       stale: "no fresh reading", unread: "not read yet" };
+
+  function healthPill(health) {
+    if (typeof health !== "string" || health === "ok" || !HEALTH_WORDS.hasOwnProperty(health)) return null;
+    var mark = el("span", "pill pill-health pill-" + health, HEALTH_WORDS[health]);
+    mark.title = "health: " + health;
+    return mark;
+  }
+
+  function statusCell(account) {
+    var box = el("span", "acct-status");
+    box.appendChild(pill(account.status));
+    var health = healthPill(account.health);
+    if (health) box.appendChild(health);
+    return box;
+  }
+
+  function hostWords(h) {
+    var said = [];
+    if (h.active) said.push("active");
+    if (typeof h.health === "string" && HEALTH_WORDS.hasOwnProperty(h.health)) said.push(HEALTH_WORDS[h.health]);
+    return h.host + (said.length ? " (" + said.join(", ") + ")" : "");
+  }
+
   function accountRow(account) {
     var tr = el("tr", "acct-row");
     tr.setAttribute("role", "row");
     tr.dataset.status = account.status || "unknown";
+    tr.dataset.health = typeof account.health === "string" ? account.health : "unknown";
     var labels = Array.isArray(account.labels) ? account.labels.join(" · ") : "";
     var name = el("th", "acct-name");
     name.setAttribute("scope", "row");
@@ -313,16 +342,14 @@
                             : "Without the account's email nothing tells whether another host uses the same login.";
     name.appendChild(key);
     tr.appendChild(name);
-    tr.appendChild(td("Status", pill(account.status)));
+    tr.appendChild(td("Status", statusCell(account)));
     var who = labels || "account";
     tr.appendChild(td("5-hour window", accountWindow(account.fiveHour, "5-hour", who)));
     tr.appendChild(td("7-day window", accountWindow(account.sevenDay, "7-day", who)));
     var resets = {five_hour_resets_at: account.fiveHour && account.fiveHour.resetsAt,
                   seven_day_resets_at: account.sevenDay && account.sevenDay.resetsAt, wall_at: account.wallAt};
     tr.appendChild(td("Reaches 100 %", wallCell(resets)));
-    var hosts = (Array.isArray(account.hosts) ? account.hosts : []).map(function (h) {
-      return h.host + (h.active ? " (active)" : "");
-    });
+    var hosts = (Array.isArray(account.hosts) ? account.hosts : []).map(hostWords);
     tr.appendChild(td("Hosts", el("span", "acct-hosts", hosts.join(", ") || "—")));
     return tr;
   }
@@ -338,6 +365,114 @@
     document.getElementById("account-rows").replaceChildren(frag);
     document.getElementById("accounts").hidden = accounts.length === 0;
     document.getElementById("accounts-empty").hidden = accounts.length > 0;
+  }
+
+  // ---------------------------------------------------------------- which host takes a ticket
+
+  // The contract's ticket identifier (docs/liveness.md); the monitor checks it again.
+  var TICKET_RE = /^[A-Za-z][A-Za-z0-9]*-[0-9]+$/;
+  var askedTicket = null;    // the ticket asked about, from the form or the page's ?ticket=
+  var askedProvider = null;  // the vendor asked about (null: the default one)
+
+  function fillProviders() {
+    // The vendors from /api/vendors, once: the page names none itself.
+    var select = document.getElementById("owner-provider");
+    if (!vendors.length || select.options.length) return;
+    vendors.forEach(function (v) {
+      var opt = el("option", null, displayName(v));
+      opt.value = v.name;
+      opt.selected = v.name === (askedProvider || defaultName);
+      select.appendChild(opt);
+    });
+  }
+
+  function ownerProblem(text) {
+    var box = document.getElementById("owner-result");
+    box.replaceChildren(el("p", "owner-problem", text));
+  }
+
+  function ownerLine(body, skipped, found) {
+    var line = el("p", "owner-line");
+    var vendor = vendorNamed(body.provider);
+    var whose = vendor ? displayName(vendor) : body.provider;
+    if (!body.owner) {
+      line.textContent = "No host can take " + body.ticket + ": the roster is empty.";
+      return line;
+    }
+    if (found) {
+      line.appendChild(document.createTextNode(body.ticket + " goes to "));
+      line.appendChild(el("b", "owner-host", body.owner));
+      line.appendChild(document.createTextNode(skipped.length
+        ? ", around " + skipped.length + (skipped.length === 1 ? " host" : " hosts") + " without headroom for " + whose + "."
+        : ": it has headroom for " + whose + "."));
+      return line;
+    }
+    line.className += " alarm";
+    var until = msOf(body.waitUntil);
+    line.textContent = "No host has headroom for " + whose + ": " + body.ticket + " stays with the contract's owner, " +
+      body.owner + (until !== null ? "; the first holding window resets in " + duration((until - Date.now()) / 1000) : "") + ".";
+    return line;
+  }
+
+  function renderOwner(body) {
+    var skipped = Array.isArray(body.skipped) ? body.skipped : [];
+    var found = !!body.owner && !skipped.some(function (s) { return s.host === body.owner; });
+    var box = document.getElementById("owner-result");
+    var frag = document.createDocumentFragment();
+    frag.appendChild(ownerLine(body, skipped, found));
+    if (skipped.length) {
+      var list = el("ul", "owner-skipped");
+      list.setAttribute("aria-label", "hosts skipped");
+      skipped.forEach(function (s) { list.appendChild(el("li", null, s.host + " — " + s.reason)); });
+      frag.appendChild(list);
+    }
+    if (body.livenessKnown === false) {
+      frag.appendChild(el("p", "muted", "Liveness is unknown: every roster host is a candidate."));
+    }
+    box.replaceChildren(frag);
+    box.dataset.owner = body.owner || "";
+    box.dataset.found = found ? "true" : "false";
+  }
+
+  function askOwner() {
+    if (!askedTicket) return;
+    var query = "?ticket=" + encodeURIComponent(askedTicket) +
+                (askedProvider ? "&provider=" + encodeURIComponent(askedProvider) : "");
+    fetch("/api/fleet/owner" + query, { cache: "no-store", headers: { Accept: "application/json" } })
+      .then(function (r) {
+        return r.json().then(function (body) { return { status: r.status, body: body }; });
+      })
+      .then(function (answer) {
+        if (answer.status === 200) renderOwner(answer.body);
+        else ownerProblem(answer.body && answer.body.message ? answer.body.message : "HTTP " + answer.status);
+      })
+      .catch(function (err) { ownerProblem("Cannot ask /api/fleet/owner from this monitor: " + err.message); });
+  }
+
+  function onOwnerForm(ev) {
+    ev.preventDefault();
+    var ticket = document.getElementById("owner-ticket").value.trim();
+    var select = document.getElementById("owner-provider");
+    if (!TICKET_RE.test(ticket)) {
+      ownerProblem("A ticket is a tracker identifier like ENG-123: letters and digits, a dash, then digits.");
+      return;
+    }
+    askedTicket = ticket;
+    askedProvider = select.value && select.value !== defaultName ? select.value : null;
+    // The page's address names the ticket, so that it can be shared or reloaded.
+    var search = "?ticket=" + encodeURIComponent(ticket) + (askedProvider ? "&provider=" + encodeURIComponent(askedProvider) : "");
+    if (window.history && history.replaceState) history.replaceState(null, "", search);
+    askOwner();
+  }
+
+  function readAskedTicket() {
+    var params = new URLSearchParams(window.location.search);
+    var ticket = params.get("ticket");
+    askedProvider = params.get("provider") || null;
+    if (ticket && TICKET_RE.test(ticket)) {
+      askedTicket = ticket;
+      document.getElementById("owner-ticket").value = ticket;
+    }
   }
 
   function renderCounts(hosts, unlisted) {
@@ -449,8 +584,10 @@
         fetchedAt = Date.now();
         answered();
         setVendors(bodies[2]);
+        fillProviders();
         renderAccounts(bodies[1]);
         render(bodies[0]);
+        askOwner();
         later(REFRESH_MS);
       })
       .catch(function (err) {
@@ -477,7 +614,11 @@
     timer = clock = null;
   }
 
-  document.addEventListener("DOMContentLoaded", start);
+  document.addEventListener("DOMContentLoaded", function () {
+    readAskedTicket();
+    document.getElementById("owner-form").addEventListener("submit", onOwnerForm);
+    start();
+  });
   // A page left in the browser's back-forward cache keeps no request running; back on
   // it, it reads the fleet again at once.
   window.addEventListener("pagehide", stop);
