@@ -70,6 +70,8 @@ def test_the_demo_node_shows_its_codex_login_on_the_dashboard(browser):
         css = lambda sel: browser.find_elements("css selector", sel)  # noqa: E731
         wait_for(lambda: css("#codex-cards .card[data-label]"), what="the Codex section's card")
         assert browser.find_element("id", "vendor-codex").is_displayed()
+        # Each vendor's posture arrives on its own: Claude's heading shows once its cards have come too.
+        wait_for(lambda: css("#claude-cards .card[data-label]"), what="the Claude section's cards")
         assert browser.find_element("id", "claude-title").is_displayed()
         # Read in one script: a new frame re-draws the cards, so elements found earlier may go stale.
         cards = browser.execute_script(

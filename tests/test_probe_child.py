@@ -379,3 +379,30 @@ def test_a_429s_retry_after_stands_in_for_a_missing_reset(home, env, provider):
     assert near(rows["week"]["sevenDay"]["resetsAt"], 172800)
     assert rows["both"]["fiveHour"]["resetsAt"] is None and near(rows["both"]["sevenDay"]["resetsAt"], 172800)
     assert rows["short"]["fiveHour"]["resetsAt"] is None and rows["short"]["sevenDay"]["resetsAt"] is None
+
+
+def test_an_exchange_stuck_on_a_provider_does_not_hold_the_childs_exit(tmp_path):
+    """The child's workers are daemon threads: an exchange that never returns is abandoned at the
+    exit. On a pool that joins its threads at exit (ThreadPoolExecutor) this child never ends."""
+    from tests.support.home import clean_env
+
+    script = ("import sys, threading\n"
+              "from svcposture.probe.workers import Workers\n"
+              "pool = Workers(2)\n"
+              "stuck = pool.submit(threading.Event().wait)\n"
+              "done = pool.submit(lambda a, b: a + b, 2, 3)\n"
+              "print(done.result(timeout=30), stuck.done())\n"
+              "sys.exit(7)\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=clean_env(tmp_path), cwd=str(tmp_path),
+                          capture_output=True, timeout=60)
+    assert (proc.returncode, proc.stdout.split()) == (7, [b"5", b"False"]), proc.stderr
+
+
+def test_a_workers_call_that_raises_is_its_futures_exception_and_the_pool_goes_on():
+    from svcposture.probe.workers import Workers
+
+    pool = Workers(1)
+    failed = pool.submit(lambda: 1 // 0)
+    after = pool.submit(str, 42)
+    assert after.result(timeout=30) == "42"
+    assert isinstance(failed.exception(timeout=30), ZeroDivisionError)

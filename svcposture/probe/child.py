@@ -134,17 +134,15 @@ def headers(environ: Mapping[str, str], check_only: bool = False, env_fd: Option
     secrets = [secret for _v, s in sweeps for secret in s.secrets]
     budget = _sweep_budget(environ, started)
     begun = time.monotonic()
-    from concurrent.futures import ThreadPoolExecutor
+    from .workers import Workers
 
     # One pool per vendor: each keeps its pace whatever another's endpoint does.
-    pools = [ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT) for _ in sweeps]
+    pools = [Workers(MAX_IN_FLIGHT) for _ in sweeps]
     futures = [s.submit(pool, v.request_timeout_s(environ), secrets) if s.present else []
                for (v, s), pool in zip(sweeps, pools)]
     limits = [min(budget, v.exchange_deadline_s(environ)) for v, _s in sweeps]
     blocks = _blocks_as_done(sweeps, futures, limits, budget, begun, emit)
-    # Probes still running are abandoned: the probe's entry point exits with os._exit.
-    for pool in pools:
-        pool.shutdown(wait=False)
+    # Exchanges still running are abandoned: their threads are daemons, which never hold the exit.
     return _with_blocks({"available": True}, [(v, block) for (v, _s), block in zip(sweeps, blocks)])
 
 
