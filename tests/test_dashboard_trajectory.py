@@ -98,8 +98,10 @@ def test_a_value_older_than_two_probe_intervals_is_greyed_with_its_age(browser, 
             # The provider stops answering: the probe hangs, the value the page has ages.
             provider.set_account(TOK1, five_hour=(0.30, "allowed"), mode="slow", delay=120)
             wait_for(lambda: "stale" in card().get_attribute("class"), timeout=30, what="greyed card")
-            note = card().find_element("css selector", ".stale-note")
-            assert note.is_displayed() and re.search(r"No new reading for \d+s \(readings every \d+s\)", note.text)
+            # Each second's tick redraws the card: the note is found and read in one look, looked at again if stale.
+            wait_for(lambda: (lambda note: note.is_displayed() and re.search(
+                r"No new reading for \d+s \(readings every \d+s\)", note.text))(
+                    card().find_element("css selector", ".stale-note")), what="the stale note")
             assert "stale" in browser.find_element("id", "footer").get_attribute("class")
             assert browser.find_element("id", "claude-meta").text.startswith("No new reading for ")
         finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import pytest
 
@@ -22,38 +22,53 @@ from tests.support.cli import run_cluster, run_json
 from tests.support.home import BEARER, make_node, node_env, write_json
 from tests.support.monitor import start_monitor
 from tests.support.tracker import TrackerServer
+from tests.support.waiting import wait_until
 from tests.test_metrics_openapi import _validate
 
-NOW_MS = int(time.time() * 1000)
 HOUR_MS = 3600 * 1000
-WALL_RESET = iso_from_ms(NOW_MS + 2 * HOUR_MS)
-SEVEN_RESET = iso_from_ms(NOW_MS + 72 * HOUR_MS)
-SOON_RESET = iso_from_ms(NOW_MS + 600 * 1000)
+HOSTS = ("wall", "refused", "week", "elsewhere", "switcher", "roomy", "warm", "dead")
 
 
-def entry(label: str, email: str, *, active: bool = True, five: Optional[float] = 20.0, seven: float = 10.0,
-          status: str = "ok", health: Optional[str] = "ok", five_reset: str = WALL_RESET,
-          seven_reset: str = SEVEN_RESET, provider: str = "claude") -> Dict[str, Any]:
+class Times(NamedTuple):
+    """The instants the fleet's heartbeats name, read from the clock when the tracker is made."""
+    now_ms: int
+    wall_reset: str
+    seven_reset: str
+    soon_reset: str
+
+
+def times_at(now_ms: int) -> Times:
+    return Times(now_ms, iso_from_ms(now_ms + 2 * HOUR_MS), iso_from_ms(now_ms + 72 * HOUR_MS),
+                 iso_from_ms(now_ms + 600 * 1000))
+
+
+def entry(t: Times, label: str, email: str, *, active: bool = True, five: Optional[float] = 20.0,
+          seven: float = 10.0, status: str = "ok", health: Optional[str] = "ok", five_reset: Optional[str] = None,
+          provider: str = "claude") -> Dict[str, Any]:
     """One heartbeat `accounts[]` entry, as a publisher writes it."""
+    five_reset = five_reset or t.wall_reset
     return {"key": account_key(provider, email), "label": label, "provider": provider, "status": status,
             "health": health, "five_hour_pct": five, "five_hour_resets_at": five_reset if five is not None else None,
             "seven_day_pct": seven if five is not None else None,
-            "seven_day_resets_at": seven_reset if five is not None else None, "wall_at": None,
-            "probed_at": iso_from_ms(NOW_MS - 5000), "active": active}
+            "seven_day_resets_at": t.seven_reset if five is not None else None, "wall_at": None,
+            "probed_at": iso_from_ms(t.now_ms - 5000), "active": active}
 
 
-FLEET: Dict[str, List[Dict[str, Any]]] = {
-    "wall": [entry("acct1", "wall@example.com", five=100.0, status="rejected")],
-    "refused": [entry("acct1", "refused@example.com", five=None, status="error", health="refused")],
-    "week": [entry("acct1", "week@example.com", five=10.0, seven=100.0, status="rejected")],
-    "elsewhere": [entry("cx-1", "cx@example.com", provider="codex")],
-    "switcher": [entry("acct1", "sw1@example.com", five=100.0, status="rejected"),
-                 entry("acct2", "sw2@example.com", active=False, five=20.0)],
-    "roomy": [entry("acct1", "roomy@example.com", five=30.0)],
-    "warm": [entry("acct1", "warm@example.com", five=85.0, status="degraded")],
-    # Stale (its heartbeat an hour old): no candidate while liveness is known, however soon it resets.
-    "dead": [entry("acct1", "dead@example.com", five=100.0, status="rejected", five_reset=SOON_RESET)],
-}
+def fleet_of(t: Times) -> Dict[str, List[Dict[str, Any]]]:
+    return {
+        "wall": [entry(t, "acct1", "wall@example.com", five=100.0, status="rejected")],
+        "refused": [entry(t, "acct1", "refused@example.com", five=None, status="error", health="refused")],
+        "week": [entry(t, "acct1", "week@example.com", five=10.0, seven=100.0, status="rejected")],
+        "elsewhere": [entry(t, "cx-1", "cx@example.com", provider="codex")],
+        "switcher": [entry(t, "acct1", "sw1@example.com", five=100.0, status="rejected"),
+                     entry(t, "acct2", "sw2@example.com", active=False, five=20.0)],
+        "roomy": [entry(t, "acct1", "roomy@example.com", five=30.0)],
+        "warm": [entry(t, "acct1", "warm@example.com", five=85.0, status="degraded")],
+        # Stale (its heartbeat an hour old): no candidate while liveness is known, however soon it resets.
+        "dead": [entry(t, "acct1", "dead@example.com", five=100.0, status="rejected", five_reset=t.soon_reset)],
+    }
+
+
 WALLED = ("wall", "refused", "week", "elsewhere")
 REASONS = {"wall": "acct1 (active): 5h at 100%", "refused": "acct1 (active): token refused",
            "week": "acct1 (active): 7d at 100%", "elsewhere": "no claude account (only other vendors')",
@@ -61,12 +76,17 @@ REASONS = {"wall": "acct1 (active): 5h at 100%", "refused": "acct1 (active): tok
 
 
 @pytest.fixture(scope="module")
-def tracker():
+def times() -> Times:
+    return times_at(int(time.time() * 1000))
+
+
+@pytest.fixture(scope="module")
+def tracker(times):
     with TrackerServer(tokens=[BEARER]) as srv:
         srv.add_issue("OPS-1")
-        for host, accounts in FLEET.items():
+        for host, accounts in fleet_of(times).items():
             age_s = 3600.0 if host == "dead" else 2.0
-            published = iso_from_ms(int(NOW_MS - age_s * 1000))
+            published = iso_from_ms(int(times.now_ms - age_s * 1000))
             meta = {"host": host, "publishedAt": published, "publishIntervalMs": 120000, "accountStatus": "ok",
                     "quota": None, "account": None, "accounts": accounts}
             srv.put_attachment("OPS-1", liveness.heartbeat_url(host), subtitle=published, metadata=meta)
@@ -98,18 +118,18 @@ def ticket_where(live: List[str], first_in: tuple, skipped_at_least: int, owner_
     raise AssertionError("no such ticket")
 
 
-LIVE = [h for h in FLEET if h != "dead"]
+LIVE = [h for h in HOSTS if h != "dead"]
 
 
 # ---------------------------------------------------------------- the skip
 
 def test_owner_skips_the_hosts_without_headroom_and_says_why(tmp_path, tracker):
-    env = reader(tmp_path, list(FLEET), tracker)
+    env = reader(tmp_path, list(HOSTS), tracker)
     ticket = ticket_where(LIVE, WALLED, 2, ("switcher", "roomy", "warm"))
     order = hrw_order(ticket, LIVE)
     code, plain = run_json(env, "owner", ticket, "--json")
     # Without --headroom: exactly the contract's owner, a walled host.
-    assert code == 0 and plain == {"ticket": ticket, "owner": order[0], "candidates": candidates(list(FLEET), LIVE),
+    assert code == 0 and plain == {"ticket": ticket, "owner": order[0], "candidates": candidates(list(HOSTS), LIVE),
                                    "livenessKnown": True}
     code, body = run_json(env, "owner", ticket, "--headroom", "--json")
     head = [h for h in order[:order.index(body["owner"])]]
@@ -129,7 +149,7 @@ def test_owner_skips_the_hosts_without_headroom_and_says_why(tmp_path, tracker):
 
 
 def test_a_host_whose_sibling_has_room_takes_the_ticket(tmp_path, tracker):
-    env = reader(tmp_path, list(FLEET), tracker)
+    env = reader(tmp_path, list(HOSTS), tracker)
     ticket = ticket_where(LIVE, (), 0, ("switcher",))
     code, body = run_json(env, "owner", ticket, "--headroom", "--json")
     assert code == 0 and body["owner"] == "switcher" and body["skipped"] == []
@@ -137,9 +157,9 @@ def test_a_host_whose_sibling_has_room_takes_the_ticket(tmp_path, tracker):
 
 def test_the_human_reserve_draws_the_line(tmp_path, tracker):
     ticket = ticket_where(LIVE, (), 0, ("warm",))
-    code, body = run_json(reader(tmp_path / "none", list(FLEET), tracker), "owner", ticket, "--headroom", "--json")
+    code, body = run_json(reader(tmp_path / "none", list(HOSTS), tracker), "owner", ticket, "--headroom", "--json")
     assert code == 0 and body["owner"] == "warm"
-    code, body = run_json(reader(tmp_path / "twenty", list(FLEET), tracker, reserve=20), "owner", ticket,
+    code, body = run_json(reader(tmp_path / "twenty", list(HOSTS), tracker, reserve=20), "owner", ticket,
                           "--headroom", "--json")
     assert code == 0 and body["owner"] != "warm"
     assert body["skipped"][0] == {"host": "warm", "reason": REASONS["warm"]}
@@ -147,7 +167,7 @@ def test_the_human_reserve_draws_the_line(tmp_path, tracker):
 
 # ---------------------------------------------------------------- every host at the wall
 
-def test_with_no_host_with_headroom_the_contracts_owner_is_named_exit_1(tmp_path, tracker):
+def test_with_no_host_with_headroom_the_contracts_owner_is_named_exit_1(tmp_path, tracker, times):
     roster = ["wall", "refused", "week", "elsewhere", "dead"]
     live = roster[:4]
     env = reader(tmp_path, roster, tracker)
@@ -161,8 +181,8 @@ def test_with_no_host_with_headroom_the_contracts_owner_is_named_exit_1(tmp_path
     assert body["skipped"] == [{"host": h, "reason": REASONS[h]} for h in hrw_order(ticket, live)]
     # The earliest reset of a candidate's holding window: the 5-hour wall's. The stale host's,
     # sooner, is no candidate's; a refused token never resets.
-    assert body["waitUntil"] == WALL_RESET
-    assert "no candidate has headroom for claude" in done.stderr and WALL_RESET in done.stderr
+    assert body["waitUntil"] == times.wall_reset
+    assert "no candidate has headroom for claude" in done.stderr and times.wall_reset in done.stderr
     done = run_cluster(env, "owner", ticket, "--headroom")
     assert done.returncode == 1 and done.stdout.splitlines()[0] == plain["owner"]
 
@@ -177,13 +197,13 @@ def test_with_no_host_with_headroom_the_contracts_owner_is_named_exit_1(tmp_path
     (["ENG-1", "--provider", "claude"], "add --headroom"),
 ])
 def test_bad_input_is_refused_with_a_sentence_and_exit_2(tmp_path, tracker, args, words):
-    done = run_cluster(reader(tmp_path, list(FLEET), tracker), "owner", *args)
+    done = run_cluster(reader(tmp_path, list(HOSTS), tracker), "owner", *args)
     assert done.returncode == 2 and words in done.stderr and done.stdout == "", (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
 
 
 def test_a_bad_reserve_is_refused(tmp_path, tracker):
-    env = reader(tmp_path, list(FLEET), tracker, reserve=90)
+    env = reader(tmp_path, list(HOSTS), tracker, reserve=90)
     done = run_cluster(env, "owner", "ENG-1", "--headroom")
     assert done.returncode == 2 and "svc.posture.reservePct must be an integer from 0 to 50" in done.stderr
 
@@ -191,7 +211,7 @@ def test_a_bad_reserve_is_refused(tmp_path, tracker):
 # ---------------------------------------------------------------- the route
 
 def test_the_route_answers_what_the_command_does(tmp_path, tracker):
-    env = reader(tmp_path, list(FLEET), tracker)
+    env = reader(tmp_path, list(HOSTS), tracker)
     ticket = ticket_where(LIVE, WALLED, 1, ("switcher", "roomy", "warm"))
     _, expected = run_json(env, "owner", ticket, "--headroom", "--json")
     mon = start_monitor(env, ["--no-probe"])
@@ -214,6 +234,8 @@ def test_the_route_answers_what_the_command_does(tmp_path, tracker):
             assert status == 400 and answer["error"] == "bad_request" and words in answer["message"], (query, raw)
             _validate(doc, {"$ref": "#/components/schemas/Error"}, answer)
         # One fleet read serves /api/fleet and every owner asked.
+        # The node's own first heartbeat reads the anchor too; its next is two minutes away.
+        wait_until(lambda: tracker.count("attachmentCreate") >= 1, timeout=30, message="the node's first heartbeat")
         before = tracker.count("issue")
         for number in range(5):
             assert mon.get("/api/fleet/owner?ticket=ENG-%d" % number)[0] == 200

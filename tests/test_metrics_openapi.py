@@ -197,7 +197,7 @@ def test_openapi_document_is_structurally_valid(mon):
     assert doc["info"]["title"] and doc["info"]["version"]
     expected = {"/", "/api/accounts", "/api/accounts/stream", "/api/openapi.json", "/metrics", "/healthz",
                 "/static/dashboard.css", "/static/dashboard.js",
-                "/fleet", "/static/fleet.css", "/static/fleet.js", "/api/fleet", "/api/fleet/accounts",
+                "/fleet", "/static/fleet.css", "/static/fleet.js", "/api/fleet", "/api/fleet/accounts", "/api/fleet/owner",
                 "/api/trajectory", "/api/history", "/api/trajectory/stream",
                 "/api/login", "/static/favicon.svg", "/api/advice", "/api/vendors"}
     assert set(doc["paths"]) == expected

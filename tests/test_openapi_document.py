@@ -33,8 +33,9 @@ def provider_lists(doc: Any) -> Iterator[List[str]]:
 
 def test_every_provider_list_is_the_registrys() -> None:
     lists = list(provider_lists(openapi_document()))
-    # /api/accounts and its stream (GET and HEAD), /api/advice (GET and HEAD), trajectory and history rows, advice.
-    assert len(lists) == 9
+    # /api/accounts and its stream (GET and HEAD), /api/advice (GET and HEAD), /api/fleet/owner (GET and HEAD),
+    # trajectory and history rows, advice, the fleet owner's answer.
+    assert len(lists) == 12
     assert all(names == list(provider_names()) for names in lists), lists
 
 
@@ -54,7 +55,7 @@ def test_a_registered_vendor_joins_every_provider_list_and_sentence() -> None:
     doc = json.loads(done.stdout)
     lists = list(provider_lists(doc))
     names = list(provider_names()) + ["acme"]
-    assert len(lists) == 9 and all(found == names for found in lists), lists
+    assert len(lists) == 12 and all(found == names for found in lists), lists
     advice = doc["paths"]["/api/advice"]["get"]
     assert advice["parameters"][0]["description"] == \
         "Whose accounts: `claude` (default), `codex`, `copilot`, `zai`, `kimi` or `acme`. Anything else: 400."

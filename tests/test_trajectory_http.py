@@ -244,7 +244,7 @@ def test_openapi_describes_the_trajectory_routes(node):
 
 def test_restart_and_kill9_fire_nothing_again(node, tmp_path, monitors):
     mon, home = node["mon"], node["home"]
-    wait_until(lambda: len(_events(home)) >= 3, message="alerts so far")
+    wait_until(lambda: len(_events(home)) >= 3, timeout=60, message="alerts so far")
     mon.kill9()
     count = len(_events(home))
     (home / "svc" / "alert-latch.json").unlink()  # as if killed before the latch write
