@@ -45,21 +45,21 @@ CORE_PIP_NEEDS="pytest pytest-xdist hypothesis setuptools wheel"
 # exercise timing across several processes rather than the interpreter: kill -9 crashes, the env-file
 # swap race, the token-leak memory scan, multi-monitor clusters, Prometheus, 500-host fleets, and the
 # doc examples; and the test of this script. docs/testing.md gives the reasons.
-CORE_EXCLUDES="tests/test_dashboard.py tests/test_dashboard_trajectory.py tests/test_fleet_page.py
-  tests/test_schemathesis.py tests/test_crash_edges.py tests/test_hostile_envswap.py tests/test_leak_tokens.py
-  tests/test_anchor_move.py tests/test_usage_budget.py tests/test_prometheus.py tests/test_fleet_status.py
-  tests/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py tests/test_fleet_engines.py
-  tests/test_tracker_budget.py tests/test_codex_pages.py tests/test_codex_schemathesis.py
-  tests/test_pages_browser.py tests/test_first_look_demo.py tests/test_reserve_config.py
+CORE_EXCLUDES="tests/monitor/test_dashboard.py tests/monitor/test_dashboard_trajectory.py tests/cluster/test_fleet_page.py
+  tests/monitor/test_schemathesis.py tests/test_crash_edges.py tests/probe/test_hostile_envswap.py tests/test_leak_tokens.py
+  tests/cluster/test_anchor_move.py tests/claude/test_usage_budget.py tests/monitor/test_prometheus.py tests/cluster/test_fleet_status.py
+  tests/posture/test_reset_probe.py tests/test_readme.py tests/test_run_tests.py tests/cluster/test_fleet_engines.py
+  tests/cluster/test_tracker_budget.py tests/codex/test_codex_pages.py tests/codex/test_codex_schemathesis.py
+  tests/test_pages_browser.py tests/demo/test_first_look_demo.py tests/test_reserve_config.py
   tests/test_page_round_trip.py tests/test_pages_axe.py tests/test_pages_glance.py tests/test_pages_stopped.py
-  tests/test_trickling_upstreams.py tests/test_hook_confinement.py tests/test_auto_switch.py
-  tests/test_mirror_join.py tests/test_promread.py tests/test_fleet_scale.py tests/test_fleet_accounts.py
-  tests/test_mcp.py tests/test_vendor_deadlines.py tests/test_one_advice.py tests/test_login_profile.py
-  tests/test_child_cwd.py tests/test_field_replies.py tests/test_third_vendor.py tests/test_third_vendor_fleet.py
-  tests/test_advice_http.py tests/test_switch_hostile.py tests/test_heartbeat_claims.py tests/test_codex_token_pieces.py
-  tests/test_monitor_url.py tests/test_mcp_hostile.py tests/test_accounts_lint.py
-  tests/test_third_vendor_dashboard.py tests/test_scrape_prometheus.py tests/test_copilot_node.py
-  tests/test_zai_node.py tests/test_kimi_node.py tests/test_dispatch.py"
+  tests/monitor/test_trickling_upstreams.py tests/trajectory/test_hook_confinement.py tests/steering/test_auto_switch.py
+  tests/cluster/test_mirror_join.py tests/cluster/test_promread.py tests/cluster/test_fleet_scale.py tests/cluster/test_fleet_accounts.py
+  tests/mcp/test_mcp.py tests/probe/test_vendor_deadlines.py tests/steering/test_one_advice.py tests/claude/test_login_profile.py
+  tests/envfile/test_child_cwd.py tests/test_field_replies.py tests/test_third_vendor.py tests/test_third_vendor_fleet.py
+  tests/steering/test_advice_http.py tests/steering/test_switch_hostile.py tests/cluster/test_heartbeat_claims.py tests/codex/test_codex_token_pieces.py
+  tests/monitor/test_monitor_url.py tests/mcp/test_mcp_hostile.py tests/probe/test_accounts_lint.py
+  tests/test_third_vendor_dashboard.py tests/monitor/test_scrape_prometheus.py tests/copilot/test_copilot_node.py
+  tests/zai/test_zai_node.py tests/kimi/test_kimi_node.py tests/cluster/test_dispatch.py"
 
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then

@@ -14,7 +14,7 @@ def _rows():
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
     body = text[start:end if end != -1 else len(text)]
-    return {m.group(1): re.findall(r"`(test_\w+\.py)`", m.group(2))
+    return {m.group(1): re.findall(r"`((?:\w+/)?test_\w+\.py)`", m.group(2))
             for m in re.finditer(r"^\| `([\w.]+)` \| (.*) \|$", body, re.M)}
 
 

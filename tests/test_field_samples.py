@@ -246,7 +246,7 @@ def test_claude_enterprise_spend_only_has_no_window_but_its_extra_usage():
 
 def test_every_sample_file_is_tested_and_named_in_sources():
     on_disk = {p.name for p in FIELD.iterdir() if p.suffix in (".json", ".jsonl")}
-    source = Path(__file__).read_text() + (Path(__file__).parent / "test_field_plans.py").read_text()
+    source = Path(__file__).read_text() + (Path(__file__).parent / "keyvendor" / "test_field_plans.py").read_text()
     named = (FIELD / "SOURCES.md").read_text()
     assert on_disk and [n for n in sorted(on_disk) if '"%s"' % n not in source] == []
     assert [n for n in sorted(on_disk) if "`%s`" % n not in named] == []

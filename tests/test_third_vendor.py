@@ -7,7 +7,7 @@ accounts go through posture (`/api/accounts?provider=acme` and the stream),
 history, `/metrics`, `guard --provider acme` and `switch --provider acme`,
 beside a Claude account whose body stays the contract's. Its optional members
 go through `svc-monitor init` (its commented example) and `svc-monitor demo`
-(its demo account on the simulated provider). MCP: tests/test_mcp_third_vendor.py.
+(its demo account on the simulated provider). MCP: tests/mcp/test_mcp_third_vendor.py.
 """
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from tests.support.provider import ProviderServer
 from tests.support.thirdvendor.server import AcmeServer, quota_reply
 from tests.support.tracker import TrackerServer
 from tests.support.waiting import wait_until
-from tests.test_metrics_openapi import _validate
-from tests.test_promread import PromStub, vector
+from tests.monitor.test_metrics_openapi import _validate
+from tests.cluster.test_promread import PromStub, vector
 
 CLAUDE_TOKEN = canary("acmefleet")
 KEY_ONE = "acme-key-CANARY-fleetone-" + "5" * 12

@@ -5,7 +5,7 @@ Request goes in (method, path, query, headers); out comes a Response (status,
 headers, body) or an sse.Stream, a source of frames that sse.pump writes. It
 never sees a connection: the server side adds the `Connection:` line and drops
 the body of an answer to HEAD (response.Response.encode), so every route can
-be exercised without a socket (tests/test_app.py).
+be exercised without a socket (tests/monitor/test_app.py).
 
 Methods for the caller (the server side, typed as protocols.Application):
 

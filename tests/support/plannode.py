@@ -48,7 +48,7 @@ class PlanNode(NamedTuple):
     def posture_fits_the_document(self) -> bool:
         """Whether the vendor's posture body holds to its schema in the served OpenAPI document
         (`<display name>Posture`, every account and window whitelisted there)."""
-        from tests.test_metrics_openapi import _validate
+        from tests.monitor.test_metrics_openapi import _validate
 
         doc = self.mon.get_json("/api/openapi.json")[1]
         name = vendor_named(self.provider).display_name

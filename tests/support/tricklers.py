@@ -6,7 +6,7 @@ the figures of a process under them (descriptors, CPU, RSS) read from /proc.
     clients.tick()     # once a second: a byte (or a 16 KB chunk) on every socket
     proc_figures(pid)  # {"cpu_s", "rss_mb", "fds"}
 
-Used by tests/test_hostile_clients.py and scripts/bench_tricklers.py.
+Used by tests/monitor/test_hostile_clients.py and scripts/bench_tricklers.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The OpenAPI document as its builder makes it (monitor/openapi.py over openapi_paths and
 openapi_schemas), without a socket: every provider it lists is the registry's, and the
 modules that build it name no vendor. That the served document is the builder's is
-tests/test_metrics_openapi.py's; that it holds real bodies, schemathesis'."""
+tests/monitor/test_metrics_openapi.py's; that it holds real bodies, schemathesis'."""
 from __future__ import annotations
 
 import ast

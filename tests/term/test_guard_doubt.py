@@ -19,7 +19,7 @@ from typing import Any, Dict, Tuple
 import pytest
 
 from tests.support.codex import CodexServer, make_login, usage_reply, window
-from tests.support.home import canary, monitor_env, set_host_name
+from tests.support.home import REPO, canary, monitor_env, set_host_name
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.rawserver import RawServer, http_reply
@@ -109,7 +109,7 @@ def test_a_model_limit_at_100_pct_holds_the_account(tmp_path: Path) -> None:
 
 def test_a_credit_plan_is_gated_on_its_credits(tmp_path: Path) -> None:
     # The field's enterprise reply: both windows null, the credit plan's individual limit only.
-    sample = json.loads((Path(__file__).parent / "fixtures" / "field" /
+    sample = json.loads((REPO / "tests" / "fixtures" / "field" /
                          "codex-usage-enterprise-credit-plan.json").read_text())
     spent = json.loads(json.dumps(sample))
     spent["rate_limit"]["individual_limit"].update(used="100000", remaining_percent=0)

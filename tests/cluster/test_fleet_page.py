@@ -14,7 +14,7 @@ from tests.support.home import CANARY, make_node, node_env
 from tests.support.loki import LokiServer
 from tests.support.monitor import start_monitor
 from tests.support.waiting import wait_until
-from tests.test_metrics_openapi import _validate
+from tests.monitor.test_metrics_openapi import _validate
 
 EVIL = "<script>alert(1)</script>"
 

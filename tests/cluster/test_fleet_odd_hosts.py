@@ -20,7 +20,7 @@ from tests.support.engines import query, start_prometheus, start_victoria, stop_
 from tests.support.home import make_node, node_env
 from tests.support.monitor import start_monitor
 from tests.support.waiting import wait_until
-from tests.test_metrics_openapi import _validate
+from tests.monitor.test_metrics_openapi import _validate
 
 YEAR_MS = 365 * 86400 * 1000
 INTERVAL_MS = 600000

@@ -1,6 +1,6 @@
 """svcposture.posture.health (docs/posture.md, "Health"): the pure rules, one by one.
 
-The real monitor's side of it is tests/test_health.py and tests/test_health_bad_input.py.
+The real monitor's side of it is tests/steering/test_health.py and tests/posture/test_health_bad_input.py.
 """
 from __future__ import annotations
 

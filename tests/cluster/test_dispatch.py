@@ -23,7 +23,7 @@ from tests.support.home import BEARER, make_node, node_env, write_json
 from tests.support.monitor import start_monitor
 from tests.support.tracker import TrackerServer
 from tests.support.waiting import wait_until
-from tests.test_metrics_openapi import _validate
+from tests.monitor.test_metrics_openapi import _validate
 
 HOUR_MS = 3600 * 1000
 HOSTS = ("wall", "refused", "week", "elsewhere", "switcher", "roomy", "warm", "dead")

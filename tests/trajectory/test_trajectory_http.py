@@ -19,7 +19,7 @@ from tests.support.home import canary, node_env
 from tests.support.monitor import SSEClient, http_get, start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.waiting import wait_until
-from tests.test_metrics_openapi import _resolve, _validate
+from tests.monitor.test_metrics_openapi import _resolve, _validate
 
 TOK1 = canary("traj1")
 TOK2 = canary("traj2")

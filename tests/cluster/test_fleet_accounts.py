@@ -19,7 +19,7 @@ from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
 from tests.support.tracker import TrackerServer
 from tests.support.waiting import wait_until
-from tests.test_metrics_openapi import _validate
+from tests.monitor.test_metrics_openapi import _validate
 
 
 def key(provider, email):

@@ -197,7 +197,7 @@ def test_close_joins_the_fast_lane_and_closes_its_connections(server):
 DESCRIPTORS = r'''
 import os, resource, sys, threading
 resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-from tests.test_server_sockets import serve
+from tests.monitor.test_server_sockets import serve
 server, app, thread = serve()
 eaten = []
 while True:

@@ -111,7 +111,7 @@ def test_once_plain_when_not_a_tty(mon):
     assert out.startswith("svc ") and "acct1 <h@example.com> | OK | 5h 50% (" in out
     assert "CANARY" not in out
     # One probe of history makes no forecast (docs/trajectory.md): none shown, and no error for it.
-    # The forecast through a real monitor is tests/test_line_forecast.py.
+    # The forecast through a real monitor is tests/term/test_line_forecast.py.
     assert "->" not in out.split("OK", 1)[1] and proc.stderr == b""
 
 

@@ -16,7 +16,7 @@ from tests.support.home import BEARER, make_node, node_env
 from tests.support.monitor import http_get, start_monitor
 from tests.support.slowupstream import SlowUpstream
 from tests.support.waiting import wait_until
-from tests.test_metrics_openapi import _validate
+from tests.monitor.test_metrics_openapi import _validate
 
 READERS = 20
 # A reader that has no answer by then has been left waiting on the read: the

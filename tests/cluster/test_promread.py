@@ -22,7 +22,7 @@ from svcposture.cluster import liveness, promql, promread
 from svcposture.monitor.exposition import render_metrics
 from svcposture.paths import Paths
 from tests.support.cli import run_cluster
-from tests.support.home import make_node, node_env
+from tests.support.home import REPO, make_node, node_env
 from tests.support.httpserver import StandInServer
 from tests.support.monitor import start_monitor
 
@@ -243,7 +243,7 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size
 
 def unquoted(inside):
     # What the engine reads back from a double-quoted PromQL string: the escapes promql.py writes
-    # are JSON's (tests/test_fleet_odd_hosts.py has both real engines echo them).
+    # are JSON's (tests/cluster/test_fleet_odd_hosts.py has both real engines echo them).
     return json.loads('"%s"' % inside)
 
 
@@ -369,7 +369,7 @@ def test_monitor_exports_its_active_account_for_the_fleet():
 def test_the_queries_in_the_docs_are_the_ones_sent():
     # docs/fleet-prometheus.md shows the queries for a 120 s interval, node-a and node-b holding the
     # newest readings of accounts they both call `work`.
-    text = (Path(__file__).resolve().parent.parent / "docs" / "fleet-prometheus.md").read_text()
+    text = (REPO / "docs" / "fleet-prometheus.md").read_text()
     section = text.split("### The queries are plain PromQL", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```text\n(.*?)```", section, re.S)
     shown = [" ".join(q.split()) for block in blocks[:2] for q in block.split("\n\n")]

@@ -12,7 +12,7 @@ must give up use the default budget against a monitor that never answers.
 The real monitor here serves /api/trajectory, but its history is a few forced
 probes seconds apart, too little for a forecast (a forecast wants 10 min of points),
 so these tests cover the no-forecast path through the real route. The forecast
-through a real monitor, with seeded history, is tests/test_line_forecast.py;
+through a real monitor, with seeded history, is tests/term/test_line_forecast.py;
 the scripted server here serves trajectory bodies a real monitor would not (hung,
 404, junk, disabled).
 """
@@ -379,7 +379,7 @@ def _trajectory(wall_in_ms: int, label: str = "acct1") -> Dict[str, Any]:
 
 def test_forecast_from_a_trajectory_body(tmp_path):
     """The trajectory body as the trajectory route serves it, from a scripted server (the real route:
-    tests/test_line_forecast.py)."""
+    tests/term/test_line_forecast.py)."""
     env = dict(clean_env(tmp_path), **SLOW)
     with RawServer({"/api/accounts": http_reply(200, _posture()),
                     "/api/trajectory": http_reply(200, _trajectory(48 * 60_000 + 40_000))}) as server:

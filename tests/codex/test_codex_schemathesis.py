@@ -8,7 +8,7 @@ from tests.support.codex import CodexServer, make_login, usage_reply
 from tests.support.home import accounts_path, canary, node_env, write_accounts
 from tests.support.monitor import start_monitor
 from tests.support.provider import ProviderServer
-from tests.test_schemathesis import SELF, _schemathesis_or_skip, st_run
+from tests.monitor.test_schemathesis import SELF, _schemathesis_or_skip, st_run
 
 TOK1 = canary("stcx1")
 CODEX_TOKEN = "codex-access-CANARY-st-" + "5" * 12

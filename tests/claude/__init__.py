@@ -1,0 +1,1 @@
+"""Tests of svcposture.claude (docs/testing.md maps each module to its tests)."""

@@ -1,0 +1,1 @@
+"""Tests of svcposture.keyvendor (docs/testing.md maps each module to its tests)."""
