@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 # The other interpreters, by version; each one missing is a failure under CI, a warning elsewhere.
 OTHER_PYTHONS=${SVC_TEST_PYTHONS-"3.9 3.13"}
-# pytest-xdist workers: the default interpreter's run, then each core run (two side by side). Tests
-# mostly wait on their subprocesses, so a 2-core machine keeps up with 3 and 2 + 2. Each file runs whole,
+# pytest-xdist workers: the default interpreter's run, and each core run beside it. Tests mostly wait
+# on their subprocesses, so a 2-core machine keeps up with 3 + 2 + 2. Each file runs whole,
 # in order, on one worker (--dist loadfile): a module-scoped monitor sees its tests as in a plain run.
 WORKERS=${SVC_TEST_WORKERS:-3}
 CORE_WORKERS=${SVC_TEST_CORE_WORKERS:-2}
@@ -165,21 +165,35 @@ else
   for f in $CORE_EXCLUDES; do CORE_ARGS+=("--ignore=$f"); done
 fi
 
-# The other interpreters' venvs are made in the background while the main run goes; their core runs
-# follow it, side by side.
+# Each other interpreter's job, in the background from the start: its throw-away venv, then its core run,
+# side by side with the main run. The tests mostly wait on their subprocesses, so the cores have room for
+# both; the serial tests still run last, alone. The job's exit code is the core run's, or VENV_FAILED when
+# the venv could not be made; it writes how long its core run took to $WORK/core-VERSION.seconds.
+VENV_FAILED=97
+core_job() {
+  local want=$1 python=$2 venv=$WORK/venv-$1 log=$WORK/core-$1.log started
+  make_venv "$python" "$venv" "$log" || return "$VENV_FAILED"
+  started=$SECONDS
+  set +e
+  core_run "$venv" "$log" "${CORE_ARGS[@]}"
+  local code=$?
+  set -e
+  echo $((SECONDS - started)) >"$WORK/core-$want.seconds"
+  return "$code"
+}
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/svc-run-tests.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-declare -A PID_OF=() LOG_OF=() PATH_OF=()   # by version
+declare -A PID_OF=() PATH_OF=()   # by version
 SUMMARY=()
 FAILED=0
 if [ "$QUICK" = 0 ]; then
   for want in $OTHER_PYTHONS; do
     if python=$(find_python "$want"); then
       PATH_OF[$want]=$python
-      LOG_OF[$want]=$WORK/core-$want.log
-      make_venv "$python" "$WORK/venv-$want" "${LOG_OF[$want]}" &
+      core_job "$want" "$python" &
       PID_OF[$want]=$!
-      say "Python $(version_of "$python") ($python): making its throw-away venv for the core run"
+      say "Python $(version_of "$python") ($python): its throw-away venv, then its core run, beside the main run"
     elif [ -n "${CI:-}" ]; then
       SUMMARY+=("Python $want: FAILED (no interpreter found: python$want on PATH, pyenv's versions/$want.*)")
       FAILED=1
@@ -202,21 +216,6 @@ else
 fi
 [ "$code" = 0 ] || FAILED=1
 
-began=$SECONDS
-for want in $OTHER_PYTHONS; do
-  [ -n "${PID_OF[$want]:-}" ] || continue
-  if wait "${PID_OF[$want]}"; then
-    say "Python $want: core run started"
-    core_run "$WORK/venv-$want" "${LOG_OF[$want]}" "${CORE_ARGS[@]}" &
-    PID_OF[$want]=$!
-  else
-    PID_OF[$want]=""
-    say "---- Python $want: its venv could not be made ----"
-    cat "${LOG_OF[$want]}"
-    SUMMARY+=("Python $(version_of "${PATH_OF[$want]}"), core: FAILED (no venv with $CORE_PIP_NEEDS)")
-    FAILED=1
-  fi
-done
 for want in $OTHER_PYTHONS; do
   [ -n "${PID_OF[$want]:-}" ] || continue
   set +e
@@ -224,9 +223,16 @@ for want in $OTHER_PYTHONS; do
   code=$?
   set -e
   echo
+  if [ "$code" = "$VENV_FAILED" ]; then
+    say "---- Python $want: its venv could not be made ----"
+    cat "$WORK/core-$want.log"
+    SUMMARY+=("Python $(version_of "${PATH_OF[$want]}"), core: FAILED (no venv with $CORE_PIP_NEEDS)")
+    FAILED=1
+    continue
+  fi
   say "---- Python $want core run (${PATH_OF[$want]}) ----"
-  cat "${LOG_OF[$want]}"
-  SUMMARY+=("Python $(version_of "${PATH_OF[$want]}"), core: $(verdict $code) ($((SECONDS - began)) s)")
+  cat "$WORK/core-$want.log"
+  SUMMARY+=("Python $(version_of "${PATH_OF[$want]}"), core: $(verdict $code) ($(cat "$WORK/core-$want.seconds" 2>/dev/null || echo "?") s)")
   [ "$code" = 0 ] || FAILED=1
 done
 

@@ -352,7 +352,9 @@ def test_the_active_codex_account_moves_its_own_status_latch(nodes):
     write_session(home / "codex-work", at, [token_count_line(at, primary=(101.0, 300, reset_5h),
                                                              secondary=(40.0, 10080, reset_7d))], name="edge1")
     wait_until(lambda: edges() or None, timeout=20, message="the rejected edge of codex-work")
-    body = mixed.get_json("/api/accounts?provider=codex")[1]
+    # The edge is written before the body is cached: the GET may still see the one before it.
+    body = wait_until(lambda: (lambda b: b if b["status"] == "rejected" else None)(
+        mixed.get_json("/api/accounts?provider=codex")[1]), timeout=20, message="the rejected body")
     assert body["status"] == "rejected" and body["siblingWithHeadroom"]["label"] == "codex-side"
     later = time.time() + 1
     write_session(home / "codex-work", later, [token_count_line(later, primary=(20.0, 300, reset_5h),
