@@ -15,9 +15,9 @@ PY=${PYTHON:-python3}
 # The other interpreters, by version; each one missing is a failure under CI, a warning elsewhere.
 OTHER_PYTHONS=${SVC_TEST_PYTHONS-"3.9 3.13"}
 # pytest-xdist workers: the default interpreter's run, and each core run beside it. Tests mostly wait
-# on their subprocesses, so a 2-core machine keeps up with 3 + 2 + 2. Each file runs whole,
+# on their subprocesses, so a 2-core machine keeps up with 4 + 2 + 2. Each file runs whole,
 # in order, on one worker (--dist loadfile): a module-scoped monitor sees its tests as in a plain run.
-WORKERS=${SVC_TEST_WORKERS:-3}
+WORKERS=${SVC_TEST_WORKERS:-4}
 CORE_WORKERS=${SVC_TEST_CORE_WORKERS:-2}
 # A run that has not finished by then is stuck, not slow.
 RUN_TIMEOUT_S=${SVC_TEST_RUN_TIMEOUT_S:-1500}

@@ -136,7 +136,10 @@ def test_banner_waits_for_a_reset_seconds_away_rather_than_switching(tmp_path):
             assert "for its reset" in banner and "acct2" not in banner and "acct3" not in banner
             advice = get_json(mon.url + "/api/advice")
             assert advice["advice"] == "wait" and 0 < advice["waitS"] <= 600 and advice["to"] is None
-            pct = driver.find_element("css selector", '#claude-cards [data-label="acct1"] .win-pct').text
+            # The cards are redrawn with each push: found and read in one script.
+            pct = driver.execute_script(
+                "var e = document.querySelector('#claude-cards [data-label=\"acct1\"] .win-pct');"
+                "return e ? e.textContent : null;")
             assert pct == "100%+"
             # The advice box and the banner count down to one instant (the advice's waitUntil, the
             # window's own reset), each second, and always say the same wait.
