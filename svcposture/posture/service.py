@@ -181,6 +181,7 @@ class PostureService:
         # Where the periodic ticks count from: start(), so that the services a node starts
         # together keep ticking together (their probes then share a child).
         self._epoch_mono = 0.0
+        self._together = False  # whether the probe in flight waits to share a child (_begin_locked)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._reprobe = threading.Event()
@@ -201,7 +202,7 @@ class PostureService:
             return
         self._epoch_mono = time.monotonic()
         with self._lock:
-            self._begin_locked()
+            self._begin_locked(together=True)
         self._loop = threading.Thread(target=self._run_loop, name="posture-%s-loop" % self.provider, daemon=True)
         self._loop.start()
 
@@ -238,7 +239,9 @@ class PostureService:
                 self.resets.pop_due(_time.now_ms())
                 self.reset_probes += 1
             try:
-                self._refresh(periodic=True)
+                # Only the periodic tick waits for the other vendors' (they tick together); a reset is this
+                # vendor's own.
+                self._refresh(periodic=True, together=periodic)
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("periodic %s probe failed", self.provider)
             if periodic:
@@ -255,7 +258,7 @@ class PostureService:
             # It may have sourced the file before the change: wait, then probe again.
             self._flight.join().wait(self.deadline_s + 10)
         with self._lock:
-            done = self._begin_locked()
+            done = self._begin_locked(together=True)  # every vendor's service saw the same change
         done.wait(self.deadline_s + 10)
 
     def _reset_due_mono(self) -> Optional[float]:
@@ -296,7 +299,7 @@ class PostureService:
     def _trusted_for(self, summary: Mapping[str, Any]) -> float:
         return self.floor_s if is_node_error(summary) else self.ttl_s
 
-    def _refresh(self, periodic: bool, forced: bool = False) -> Dict[str, Any]:
+    def _refresh(self, periodic: bool, forced: bool = False, together: bool = False) -> Dict[str, Any]:
         now = time.monotonic()
         with self._lock:
             summary = self._summary
@@ -306,7 +309,7 @@ class PostureService:
             if not self._flight.in_flight and summary is not None and (forced or periodic) \
                     and self._started_mono is not None and now - self._started_mono < self.floor_s:
                 return reply(summary, cached=True)
-            done = self._begin_locked()
+            done = self._begin_locked(together)
         done.wait(self.deadline_s + 10)
         result = self._result
         if result is None:
@@ -314,10 +317,14 @@ class PostureService:
             return reply(error_summary(self.node, _time.now_ms(), {"kind": "internal"}), cached=False)
         return reply(result, cached=False)
 
-    def _begin_locked(self) -> threading.Event:
-        """Join the probe in flight, or start one (its start is what the refresh floor counts from)."""
+    def _begin_locked(self, together: bool = False) -> threading.Event:
+        """Join the probe in flight, or start one (its start is what the refresh floor counts from).
+        `together`: a probe the node's other services start at the same moment (start, the periodic
+        tick, a change of the file), which waits the batcher's window to share their child; any other
+        starts its child at once."""
         if not self._flight.in_flight:
             self._started_mono = time.monotonic()
+            self._together = together
         return self._flight.join()
 
     # ------------------------------------------------------------ one probe
@@ -352,9 +359,10 @@ class PostureService:
         with self._lock:
             if key is not None and key == self._absent_in:
                 return {"available": False}
+            alone = not self._together
         try:
             report = self._batcher.report(self.paths, self.provider, self._child_environ(),
-                                          deadline_s=self.deadline_s, cancel=self._stop)
+                                          deadline_s=self.deadline_s, cancel=self._stop, alone=alone)
         except Exception:  # noqa: BLE001 - a probe failure is an error posture
             log.error("the %s probe raised; reporting an internal error", self.provider)
             return {"error": {"kind": "internal"}}

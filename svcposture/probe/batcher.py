@@ -56,9 +56,10 @@ class _Request:
 class _Batch:
     """The requests of one child: gathered during the window, answered as the child's lines come."""
 
-    def __init__(self, paths: "Paths", deadline_s: float) -> None:
+    def __init__(self, paths: "Paths", deadline_s: float, window_s: float) -> None:
         self.paths = paths
         self.deadline_s = deadline_s
+        self.window_s = window_s
         self.environ: Dict[str, str] = {}
         self.requests: Dict[str, _Request] = {}
         self._lock = threading.Lock()
@@ -125,16 +126,19 @@ class ProbeBatcher:
         self._gathering: List[_Batch] = []
 
     def report(self, paths: "Paths", vendor: str, environ: Mapping[str, str], *, deadline_s: float,
-               cancel: Optional["Cancel"] = None) -> Dict[str, Any]:
+               cancel: Optional["Cancel"] = None, alone: bool = False) -> Dict[str, Any]:
         """`vendor`'s report from a header child over `paths`' accounts env file (what
         `runner.run_headers(vendors=[vendor])` answers), run with `environ`, killed after
-        `deadline_s`; answered early, as stopping, once `cancel` is set. Blocks until answered."""
+        `deadline_s`; answered early, as stopping, once `cancel` is set. Blocks until answered.
+        `alone`: a probe someone is waiting for (a forced refresh, a read past the cache, a reset)
+        starts its child at once, in no window and in no other vendor's child."""
         request = _Request(vendor, environ, cancel)
         with self._lock:
-            batch = next((b for b in self._gathering if b.takes(paths, deadline_s, request)), None)
+            batch = None if alone else next((b for b in self._gathering if b.takes(paths, deadline_s, request)), None)
             if batch is None:
-                batch = _Batch(paths, deadline_s)
-                self._gathering.append(batch)
+                batch = _Batch(paths, deadline_s, 0.0 if alone else self._window_s)
+                if not alone:
+                    self._gathering.append(batch)
                 threading.Thread(target=self._run, args=(batch,), name="probe-batch", daemon=True).start()
             batch.add(request)
         request.answered.wait()
@@ -142,10 +146,11 @@ class ProbeBatcher:
         return request.report
 
     def _run(self, batch: _Batch) -> None:
-        if self._window_s > 0:
-            time.sleep(self._window_s)
+        if batch.window_s > 0:
+            time.sleep(batch.window_s)
         with self._lock:
-            self._gathering.remove(batch)
+            if batch in self._gathering:
+                self._gathering.remove(batch)
         try:
             batch.run()
         finally:
