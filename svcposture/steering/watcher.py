@@ -125,10 +125,13 @@ class AutoSwitcher:
 
     def due(self, summary: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         """The active account's view when any of its windows (extra windows included) has
-        reached the threshold, or it is rejected."""
+        reached the threshold, or it is rejected, or its credential was refused (waiting never
+        brings a refused token back: only a healthy sibling, or a person, can)."""
         if summary.get("available") is not True or "error" in summary:
             return None
         active = summary.get("active")
+        if isinstance(active, dict) and active.get("health") == "refused":
+            return active
         if not isinstance(active, dict) or active.get("error"):
             return None
         if active.get("bindingStatus") == "rejected":

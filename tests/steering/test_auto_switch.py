@@ -178,6 +178,25 @@ def test_never_onto_a_fuller_account_and_says_so_once(tmp_path: Path) -> None:
         assert [(e["account.from"], e["account.to"]) for e in switched(n["home"])] == [("a", "b")]
 
 
+def test_a_refused_active_token_is_left_for_a_healthy_sibling(tmp_path: Path) -> None:
+    """A refused credential does not come back by waiting: the monitor switches to the healthiest sibling
+    with headroom, never onto another refused one, and once only."""
+    with ProviderServer() as provider:
+        provider.set_account(TA, mode="auth")
+        provider.set_account(TB, mode="auth")
+        provider.set_account(TC, five_hour=(0.40, "allowed"), seven_day=(0.10, "allowed"))
+        n = node(tmp_path, provider)
+        mon = start_monitor(n["env"])
+        try:
+            wait_until(lambda: file_active(n["home"]) == "c", 30, message="the automatic switch to c")
+            wait_until(lambda: mon.get_json("/api/accounts")[1]["active"]["label"] == "c", message="c shown")
+            probes(mon, 3)
+        finally:
+            mon.stop()
+        assert [(e["account.from"], e["account.to"], e["switch.reason"]) for e in switched(n["home"])] \
+            == [("a", "c", "auto")]
+
+
 def test_an_extra_window_at_the_threshold_is_due(tmp_path: Path) -> None:
     from svcposture.steering.watcher import AutoSwitcher
     from svcposture.paths import Paths
