@@ -21,24 +21,6 @@ from tests.support.home import clean_env
 SERIAL_FILES = ("tests/monitor/test_hostile_clients.py", "tests/test_soak_quick.py", "tests/probe/test_hostile_envswap.py")
 
 
-# The files that take longest, longest first: they are handed out first, so that no worker is left
-# with one of them after the others have finished (xdist's loadfile hands out files in collection order,
-# and the top-level cross-cutting suites would otherwise come last). Order only: every file still runs.
-LONG_FILES = ("tests/monitor/test_trickling_upstreams.py", "tests/test_pages_stopped.py", "tests/test_leak_tokens.py",
-              "tests/cluster/test_tracker_budget.py", "tests/posture/test_reset_probe.py",
-              "tests/probe/test_vendor_deadlines.py", "tests/test_crash_edges.py", "tests/cluster/test_fleet_status.py",
-              "tests/cluster/test_fleet_scale.py", "tests/test_readme.py", "tests/test_wheel.py",
-              "tests/keyvendor/test_plans_bad_input.py", "tests/test_pages_axe.py", "tests/test_pages_browser.py",
-              "tests/test_field_replies.py", "tests/cluster/test_fleet_engines.py", "tests/cluster/test_fleet_accounts.py",
-              "tests/test_third_vendor.py", "tests/test_third_vendor_dashboard.py", "tests/test_third_vendor_fleet.py",
-              "tests/steering/test_switch_hostile.py", "tests/steering/test_auto_switch.py",
-              "tests/cluster/test_dispatch.py", "tests/monitor/test_dashboard.py",
-              "tests/monitor/test_dashboard_trajectory.py", "tests/cluster/test_fleet_page.py",
-              "tests/codex/test_codex_pages.py", "tests/demo/test_first_look_demo.py", "tests/test_page_round_trip.py",
-              "tests/test_pages_glance.py", "tests/test_reserve_config.py", "tests/monitor/test_prometheus.py",
-              "tests/monitor/test_scrape_prometheus.py", "tests/test_vendoring.py", "tests/test_run_tests.py")
-
-
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "serial: measures load or timing; run alone, not beside other tests")
 
@@ -47,8 +29,6 @@ def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if item.nodeid.split("::", 1)[0] in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
-    rank = {name: i for i, name in enumerate(LONG_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(LONG_FILES)))  # stable: in-file order kept
 
 
 @pytest.fixture

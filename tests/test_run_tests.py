@@ -62,8 +62,8 @@ def test_a_run_that_collects_no_test_fails(tmp_path: Path) -> None:
 
 
 def test_the_files_the_conftest_names_exist():
-    """A renamed or moved file must not silently leave the serial set or the long-first order."""
-    from tests.conftest import LONG_FILES, SERIAL_FILES
+    """A renamed or moved file must not silently leave the serial set."""
+    from tests.conftest import SERIAL_FILES
     from tests.support.home import REPO
 
-    assert [name for name in SERIAL_FILES + LONG_FILES if not (REPO / name).is_file()] == []
+    assert [name for name in SERIAL_FILES if not (REPO / name).is_file()] == []

@@ -146,9 +146,9 @@ def test_missing_or_odd_trees(tmp_path):
     assert newest_session_sample(str(other), None, _now_ms()) is None
 
 
-def _big_log(tmp_path: Path, size: int, tail_lines) -> Path:
-    """A log of `size` bytes (sparse where the file system allows) ending with `tail_lines`."""
-    now = time.time()  # read in the test: the file may run long after the suite started
+def _big_log(tmp_path: Path, size: int, tail_lines, now: float) -> Path:
+    """A log of `size` bytes (sparse where the file system allows) ending with `tail_lines`, named
+    for `now` (the caller's one clock read: a second log written later has the same name)."""
     path = session_path(tmp_path, now - 60, "big")
     path.parent.mkdir(parents=True, exist_ok=True)
     tail = ("\n" + "\n".join(tail_lines) + "\n").encode()
@@ -163,12 +163,12 @@ def test_a_100_mb_log_reads_only_its_tail(tmp_path):
     now = time.time()  # read in the test: the file may run long after the suite started
     at = now - 60
     line = token_count_line(at, (55.0, 300, 3600), (66.0, 10080, 3600), spelling="resets_in_seconds")
-    path = _big_log(tmp_path, 100 * 1024 * 1024, [line])
+    path = _big_log(tmp_path, 100 * 1024 * 1024, [line], now)
     assert path.stat().st_size == 100 * 1024 * 1024
     assert newest_session_sample(str(tmp_path), None, _now_ms())["sevenDay"]["pct"] == 66.0
     # A sample further back than the last 1 MB is not looked for.
     filler = [other_line(at)] * (session.TAIL_BYTES // len(other_line(at)) + 10)
-    _big_log(tmp_path, 100 * 1024 * 1024, [line] + filler)
+    assert _big_log(tmp_path, 100 * 1024 * 1024, [line] + filler, now) == path
     assert newest_session_sample(str(tmp_path), None, _now_ms()) is None
 
 
