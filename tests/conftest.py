@@ -18,7 +18,10 @@ from tests.support.home import clean_env
 # Whole files whose tests are `serial`.
 # The env-file swap race is one of them: its check that the swaps landed on both sides of some probes
 # needs the swapping thread scheduled as often as the monitor, which a loaded machine does not give it.
-SERIAL_FILES = ("tests/monitor/test_hostile_clients.py", "tests/test_soak_quick.py", "tests/probe/test_hostile_envswap.py")
+# So is the real Prometheus and VictoriaMetrics scraping 1,000 stand-in monitors: whether a scrape lands
+# within its interval is what the other tests' processes on the same cores change.
+SERIAL_FILES = ("tests/monitor/test_hostile_clients.py", "tests/test_soak_quick.py", "tests/probe/test_hostile_envswap.py",
+                "tests/cluster/test_fleet_engines.py")
 
 
 def pytest_configure(config) -> None:
